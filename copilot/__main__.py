@@ -1,0 +1,5 @@
+import sys
+
+from copilot.cli import main
+
+sys.exit(main())

@@ -1,0 +1,149 @@
+"""One Settings object, read from the environment once and passed down."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_CATEGORIES = ["cs.CL", "cs.AI", "cs.LG", "cs.IR"]
+
+
+class SettingsError(ValueError):
+    """A setting has a bad value; the message names the variable and how to fix it."""
+
+
+def _env(name: str, *aliases: str) -> AliasChoices:
+    return AliasChoices(name, *aliases)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="COPILOT_", extra="ignore", populate_by_name=True)
+
+    data_dir: Path = Field(Path("./copilot-data"), description="Chroma files, copilot.db and logs live here.")
+
+    # --- language model
+    llm: Literal["openai", "local"] | None = Field(
+        None, description="LLM backend: `openai` (any OpenAI-compatible endpoint) or `local` (llama.cpp). "
+        "Default: `openai` when OPENAI_API_KEY is set, else `local`.")
+    openai_base_url: str | None = Field(
+        None, validation_alias=_env("OPENAI_BASE_URL"), description="OpenAI-compatible endpoint (OPENAI_BASE_URL).")
+    openai_api_key: SecretStr | None = Field(
+        None, validation_alias=_env("OPENAI_API_KEY"), description="API key for the openai backend (OPENAI_API_KEY).")
+    llm_model: str = Field("gpt-4o-mini", description="Model name sent to the OpenAI-compatible endpoint.")
+    local_model: Path | None = Field(
+        None, description="Path to a GGUF file for the local backend. Default: the packaged SmolLM2-135M-Instruct.")
+    local_context: int = Field(4096, ge=512, le=131072, description="Context window (tokens) of the local model.")
+    local_threads: int = Field(2, ge=1, le=64, description="CPU threads for the local model.")
+    llm_timeout: float = Field(120.0, gt=0, description="Seconds before one LLM call is abandoned.")
+    llm_retries: int = Field(2, ge=0, le=10, description="Retries with backoff on transient LLM errors.")
+
+    # --- embeddings and vectors
+    embed_model: str | None = Field(
+        None, description="Sentence-transformers model name or path. Default: the packaged all-MiniLM-L6-v2.")
+    embed_batch_size: int = Field(64, ge=1, le=4096, description="Texts embedded per batch.")
+    chroma_host: str | None = Field(None, description="Chroma server host; unset means embedded Chroma in the data dir.")
+    chroma_port: int = Field(8000, ge=1, le=65535, description="Chroma server port (with COPILOT_CHROMA_HOST).")
+
+    # --- arXiv and ingestion
+    arxiv_api_url: str | None = Field(
+        None, description="arXiv API endpoint without the query string, e.g. http://127.0.0.1:8123/api/query.")
+    arxiv_timeout: float = Field(30.0, gt=0, description="Seconds before one arXiv request is abandoned.")
+    arxiv_delay: float = Field(3.0, ge=0, description="Seconds between arXiv API requests (the API's politeness delay).")
+    arxiv_retries: int = Field(3, ge=0, le=10, description="Retries of a failed arXiv request.")
+    categories: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_CATEGORIES), description="arXiv categories ingested, comma-separated.")
+    ingest_cron: str = Field("0 6 * * *", description="When the daily ingestion runs (crontab, server time).")
+    ingest_days: int = Field(2, ge=1, le=365, description="Days back the scheduled ingestion looks.")
+    ingest_max_papers: int = Field(2000, ge=1, description="Most papers one scheduled ingestion fetches.")
+    scheduler: bool = Field(True, description="Run the daily ingestion inside the app process.")
+
+    # --- chat and retrieval
+    top_k: int = Field(8, ge=1, le=100, description="Items retrieved per question (Thought-Retriever K).")
+    context_tokens: int = Field(2000, ge=100, le=100000, description="Token budget for retrieved material.")
+    merge_threshold: float = Field(0.85, gt=0, le=1, description="Cosine at or above which a new thought is redundant.")
+    answer_max_tokens: int = Field(400, ge=16, le=8192, description="Most tokens one answer may have.")
+    max_input_chars: int = Field(4000, ge=100, le=1000000, description="Longer text inputs are truncated, with a notice.")
+
+    # --- web app
+    server_name: str = Field("127.0.0.1", validation_alias=_env("GRADIO_SERVER_NAME"),
+                             description="Address the app listens on (GRADIO_SERVER_NAME).")
+    server_port: int = Field(7860, ge=1, le=65535, validation_alias=_env("GRADIO_SERVER_PORT"),
+                             description="Port the app listens on (GRADIO_SERVER_PORT).")
+    concurrency: int = Field(4, ge=1, le=64, description="Requests the web app handles at once.")
+
+    @field_validator("categories", mode="before")
+    @classmethod
+    def _split_categories(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list) and not value:
+            raise ValueError("give at least one arXiv category, e.g. cs.CL,cs.LG")
+        return value
+
+    @field_validator("ingest_cron")
+    @classmethod
+    def _check_cron(cls, value: str) -> str:
+        from apscheduler.triggers.cron import CronTrigger
+
+        try:
+            CronTrigger.from_crontab(value)
+        except ValueError as error:
+            raise ValueError(f"not a crontab expression ({error}); e.g. '0 6 * * *'") from None
+        return value
+
+    @field_validator("local_model")
+    @classmethod
+    def _check_gguf(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"no GGUF file at {value}")
+        return value
+
+    @property
+    def llm_backend(self) -> str:
+        if self.llm:
+            return self.llm
+        return "openai" if self.openai_api_key else "local"
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "copilot.db"
+
+    @property
+    def chroma_path(self) -> Path:
+        return self.data_dir / "chroma"
+
+
+def _env_name(field_name: str) -> str:
+    alias = Settings.model_fields[field_name].validation_alias
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return "COPILOT_" + field_name.upper()
+
+
+def env_names() -> dict[str, str]:
+    """Environment variable of every setting, keyed by field name."""
+    return {name: _env_name(name) for name in Settings.model_fields}
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read settings from the environment; a bad value raises SettingsError that says which and why."""
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as error:
+        lines = []
+        for problem in error.errors():
+            field = str(problem["loc"][0]) if problem["loc"] else "?"
+            name = _env_name(field) if field in Settings.model_fields else field
+            shown = "<hidden>" if field == "openai_api_key" else repr(problem.get("input"))
+            lines.append(f"{name}={shown}: {problem['msg']}")
+        raise SettingsError("bad setting: " + "; ".join(lines)) from None
+    if settings.llm_backend == "openai" and not settings.openai_api_key:
+        raise SettingsError("COPILOT_LLM=openai but no key found: set OPENAI_API_KEY, or use COPILOT_LLM=local")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    return settings

@@ -1,0 +1,160 @@
+"""Ingestion: an idempotent, restartable upsert of papers into the vector store, recorded in `ingest_runs`.
+
+Re-importing the same papers changes nothing; a newer version of a paper replaces the stored one. Each
+batch is embedded and upserted as one unit keyed by arXiv id, so a run killed mid-way and run again ends
+with the same store as one clean run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from copilot.embed import Embedder
+from copilot.records import Paper, date_number
+from copilot.sources.snapshot import BadLine
+from copilot.store.db import Database
+from copilot.store.vectors import VectorStore
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[["IngestCounts"], None]
+
+
+class IngestBusy(RuntimeError):
+    """Another ingestion is running; runs never overlap."""
+
+
+@dataclass
+class IngestCounts:
+    seen: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    bad_lines: list[BadLine] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"seen": self.seen, "added": self.added, "updated": self.updated, "unchanged": self.unchanged,
+                "skipped": self.skipped}
+
+
+def _is_newer(paper: Paper, stored: tuple[int, int, str]) -> bool | None:
+    """True: replace; False: keep stored (it is newer); None: identical, nothing to do."""
+    version, updated, document = stored
+    if (paper.version, date_number(paper.updated or paper.published)) > (version, updated):
+        return True
+    if paper.version == version and paper.document != document and \
+            date_number(paper.updated or paper.published) >= updated:
+        return True
+    return None if paper.document == document else False
+
+
+class Ingestor:
+    # One lock per process: the scheduler, the Library button and the CLI all take it.
+    _running = threading.Lock()
+
+    def __init__(self, db: Database, store: VectorStore, embedder: Embedder, batch_size: int = 64) -> None:
+        self.db = db
+        self.store = store
+        self.embedder = embedder
+        self.batch_size = batch_size
+
+    @classmethod
+    def busy(cls) -> bool:
+        return cls._running.locked()
+
+    def run(self, source: str, items: Iterable[Paper | BadLine], progress: Progress | None = None) -> IngestCounts:
+        """Ingest everything `items` yields; raises IngestBusy if another run is going on."""
+        if not self._running.acquire(blocking=False):
+            raise IngestBusy("an ingestion is already running; wait for it to finish")
+        try:
+            run_id = self._start_run(source)
+            counts = IngestCounts()
+            try:
+                self._ingest(items, counts, run_id, progress)
+            except BaseException as error:
+                self._finish(run_id, counts, "failed", f"{type(error).__name__}: {error}"[:500])
+                raise
+            self._finish(run_id, counts, "ok", None)
+            return counts
+        finally:
+            self._running.release()
+
+    def _ingest(self, items, counts: IngestCounts, run_id: int, progress: Progress | None) -> None:
+        batch: dict[str, Paper] = {}
+        for item in items:
+            if isinstance(item, BadLine):
+                counts.skipped += 1
+                counts.bad_lines.append(item)
+                log.warning("line %d skipped: %s", item.line_no, item.reason)
+                continue
+            counts.seen += 1
+            previous = batch.get(item.id)
+            if previous is None or (item.version, item.updated or item.published) >= \
+                    (previous.version, previous.updated or previous.published):
+                batch[item.id] = item
+            if len(batch) >= self.batch_size:
+                self._flush(list(batch.values()), counts, run_id, progress)
+                batch = {}
+        self._flush(list(batch.values()), counts, run_id, progress)
+
+    def _flush(self, papers: list[Paper], counts: IngestCounts, run_id: int, progress: Progress | None) -> None:
+        if not papers:
+            return
+        stored = self.store.paper_versions([p.id for p in papers])
+        to_write, added = [], 0
+        for paper in papers:
+            if paper.id not in stored:
+                to_write.append(paper)
+                added += 1
+            elif _is_newer(paper, stored[paper.id]):
+                to_write.append(paper)
+            else:
+                counts.unchanged += 1
+        if to_write:
+            self.store.upsert_papers(to_write, self.embedder.embed([p.document for p in to_write]))
+        counts.added += added
+        counts.updated += len(to_write) - added
+        self.db.execute("UPDATE ingest_runs SET seen=?, added=?, updated=?, unchanged=?, skipped=? WHERE id=?",
+                        (counts.seen, counts.added, counts.updated, counts.unchanged, counts.skipped, run_id))
+        if progress:
+            progress(counts)
+
+    def _finish(self, run_id: int, counts: IngestCounts, status: str, error: str | None) -> None:
+        self.db.execute(
+            "UPDATE ingest_runs SET finished_at=?, status=?, seen=?, added=?, updated=?, unchanged=?, skipped=?,"
+            " error=? WHERE id=?",
+            (time.time(), status, counts.seen, counts.added, counts.updated, counts.unchanged, counts.skipped,
+             error, run_id))
+
+    def _start_run(self, source: str) -> int:
+        """Record a new run. A 'running' row of a dead process was killed mid-way: mark it interrupted.
+        A 'running' row of another live process means a run is going on elsewhere: refuse."""
+        with self.db.transaction() as conn:
+            for row in conn.execute("SELECT id, pid FROM ingest_runs WHERE status='running'").fetchall():
+                if row["pid"] and row["pid"] != os.getpid() and _alive(row["pid"]):
+                    raise IngestBusy(f"an ingestion is already running in process {row['pid']}")
+                conn.execute("UPDATE ingest_runs SET status='interrupted', finished_at=?, "
+                             "error='the process stopped before the run finished' WHERE id=?",
+                             (time.time(), row["id"]))
+            return conn.execute("INSERT INTO ingest_runs (started_at, source, pid) VALUES (?, ?, ?)",
+                                (time.time(), source, os.getpid())).lastrowid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recent_runs(db: Database, limit: int = 20) -> list[dict]:
+    return db.query("SELECT * FROM ingest_runs ORDER BY id DESC LIMIT ?", (limit,))

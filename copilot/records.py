@@ -1,0 +1,110 @@
+"""Typed records carried between layers: a paper, and a retrieved piece of evidence."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date
+
+_WS = re.compile(r"\s+")
+_ARXIV_ID = re.compile(
+    r"^(?:arxiv:)?(?P<base>\d{4}\.\d{4,5}|[a-z][a-z\-]*(?:\.[A-Z]{2})?/\d{7})(?:v(?P<version>\d+))?$", re.I)
+_ARXIV_URL = re.compile(r"arxiv\.org/(?:abs|pdf|html)/(?P<id>[^?#\s]+?)(?:\.pdf)?/?(?:[?#].*)?$", re.I)
+
+
+def clean_text(text: str | None) -> str:
+    """Collapse hard line wraps and runs of whitespace."""
+    return _WS.sub(" ", text or "").strip()
+
+
+def parse_arxiv_id(text: str) -> tuple[str, int | None] | None:
+    """'2401.01234v2', 'arXiv:2401.01234', 'https://arxiv.org/abs/2401.01234' or 'hep-th/9901001' → (base id, version)."""
+    text = (text or "").strip()
+    url = _ARXIV_URL.search(text)
+    if url:
+        text = url.group("id")
+    match = _ARXIV_ID.match(text)
+    if not match:
+        return None
+    version = match.group("version")
+    return match.group("base"), int(version) if version else None
+
+
+def date_number(day: date) -> int:
+    """A date as a sortable, filterable integer: 2025-03-18 → 20250318."""
+    return day.year * 10000 + day.month * 100 + day.day
+
+
+def number_to_date(value: int) -> date:
+    return date(value // 10000, value // 100 % 100, value % 100)
+
+
+@dataclass
+class Paper:
+    id: str                       # arXiv id without version
+    title: str
+    abstract: str
+    authors: list[str]
+    categories: list[str]         # first = primary
+    published: date              # the paper's arXiv date (listing/announcement date where known)
+    version: int = 1
+    updated: date | None = None
+    comment: str = ""
+
+    @property
+    def primary_category(self) -> str:
+        return self.categories[0] if self.categories else ""
+
+    @property
+    def abs_url(self) -> str:
+        return f"https://arxiv.org/abs/{self.id}"
+
+    @property
+    def pdf_url(self) -> str:
+        return f"https://arxiv.org/pdf/{self.id}"
+
+    @property
+    def document(self) -> str:
+        return f"{self.title}\n\n{self.abstract}"
+
+    def metadata(self) -> dict[str, str | int]:
+        return {
+            "title": self.title,
+            "authors": "; ".join(self.authors),
+            "categories": " ".join(self.categories),
+            "primary_category": self.primary_category,
+            "date": date_number(self.published),
+            "updated": date_number(self.updated or self.published),
+            "version": self.version,
+            "abs_url": self.abs_url,
+            "pdf_url": self.pdf_url,
+            "comment": self.comment[:500],
+        }
+
+    @classmethod
+    def from_store(cls, paper_id: str, document: str, metadata: dict) -> Paper:
+        title = str(metadata.get("title", ""))
+        abstract = document[len(title):].lstrip("\n") if document.startswith(title) else document
+        authors = [a for a in str(metadata.get("authors", "")).split("; ") if a]
+        return cls(id=paper_id, title=title, abstract=abstract, authors=authors,
+                   categories=str(metadata.get("categories", "")).split(),
+                   published=number_to_date(int(metadata.get("date", 19700101))),
+                   version=int(metadata.get("version", 1)),
+                   updated=number_to_date(int(metadata.get("updated", metadata.get("date", 19700101)))),
+                   comment=str(metadata.get("comment", "")))
+
+
+@dataclass
+class Evidence:
+    """One retrieved item (a paper or a thought) on its way from retrieval to the screen."""
+
+    id: str
+    kind: str                     # "paper" | "thought"
+    title: str
+    text: str
+    score: float                  # cosine similarity to the query
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def url(self) -> str | None:
+        return f"https://arxiv.org/abs/{self.id}" if self.kind == "paper" else None

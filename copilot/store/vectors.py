@@ -1,0 +1,116 @@
+"""Chroma collections `papers` and `thoughts`, embedded under the data dir or on a Chroma server.
+
+We pass our own embeddings (no Chroma embedding function), cosine space, so distance = 1 - cosine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from copilot.config import Settings
+from copilot.records import Evidence, Paper
+
+PAPERS = "papers"
+THOUGHTS = "thoughts"
+HNSW = {"space": "cosine", "ef_construction": 200, "ef_search": 100, "max_neighbors": 32}
+
+
+class VectorStoreError(RuntimeError):
+    pass
+
+
+def chroma_client(settings: Settings):
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+    if settings.chroma_host:
+        try:
+            return chromadb.HttpClient(host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings)
+        except Exception as error:
+            raise VectorStoreError(f"cannot reach the Chroma server at {settings.chroma_host}:{settings.chroma_port}"
+                                   f" ({error}); start it or unset COPILOT_CHROMA_HOST") from None
+    settings.chroma_path.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(settings.chroma_path), settings=chroma_settings)
+
+
+class VectorStore:
+    def __init__(self, client) -> None:
+        self.client = client
+        self.papers = self._collection(PAPERS)
+        self.thoughts = self._collection(THOUGHTS)
+
+    def _collection(self, name: str):
+        return self.client.get_or_create_collection(name=name, embedding_function=None,
+                                                    configuration={"hnsw": dict(HNSW)})
+
+    def collection(self, kind: str):
+        return {"paper": self.papers, "thought": self.thoughts}[kind]
+
+    # --- papers
+    def paper_versions(self, ids: Sequence[str]) -> dict[str, tuple[int, int, str]]:
+        """Existing (version, updated date number, document) per stored id."""
+        if not ids:
+            return {}
+        found = self.papers.get(ids=list(ids), include=["metadatas", "documents"])
+        return {pid: (int(meta.get("version", 1)), int(meta.get("updated", 0)), doc)
+                for pid, meta, doc in zip(found["ids"], found["metadatas"], found["documents"])}
+
+    def upsert_papers(self, papers: Sequence[Paper], embeddings: np.ndarray) -> None:
+        if not papers:
+            return
+        self.papers.upsert(ids=[p.id for p in papers], embeddings=np.asarray(embeddings, dtype=np.float32),
+                           documents=[p.document for p in papers], metadatas=[p.metadata() for p in papers])
+
+    def get_papers(self, ids: Sequence[str]) -> list[Paper]:
+        if not ids:
+            return []
+        found = self.papers.get(ids=list(ids), include=["metadatas", "documents"])
+        by_id = {pid: Paper.from_store(pid, doc, meta)
+                 for pid, doc, meta in zip(found["ids"], found["documents"], found["metadatas"])}
+        return [by_id[pid] for pid in ids if pid in by_id]
+
+    def paper_embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        if not ids:
+            return {}
+        found = self.papers.get(ids=list(ids), include=["embeddings"])
+        return {pid: np.asarray(vec, dtype=np.float32) for pid, vec in zip(found["ids"], found["embeddings"])}
+
+    def papers_between(self, start: int, end: int, categories: Sequence[str] | None = None,
+                       limit: int | None = None) -> list[Paper]:
+        """Papers whose date number lies in [start, end], optionally of the given primary categories."""
+        where: dict = {"$and": [{"date": {"$gte": start}}, {"date": {"$lte": end}}]}
+        if categories:
+            where["$and"].append({"primary_category": {"$in": list(categories)}})
+        found = self.papers.get(where=where, include=["metadatas", "documents"], limit=limit)
+        return [Paper.from_store(pid, doc, meta)
+                for pid, doc, meta in zip(found["ids"], found["documents"], found["metadatas"])]
+
+    # --- both collections
+    def search(self, kind: str, embedding: np.ndarray, k: int, where: dict | None = None) -> list[Evidence]:
+        collection = self.collection(kind)
+        count = collection.count()
+        if count == 0 or k <= 0:
+            return []
+        result = collection.query(query_embeddings=[np.asarray(embedding, dtype=np.float32)],
+                                  n_results=min(k, count), where=where,
+                                  include=["documents", "metadatas", "distances"])
+        items = []
+        for item_id, doc, meta, dist in zip(result["ids"][0], result["documents"][0], result["metadatas"][0],
+                                            result["distances"][0]):
+            meta = meta or {}
+            title = str(meta.get("title", "")) if kind == "paper" else str(meta.get("question", ""))[:120]
+            items.append(Evidence(id=item_id, kind=kind, title=title, text=doc or "", score=1.0 - float(dist),
+                                  metadata=dict(meta)))
+        return items
+
+    def count(self, kind: str = "paper") -> int:
+        return self.collection(kind).count()
+
+    def date_range(self) -> tuple[int, int] | None:
+        """Smallest and largest paper date number, or None when the store is empty (scans metadata)."""
+        found = self.papers.get(include=["metadatas"])
+        dates = [int(m["date"]) for m in found["metadatas"] if m and "date" in m]
+        return (min(dates), max(dates)) if dates else None
