@@ -1,0 +1,40 @@
+"""Entry point (also for Hugging Face Spaces): build the UI, start the daily ingestion, serve."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from copilot.config import SettingsError, load_settings
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings()
+    except SettingsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    from copilot.features import library
+    from copilot.scheduler import IngestScheduler
+    from copilot.services import Services
+    from copilot.ui.main import build_ui, launch_options
+
+    services = Services(settings)
+    scheduler = None
+    if settings.scheduler:
+        scheduler = IngestScheduler(lambda: library.ingest_from_arxiv(services), settings.ingest_cron)
+        scheduler.start()
+    page = build_ui(services, scheduler)
+    page.queue(default_concurrency_limit=settings.concurrency)
+    try:
+        page.launch(**launch_options(services))
+    finally:
+        if scheduler:
+            scheduler.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""The daily ingestion job, run by APScheduler inside the app process. Runs never overlap."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+
+from copilot.ingest import Ingestor
+
+log = logging.getLogger(__name__)
+
+JOB_ID = "daily-ingest"
+
+
+class IngestScheduler:
+    def __init__(self, job: Callable[[], object], cron: str) -> None:
+        self._job = job
+        self.cron = cron
+        self.scheduler = BackgroundScheduler(timezone="UTC")
+        self.last_error: str | None = None
+        self._guard = threading.Lock()
+
+    def start(self) -> None:
+        self.scheduler.add_job(self._run_guarded, CronTrigger.from_crontab(self.cron, timezone="UTC"), id=JOB_ID,
+                               max_instances=1, coalesce=True, misfire_grace_time=3600, replace_existing=True)
+        self.scheduler.start()
+
+    def shutdown(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+
+    def next_run(self) -> datetime | None:
+        job = self.scheduler.get_job(JOB_ID) if self.scheduler.running else None
+        return job.next_run_time if job else None
+
+    @property
+    def running(self) -> bool:
+        return self._guard.locked() or Ingestor.busy()
+
+    def trigger_now(self) -> bool:
+        """Start a run in the background now; False (and nothing started) when one is already running."""
+        if self.running:
+            return False
+        thread = threading.Thread(target=self._run_guarded, name="ingest-now", daemon=True)
+        thread.start()
+        return True
+
+    def _run_guarded(self) -> None:
+        if not self._guard.acquire(blocking=False):
+            log.info("ingestion already running; this trigger is skipped")
+            return
+        try:
+            self.last_error = None
+            self._job()
+        except Exception as error:  # recorded in ingest_runs by the job; kept here for the status line
+            self.last_error = f"{type(error).__name__}: {error}"
+            log.exception("scheduled ingestion failed")
+        finally:
+            self._guard.release()

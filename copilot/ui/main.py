@@ -1,0 +1,44 @@
+"""The whole page: one tab per feature. Callbacks only parse input, call a feature, and format output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+from copilot.scheduler import IngestScheduler
+from copilot.services import Services
+from copilot.ui import chat, library, profile, related, trends
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+
+
+def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr.Blocks:
+    with gr.Blocks(title="Research Copilot") as page:
+        gr.Markdown("# Research Copilot\nYour research assistant over arXiv: profile, trends, chat, related papers.",
+                    elem_id="app-header")
+        with gr.Tabs():
+            with gr.Tab("Profile", id="profile"):
+                profile.build(services)
+            with gr.Tab("Trends", id="trends"):
+                trends.build(services)
+            with gr.Tab("Chat", id="chat"):
+                chat.build(services)
+            with gr.Tab("Related", id="related"):
+                related.build(services)
+            with gr.Tab("Library", id="library"):
+                show, status, history = library.build(services, scheduler)
+        page.load(show, outputs=[status, history])
+    return page
+
+
+def launch_options(services: Services) -> dict:
+    s = services.settings
+    css_file = ASSETS / "style.css"
+    return {
+        "server_name": s.server_name,
+        "server_port": s.server_port,
+        "css": css_file.read_text(encoding="utf-8") if css_file.is_file() else None,
+        "theme": gr.themes.Soft(),
+        "show_error": False,
+    }
