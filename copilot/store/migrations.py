@@ -34,4 +34,16 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             error TEXT
         )""",
     ]),
+    ("profile_0001_profiles", [
+        """CREATE TABLE profiles (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            keywords TEXT NOT NULL,
+            paper_ids TEXT NOT NULL,
+            saved_at REAL NOT NULL,
+            UNIQUE (user, version)
+        )""",
+    ]),
 ]
