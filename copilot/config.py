@@ -56,7 +56,7 @@ class Settings(BaseSettings):
     arxiv_retries: int = Field(3, ge=0, le=10, description="Retries of a failed arXiv request.")
     categories: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(DEFAULT_CATEGORIES), description="arXiv categories ingested, comma-separated.")
-    ingest_cron: str = Field("0 6 * * *", description="When the daily ingestion runs (crontab, server time).")
+    ingest_cron: str = Field("0 6 * * *", description="When the daily ingestion runs (crontab, UTC).")
     ingest_days: int = Field(2, ge=1, le=365, description="Days back the scheduled ingestion looks.")
     ingest_max_papers: int = Field(2000, ge=1, description="Most papers one scheduled ingestion fetches.")
     scheduler: bool = Field(True, description="Run the daily ingestion inside the app process.")
@@ -127,6 +127,16 @@ def _env_name(field_name: str) -> str:
 def env_names() -> dict[str, str]:
     """Environment variable of every setting, keyed by field name."""
     return {name: _env_name(name) for name in Settings.model_fields}
+
+
+def settings_table() -> str:
+    """The README's configuration table, generated from the Settings fields (a test keeps them equal)."""
+    rows = ["| variable | default | what it does |", "|---|---|---|"]
+    for name, info in Settings.model_fields.items():
+        default = ",".join(info.default_factory()) if info.default_factory else info.default
+        shown = "—" if default is None else f"`{default}`"
+        rows.append(f"| `{_env_name(name)}` | {shown} | {info.description} |")
+    return "\n".join(rows)
 
 
 def load_settings(**overrides: object) -> Settings:

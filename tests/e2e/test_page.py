@@ -1,0 +1,18 @@
+"""The page opens in Chromium with the five tabs, and the Library tab shows the corpus count."""
+
+from __future__ import annotations
+
+import re
+
+
+def test_page_shows_tabs_and_corpus_count(app_server, page):
+    url = app_server(preload=40)
+    page.goto(url)
+    for tab in ("Profile", "Trends", "Chat", "Related", "Library"):
+        assert page.get_by_role("tab", name=tab).is_visible()
+    page.get_by_role("tab", name="Library").click()
+    count = page.locator("#corpus-count")
+    count.wait_for(state="visible")
+    assert count.inner_text().strip() == "40"
+    assert re.search(r"Next ingestion:\*?\*?\s*\d{4}-\d\d-\d\d", page.locator("#library-status").inner_text())
+    page.screenshot(path="/tmp/library-tab.png", full_page=True)

@@ -1,0 +1,48 @@
+"""The command line: `status --json` prints exactly one JSON object; bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import KAGGLE_JSONL, ROOT
+
+
+def run_cli(data_dir, *args, env_extra=None):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COPILOT_", "OPENAI_"))}
+    env.update(COPILOT_DATA_DIR=str(data_dir), COPILOT_LLM="local", **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "copilot", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_import_then_status_json(tmp_path):
+    imported = run_cli(tmp_path, "import", str(KAGGLE_JSONL), "--limit", "25", "--json")
+    assert imported.returncode == 0, imported.stderr
+    counts = json.loads(imported.stdout)
+    assert counts["added"] == 25 and counts["seen"] == 25
+
+    status = run_cli(tmp_path, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    lines = status.stdout.strip().splitlines()
+    assert len(lines) == 1
+    info = json.loads(lines[0])
+    assert info["papers"] == 25 and info["thoughts"] == 0
+    assert info["last_ingest"]["status"] == "ok" and info["last_ingest"]["added"] == 25
+    assert info["next_ingest"] is not None
+    assert info["llm"] == {"backend": "local", "model": "SmolLM2-135M-Instruct.Q4_1"}
+    assert info["embedder"] == "all-MiniLM-L6-v2"
+
+
+def test_missing_file_is_one_clear_line(tmp_path):
+    result = run_cli(tmp_path, "import", str(tmp_path / "nope.jsonl"))
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("error: no such file")
+
+
+def test_bad_setting_is_one_clear_line(tmp_path):
+    result = run_cli(tmp_path, "status", "--json", env_extra={"COPILOT_TOP_K": "lots"})
+    assert result.returncode == 2
+    assert "COPILOT_TOP_K" in result.stderr and result.stdout == ""

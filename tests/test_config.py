@@ -1,0 +1,74 @@
+"""Settings: read from the environment, clear messages for bad values; docs that cannot drift."""
+
+from __future__ import annotations
+
+import pytest
+
+from copilot.cli import build_parser
+from copilot.config import SettingsError, load_settings, settings_table
+from tests.conftest import ROOT
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "COPILOT_LLM", "COPILOT_CATEGORIES"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_defaults_pick_local_model_without_key():
+    settings = load_settings()
+    assert settings.llm_backend == "local"
+    assert settings.categories == ["cs.CL", "cs.AI", "cs.LG", "cs.IR"]
+    assert (settings.server_name, settings.server_port) == ("127.0.0.1", 7860)
+
+
+def test_key_selects_openai_and_stays_secret(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-123")
+    settings = load_settings()
+    assert settings.llm_backend == "openai"
+    assert "sk-test-secret-123" not in repr(settings)
+
+
+def test_categories_from_comma_list(monkeypatch):
+    monkeypatch.setenv("COPILOT_CATEGORIES", " cs.CL , stat.ML ")
+    assert load_settings().categories == ["cs.CL", "stat.ML"]
+
+
+@pytest.mark.parametrize("name, value, fragment", [
+    ("COPILOT_LLM", "gpt", "COPILOT_LLM"),
+    ("COPILOT_TOP_K", "many", "COPILOT_TOP_K"),
+    ("COPILOT_INGEST_CRON", "every day", "crontab"),
+    ("GRADIO_SERVER_PORT", "99999", "GRADIO_SERVER_PORT"),
+    ("COPILOT_LOCAL_MODEL", "/nowhere/model.gguf", "no GGUF file"),
+    ("COPILOT_CATEGORIES", " , ", "at least one"),
+])
+def test_bad_values_name_the_variable(monkeypatch, name, value, fragment):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=fragment):
+        load_settings()
+
+
+def test_openai_without_key_says_how_to_fix(monkeypatch):
+    monkeypatch.setenv("COPILOT_LLM", "openai")
+    with pytest.raises(SettingsError, match="set OPENAI_API_KEY or use COPILOT_LLM=local"):
+        load_settings()
+
+
+def test_readme_settings_table_matches_settings():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- settings:start -->")[1].split("<!-- settings:end -->")[0]
+    assert block.strip() == settings_table().strip(), "regenerate the README table from copilot.config.settings_table()"
+
+
+def test_readme_test_command_is_what_ci_runs():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = "python3 -m pytest -q tests"
+    assert command in readme and ci.rstrip().endswith(command)
+
+
+def test_readme_mentions_every_cli_command():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    missing = [name for name in sub.choices if f"python -m copilot {name}" not in readme]
+    assert not missing, f"README does not show: {missing}"
