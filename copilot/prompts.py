@@ -74,3 +74,25 @@ HEALTH_CHECK = register(Prompt(
     system="You are a terse assistant.",
     user="Reply with one short sentence: what is arXiv?",
 ))
+
+
+# --- Chat (Thought-Retriever, methods.md §1) ---------------------------------------------------------------
+CHAT_ANSWER = register(Prompt(
+    name="chat_answer",
+    system=("You answer questions about research papers using only the sources you are given. "
+            + QUOTED_MATERIAL_RULE + " Cite every source you use by its id in square brackets, e.g. [2501.01234]. "
+            f"If the sources do not hold enough to answer, reply exactly: {CANNOT_ANSWER} Do not guess."),
+    user="{reader}Sources:\n{sources}\n\nQuestion: {question}\n\nAnswer in a few sentences and cite source ids.",
+))
+
+# The paper's thought-and-confidence prompt (Fig. 13), in our words and with the same decision structure:
+# step 1 outputs 0 (and nothing else) when the answer only says it cannot answer; step 2 writes the thought.
+CHAT_THOUGHT = register(Prompt(
+    name="chat_thought",
+    system="You turn a question and its answer into one reusable research note. " + QUOTED_MATERIAL_RULE,
+    user=("Question: {question}\n\nAnswer:\n{answer}\n\n"
+          "Step 1: Is this a real answer, or does it only say the question cannot be answered? "
+          "If it cannot be answered, output 0 and nothing else.\n"
+          "Step 2: Otherwise output 1 on the first line, then one short self-contained paragraph that states "
+          "what was asked and what the answer found, keeping the source ids in square brackets."),
+))

@@ -46,4 +46,25 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             UNIQUE (user, version)
         )""",
     ]),
+    ("chat_0001_thought_memory", [
+        """CREATE TABLE thoughts (
+            id TEXT PRIMARY KEY,
+            text TEXT NOT NULL,
+            origin TEXT NOT NULL,
+            question TEXT NOT NULL DEFAULT '',
+            user TEXT NOT NULL DEFAULT 'local',
+            level REAL NOT NULL,
+            created_at REAL NOT NULL,
+            deleted_at REAL
+        )""",
+        "CREATE INDEX thoughts_created ON thoughts(created_at)",
+        """CREATE TABLE thought_edges (
+            thought_id TEXT NOT NULL REFERENCES thoughts(id),
+            source_id TEXT NOT NULL,
+            source_kind TEXT NOT NULL CHECK (source_kind IN ('paper', 'thought')),
+            position INTEGER NOT NULL,
+            PRIMARY KEY (thought_id, source_id)
+        )""",
+        "CREATE INDEX thought_edges_source ON thought_edges(source_id)",
+    ]),
 ]
