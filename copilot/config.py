@@ -68,6 +68,11 @@ class Settings(BaseSettings):
     answer_max_tokens: int = Field(400, ge=16, le=8192, description="Most tokens one answer may have.")
     max_input_chars: int = Field(4000, ge=100, le=1000000, description="Longer text inputs are truncated, with a notice.")
 
+    # --- profile
+    profile_max_papers: int = Field(50, ge=1, le=1000,
+                                    description="Most papers an author lookup fetches (newest first).")
+    profile_max_tokens: int = Field(450, ge=32, le=4096, description="Most tokens a generated profile may have.")
+
     # --- web app
     server_name: str = Field("127.0.0.1", validation_alias=_env("GRADIO_SERVER_NAME"),
                              description="Address the app listens on (GRADIO_SERVER_NAME).")
