@@ -96,3 +96,14 @@ CHAT_THOUGHT = register(Prompt(
           "Step 2: Otherwise output 1 on the first line, then one short self-contained paragraph that states "
           "what was asked and what the answer found, keeping the source ids in square brackets."),
 ))
+
+
+# --- Profile (issue #4) --------------------------------------------------------------------------------------
+PROFILE_DRAFT = register(Prompt(
+    name="profile_draft",
+    system=("You write a researcher's profile in the first person (I, my), from their own papers. "
+            + QUOTED_MATERIAL_RULE),
+    user=("My papers:\n{sources}\n\nWrite my research profile in the first person, {min_words} to {max_words} "
+          "words: what I study, my methods, my results. Cite my papers by id in square brackets, e.g. "
+          "[{example_id}]. Then, on the last line, write 'Keywords:' and 5 to 10 keywords, separated by commas."),
+))
