@@ -6,12 +6,12 @@ Seeded from `../shared/data/arxiv-api-responses/` (never copied into the repo):
   equal the recorded URL's parameters exactly (order and %-encoding do not matter). Covers id lookups,
   an empty result, the HTTP 400 error feed for `id_list=abc`, and `search_query=testing` pages
   (sortBy=relevance, start 0/5/9/10/20/30/40/50, max_results 10/15/100).
-- `arxiv.py_2016_xml/*.xml` (old feed format): the query recorded in each feed's <title> (e.g.
-  `search_query=au:del_maestro`, `id_list=1111.2011v2`) is answered for start=0 whatever the sort order
-  and page size; each holds one page of at most 10 entries (au:del_maestro says 31 results in total, so
-  ask for max_results <= 10 or the client asks for a page that was never recorded).
-- `orijtech_2017_atom/deep_dream-{0,1,2}.atom`: `search_query=deep dream` pages. orijtech counted `start`
-  in pages, so page N is served for start = N*10 (the arxiv client's offsets with page_size=10).
+- `arxiv.py_2016_xml/*.xml` and `orijtech_2017_atom/deep_dream-{0,1,2}.atom` (old feed format): the query
+  recorded in each feed's <title> (e.g. `search_query=au:del_maestro`, `id_list=1111.2011v2`,
+  `search_query=deep dream` with start 0, 1, 2 -- offsets one result apart, so those pages overlap) is
+  answered for that start whatever the sort order and page size. Each holds one page of at most 10 entries
+  while claiming more results (au:del_maestro: 31), so ask for max_results <= 10, or the client asks for a
+  page that was never recorded and gets an empty feed.
 - anything else: an empty but valid (2026-format) feed, like arXiv's answer to a query without results.
 
 Fault switches (each applies to the next requests, in this order of precedence):
@@ -79,16 +79,15 @@ def _load_recorded() -> tuple[dict, dict]:
             int(record["status_code"]), record["body"].encode("utf-8"), path.name)
     loose: dict[tuple, Canned] = {}
     title = re.compile(r"<title[^>]*>ArXiv Query: (.*?)</title>", re.S)
-    for path in sorted((RESPONSES / "arxiv.py_2016_xml").glob("*.xml")):
+    old_files = sorted((RESPONSES / "arxiv.py_2016_xml").glob("*.xml"))
+    old_files += sorted((RESPONSES / "orijtech_2017_atom").glob("deep_dream-*.atom"))
+    for path in old_files:
         body = path.read_bytes()
         query = unescape(title.search(body.decode("utf-8")).group(1))
         # the title shows the query decoded, e.g. 'search_query=au:del_maestro AND ti:"x"&id_list=&start=0…'
         fields = dict(part.split("=", 1) for part in query.split("&") if "=" in part)
         key = (fields.get("search_query", ""), fields.get("id_list", ""), fields.get("start", "0"))
         loose[key] = Canned(200, body, path.name)
-    for path in sorted((RESPONSES / "orijtech_2017_atom").glob("deep_dream-*.atom")):
-        page = int(path.stem.rsplit("-", 1)[1])
-        loose[("deep dream", "", str(page * 10))] = Canned(200, path.read_bytes(), path.name)
     return exact, loose
 
 

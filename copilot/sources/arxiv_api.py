@@ -12,11 +12,14 @@ from datetime import datetime, timedelta, timezone
 
 import arxiv
 import requests
+from lxml import etree
 
 from copilot.config import Settings
 from copilot.records import Paper, clean_text, parse_arxiv_id
 
 log = logging.getLogger(__name__)
+
+_ATOM = "http://www.w3.org/2005/Atom"
 
 
 class ArxivSourceError(RuntimeError):
@@ -24,22 +27,60 @@ class ArxivSourceError(RuntimeError):
 
 
 class _TimeoutSession(requests.Session):
+    """Every request gets a timeout; the last response body is kept for strict checks and error messages."""
+
     def __init__(self, timeout: float) -> None:
         super().__init__()
         self.timeout = timeout
+        self.last_content: bytes = b""
 
     def request(self, *args, **kwargs):
         kwargs.setdefault("timeout", self.timeout)
-        return super().request(*args, **kwargs)
+        self.last_content = b""
+        response = super().request(*args, **kwargs)
+        self.last_content = response.content
+        return response
+
+
+def _xml_problem(content: bytes) -> str | None:
+    """Why `content` is not a complete XML document, or None. The arxiv package parses with lxml's
+    recover=True, which turns a truncated body into a shorter, valid-looking page; we refuse that."""
+    try:
+        root = etree.fromstring(content, parser=etree.XMLParser(resolve_entities=False, no_network=True))
+    except etree.XMLSyntaxError as error:
+        return str(error)[:200] or "not XML"
+    if root is None or etree.QName(root).localname != "feed":
+        return "not an Atom feed"
+    return None
+
+
+def _error_feed_message(content: bytes) -> str | None:
+    """The explanation inside arXiv's error feed (an entry titled 'Error'), if the body is one."""
+    try:
+        root = etree.fromstring(content, parser=etree.XMLParser(resolve_entities=False, no_network=True))
+    except etree.XMLSyntaxError:
+        return None
+    if root is None:
+        return None
+    for entry in root.iterfind(f"{{{_ATOM}}}entry"):
+        if (entry.findtext(f"{{{_ATOM}}}title") or "").strip().lower() == "error":
+            return clean_text(entry.findtext(f"{{{_ATOM}}}summary"))[:200] or None
+    return None
 
 
 class _StrictClient(arxiv.Client):
-    """The arxiv client, but a feed that does not parse is an error instead of a silent empty page."""
+    """The arxiv client, but a body that is not a complete Atom feed (garbled, truncated) is retried like a
+    failed request and then an error, instead of a silent empty or shortened page."""
 
     def _parse_feed(self, url: str, first_page: bool = True, _try_index: int = 0):
         feed = super()._parse_feed(url, first_page=first_page, _try_index=_try_index)
-        if feed.malformed:
-            raise ArxivSourceError(f"arXiv returned a malformed feed ({feed.error})")
+        problem = "malformed feed" if feed.malformed else _xml_problem(self._session.last_content)
+        if problem:
+            if _try_index < self.num_retries:
+                log.debug("arXiv answer unreadable (try %d): %s", _try_index, problem)
+                return self._parse_feed(url, first_page=first_page, _try_index=_try_index + 1)
+            raise ArxivSourceError(f"arXiv returned a truncated or garbled response ({problem}) "
+                                   f"after {_try_index + 1} tries; nothing from it was used")
         return feed
 
 
@@ -77,7 +118,9 @@ class ArxivSource:
         except ArxivSourceError:
             raise
         except arxiv.HTTPError as error:
-            raise ArxivSourceError(f"arXiv answered HTTP {error.status} (after {error.retry + 1} tries)") from None
+            detail = _error_feed_message(self.client._session.last_content)
+            raise ArxivSourceError(f"arXiv answered HTTP {error.status} (after {error.retry + 1} tries)"
+                                   + (f": {detail}" if detail else "")) from None
         except arxiv.UnexpectedEmptyPageError:
             raise ArxivSourceError("arXiv returned an unexpectedly empty page; try again later") from None
         except requests.exceptions.Timeout:
