@@ -70,6 +70,10 @@ class Database:
             if name in applied:
                 continue
             with self.transaction() as tx:
+                # re-checked under the write lock: another process (app and CLI starting together) may have
+                # applied it since we looked
+                if tx.execute("SELECT 1 FROM schema_migrations WHERE name=?", (name,)).fetchone():
+                    continue
                 for statement in statements:
                     tx.execute(statement)
                 tx.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
