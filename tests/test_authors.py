@@ -1,0 +1,110 @@
+"""Author names → arXiv queries, name matching, namesake grouping (pure functions)."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from copilot.methods.authors import (AuthorNameError, author_queries, group_namesakes, matching_author,
+                                     name_matches, parse_author_name)
+from copilot.records import Paper
+
+
+@pytest.mark.parametrize("raw", ["Yoshua Bengio", "bengio, yoshua", "Bengio, Yoshua", "  YOSHUA   BENGIO ",
+                                 "Yoshua Bengio Jr."])
+def test_spellings_of_one_name_give_one_person(raw):
+    name = parse_author_name(raw)
+    assert (name.first, name.last) == (("yoshua",), ("bengio",))
+    assert author_queries(name) == ["au:bengio_y", "au:bengio"]
+
+
+@pytest.mark.parametrize("raw, first, last, queries", [
+    ("Y. Bengio", ("y",), ("bengio",), ["au:bengio_y", "au:bengio"]),
+    ("Y.Bengio", ("y",), ("bengio",), ["au:bengio_y", "au:bengio"]),
+    ("Bengio, Y.", ("y",), ("bengio",), ["au:bengio_y", "au:bengio"]),
+    ("Bengio", (), ("bengio",), ["au:bengio"]),
+    ("Adrian Del Maestro", ("adrian",), ("del", "maestro"), ["au:del_maestro_a", "au:del_maestro"]),
+    ("del maestro", (), ("del", "maestro"), ["au:del_maestro"]),
+    ("A. J. van der Berg", ("a", "j"), ("van", "der", "berg"), ["au:van_der_berg_a", "au:van_der_berg"]),
+    ("Le Song", ("le",), ("song",), ["au:song_l", "au:song"]),       # 'Le' is a given name here
+    ("José García-López", ("jose",), ("garcia", "lopez"), ["au:garcia_lopez_j", "au:garcia_lopez"]),
+    ("Łukasz Kaiser", ("lukasz",), ("kaiser",), ["au:kaiser_l", "au:kaiser"]),
+    ("Jürgen SCHMIDHUBER", ("jurgen",), ("schmidhuber",), ["au:schmidhuber_j", "au:schmidhuber"]),
+    ("O'Brien, J.", ("j",), ("obrien",), ["au:obrien_j", "au:obrien"]),
+])
+def test_parse_and_query(raw, first, last, queries):
+    name = parse_author_name(raw)
+    assert (name.first, name.last) == (first, last)
+    assert author_queries(name) == queries
+
+
+@pytest.mark.parametrize("raw, says", [
+    ("", "type an author name"),
+    ("   ", "type an author name"),
+    ("<script>alert(1)</script>", "no HTML"),
+    ("<b>Bengio</b>", "no HTML"),
+    ("Bengio&amp;", "no HTML"),
+    ("au:bengio OR ti:x", "query syntax"),
+    ("https://arxiv.org/a/bengio_y_1", "links"),
+    ("Y" * 101, "too long"),
+    ("Bengio 2", "only letters"),
+    ("a, b, c", "only letters"),
+    ("X", "surname"),
+])
+def test_unusable_names_are_refused_with_a_reason(raw, says):
+    with pytest.raises(AuthorNameError, match=says):
+        parse_author_name(raw)
+
+
+@pytest.mark.parametrize("author, expected", [
+    ("Yoshua Bengio", True), ("Y. Bengio", True), ("YOSHUA BENGIO", True), ("Bengio", True),
+    ("Samy Bengio", False), ("Yann Bengio", False), ("Yoshua Bengion", False), ("ATLAS Collaboration", False),
+])
+def test_name_matches(author, expected):
+    assert name_matches(parse_author_name("Yoshua Bengio"), author) is expected
+
+
+def test_initial_only_target_matches_any_first_name_with_that_initial():
+    target = parse_author_name("Y. Bengio")
+    assert name_matches(target, "Yoshua Bengio") and name_matches(target, "Yann Bengio")
+    assert not name_matches(target, "Samy Bengio")
+    assert matching_author(target, ["Aaron Courville", "Y. Bengio"]) == "Y. Bengio"
+
+
+def paper(pid: str, authors: list[str], cats: list[str]) -> Paper:
+    return Paper(id=pid, title=f"title {pid}", abstract="", authors=authors, categories=cats,
+                 published=date(2024, 1, 1))
+
+
+def test_grouping_splits_namesakes_by_coauthors_and_categories():
+    papers = [
+        paper("2401.00001", ["Wei Zhang", "Anna Smith"], ["cs.CL"]),
+        paper("2401.00002", ["A. Smith", "W. Zhang", "Bo Li"], ["cs.CL", "cs.AI"]),
+        paper("2401.00003", ["Bo Li", "Wei Zhang"], ["cs.IR"]),
+        paper("2401.00004", ["Wei Zhang"], ["cs.CL"]),                       # solo paper, same field
+        paper("2401.00005", ["W. Zhang", "Carl Jung", "Dora Maar"], ["q-bio.NC"]),
+        paper("2401.00006", ["Dora Maar", "Wei Zhang"], ["q-bio.NC"]),
+        paper("2401.00007", ["Wen Zhang", "Anna Smith"], ["cs.CL"]),         # shares a co-author, other first name
+    ]
+    groups = group_namesakes(papers, parse_author_name("W. Zhang"))
+    sets = [set(g.paper_ids) for g in groups]
+    assert sets[0] == {"2401.00001", "2401.00002", "2401.00003", "2401.00004"}
+    assert {"2401.00005", "2401.00006"} in sets
+    assert {"2401.00007"} in sets                                             # Wen is not Wei
+    assert [g.number for g in groups] == list(range(1, len(groups) + 1))
+    assert sorted(pid for g in groups for pid in g.paper_ids) == sorted(p.id for p in papers)
+    first = groups[0]
+    assert first.categories[0] == "cs.CL" and "Anna Smith" in first.coauthors and "Bo Li" in first.coauthors
+    assert "Wei Zhang" in first.spellings and "Group 1: 4 papers" in first.label()
+
+
+def test_grouping_keeps_unrelated_papers_apart():
+    papers = [paper("1", ["Ann Lee", "Kim Park"], ["cs.CL"]), paper("2", ["Ann Lee", "Tom Ford"], ["astro-ph.GA"])]
+    groups = group_namesakes(papers, parse_author_name("Ann Lee"))
+    assert [g.paper_ids for g in groups] == [["1"], ["2"]]
+    assert groups[1].label().startswith("Group 2: 1 paper ·")
+
+
+def test_grouping_of_empty_list():
+    assert group_namesakes([], parse_author_name("Ann Lee")) == []
