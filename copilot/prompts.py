@@ -107,3 +107,45 @@ PROFILE_DRAFT = register(Prompt(
           "words: what I study, my methods, my results. Cite my papers by id in square brackets, e.g. "
           "[{example_id}]. Then, on the last line, write 'Keywords:' and 5 to 10 keywords, separated by commas."),
 ))
+
+
+# --- Trends (issue #5): RAT (reusable: Chat's deep answer uses the same three), topic and period summaries
+RAT_DRAFT = register(Prompt(
+    name="rat_draft",
+    system="You answer research tasks step by step, briefly. " + QUOTED_MATERIAL_RULE,
+    user=("{context}\n\n##Task:\n{task}\n\n##Instruction:\nAnswer the task with step-by-step thoughts. Write each "
+          "step as one short paragraph and separate the paragraphs with a blank line. Output only the steps."),
+))
+
+RAT_QUERY = register(Prompt(
+    name="rat_query",
+    system="You write short search queries for a library of research papers.",
+    user=("##Task:\n{task}\n\n##Text:\n{text}\n\n##Instruction:\nWe want to check the text, above all its last "
+          "paragraph, against papers. Write ONE short, specific search query for that. Output only the query."),
+))
+
+RAT_REVISE = register(Prompt(
+    name="rat_revise",
+    system="You revise a draft using retrieved papers and notes. " + QUOTED_MATERIAL_RULE,
+    user=("{sources}\n\n##Task:\n{task}\n\n##Draft:\n{draft}\n\n##Instruction:\nRevise the draft with the sources "
+          "above. Fix what they show is wrong and add details they support, citing them by id in square "
+          "brackets, e.g. [2501.01234]. If the draft is already right, output it unchanged. Keep one paragraph "
+          "per step, separated by blank lines. Output only the revised draft."),
+))
+
+TRENDS_TOPIC_SUMMARY = register(Prompt(
+    name="trends_topic_summary",
+    system="You summarize groups of research papers in plain words. " + QUOTED_MATERIAL_RULE,
+    user=("{sources}\n\nThese papers form the topic \"{label}\". In two short sentences, say what they work on. "
+          "Cite the papers you use by id in square brackets, e.g. [{example_id}]."),
+))
+
+TRENDS_PERIOD_SUMMARY = register(Prompt(
+    name="trends_period_summary",
+    system="You summarize what moved in a research field over a period, in plain words. " + QUOTED_MATERIAL_RULE,
+    user=("Topics of the period {period}, largest first:\n{topics}\n\n{sources}\n\nIn two or three short sentences, "
+          "say what the field worked on in this period. Cite papers by id in square brackets, e.g. [{example_id}]."),
+))
+
+TRENDS_IDEAS_TASK = ("Propose {count} new research ideas for {who}, building on what moved in the period {period}: "
+                     "{topics}. Each idea is one step: what to try, and why it could work.")

@@ -67,4 +67,18 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         )""",
         "CREATE INDEX thought_edges_source ON thought_edges(source_id)",
     ]),
+    ("trends_0001_cache", [
+        """CREATE TABLE trends_cache (
+            key TEXT PRIMARY KEY,
+            user TEXT NOT NULL,
+            profile_version INTEGER,
+            start TEXT NOT NULL,
+            end TEXT NOT NULL,
+            categories TEXT NOT NULL,
+            corpus_version TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            report TEXT NOT NULL
+        )""",
+        "CREATE INDEX trends_cache_user ON trends_cache(user, created_at)",
+    ]),
 ]
