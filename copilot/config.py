@@ -157,7 +157,7 @@ def load_settings(**overrides: object) -> Settings:
             lines.append(f"{name}={shown}: {problem['msg']}")
         raise SettingsError("bad setting: " + "; ".join(lines)) from None
     if settings.llm_backend == "openai" and not settings.openai_api_key:
-        raise SettingsError("COPILOT_LLM=openai but no key found: set OPENAI_API_KEY, or use COPILOT_LLM=local")
+        raise SettingsError("COPILOT_LLM=openai but no key found: set OPENAI_API_KEY or use COPILOT_LLM=local")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
