@@ -44,9 +44,10 @@ class IngestScheduler:
 
     def trigger_now(self) -> bool:
         """Start a run in the background now; False (and nothing started) when one is already running."""
-        if self.running:
+        if Ingestor.busy() or not self._guard.acquire(blocking=False):
             return False
-        thread = threading.Thread(target=self._run_guarded, name="ingest-now", daemon=True)
+        # the guard is taken here, not in the thread, so two quick clicks cannot both say "started"
+        thread = threading.Thread(target=self._run_locked, name="ingest-now", daemon=True)
         thread.start()
         return True
 
@@ -54,6 +55,10 @@ class IngestScheduler:
         if not self._guard.acquire(blocking=False):
             log.info("ingestion already running; this trigger is skipped")
             return
+        self._run_locked()
+
+    def _run_locked(self) -> None:
+        """Run the job; the caller holds the guard, released here."""
         try:
             self.last_error = None
             self._job()
