@@ -118,8 +118,15 @@ def add_foundation_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_status)
 
 
+def add_chat_commands(sub: argparse._SubParsersAction) -> None:
+    from copilot.features.chat import add_chat_commands as add
+
+    add(sub)
+
+
 COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_foundation_commands,
+    add_chat_commands,
 ]
 
 

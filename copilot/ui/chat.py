@@ -1,11 +1,282 @@
-"""The Chat tab."""
+"""The Chat tab: Ask (two blind answers side by side, vote), Memory (thoughts with lineage), Statistics.
+
+Callbacks only parse input, call copilot.features.chat / memory / stats, and format output. Every text that
+comes from a user, a paper or the LLM is escaped before it becomes HTML.
+"""
 
 from __future__ import annotations
 
+import re
+import time
+from datetime import datetime, timezone
+
 import gradio as gr
 
+from copilot.features.chat import ChatError, chat_for
+from copilot.features.memory import delete_thought, memory_view
+from copilot.features.stats import chat_stats
 from copilot.services import Services
+from copilot.ui.common import arxiv_link, current_user, escape
+
+VOTE_BUTTONS = [("A is better", "A", "chat-vote-a"), ("B is better", "B", "chat-vote-b"),
+                ("Tie", "tie", "chat-vote-tie"), ("Both bad", "bad", "chat-vote-bad")]
+CHOICE_TEXT = {"thoughts": "the thought-augmented answer was better", "raw": "the papers-only answer was better",
+               "tie": "tie", "bad": "both bad"}
+_CITATION = re.compile(r"\[([A-Za-z0-9./\-]{4,40})\]")
+_STREAM_EVERY_S = 0.15
 
 
+# --- formatting (pure) ---------------------------------------------------------------------------------------
+def _when(timestamp: float | None) -> str:
+    if not timestamp:
+        return ""
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _answer_text_html(text: str) -> str:
+    """Escaped answer; [ids] it cites become links for arXiv ids."""
+    escaped = escape(text)
+
+    def link(match: re.Match) -> str:
+        item = match.group(1)
+        if re.fullmatch(r"\d{4}\.\d{4,5}(v\d+)?", item):
+            return f"[{arxiv_link(item, item)}]"
+        return match.group(0)
+
+    return _CITATION.sub(link, escaped).replace("\n", "<br>")
+
+
+def _source_html(source: dict, reveal: bool) -> str:
+    if source["kind"] == "paper":
+        badge = ' <span class="chat-badge chat-badge-paper">paper</span>' if reveal else ""
+        return f"<li>{arxiv_link(source['id'], source['title'] or source['id'])} <code>{escape(source['id'])}</code>{badge}</li>"
+    preview = escape(source.get("preview") or source["title"])
+    if reveal:
+        return (f'<li><span class="chat-badge chat-badge-thought">thought</span> <code>{escape(source["id"])}</code> '
+                f'<span class="chat-preview">{preview}…</span></li>')
+    return f'<li><span class="chat-preview">{preview}…</span></li>'
+
+
+def answer_html(answer: dict | None, *, reveal: bool, state: str = "") -> str:
+    if answer is None:
+        return f'<div class="chat-answer chat-empty">{escape(state)}</div>' if state else ""
+    title = f"Answer {escape(answer['label'])}"
+    if reveal and answer.get("kind"):
+        title += (' <span class="chat-badge chat-badge-thought">papers + thoughts</span>' if answer["kind"] == "thoughts"
+                  else ' <span class="chat-badge chat-badge-paper">papers only</span>')
+    body = _answer_text_html(answer["text"]) if answer["text"] else ""
+    if answer.get("error"):
+        body += f'<div class="chat-error">This answer failed: {escape(answer["error"])}</div>'
+    elif not answer.get("done"):
+        body += ' <span class="chat-writing">writing…</span>' if answer["text"] else '<span class="chat-writing">waiting…</span>'
+    sources = "".join(_source_html(s, reveal) for s in answer["sources"]) or "<li>no sources found</li>"
+    seconds = f' <span class="chat-time">{answer["seconds"]:.1f} s</span>' if answer.get("seconds") else ""
+    return (f'<div class="chat-answer" data-label="{escape(answer["label"])}"><h3>{title}{seconds}</h3>'
+            f'<div class="chat-answer-text">{body}</div>'
+            f'<details open><summary>Sources ({len(answer["sources"])})</summary><ol class="chat-sources">{sources}</ol>'
+            "</details></div>")
+
+
+def turn_outputs(view: dict, notice: str = "") -> tuple[str, str, str]:
+    """(notice, answer A, answer B) HTML for a live or stored turn."""
+    reveal = view.get("vote") is not None or view["comparison"] in ("same_items", "failed")
+    parts = []
+    if notice:
+        parts.append(f'<div class="chat-notice">{escape(notice)}</div>')
+    parts.append(f'<div class="chat-question">Question: <q>{escape(view["question"])}</q></div>')
+    if view["comparison"] == "same_items":
+        parts.append('<div class="chat-notice">No comparison this time: no stored thought is relevant yet, so both '
+                     "retrievals found the same papers. One answer is shown; this turn is not counted in the "
+                     "statistics.</div>")
+    elif view["comparison"] == "failed" and all(a["done"] for a in view["answers"]):
+        parts.append('<div class="chat-notice">One answer failed, so this turn cannot be voted as a comparison.</div>')
+    answers = view["answers"]
+    a_html = answer_html(answers[0], reveal=reveal)
+    b_html = answer_html(answers[1], reveal=reveal) if len(answers) > 1 else ""
+    return "".join(parts), a_html, b_html
+
+
+def recent_html(rows: list[dict]) -> str:
+    if not rows:
+        return '<p class="chat-recent-empty">No questions yet.</p>'
+    lines = []
+    for row in rows:
+        if row["comparison"] == "same_items":
+            vote = "no comparison"
+        elif row["comparison"] == "failed":
+            vote = "an answer failed"
+        elif row["choice"]:
+            vote = f"voted: {row['label'] if row['label'] in ('A', 'B') else row['choice']}"
+            vote += f" ({CHOICE_TEXT[row['choice']]})"
+        else:
+            vote = "not voted"
+        lines.append(f'<tr data-turn="{escape(row["id"])}"><td>{escape(_when(row["created_at"]))}</td>'
+                     f"<td>{escape(row['question'][:200])}</td><td class=\"chat-recent-vote\">{escape(vote)}</td></tr>")
+    return ('<table class="chat-recent"><thead><tr><th>When</th><th>Question</th><th>Vote</th></tr></thead>'
+            f"<tbody>{''.join(lines)}</tbody></table>")
+
+
+def memory_html(thoughts: list[dict]) -> str:
+    if not thoughts:
+        return "<p>No thoughts stored yet. They are made from answers after you vote.</p>"
+    cards = []
+    for t in thoughts:
+        direct = []
+        for source in t["sources"]:
+            if source["kind"] == "paper":
+                direct.append(arxiv_link(source["id"], f"{source['id']} {source.get('title', '')}".strip()))
+            else:
+                direct.append(f'<a href="#thought-{escape(source["id"])}">thought {escape(source["id"])}</a>')
+        roots = ", ".join(arxiv_link(p["id"], f"{p['id']} {p['title']}".strip()) for p in t["root_papers"])
+        similarity = f" · similarity {t['similarity']:.2f}" if "similarity" in t else ""
+        cards.append(
+            f'<div class="chat-thought" id="thought-{escape(t["id"])}"><div class="chat-thought-meta">'
+            f"<code>{escape(t['id'])}</code> · {escape(_when(t['created_at']))} · level {t['level']:.2f} · "
+            f"from {escape(t['origin'])}{similarity}</div>"
+            f'<div class="chat-thought-text">{escape(t["text"])}</div>'
+            f'<div class="chat-thought-question">Question: {escape(t["question"]) or "—"}</div>'
+            f'<div class="chat-thought-sources">Direct sources: {", ".join(direct) or "—"}</div>'
+            f'<div class="chat-thought-roots">Root papers: {roots or "—"}</div></div>')
+    return "".join(cards)
+
+
+def stats_html(stats: dict) -> str:
+    def pct(value):
+        return "—" if value is None else f"{100 * value:.1f}%"
+
+    rate = pct(stats["win_rate"])
+    interval = "" if stats["ci_low"] is None else f" (95% CI {pct(stats['ci_low'])} – {pct(stats['ci_high'])})"
+    rows = [("Thought-augmented win rate", rate + interval),
+            ("Decisive votes", stats["decisive_votes"]), ("Thought-augmented wins", stats["thought_wins"]),
+            ("Papers-only wins", stats["raw_wins"]), ("Ties", stats["ties"]), ("Both bad", stats["both_bad"]),
+            ("No comparison (same items)", stats["no_comparison"]), ("Failed turns", stats["failed_turns"]),
+            ("Comparisons not voted", stats["unvoted_comparisons"]), ("All turns", stats["turns"])]
+    body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+    return f'<table class="chat-stats">{body}</table>'
+
+
+def stats_figure(stats: dict):
+    import plotly.graph_objects as go
+
+    points = stats["over_time"]
+    figure = go.Figure()
+    if points:
+        x = [p["at"] for p in points]
+        figure.add_trace(go.Scatter(x=x + x[::-1], y=[p["ci_high"] for p in points] + [p["ci_low"] for p in points][::-1],
+                                    fill="toself", line={"width": 0}, name="Wilson 95% interval", opacity=0.25))
+        figure.add_trace(go.Scatter(x=x, y=[p["win_rate"] for p in points], mode="lines+markers",
+                                    name="thought-augmented win rate"))
+    figure.add_hline(y=0.5, line_dash="dot")
+    figure.update_layout(yaxis={"range": [0, 1], "title": "win rate (cumulative)"}, xaxis={"title": "vote time"},
+                         height=320, margin={"l": 40, "r": 10, "t": 30, "b": 40},
+                         title="Decisive votes over time" if points else "No decisive votes yet")
+    return figure
+
+
+# --- the tab -------------------------------------------------------------------------------------------------
 def build(services: Services) -> None:
-    gr.Markdown("**Chat** is not available yet in this build (tracked as issue #3).")
+    chat = chat_for(services)
+
+    def ask(question: str, personalize: bool, request: gr.Request):
+        user = current_user(request)
+        hidden = gr.update(visible=False)
+        try:
+            turn = chat.prepare(question, user, personalize)
+        except ChatError as error:
+            yield f'<div class="chat-notice">{escape(error)}</div>', "", "", hidden, "", None, gr.update()
+            return
+        last = 0.0
+        for live in chat.stream(turn):
+            if time.monotonic() - last >= _STREAM_EVERY_S or live.done:
+                last = time.monotonic()
+                notice, a, b = turn_outputs(live.view(), turn.notice)
+                yield notice, a, b, hidden, "", turn.id, gr.update()
+        notice, a, b = turn_outputs(live.view(), turn.notice)
+        votable = gr.update(visible=turn.comparison == "yes")
+        yield notice, a, b, votable, "", turn.id, recent_html(chat.recent_turns(user))
+
+    def vote(choice: str, turn_id: str | None, request: gr.Request):
+        user = current_user(request)
+        if not turn_id:
+            return '<div class="chat-notice">Ask a question first.</div>', gr.update(), gr.update(), gr.update()
+        try:
+            result = chat.vote(turn_id, choice, user)
+        except ChatError as error:
+            return f'<div class="chat-error">{escape(error)}</div>', gr.update(), gr.update(), gr.update()
+        view = chat.view(turn_id)
+        _, a, b = turn_outputs(view)
+        changed = f" (changed from {CHOICE_TEXT[result['previous']]})" if result["changed"] else ""
+        label = result["label"] if result["label"] in ("A", "B") else result["choice"]
+        message = (f'<div class="chat-voted">Vote recorded: {escape(label)} — {escape(CHOICE_TEXT[result["choice"]])}'
+                   f"{escape(changed)}. You can change it by clicking another button.</div>")
+        return message, a, b, recent_html(chat.recent_turns(user))
+
+    def show_recent(request: gr.Request):
+        return recent_html(chat.recent_turns(current_user(request)))
+
+    def search_memory(query: str):
+        return memory_html(memory_view(services, query))
+
+    def remove_thought(thought_id: str, query: str):
+        deleted = delete_thought(services, thought_id)
+        note = f"Deleted {thought_id.strip()}." if deleted else f"No stored thought with id {thought_id.strip()!r}."
+        return f"<p>{escape(note)}</p>", memory_html(memory_view(services, query))
+
+    def show_stats():
+        stats = chat_stats(services.db)
+        return stats_html(stats), stats_figure(stats)
+
+    with gr.Tabs(elem_id="chat-tabs"):
+        with gr.Tab("Ask", id="chat-ask-tab"):
+            gr.Markdown("Each question is answered twice: once from papers only, once from papers plus the "
+                        "assistant's stored thoughts. Which is which stays hidden until you vote.")
+            question = gr.Textbox(label="Question", lines=2, elem_id="chat-question",
+                                  placeholder="e.g. How are retrieval-augmented models evaluated?")
+            with gr.Row():
+                personalize = gr.Checkbox(label="Adapt answers to my saved profile", value=False,
+                                          elem_id="chat-personalize")
+                ask_button = gr.Button("Ask", variant="primary", elem_id="chat-ask")
+            notice = gr.HTML(elem_id="chat-notice")
+            with gr.Row(equal_height=False):
+                answer_a = gr.HTML(elem_id="chat-answer-a")
+                answer_b = gr.HTML(elem_id="chat-answer-b")
+            with gr.Row(visible=False, elem_id="chat-vote-row") as vote_row:
+                vote_buttons = [(gr.Button(text, elem_id=elem), value) for text, value, elem in VOTE_BUTTONS]
+            vote_status = gr.HTML(elem_id="chat-vote-status")
+            gr.Markdown("#### Your recent questions")
+            recent = gr.HTML(elem_id="chat-recent")
+            turn_state = gr.State(None)
+        with gr.Tab("Memory", id="chat-memory-tab"):
+            with gr.Row():
+                memory_query = gr.Textbox(label="Search thoughts (meaning) or a thought id", elem_id="chat-memory-query")
+                memory_search = gr.Button("Search", elem_id="chat-memory-search")
+            with gr.Row():
+                delete_id = gr.Textbox(label="Thought id to delete", elem_id="chat-memory-delete-id")
+                delete_button = gr.Button("Delete thought", variant="stop", elem_id="chat-memory-delete")
+            delete_status = gr.HTML()
+            memory_list = gr.HTML(elem_id="chat-memory-list")
+        with gr.Tab("Statistics", id="chat-stats-tab"):
+            stats_refresh = gr.Button("Refresh", elem_id="chat-stats-refresh")
+            stats_table = gr.HTML(elem_id="chat-stats")
+            stats_plot = gr.Plot(elem_id="chat-stats-plot")
+
+    ask_outputs = [notice, answer_a, answer_b, vote_row, vote_status, turn_state, recent]
+    ask_button.click(ask, [question, personalize], ask_outputs, concurrency_limit=1, concurrency_id="chat-ask")
+    question.submit(ask, [question, personalize], ask_outputs, concurrency_limit=1, concurrency_id="chat-ask")
+    for button, value in vote_buttons:
+        button.click(lambda turn_id, request, value=value: vote(value, turn_id, request),  # noqa: B008
+                     [turn_state], [vote_status, answer_a, answer_b, recent])
+    memory_search.click(search_memory, [memory_query], [memory_list])
+    memory_query.submit(search_memory, [memory_query], [memory_list])
+    delete_button.click(remove_thought, [delete_id, memory_query], [delete_status, memory_list])
+    stats_refresh.click(show_stats, None, [stats_table, stats_plot])
+    _on_page_load(show_recent, [recent])
+    _on_page_load(lambda: search_memory(""), [memory_list])
+    _on_page_load(show_stats, [stats_table, stats_plot])
+
+
+def _on_page_load(fn, outputs) -> None:
+    """Run `fn` whenever the page (re)loads, from inside a tab module that does not own the page."""
+    root = gr.context.Context.root_block
+    if root is not None:
+        root.load(fn, None, outputs)

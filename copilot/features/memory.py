@@ -1,0 +1,35 @@
+"""The thought memory as users see it: list, search, delete, with direct and root sources resolved to titles."""
+
+from __future__ import annotations
+
+from copilot.features.chat import chat_for
+from copilot.methods.thought_retriever import THOUGHT_ID_PREFIX
+from copilot.services import Services
+
+
+def memory_view(services: Services, query: str = "", limit: int = 30) -> list[dict]:
+    """Newest thoughts, or the thoughts nearest in meaning to `query` (an exact thought id finds that thought)."""
+    memory = chat_for(services).memory
+    query = (query or "").strip()[: services.settings.max_input_chars]
+    if query.startswith(THOUGHT_ID_PREFIX) and " " not in query and memory.get(query):
+        thoughts = [memory.get(query)]
+    elif query:
+        thoughts = memory.search(query, limit)
+    else:
+        thoughts = memory.list(limit)
+    paper_ids = {s["id"] for t in thoughts for s in t["sources"] if s["kind"] == "paper"}
+    paper_ids |= {pid for t in thoughts for pid in t["root_sources"]}
+    titles = {p.id: p.title for p in services.store.get_papers(sorted(paper_ids))}
+    for thought in thoughts:
+        for source in thought["sources"]:
+            source["title"] = titles.get(source["id"], "") if source["kind"] == "paper" else ""
+        thought["root_papers"] = [{"id": pid, "title": titles.get(pid, "")} for pid in thought["root_sources"]]
+    return thoughts
+
+
+def delete_thought(services: Services, thought_id: str) -> bool:
+    return chat_for(services).memory.delete((thought_id or "").strip())
+
+
+def memory_count(services: Services) -> int:
+    return chat_for(services).memory.count()

@@ -1,0 +1,270 @@
+"""Chat feature: turns, sides, votes, thought jobs, statistics and the CLI.
+
+Exact tests use a scripted LLM over real stores and ~40 real papers; one end-to-end test uses the real local
+model (SmolLM2) on 200 imported papers through the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from copilot.cli import main
+from copilot.features.chat import Chat, ChatError
+from copilot.features.stats import chat_stats, wilson_interval
+from copilot.llm import LLMError
+from copilot.services import Services
+from tests.conftest import import_papers, make_settings
+from tests.doubles import scripted_llm
+
+QUESTION = "How do large language models use retrieval to answer questions?"
+THOUGHT = "1\nLanguage models answer better when they retrieve supporting passages first [{}]."
+
+
+def reply(messages) -> str:
+    """An answer for answer prompts, a thought for thought prompts (whatever the order they come in)."""
+    user = messages[-1]["content"]
+    if "Step 1:" in user:
+        return THOUGHT.format("ref")
+    first_id = user.split('<source id="', 1)[1].split('"', 1)[0] if '<source id="' in user else "none"
+    return f"Retrieval grounds the answer [{first_id}]."
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One data dir with 40 real papers for the scripted tests (importing per test is slow on 2 cores)."""
+    services = Services(make_settings(tmp_path_factory.mktemp("chat") / "data"))
+    import_papers(services, 40)
+    return services
+
+
+@pytest.fixture
+def chat(shared):
+    """A fresh Chat over the shared papers; afterwards every turn, vote, job and thought is removed."""
+    yield Chat(shared)
+    for future in list(Chat._futures.values()):
+        future.result(timeout=120)
+    Chat._futures.clear()
+    ids = shared.store.thoughts.get()["ids"]
+    if ids:
+        shared.store.thoughts.delete(ids=ids)
+    with shared.db.transaction() as tx:
+        for table in ("chat_vote_log", "chat_votes", "chat_thought_jobs", "chat_turns", "thought_edges", "thoughts"):
+            tx.execute(f"DELETE FROM {table}")
+
+
+@pytest.fixture
+def scripted(chat):
+    llm, backend = scripted_llm(chat.services.db, [reply] * 50)
+    chat.services.llm = llm
+    return backend
+
+
+def run(chat: Chat, question: str, user: str = "local"):
+    turn = chat.prepare(question, user)
+    for _ in chat.stream(turn):
+        pass
+    return turn
+
+
+def seed_thought(chat: Chat, text: str = QUESTION) -> str:
+    """A thought right on the question, so the thought-augmented retrieval differs from the raw one."""
+    hit = chat.services.store.search("paper", chat.services.embedder.embed_one(text), 1)[0]
+    return chat.memory.add(text, [(hit.id, "paper")], origin="test", check_redundant=False)
+
+
+def test_empty_question_is_refused_without_an_llm_call(chat, scripted):
+    for empty in ("", "   \n ", None):
+        with pytest.raises(ChatError, match="Type a question"):
+            chat.prepare(empty, "local")
+    assert scripted.calls == []
+    assert chat.db.query("SELECT * FROM chat_turns") == []
+
+
+def test_long_question_is_truncated_with_a_notice(chat, scripted):
+    turn = chat.prepare("What is retrieval? " * 2700, "local")  # 51,299 characters once stripped
+    assert len(turn.question) == chat.settings.max_input_chars
+    assert "51,299" in turn.notice and f"{chat.settings.max_input_chars:,}" in turn.notice
+    assert chat.db.query_one("SELECT question_chars FROM chat_turns")["question_chars"] == 51300
+
+
+def test_first_turn_has_no_comparison_and_its_thought_keeps_lineage(chat, scripted):
+    turn = run(chat, QUESTION)
+    assert turn.comparison == "same_items" and len(turn.answers) == 1
+    assert turn.answers[0].text.startswith("Retrieval grounds the answer [")
+    jobs = chat.wait_for_thoughts(turn.id, timeout=60)
+    assert [(j["answer"], j["trigger"], j["status"]) for j in jobs] == [("raw", "no_comparison", "stored")]
+    thought = chat.memory.get(jobs[0]["thought_id"])
+    retrieved = [s.id for s in turn.answers[0].sources]
+    assert [s["id"] for s in thought["sources"]] == retrieved and 1 < len(retrieved) <= chat.settings.top_k
+    assert thought["root_sources"] == retrieved and thought["level"] == 2.0
+    with pytest.raises(ChatError, match="same items"):
+        chat.vote(turn.id, "thoughts", "local")
+    assert chat_stats(chat.db)["no_comparison"] == 1 and chat_stats(chat.db)["decisive_votes"] == 0
+
+
+def test_comparison_turn_votes_are_committed_changed_and_logged(chat, scripted):
+    seeded = seed_thought(chat)
+    turn = run(chat, QUESTION)
+    assert turn.comparison == "yes"
+    kinds = {a.label: a.kind for a in turn.answers}
+    assert sorted(kinds.values()) == ["raw", "thoughts"]
+    row = chat.db.query_one("SELECT side_a, comparison, raw_answer, thoughts_answer FROM chat_turns")
+    assert row["side_a"] == kinds["A"] and row["comparison"] == "yes"
+    augmented = next(a for a in turn.answers if a.kind == "thoughts")
+    assert seeded in [s.id for s in augmented.sources] and augmented.thought_augmented
+    assert f"[{seeded}]" in row["thoughts_answer"] or row["thoughts_answer"].startswith("Retrieval grounds")
+    # no thought job yet: it waits for the vote
+    assert chat.thought_jobs(turn.id) == []
+    first = chat.vote(turn.id, "A", "local")
+    assert first["choice"] == kinds["A"] and first["label"] == "A" and not first["changed"]
+    assert chat.db.query_one("SELECT choice FROM chat_votes")["choice"] == kinds["A"]  # committed on return
+    second = chat.vote(turn.id, "tie", "local")
+    assert second["changed"] and second["previous"] == kinds["A"]
+    again = chat.vote(turn.id, "tie", "local")
+    assert not again["changed"]
+    log = chat.db.query("SELECT choice, previous FROM chat_vote_log ORDER BY id")
+    assert [(r["choice"], r["previous"]) for r in log] == [(kinds["A"], None), ("tie", kinds["A"])]
+    vote_row = chat.db.query_one("SELECT choice, label, changes FROM chat_votes")
+    assert (vote_row["choice"], vote_row["label"], vote_row["changes"]) == ("tie", "tie", 1)
+    jobs = chat.wait_for_thoughts(turn.id, timeout=60)
+    assert {j["answer"] for j in jobs} == {"thoughts", "raw"} - ({"raw"} if kinds["A"] == "thoughts" else set())
+    stored = [j["thought_id"] for j in jobs if j["status"] == "stored"]
+    assert stored, jobs
+    new = chat.memory.get(stored[0])
+    if jobs[0]["answer"] == "thoughts":
+        assert {"id": seeded, "kind": "thought"} in new["sources"] and new["level"] > 2.0
+    with pytest.raises(ChatError, match="another user"):
+        chat.vote(turn.id, "raw", "mallory")
+    with pytest.raises(ChatError, match="choice must be"):
+        chat.vote(turn.id, "maybe", "local")
+
+
+def test_sides_are_random_per_turn(chat, scripted):
+    seed_thought(chat)
+    sides = {run(chat, QUESTION + f" Variant {i}?").answers[0].kind for i in range(12)}
+    assert sides == {"raw", "thoughts"}  # a fixed side would fail with probability 2 * 2**-12
+
+
+def test_one_side_failing_keeps_the_other_and_blocks_voting(chat):
+    seed_thought(chat)
+    llm, backend = scripted_llm(chat.db, [LLMError("endpoint down"), reply, reply])
+    chat.services.llm = llm
+    turn = run(chat, QUESTION)
+    failed, ok = turn.answers[0], turn.answers[1]
+    assert failed.error == "endpoint down" and failed.text == ""
+    assert ok.error is None and ok.text.startswith("Retrieval grounds")
+    assert turn.comparison == "failed"
+    with pytest.raises(ChatError, match="failed"):
+        chat.vote(turn.id, "A", "local")
+    jobs = chat.wait_for_thoughts(turn.id, timeout=60)
+    assert [(j["answer"], j["status"]) for j in jobs] == [(ok.kind, "stored")]
+    record = chat.turn_record(turn.id)
+    assert record["comparison"] is False and record["answers"][0]["error"] == "endpoint down"
+    assert chat_stats(chat.db)["failed_turns"] == 1
+
+
+def test_failed_thought_job_is_logged_and_the_vote_kept(chat):
+    seed_thought(chat)
+    llm, _ = scripted_llm(chat.db, [reply, reply, LLMError("model crashed")])
+    chat.services.llm = llm
+    turn = run(chat, QUESTION)
+    chat.vote(turn.id, "thoughts", "local")
+    jobs = chat.wait_for_thoughts(turn.id, timeout=60)
+    assert [(j["status"], j["error"]) for j in jobs] == [("failed", "LLMError: model crashed")]
+    assert chat.db.query_one("SELECT choice FROM chat_votes WHERE turn_id = ?", (turn.id,))["choice"] == "thoughts"
+
+
+def test_bad_vote_makes_no_thought_and_unvoted_turns_are_swept(chat, scripted):
+    seed_thought(chat)
+    bad = run(chat, QUESTION)
+    chat.vote(bad.id, "bad", "local")
+    unvoted = run(chat, QUESTION + " Please be brief.")
+    assert chat.thought_jobs(bad.id) == [] and chat.thought_jobs(unvoted.id) == []
+    run(chat, "Which benchmarks test question answering?")   # the next question sweeps the unvoted turn
+    jobs = chat.wait_for_thoughts(unvoted.id, timeout=60)
+    assert [(j["answer"], j["trigger"]) for j in jobs] == [("thoughts", "no_vote")]
+    assert chat.thought_jobs(bad.id) == []
+
+
+@pytest.mark.parametrize("wins, n, low, high", [(8, 10, 0.4902, 0.9433), (0, 5, 0.0, 0.4345), (50, 100, 0.4038, 0.5962)])
+def test_wilson_interval(wins, n, low, high):
+    got_low, got_high = wilson_interval(wins, n)
+    assert got_low == pytest.approx(low, abs=1e-4) and got_high == pytest.approx(high, abs=1e-4)
+
+
+def test_stats_count_only_decisive_votes_in_the_rate(chat, scripted):
+    seed_thought(chat)
+    choices = ["thoughts", "thoughts", "raw", "tie", "bad"]
+    for i, choice in enumerate(choices):
+        chat.vote(run(chat, QUESTION + f" Case {i}.").id, choice, "local")
+    run(chat, QUESTION + " Unvoted.")
+    stats = chat_stats(chat.db)
+    low, high = wilson_interval(2, 3)
+    assert {k: stats[k] for k in ("decisive_votes", "thought_wins", "ties", "both_bad", "unvoted_comparisons")} == {
+        "decisive_votes": 3, "thought_wins": 2, "ties": 1, "both_bad": 1, "unvoted_comparisons": 1}
+    assert stats["win_rate"] == pytest.approx(2 / 3) and (stats["ci_low"], stats["ci_high"]) == (low, high)
+    assert [p["decisive_votes"] for p in stats["over_time"]] == [1, 2, 3]
+
+
+def test_cli_vote_and_stats_json(chat, scripted, monkeypatch, capsys):
+    monkeypatch.setenv("COPILOT_DATA_DIR", str(chat.settings.data_dir))
+    seed_thought(chat)
+    turn = run(chat, QUESTION)
+    with pytest.raises(SystemExit):
+        main(["vote", turn.id, "sometimes"])
+    capsys.readouterr()
+    assert main(["vote", "no-such-turn", "raw"]) == 2
+    assert "no turn with id" in capsys.readouterr().err
+    assert main(["stats", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    for key in ("decisive_votes", "thought_wins", "win_rate", "ci_low", "ci_high", "ties", "both_bad", "no_comparison"):
+        assert key in stats
+    assert stats["decisive_votes"] == 0 and stats["win_rate"] is None
+    assert main(["ask", "   ", "--json"]) == 2
+    assert "Type a question" in capsys.readouterr().err
+
+
+def test_end_to_end_with_the_real_local_model(services, settings, monkeypatch, capsys):
+    """ask → (no thought yet) one answer and a thought → a related question is now a comparison whose
+    thought-augmented side retrieves that thought → vote → a thought with lineage through the first one."""
+    import_papers(services, 200)
+    for name, value in {"COPILOT_DATA_DIR": str(settings.data_dir), "COPILOT_LLM": "local",
+                        "COPILOT_SCHEDULER": "false", "COPILOT_ANSWER_MAX_TOKENS": "64",
+                        "COPILOT_CONTEXT_TOKENS": "1200"}.items():
+        monkeypatch.setenv(name, value)
+
+    def ask(question: str) -> dict:
+        assert main(["ask", question, "--json"]) == 0
+        out = capsys.readouterr().out
+        assert out.count("\n") == 1
+        return json.loads(out)
+
+    first = ask("How are large language models evaluated on reasoning benchmarks?")
+    assert first["comparison"] is False and len(first["answers"]) == 1
+    assert first["answers"][0]["text"] and first["answers"][0]["sources"]
+    assert all(s["kind"] == "paper" and s["title"] for s in first["answers"][0]["sources"])
+    assert first["models"]["backend"] == "local"
+    job = first["thought_jobs"][0]
+    assert job["status"] == "stored", job
+    thought_id = job["thought_id"]
+
+    second = ask("Which reasoning benchmarks are used to evaluate large language models?")
+    assert second["comparison"] is True, second
+    by_kind = {a["thought_augmented"]: a for a in second["answers"]}
+    assert all(a["text"] and a["sources"] for a in second["answers"])
+    assert thought_id in [s["id"] for s in by_kind[True]["sources"]]
+    assert all(s["kind"] == "paper" for s in by_kind[False]["sources"])
+    assert set(second["timings"]) >= {"retrieval_s", "answer_A_s", "answer_B_s", "thought_job_s"}
+
+    assert main(["vote", second["turn_id"], "thoughts", "--json"]) == 0
+    voted = json.loads(capsys.readouterr().out)
+    assert voted["recorded"] and voted["choice"] == "thoughts"
+    assert main(["stats", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["decisive_votes"], stats["thought_wins"], stats["no_comparison"]) == (1, 1, 1)
+    memory = Chat(services).memory
+    first_thought = memory.get(thought_id)
+    assert first_thought["root_sources"] == [s["id"] for s in first["answers"][0]["sources"]]
+    assert memory.level(thought_id) == 2.0
