@@ -79,6 +79,24 @@ class Settings(BaseSettings):
     server_port: int = Field(7860, ge=1, le=65535, validation_alias=_env("GRADIO_SERVER_PORT"),
                              description="Port the app listens on (GRADIO_SERVER_PORT).")
     concurrency: int = Field(4, ge=1, le=64, description="Requests the web app handles at once.")
+    auth: SecretStr | None = Field(
+        None, description="Password protection for self-hosting: `user:password` pairs, comma-separated.")
+
+    @field_validator("auth")
+    @classmethod
+    def _check_auth(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            pairs = [p for p in value.get_secret_value().split(",") if p.strip()]
+            if not pairs or any(":" not in p or not p.split(":", 1)[0].strip() or not p.split(":", 1)[1]
+                                for p in pairs):
+                raise ValueError("expected user:password pairs separated by commas")
+        return value
+
+    def auth_pairs(self) -> list[tuple[str, str]] | None:
+        if self.auth is None:
+            return None
+        pairs = [p.split(":", 1) for p in self.auth.get_secret_value().split(",") if p.strip()]
+        return [(user.strip(), password) for user, password in pairs]
 
     @field_validator("categories", mode="before")
     @classmethod
@@ -153,7 +171,7 @@ def load_settings(**overrides: object) -> Settings:
         for problem in error.errors():
             field = str(problem["loc"][0]) if problem["loc"] else "?"
             name = _env_name(field) if field in Settings.model_fields else field
-            shown = "<hidden>" if field == "openai_api_key" else repr(problem.get("input"))
+            shown = "<hidden>" if field in ("openai_api_key", "auth") else repr(problem.get("input"))
             lines.append(f"{name}={shown}: {problem['msg']}")
         raise SettingsError("bad setting: " + "; ".join(lines)) from None
     if settings.llm_backend == "openai" and not settings.openai_api_key:

@@ -10,9 +10,26 @@ LOCAL_USER = "local"
 
 
 def current_user(request: gr.Request | None) -> str:
-    """The logged-in user (Hugging Face OAuth or COPILOT_AUTH), else the single local user."""
-    username = getattr(request, "username", None) if request is not None else None
-    return str(username) if username else LOCAL_USER
+    """The logged-in user (COPILOT_AUTH password login, or Hugging Face OAuth), else the single local user."""
+    if request is None:
+        return LOCAL_USER
+    username = getattr(request, "username", None)
+    if username:
+        return str(username)
+    oauth_name = _oauth_username(request)
+    return f"hf:{oauth_name}" if oauth_name else LOCAL_USER
+
+
+def _oauth_username(request: gr.Request) -> str | None:
+    """The Hugging Face account of a session logged in through gr.LoginButton, if any."""
+    try:
+        from gradio.oauth import _get_valid_oauth_info_from_session
+
+        info = _get_valid_oauth_info_from_session(request.session)
+    except Exception:  # no session middleware: the app runs without OAuth
+        return None
+    userinfo = (info or {}).get("userinfo") or {}
+    return userinfo.get("preferred_username")
 
 
 def escape(text: object) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import gradio as gr
@@ -15,8 +16,11 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
 def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr.Blocks:
     with gr.Blocks(title="Research Copilot") as page:
-        gr.Markdown("# Research Copilot\nYour research assistant over arXiv: profile, trends, chat, related papers.",
-                    elem_id="app-header")
+        with gr.Row():
+            gr.Markdown("# Research Copilot\nYour research assistant over arXiv: profile, trends, chat, related "
+                        "papers.", elem_id="app-header")
+            if os.environ.get("OAUTH_CLIENT_ID"):  # set by Hugging Face Spaces when the Space enables OAuth
+                gr.LoginButton(scale=0)
         with gr.Tabs():
             with gr.Tab("Profile", id="profile"):
                 profile.build(services)
@@ -41,4 +45,6 @@ def launch_options(services: Services) -> dict:
         "css": css_file.read_text(encoding="utf-8") if css_file.is_file() else None,
         "theme": gr.themes.Soft(),
         "show_error": False,
+        "auth": s.auth_pairs(),
+        "auth_message": "Research Copilot: log in with the account your administrator gave you." if s.auth else None,
     }
