@@ -27,7 +27,7 @@ def main() -> int:
         scheduler = IngestScheduler(lambda: library.ingest_from_arxiv(services), settings.ingest_cron)
         scheduler.start()
     page = build_ui(services, scheduler)
-    page.queue(default_concurrency_limit=settings.concurrency)
+    page.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size)
     try:
         page.launch(**launch_options(services))
     finally:
