@@ -1,0 +1,552 @@
+"""Trends: what moved in the user's field over a time range — topics, summaries with citations, grounded ideas.
+
+Stages (each timed, each yielding a partial report so the page and the CLI can show progress):
+select (profile-ranked by RRF, or all papers of the range; capped) → topics (k-means, c-TF-IDF, counts,
+rising vs the previous window) → summaries (LLM, per topic and overall; citations checked) → ideas (RAT,
+retrieval from papers and thoughts) → store (summaries and ideas become thoughts with lineage; report cached).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import date, timedelta
+
+import numpy as np
+
+from copilot.llm import LLMError
+from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion
+from copilot.methods.rat import RATResult, run_rat, split_steps
+from copilot.methods.topics import Topic, build_topics, previous_window
+from copilot.prompts import TRENDS_IDEAS_TASK, TRENDS_PERIOD_SUMMARY, TRENDS_TOPIC_SUMMARY, source_block
+from copilot.records import Evidence, Paper, date_number, number_to_date
+from copilot.services import Services
+
+log = logging.getLogger(__name__)
+
+PRESETS = {"day": 1, "week": 7, "month": 30}
+_CITATION = re.compile(r"\[?\s*(?:arXiv:\s*)?(\d{4}\.\d{4,5})(?:v\d+)?\s*\]?", re.I)
+
+
+class TrendsError(ValueError):
+    """Input or data the user can act on (bad range, empty range, empty library)."""
+
+
+@dataclass
+class TrendsOptions:
+    cap: int = 300                   # most papers analysed
+    summarized_topics: int = 5       # topics that get an LLM summary (largest first)
+    summary_tokens: int = 96
+    papers_per_summary: int = 4
+    ideas: int = 3                   # = RAT steps (one idea per step)
+    retrieve_k: int = 3              # items retrieved per RAT step (papers and thoughts together)
+    draft_tokens: int = 160
+    revise_tokens: int = 192
+    query_tokens: int = 24
+    store_thoughts: bool = True
+    use_cache: bool = True
+
+    @classmethod
+    def from_settings(cls, settings, **overrides) -> TrendsOptions:
+        """Token budgets bounded by COPILOT_ANSWER_MAX_TOKENS (a small local model writes ~60 tokens/s)."""
+        most = settings.answer_max_tokens
+        values = dict(summary_tokens=min(96, most), draft_tokens=min(160, 2 * most), revise_tokens=min(192, 2 * most))
+        values.update(overrides)
+        return cls(**values)
+
+
+@dataclass
+class Idea:
+    text: str
+    paper_ids: list[str]
+    trace: list[dict]
+    thought_id: str | None = None
+
+    def as_json(self) -> dict:
+        return {"text": self.text, "paper_ids": self.paper_ids, "trace": self.trace}
+
+
+@dataclass
+class TrendsReport:
+    start: date
+    end: date
+    categories: list[str]
+    user: str
+    selection: str = "all"                       # "profile" (RRF-ranked) or "all"
+    profile_version: int | None = None
+    in_range: int = 0                            # papers of the range (before the cap)
+    cap: int = 300
+    previous: tuple[date, date] | None = None
+    previous_papers: int = 0
+    topics: list[Topic] = field(default_factory=list)
+    titles: dict[str, str] = field(default_factory=dict)   # id → title, for every paper shown
+    summary: str = ""
+    summary_ids: list[str] = field(default_factory=list)
+    ideas: list[Idea] = field(default_factory=list)
+    ideas_error: str | None = None
+    failures: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    thought_ids: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    stage: str = "starting"
+    done: bool = False
+    cached: bool = False
+
+    @property
+    def papers(self) -> int:
+        return sum(t.size for t in self.topics)
+
+    @property
+    def capped(self) -> bool:
+        return self.in_range > self.papers
+
+    def as_json(self) -> dict:
+        """The CLI's JSON shape (issue #5)."""
+        return {"papers": self.papers,
+                "topics": [{"label": t.label, "terms": t.terms, "paper_ids": t.paper_ids, "counts": t.counts,
+                            "rising": t.rising, "summary": t.summary} for t in self.topics],
+                "summary": self.summary,
+                "ideas": [idea.as_json() for idea in self.ideas]}
+
+    def to_record(self) -> str:
+        return json.dumps(asdict(self), default=str)
+
+    @classmethod
+    def from_record(cls, text: str) -> TrendsReport:
+        data = json.loads(text)
+        data["start"], data["end"] = date.fromisoformat(data["start"]), date.fromisoformat(data["end"])
+        if data.get("previous"):
+            data["previous"] = tuple(date.fromisoformat(d) for d in data["previous"])
+        data["topics"] = [Topic(**t) for t in data["topics"]]
+        data["ideas"] = [Idea(**i) for i in data["ideas"]]
+        return cls(**data)
+
+
+# --- range ---------------------------------------------------------------------------------------------------
+def parse_day(text: str, what: str) -> date:
+    try:
+        return date.fromisoformat(str(text).strip())
+    except ValueError:
+        raise TrendsError(f"{what} date {text!r} is not a date like 2026-06-01") from None
+
+
+def corpus_span(services: Services) -> tuple[date, date]:
+    span = services.store.date_range()
+    if not span:
+        raise TrendsError("the library has no papers yet: import a snapshot or run an ingestion (Library tab)")
+    return number_to_date(span[0]), number_to_date(span[1])
+
+
+def resolve_range(services: Services, preset: str | None = None, start: str | date | None = None,
+                  end: str | date | None = None) -> tuple[date, date]:
+    """A preset ('day', 'week', 'month': the last one of the corpus, ending at its newest paper) or custom dates."""
+    first, last = corpus_span(services)
+    if preset and preset != "custom":
+        if preset not in PRESETS:
+            raise TrendsError(f"unknown range {preset!r}: use day, week, month or custom dates")
+        return last - timedelta(days=PRESETS[preset] - 1), last
+    if not start or not end:
+        raise TrendsError("give both a start and an end date (YYYY-MM-DD), or pick day, week or month")
+    start = start if isinstance(start, date) else parse_day(start, "start")
+    end = end if isinstance(end, date) else parse_day(end, "end")
+    if start > end:
+        raise TrendsError(f"the start {start} is after the end {end}")
+    if end < first or start > last:
+        raise TrendsError(f"{start} … {end} lies outside the corpus, which spans {first} … {last}")
+    return start, end
+
+
+# --- selection -----------------------------------------------------------------------------------------------
+def _profile(services: Services, user: str):
+    try:
+        from copilot.features.profile import load_profile
+    except ImportError:  # the Profile feature is not part of this build
+        return None
+    try:
+        return load_profile(services, user)
+    except Exception as error:  # a broken profile must not break Trends
+        log.warning("profile of %s not loaded: %s", user, error)
+        return None
+
+
+def rank_by_profile(ids: Sequence[str], vectors: np.ndarray, queries: Sequence[np.ndarray],
+                    k: int = RRF_K) -> list[str]:
+    """Each query ranks the papers by cosine; the rankings are fused by Reciprocal Rank Fusion."""
+    lists = [[ids[i] for i in np.argsort(-(vectors @ q), kind="stable")] for q in queries]
+    return [item for item, _, _ in reciprocal_rank_fusion(lists, k=k)]
+
+
+def even_sample(papers: Sequence[Paper], cap: int) -> list[Paper]:
+    """At most `cap` papers spread evenly over the date-sorted list (keeps the range's time profile)."""
+    ordered = sorted(papers, key=lambda p: (p.published, p.id))
+    if len(ordered) <= cap:
+        return ordered
+    picks = np.linspace(0, len(ordered) - 1, cap).round().astype(int)
+    return [ordered[i] for i in picks]
+
+
+def select_papers(services: Services, start: date, end: date, categories: Sequence[str] | None, profile,
+                  cap: int) -> tuple[list[Paper], np.ndarray, int]:
+    """(selected papers, their embeddings, papers in the range before the cap)."""
+    papers = services.store.papers_between(date_number(start), date_number(end), categories or None)
+    if not papers:
+        return [], np.zeros((0, 0), np.float32), 0
+    vectors = services.store.paper_embeddings([p.id for p in papers])
+    papers = [p for p in papers if p.id in vectors]
+    if profile is not None:
+        queries = [services.embedder.embed_one(profile.text)]
+        queries += list(services.store.paper_embeddings(list(profile.paper_ids)).values())
+        matrix = np.stack([vectors[p.id] for p in papers])
+        ranked = rank_by_profile([p.id for p in papers], matrix, queries)[:cap]
+        by_id = {p.id: p for p in papers}
+        chosen = [by_id[i] for i in ranked]
+    else:
+        chosen = even_sample(papers, cap)
+    return chosen, np.stack([vectors[p.id] for p in chosen]), len(papers)
+
+
+# --- citations -----------------------------------------------------------------------------------------------
+def check_citations(text: str, allowed: Sequence[str]) -> tuple[str, list[str], list[str]]:
+    """Keep citations of papers that were given to the model; drop any other arXiv id from the text.
+
+    Returns (text with only allowed citations, cited allowed ids in order, dropped ids)."""
+    allowed_set = set(allowed)
+    cited: list[str] = []
+    dropped: list[str] = []
+
+    def keep_or_drop(match: re.Match) -> str:
+        paper_id = match.group(1)
+        if paper_id in allowed_set:
+            if paper_id not in cited:
+                cited.append(paper_id)
+            return f"[{paper_id}]"
+        dropped.append(paper_id)
+        return ""
+
+    cleaned = _CITATION.sub(keep_or_drop, text or "")
+    cleaned = re.sub(r"\(\s*[,;]?\s*\)|\[\s*[,;]?\s*\]", "", cleaned)
+    cleaned = re.sub(r"[ \t]+([.,;:])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
+    return cleaned, cited, dropped
+
+
+def cite_or_credit(text: str, given: Sequence[str]) -> tuple[str, list[str]]:
+    """Checked text; when the model cited none of the given papers, credit them all (they are what it read)."""
+    cleaned, cited, _ = check_citations(text, given)
+    if not cited:
+        cited = list(given)
+        cleaned = f"{cleaned} (from {', '.join(f'[{i}]' for i in cited)})".strip()
+    return cleaned, cited
+
+
+# --- summaries -----------------------------------------------------------------------------------------------
+def _abstract_block(paper: Paper, chars: int) -> str:
+    text = paper.abstract if len(paper.abstract) <= chars else paper.abstract[:chars].rsplit(" ", 1)[0] + " …"
+    return source_block(paper.id, f"{paper.title}\n{text}")
+
+
+def summarize_topic(services: Services, topic: Topic, papers: dict[str, Paper], opts: TrendsOptions) -> list[str]:
+    """Write topic.summary (or say it failed); returns the ids given to the model."""
+    given = [papers[i] for i in topic.paper_ids[:opts.papers_per_summary]]
+    ids = [p.id for p in given]
+    prompt = TRENDS_TOPIC_SUMMARY.render(sources="\n".join(_abstract_block(p, 300) for p in given),
+                                         label=topic.label, example_id=ids[0])
+    text = services.llm.complete(prompt, max_tokens=opts.summary_tokens, temperature=0.2).strip()
+    if not text:
+        raise LLMError("the model returned an empty summary")
+    topic.summary, cited = cite_or_credit(text, ids)
+    topic.extra["summary_ids"] = cited
+    return cited
+
+
+def period_label(report: TrendsReport) -> str:
+    return f"{report.start} … {report.end}" if report.start != report.end else str(report.start)
+
+
+def summarize_period(services: Services, report: TrendsReport, papers: dict[str, Paper],
+                     opts: TrendsOptions) -> None:
+    top = report.topics[:6]
+    given = [papers[t.paper_ids[0]] for t in top]
+    lines = [f"- {t.label} ({t.size} papers{', rising' if t.rising else ''})" for t in top]
+    prompt = TRENDS_PERIOD_SUMMARY.render(period=period_label(report), topics="\n".join(lines),
+                                          sources="\n".join(_abstract_block(p, 200) for p in given),
+                                          example_id=given[0].id)
+    text = services.llm.complete(prompt, max_tokens=opts.summary_tokens, temperature=0.2).strip()
+    if not text:
+        raise LLMError("the model returned an empty summary")
+    report.summary, report.summary_ids = cite_or_credit(text, [p.id for p in given])
+
+
+# --- ideas (RAT) ---------------------------------------------------------------------------------------------
+def retriever(services: Services, k: int) -> Callable[[str], list[Evidence]]:
+    """Top-k of papers AND thoughts for a query, by cosine."""
+    def retrieve(query: str) -> list[Evidence]:
+        vector = services.embedder.embed_one(query)
+        found = services.store.search("paper", vector, k) + services.store.search("thought", vector, k)
+        return sorted(found, key=lambda e: -e.score)[:k]
+    return retrieve
+
+
+def ideas_task(report: TrendsReport, profile, count: int) -> str:
+    who = "a researcher in this field"
+    if profile is not None:
+        focus = ", ".join(profile.keywords[:6]) or profile.text[:200]
+        who = f"a researcher working on {focus}"
+    topics = "; ".join(t.label for t in report.topics[:4])
+    return TRENDS_IDEAS_TASK.format(count=count, who=who, period=period_label(report), topics=topics)
+
+
+def ideas_from_rat(result: RATResult, allowed_papers: set[str], count: int) -> list[Idea]:
+    """One idea per revised step when the revision kept one paragraph per step; else one per paragraph,
+    each carrying the whole trace. Citations are checked against what the model was given."""
+    trace = [step.as_dict() for step in result.steps]
+    paragraphs = split_steps(result.text)[:max(count, 1)]
+    aligned = len(paragraphs) == len(result.steps)
+    ideas = []
+    for i, paragraph in enumerate(paragraphs):
+        step = result.steps[i] if aligned else None
+        text, cited, _ = check_citations(paragraph, sorted(allowed_papers))
+        if not cited:  # grounded in what its step retrieved: credit those papers
+            grounding = step.retrieved if step else result.retrieved
+            cited = [e.id for e in grounding if e.kind == "paper" and e.id in allowed_papers]
+        ideas.append(Idea(text=text, paper_ids=cited, trace=[trace[i]] if aligned else trace))
+    return ideas
+
+
+def generate_ideas(services: Services, report: TrendsReport, papers: dict[str, Paper], profile,
+                   opts: TrendsOptions) -> list[tuple[Idea, list[tuple[str, str]]]]:
+    """RAT over the period's topics. Returns ideas with their lineage sources [(id, kind)]."""
+    context_papers = [papers[t.paper_ids[0]] for t in report.topics[:4]]
+    context = "\n".join(_abstract_block(p, 160) for p in context_papers)
+    result = run_rat(services.llm, ideas_task(report, profile, opts.ideas), retriever(services, opts.retrieve_k),
+                     context=context, max_steps=opts.ideas, draft_tokens=opts.draft_tokens,
+                     query_tokens=opts.query_tokens, revise_tokens=opts.revise_tokens)
+    allowed = {p.id for p in context_papers} | {e.id for e in result.retrieved if e.kind == "paper"}
+    ideas = ideas_from_rat(result, allowed, opts.ideas)
+    out = []
+    for idea in ideas:
+        thoughts = [e.id for e in result.retrieved if e.kind == "thought"]
+        sources = [(pid, "paper") for pid in idea.paper_ids] + [(tid, "thought") for tid in thoughts
+                                                                 if tid in idea.text or not idea.paper_ids]
+        out.append((idea, sources))
+    return out
+
+
+# --- thoughts and cache --------------------------------------------------------------------------------------
+def _memory(services: Services):
+    from copilot.methods.thought_retriever import ThoughtMemory
+
+    return ThoughtMemory(services.db, services.store, services.embedder, services.settings.merge_threshold)
+
+
+def corpus_version(services: Services) -> str:
+    row = services.db.query_one("SELECT COALESCE(MAX(id), 0) AS run FROM ingest_runs")
+    return f"{services.store.count('paper')}:{row['run'] if row else 0}"
+
+
+def cache_key(user: str, profile_version: int | None, start: date, end: date, categories: Sequence[str],
+              corpus: str, opts: TrendsOptions) -> str:
+    return json.dumps([user, profile_version, str(start), str(end), sorted(categories), corpus, opts.cap,
+                       opts.ideas, opts.summarized_topics])
+
+
+def cached_report(services: Services, key: str) -> TrendsReport | None:
+    row = services.db.query_one("SELECT report FROM trends_cache WHERE key = ?", (key,))
+    if not row:
+        return None
+    try:
+        report = TrendsReport.from_record(row["report"])
+    except (TypeError, ValueError, KeyError) as error:
+        log.warning("unreadable cached trends report ignored: %s", error)
+        return None
+    report.cached = True
+    return report
+
+
+def save_report(services: Services, key: str, report: TrendsReport, corpus: str) -> None:
+    services.db.execute(
+        "INSERT OR REPLACE INTO trends_cache (key, user, profile_version, start, end, categories, corpus_version,"
+        " created_at, report) VALUES (?,?,?,?,?,?,?,?,?)",
+        (key, report.user, report.profile_version, str(report.start), str(report.end),
+         ",".join(report.categories), corpus, time.time(), report.to_record()))
+
+
+# --- the whole run -------------------------------------------------------------------------------------------
+def iter_trends(services: Services, start: date, end: date, categories: Sequence[str] | None = None,
+                user: str = "local", opts: TrendsOptions | None = None, refresh: bool = False
+                ) -> Iterator[TrendsReport]:
+    """Run every stage, yielding the growing report after each step (the last one has done=True).
+
+    Raises TrendsError before the first yield when the range holds no papers."""
+    opts = opts or TrendsOptions.from_settings(services.settings)
+    categories = list(categories or [])
+    profile = _profile(services, user)
+    corpus = corpus_version(services)
+    key = cache_key(user, profile.version if profile else None, start, end, categories, corpus, opts)
+    if opts.use_cache and not refresh:
+        hit = cached_report(services, key)
+        if hit is not None:
+            yield hit
+            return
+
+    report = TrendsReport(start=start, end=end, categories=categories, user=user, cap=opts.cap,
+                          selection="profile" if profile else "all",
+                          profile_version=profile.version if profile else None)
+    clock = time.perf_counter()
+    chosen, vectors, report.in_range = select_papers(services, start, end, categories, profile, opts.cap)
+    if not chosen:
+        where = f" in {', '.join(categories)}" if categories else ""
+        raise TrendsError(f"no papers between {start} and {end}{where}; pick another range")
+    report.previous = previous_window(start, end)
+    before, before_vectors, _ = select_papers(services, *report.previous, categories, profile, opts.cap)
+    report.previous_papers = len(before)
+    report.timings["select"] = time.perf_counter() - clock
+    if report.in_range > len(chosen):
+        how = "ranked by your profile" if profile else "spread evenly over the range"
+        report.notices.append(f"{report.in_range} papers in the range; the {len(chosen)} analysed are capped at "
+                              f"{opts.cap}, {how}.")
+    if not before:
+        report.notices.append("No papers in the previous window of equal length: rising topics are unknown.")
+
+    clock = time.perf_counter()
+    report.stage = "clustering topics"
+    report.topics = build_topics(chosen, vectors, start, end, before_vectors if len(before) else None)
+    papers = {p.id: p for p in chosen}
+    report.titles = {p.id: p.title for p in chosen}
+    report.timings["topics"] = time.perf_counter() - clock
+    yield report
+
+    clock = time.perf_counter()
+    lineage: list[tuple[str, list[tuple[str, str]], str]] = []   # (text, sources, question)
+    llm_failed = False
+    for n, topic in enumerate(report.topics[:opts.summarized_topics], start=1):
+        report.stage = f"summarizing topic {n} of {min(opts.summarized_topics, len(report.topics))}"
+        yield report
+        try:
+            ids = summarize_topic(services, topic, papers, opts)
+            lineage.append((topic.summary, [(i, "paper") for i in ids], f"Trend {period_label(report)}: {topic.label}"))
+        except LLMError as error:
+            topic.summary = f"Summary failed: {error}"
+            report.failures.append(f"topic {topic.label}: {error}")
+            llm_failed = True
+    report.stage = "summarizing the period"
+    yield report
+    try:
+        summarize_period(services, report, papers, opts)
+        lineage.append((report.summary, [(i, "paper") for i in report.summary_ids],
+                        f"Trends of {period_label(report)}"))
+    except LLMError as error:
+        report.summary = f"Summary failed: {error}"
+        report.failures.append(f"period summary: {error}")
+        llm_failed = True
+    report.timings["summaries"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    if opts.ideas > 0:
+        report.stage = "drafting and revising ideas (RAT)"
+        yield report
+        try:
+            for idea, sources in generate_ideas(services, report, papers, profile, opts):
+                report.ideas.append(idea)
+                for pid in idea.paper_ids:
+                    report.titles.setdefault(pid, "")
+                lineage.append((idea.text, sources, f"Research idea from trends {period_label(report)}"))
+        except LLMError as error:
+            report.ideas_error = f"Ideas failed: {error}"
+            report.failures.append(f"ideas: {error}")
+            llm_failed = True
+    report.timings["ideas"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    report.stage = "storing thoughts"
+    if opts.store_thoughts:
+        _store_thoughts(services, report, lineage, user)
+    _fill_titles(services, report)
+    report.timings["store"] = time.perf_counter() - clock
+    report.stage, report.done = "done", True
+    if opts.use_cache and not llm_failed:
+        save_report(services, key, report, corpus)
+    yield report
+
+
+def _store_thoughts(services: Services, report: TrendsReport, lineage, user: str) -> None:
+    try:
+        memory = _memory(services)
+    except ImportError:
+        report.notices.append("Thought memory is not available in this build; summaries were not stored.")
+        return
+    for text, sources, question in lineage:
+        try:
+            thought_id = memory.add(text, sources, origin="trends", question=question, user=user)
+        except Exception as error:  # storing is a bonus; the report stands without it
+            log.warning("trend thought not stored: %s", error)
+            report.notices.append(f"A thought could not be stored: {error}")
+            continue
+        if thought_id:
+            report.thought_ids.append(thought_id)
+            for idea in report.ideas:
+                if idea.text == text:
+                    idea.thought_id = thought_id
+
+
+def _fill_titles(services: Services, report: TrendsReport) -> None:
+    missing = [pid for pid, title in report.titles.items() if not title]
+    for paper in services.store.get_papers(missing):
+        report.titles[paper.id] = paper.title
+
+
+def run_trends(services: Services, start: date, end: date, categories: Sequence[str] | None = None,
+               user: str = "local", opts: TrendsOptions | None = None, refresh: bool = False,
+               on_stage: Callable[[TrendsReport], None] | None = None) -> TrendsReport:
+    report = None
+    for report in iter_trends(services, start, end, categories, user, opts, refresh):
+        if on_stage:
+            on_stage(report)
+    return report
+
+
+# --- CLI -----------------------------------------------------------------------------------------------------
+def cmd_trends(args: argparse.Namespace) -> int:
+    from copilot.cli import UserError, print_json, services
+
+    svc = services()
+    categories = [c.strip() for c in (args.categories or "").split(",") if c.strip()]
+    try:
+        start, end = resolve_range(svc, args.range, args.start, args.end)
+        report = run_trends(svc, start, end, categories, args.user, TrendsOptions.from_settings(svc.settings, cap=args.cap),
+                            refresh=args.refresh,
+                            on_stage=lambda r: print(f"[trends] {r.stage}", file=sys.stderr, flush=True))
+    except TrendsError as error:
+        raise UserError(str(error)) from None
+    for notice in report.notices + report.failures:
+        print(f"[trends] {notice}", file=sys.stderr)
+    print("[trends] seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in report.timings.items()), file=sys.stderr)
+    if args.json:
+        print_json(report.as_json())
+    else:
+        print(f"{report.papers} papers, {report.start} … {report.end}")
+        for topic in report.topics:
+            print(f"- {topic.label} ({topic.size}{', rising' if topic.rising else ''}): {topic.summary}")
+        print(f"\n{report.summary}\n")
+        for idea in report.ideas:
+            print(f"* {idea.text}")
+    return 0
+
+
+def add_trends_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("trends", help="topics, summaries and research ideas of a time range")
+    p.add_argument("--from", dest="start", default=None, help="first day, YYYY-MM-DD")
+    p.add_argument("--to", dest="end", default=None, help="last day, YYYY-MM-DD")
+    p.add_argument("--range", choices=sorted(PRESETS), default=None,
+                   help="instead of --from/--to: the last day, week or month of the corpus")
+    p.add_argument("--categories", default=None, help="comma-separated primary categories, e.g. cs.CL,cs.IR")
+    p.add_argument("--user", default="local", help="whose profile ranks the papers (default: local)")
+    p.add_argument("--cap", type=int, default=300, help="most papers analysed (default 300)")
+    p.add_argument("--refresh", action="store_true", help="recompute even when a cached report exists")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_trends)
