@@ -124,9 +124,16 @@ def add_chat_commands(sub: argparse._SubParsersAction) -> None:
     add(sub)
 
 
+def add_trends_commands(sub: argparse._SubParsersAction) -> None:
+    from copilot.features.trends import add_trends_commands as add
+
+    add(sub)
+
+
 COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_foundation_commands,
     add_chat_commands,
+    add_trends_commands,
 ]
 
 
