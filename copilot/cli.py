@@ -130,10 +130,17 @@ def add_trends_commands(sub: argparse._SubParsersAction) -> None:
     add(sub)
 
 
+def add_profile_commands(sub: argparse._SubParsersAction) -> None:
+    from copilot.features.profile import add_profile_commands as add
+
+    add(sub)
+
+
 COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_foundation_commands,
     add_chat_commands,
     add_trends_commands,
+    add_profile_commands,
 ]
 
 

@@ -7,17 +7,28 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
-from copilot.records import Paper, parse_arxiv_id
+import numpy as np
+
+from copilot.llm import LLMError
+from copilot.methods.authors import (AuthorName, AuthorNameError, NamesakeGroup, author_queries, fold,
+                                     group_namesakes, matching_author, parse_author_name)
+from copilot.prompts import PROFILE_DRAFT, source_block
+from copilot.records import Paper, date_number, parse_arxiv_id
 from copilot.services import Services
+from copilot.sources.arxiv_api import ArxivSourceError
 
 log = logging.getLogger(__name__)
 
 MAX_KEYWORDS = 10
 MAX_PROFILE_CHARS = 20000
+DEFAULT_USER = "local"        # the single local user; equals copilot.ui.common.LOCAL_USER
 
 
 class ProfileError(ValueError):
@@ -128,3 +139,483 @@ def save_profile(services: Services, user: str, text: str, keywords: Sequence[st
                      "VALUES (?, ?, ?, ?, ?, ?)",
                      (user, version, text, json.dumps(words), json.dumps(ids), now))
     return Profile(user=user, text=text, keywords=words, paper_ids=ids, version=version, saved_at=now)
+
+
+# --- lookup by author name ------------------------------------------------------------------------------------
+@dataclass
+class Candidate:
+    paper: Paper
+    group: int                  # NamesakeGroup.number
+    written_as: str             # how the looked-up name is spelled on this paper
+
+    def as_dict(self) -> dict:
+        p = self.paper
+        return {"id": p.id, "title": p.title, "date": p.published.isoformat(), "authors": list(p.authors),
+                "primary_category": p.primary_category, "group": self.group}
+
+
+@dataclass
+class Lookup:
+    name: str                   # the parsed name, displayed
+    query: str                  # the arXiv query whose results are shown ('' when none was sent)
+    candidates: list[Candidate]
+    groups: list[NamesakeGroup]
+    dropped: int = 0            # papers arXiv returned whose authors do not match the name
+    message: str = ""
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "query": self.query, "candidates": [c.as_dict() for c in self.candidates],
+                "groups": [{"group": g.number, "label": g.label(), "paper_ids": g.paper_ids} for g in self.groups],
+                "message": self.message}
+
+
+NOT_FOUND_HINT = "You can also paste arXiv ids or links, or paste a text about your research."
+
+
+def parse_name(name: str) -> AuthorName:
+    """The name as an AuthorName, or ProfileError (and no arXiv query) when it is not usable."""
+    try:
+        return parse_author_name(name)
+    except AuthorNameError as error:
+        raise ProfileError(str(error)) from None
+
+
+def _fetch(services: Services, query: str, limit: int,
+           progress: Callable[[int], None] | None) -> tuple[list[Paper], str]:
+    """Papers for one author query; a failure after some pages keeps those pages and says so."""
+    papers: list[Paper] = []
+    try:
+        for paper in services.arxiv.by_author(query, max_results=limit):
+            papers.append(paper)
+            if progress:
+                progress(len(papers))
+    except ArxivSourceError as error:
+        if not papers:
+            raise ProfileError(f"arXiv could not be searched: {error}. Your saved profile is unchanged. "
+                               + NOT_FOUND_HINT) from None
+        return papers, f"arXiv stopped answering after {len(papers)} papers ({error}); showing those."
+    return papers, ""
+
+
+def lookup_author(services: Services, name: str, max_results: int | None = None,
+                  progress: Callable[[int], None] | None = None) -> Lookup:
+    """The newest papers on arXiv by `name`, grouped by likely identity. Precise query first
+    (`au:surname_initial`); when it finds nothing, the surname alone, keeping authors whose first names fit."""
+    target = parse_name(name)
+    limit = max_results or services.settings.profile_max_papers
+    for query in author_queries(target):
+        found, warning = _fetch(services, query, limit, progress)
+        kept, dropped = [], 0
+        for paper in found:
+            written = matching_author(target, paper.authors)
+            if written is None:
+                dropped += 1
+            else:
+                kept.append((paper, written))
+        if kept:
+            break
+    if not kept:
+        return Lookup(target.display(), query, [], [], dropped,
+                      f"No arXiv papers found for {target.display()}. " + NOT_FOUND_HINT)
+    papers = [p for p, _ in kept]
+    groups = group_namesakes(papers, target)
+    group_of = {pid: g.number for g in groups for pid in g.paper_ids}
+    candidates = [Candidate(p, group_of[p.id], written) for p, written in kept]
+    candidates.sort(key=lambda c: (c.group, -date_number(c.paper.published)))
+    message = f"{len(candidates)} papers found for {target.display()} in {len(groups)} group(s)."
+    if len(groups) > 1:
+        message += " Groups may be different people with the same name: uncheck the ones that are not you."
+    if len(found) >= limit:
+        message += f" Showing the newest {limit}."
+    if warning:
+        message += " " + warning
+    return Lookup(target.display(), query, candidates, groups, dropped, message)
+
+
+# --- papers by id ---------------------------------------------------------------------------------------------
+_ID_TOKEN = re.compile(r"[\s,;]+")
+
+
+def parse_id_list(text: str) -> tuple[list[str], list[str]]:
+    """arXiv ids or links separated by spaces, commas or lines → (ids without version, unreadable tokens)."""
+    ids, bad = [], []
+    for token in _ID_TOKEN.split(text or ""):
+        if not token:
+            continue
+        parsed = parse_arxiv_id(token)
+        if parsed is None:
+            bad.append(token[:60])
+        elif parsed[0] not in ids:
+            ids.append(parsed[0])
+    return ids, bad
+
+
+def papers_from_ids(services: Services, text: str, limit: int | None = None) -> tuple[list[Paper], str]:
+    """The papers for pasted ids/links (from the paper store, else arXiv), and a message about what is missing."""
+    ids, bad = parse_id_list(text)
+    limit = limit or services.settings.profile_max_papers
+    if not ids:
+        raise ProfileError("no arXiv id or link found; paste ids like 2401.01234 or https://arxiv.org/abs/2401.01234")
+    notes = [f"not arXiv ids, ignored: {', '.join(bad[:5])}"] if bad else []
+    if len(ids) > limit:
+        notes.append(f"only the first {limit} ids are used")
+        ids = ids[:limit]
+    stored = {p.id: p for p in services.store.get_papers(ids)}
+    missing = [pid for pid in ids if pid not in stored]
+    if missing:
+        try:
+            stored.update({p.id: p for p in services.arxiv.by_ids(missing)})
+        except ArxivSourceError as error:
+            raise ProfileError(f"arXiv could not be reached: {error}. Your saved profile is unchanged.") from None
+    not_found = [pid for pid in ids if pid not in stored]
+    if not_found:
+        notes.append(f"not found on arXiv: {', '.join(not_found[:5])}")
+    papers = [stored[pid] for pid in ids if pid in stored]
+    if not papers:
+        raise ProfileError("none of these ids was found on arXiv. " + NOT_FOUND_HINT)
+    return papers, "; ".join(notes)
+
+
+# --- generation -----------------------------------------------------------------------------------------------
+MIN_WORDS, MAX_WORDS = 150, 300
+MIN_KEYWORDS, TARGET_KEYWORDS = 5, 8
+PROMPT_PAPERS = 6             # papers quoted in the prompt (a 135M model does better with little)
+PROMPT_ABSTRACT_CHARS = 350
+DRAFT_NOTICE = "This is a draft written by a small language model: check it, edit it, then save."
+TEXT_SOURCE_ID = "text"
+_NEW_ID = r"\d{4}\.\d{4,5}"
+_OLD_ID = r"[a-z][a-z\-]*(?:\.[A-Z]{2})?/\d{7}"
+_ID_IN_TEXT = re.compile(rf"(?:arXiv:\s*)?(?P<id>{_NEW_ID}|{_OLD_ID})(?:v\d+)?", re.I)
+_CITATION = re.compile(rf"\s?\[(?P<inner>[^\[\]\n]{{0,200}})\]|\s?\((?P<paren>(?:arXiv:\s*)?(?:{_NEW_ID}|{_OLD_ID})"
+                       rf"[^()\n]{{0,100}})\)|(?:arXiv:\s*)?(?P<bare>{_NEW_ID}|{_OLD_ID})(?:v\d+)?", re.I)
+_KEYWORDS_LINE = re.compile(r"^[\s*#_\-]*key\s*-?\s*words?\s*[*_]*\s*:?[*_]*\s*(?P<rest>.*)$", re.I | re.M)
+_TAG = re.compile(r"</?[a-zA-Z][^<>]{0,200}>")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_STOP = {"paper", "papers", "propose", "proposed", "proposes", "results", "result", "show", "shows", "approach",
+         "approaches", "method", "methods", "using", "based", "novel", "new", "study", "work", "present",
+         "presents", "demonstrate", "use", "used", "also", "however", "well", "two", "one", "first", "via",
+         "research", "researcher", "keywords", "keyword", "profile", "arxiv", "et", "al", "state", "art"}
+
+
+@dataclass
+class Draft:
+    text: str
+    keywords: list[str]
+    paper_ids: list[str]
+    notes: list[str]          # what validation changed, for the UI
+    raw: str = ""             # the model's output as it came
+
+    @property
+    def words(self) -> int:
+        return len(self.text.split())
+
+
+def _material(papers: Sequence[Paper], pasted: str) -> list[str]:
+    docs = [p.document for p in papers]
+    if pasted.strip():
+        docs += [part for part in re.split(r"\n\s*\n", pasted) if part.strip()] or [pasted]
+    return docs
+
+
+def draft_prompt(papers: Sequence[Paper], pasted: str = "", max_input_chars: int = 4000):
+    blocks = [source_block(p.id, f"{p.title}. {p.abstract[:PROMPT_ABSTRACT_CHARS]}")
+              for p in papers[:PROMPT_PAPERS]]
+    if pasted.strip():
+        blocks.append(source_block(TEXT_SOURCE_ID, pasted.strip()[:max_input_chars]))
+    example = papers[0].id if papers else "2401.01234"
+    return PROFILE_DRAFT.render(sources="\n".join(blocks), min_words=MIN_WORDS, max_words=MAX_WORDS,
+                                example_id=example)
+
+
+def keyword_terms(docs: Sequence[str], count: int = TARGET_KEYWORDS) -> list[str]:
+    """Terms (1–2 words) with the highest TF-IDF summed over the documents; a bigram hides its own words."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
+
+    docs = [d for d in docs if d and d.strip()]
+    if not docs:
+        return []
+    vectorizer = TfidfVectorizer(stop_words=sorted(ENGLISH_STOP_WORDS | _STOP), ngram_range=(1, 2),
+                                 token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z\-]{2,}\b", sublinear_tf=True)
+    try:
+        matrix = vectorizer.fit_transform(docs)
+    except ValueError:        # nothing but stop words
+        return []
+    scores = np.asarray(matrix.sum(axis=0)).ravel()
+    terms = vectorizer.get_feature_names_out()
+    chosen: list[str] = []
+    for index in np.argsort(-scores, kind="stable"):
+        term = str(terms[index])
+        if any(term in c.split() or c in term.split() or term == c for c in chosen):
+            continue
+        if " " in term and any(word in c.split() for word in term.split() for c in chosen):
+            continue
+        chosen.append(term)
+        if len(chosen) >= count:
+            break
+    return chosen
+
+
+def _source_words(docs: Sequence[str]) -> set[str]:
+    words = set(re.findall(r"[a-z0-9][a-z0-9\-]*", fold(" ".join(docs))))
+    return words | {w.rstrip("s") for w in words}
+
+
+def _usable_keyword(word: str, vocabulary: set[str]) -> bool:
+    folded = fold(word)
+    if not 2 <= len(folded) <= 40 or not re.fullmatch(r"[a-z0-9][a-z0-9 \-+/.]*", folded):
+        return False
+    parts = [p for p in re.split(r"[\s/]+", folded) if p]
+    if not 1 <= len(parts) <= 4 or all(p in _STOP or p.isdigit() for p in parts):
+        return False
+    return all(p in vocabulary or p.rstrip("s") in vocabulary for p in parts if len(p) > 2)
+
+
+def split_keywords(raw: str) -> tuple[str, list[str]]:
+    """The model output → (text without the keyword line, keyword strings as written)."""
+    matches = list(_KEYWORDS_LINE.finditer(raw))
+    if not matches:
+        return raw, []
+    last = matches[-1]
+    tail = raw[last.start("rest"):]
+    tail = re.split(r"\n\s*\n", tail, maxsplit=1)[0]
+    items = re.split(r"[,;\n]|\s[•·]\s", tail)
+    words = [re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", w).strip(" .*_#\"'") for w in items]
+    return raw[:last.start()].rstrip(), [w for w in words if w]
+
+
+def _clean_citations(text: str, allowed: set[str]) -> tuple[str, set[str], int]:
+    """Keep citations of allowed ids (normalized to [id]); drop the others. → (text, cited ids, dropped)."""
+    cited: set[str] = set()
+    dropped = 0
+
+    def ids_in(fragment: str) -> list[str]:
+        return [m.group("id") for m in _ID_IN_TEXT.finditer(fragment)]
+
+    def replace(match: re.Match) -> str:
+        nonlocal dropped
+        inner = match.group("inner") if match.group("inner") is not None else match.group("paren")
+        found = ids_in(inner) if inner is not None else [match.group("bare")]
+        if inner is not None and not found and not re.fullmatch(r"\s*(?:\d+|(?:paper|source|ref)\s*\d+)"
+                                                                r"(?:\s*[,;]\s*\d+)*\s*", inner, re.I):
+            return match.group(0)          # an ordinary bracket, not a citation
+        keep = [pid for pid in dict.fromkeys(found) if pid in allowed]
+        dropped += len(set(found)) - len(keep) if found else 1
+        cited.update(keep)
+        if not keep:
+            return ""
+        lead = " " if match.group(0)[:1].isspace() else ""
+        return f"{lead}[{', '.join(keep)}]"
+
+    return _CITATION.sub(replace, text), cited, dropped
+
+
+def _sentences(paragraph: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(paragraph) if s.strip()]
+
+
+def _tidy(text: str) -> str:
+    """Markup removed, repeated sentences dropped, an unfinished last sentence cut."""
+    text = _TAG.sub("", text).replace("<", "‹").replace(">", "›")
+    seen: set[str] = set()
+    paragraphs = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        kept = []
+        for sentence in _sentences(" ".join(paragraph.split())):
+            key = re.sub(r"\W+", " ", sentence.lower()).strip()
+            if key and key not in seen:
+                seen.add(key)
+                kept.append(sentence)
+        if kept:
+            paragraphs.append(" ".join(kept))
+    text = "\n\n".join(paragraphs).strip()
+    if text and text[-1] not in ".!?)]\"'":
+        cut = max(text.rfind(". "), text.rfind(".\n"), text.rfind("! "), text.rfind("? "))
+        text = text[:cut + 1] if cut > 0 else text + "."
+    return text
+
+
+def _limit_words(text: str, max_words: int) -> str:
+    if len(text.split()) <= max_words:
+        return text
+    out, count = [], 0
+    for paragraph in text.split("\n\n"):
+        kept = []
+        for sentence in _sentences(paragraph):
+            n = len(sentence.split())
+            if count + n > max_words:
+                break
+            kept.append(sentence)
+            count += n
+        if kept:
+            out.append(" ".join(kept))
+        if count >= max_words or len(kept) < len(_sentences(paragraph)):
+            break
+    return "\n\n".join(out) if out else " ".join(text.split()[:max_words]) + "…"
+
+
+def finalize_draft(raw: str, papers: Sequence[Paper], pasted: str = "") -> Draft:
+    """Validate what the model wrote: citations only of the selected papers, 150–300 words grounded in them,
+    5–10 keywords that occur in the material (TF-IDF terms fill in when the model's list is unusable)."""
+    notes: list[str] = []
+    allowed = {p.id for p in papers}
+    body, model_words = split_keywords(raw or "")
+    text, cited, dropped = _clean_citations(body, allowed)
+    if dropped:
+        notes.append(f"removed {dropped} citation(s) of papers that are not among the selected ones")
+    text = _limit_words(_tidy(text), MAX_WORDS)
+    if len(text.split()) < MIN_WORDS and papers:
+        added = []
+        for paper in sorted(papers, key=lambda p: p.id in cited):
+            if len(text.split()) + sum(len(s.split()) for s in added) >= MIN_WORDS:
+                break
+            added.append(f"In [{paper.id}] I worked on {paper.title.rstrip('.')}.")
+            cited.add(paper.id)
+        if added:
+            text = (text + "\n\n" + " ".join(added)).strip()
+            notes.append(f"the model's text was short: added {len(added)} sentence(s) naming selected papers")
+        text = _limit_words(text, MAX_WORDS)
+    if papers and not cited:
+        named = [p.id for p in papers[:3]]
+        text = (text + f"\n\nThis profile draws on my papers [{', '.join(named)}].").strip()
+        notes.append("the model cited no selected paper: added a line naming them")
+    if text and not re.search(r"\b(I|my|me)\b", text):
+        notes.append("the text is not in the first person; please rewrite it")
+    docs = _material(papers, pasted)
+    vocabulary = _source_words(docs)
+    keywords = [w for w in dict.fromkeys(model_words) if _usable_keyword(w, vocabulary)][:MAX_KEYWORDS]
+    if len(keywords) < MIN_KEYWORDS:
+        from_model = len(keywords)
+        for term in keyword_terms(docs, TARGET_KEYWORDS + 5):
+            if len(keywords) >= TARGET_KEYWORDS:
+                break
+            if not any(term.lower() in k.lower() or k.lower() in term.lower() for k in keywords):
+                keywords.append(term)
+        notes.append(f"keywords: {from_model} usable from the model, the rest are TF-IDF terms of the material")
+    return Draft(text=text, keywords=_clean_keywords(keywords), paper_ids=[p.id for p in papers], notes=notes,
+                 raw=raw or "")
+
+
+def stream_draft(services: Services, papers: Sequence[Paper], pasted: str = "",
+                 max_tokens: int | None = None) -> Iterator[str | Draft]:
+    """Yield the model's text as it grows, then the validated Draft (last item)."""
+    if not papers and not (pasted or "").strip():
+        raise ProfileError("select at least one paper or paste a text about your research. " + NOT_FOUND_HINT)
+    prompt = draft_prompt(papers, pasted or "", services.settings.max_input_chars)
+    raw = ""
+    try:
+        for piece in services.llm.stream(prompt, max_tokens=max_tokens or services.settings.profile_max_tokens,
+                                         temperature=0.3):
+            raw += piece
+            yield raw
+    except LLMError as error:
+        raise ProfileError(f"the language model failed ({error}); your saved profile is unchanged") from None
+    yield finalize_draft(raw, papers, pasted or "")
+
+
+def generate_draft(services: Services, papers: Sequence[Paper], pasted: str = "",
+                   max_tokens: int | None = None) -> Draft:
+    result = None
+    for item in stream_draft(services, papers, pasted, max_tokens):
+        result = item
+    assert isinstance(result, Draft)
+    return result
+
+
+def build_profile(services: Services, user: str, ids: str = "", text: str = "",
+                  max_tokens: int | None = None) -> tuple[Profile, Draft]:
+    """Papers from ids and/or a pasted text → generated, validated draft → saved as the user's new version."""
+    papers = papers_from_ids(services, ids)[0] if (ids or "").strip() else []
+    draft = generate_draft(services, papers, text, max_tokens)
+    if not draft.text:
+        raise ProfileError("the model wrote nothing usable; write the profile yourself")
+    return save_profile(services, user, draft.text, draft.keywords, papers), draft
+
+
+# --- command line: `python -m copilot profile lookup|build|show` ------------------------------------------------
+def _cmd_lookup(args) -> int:
+    from copilot.cli import UserError, print_json, services
+
+    def progress(count: int) -> None:
+        print(f"\rfetched {count} papers", end="", file=sys.stderr, flush=True)
+
+    try:
+        result = lookup_author(services(), args.name, args.max, progress)
+    except ProfileError as error:
+        raise UserError(str(error)) from None
+    print("", file=sys.stderr)
+    if args.json:
+        print_json(result.as_dict())
+        return 0
+    print(result.message)
+    for group in result.groups:
+        print(f"\n{group.label()}")
+        for candidate in (c for c in result.candidates if c.group == group.number):
+            p = candidate.paper
+            print(f"  {p.id:<22} {p.published} {p.primary_category:<14} {p.title[:90]}")
+    return 0
+
+
+def _cmd_build(args) -> int:
+    from copilot.cli import UserError, print_json, services
+
+    if not (args.ids or args.text):
+        raise UserError("give --ids ID,… or --text T")
+    svc = services()
+    try:
+        profile, draft = build_profile(svc, args.user, ids=args.ids or "", text=args.text or "",
+                                       max_tokens=args.max_tokens)
+    except ProfileError as error:
+        raise UserError(str(error)) from None
+    for note in draft.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.json:
+        result = profile.as_dict()
+        result.pop("saved_at")
+        print_json(result)
+    else:
+        print(f"saved version {profile.version} for {profile.user}\n\n{profile.text}\n\nKeywords: "
+              + ", ".join(profile.keywords))
+    return 0
+
+
+def _cmd_show(args) -> int:
+    from copilot.cli import UserError, print_json, services
+
+    try:
+        profile = load_profile(services(), args.user)
+    except ProfileError as error:
+        raise UserError(str(error)) from None
+    if profile is None:
+        raise UserError(f"no saved profile for user {args.user!r}; build one with `profile build`")
+    if args.json:
+        print_json(profile.as_dict())
+    else:
+        print(f"{profile.user} · version {profile.version} · saved "
+              f"{datetime.fromtimestamp(profile.saved_at, timezone.utc):%Y-%m-%d %H:%M} UTC\n\n{profile.text}\n\n"
+              f"Keywords: {', '.join(profile.keywords)}\nPapers: {', '.join(profile.paper_ids)}")
+    return 0
+
+
+def add_profile_commands(sub) -> None:
+    group = sub.add_parser("profile", help="research profile: look up your arXiv papers, build, show")
+    commands = group.add_subparsers(dest="profile_command", metavar="lookup|build|show", required=True)
+
+    p = commands.add_parser("lookup", help="find an author's arXiv papers, grouped by likely identity")
+    p.add_argument("name", help="author name, e.g. 'Yoshua Bengio', 'Bengio, Yoshua' or 'Y. Bengio'")
+    p.add_argument("--max", type=int, default=None, help="most papers (default COPILOT_PROFILE_MAX_PAPERS)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_lookup)
+
+    p = commands.add_parser("build", help="generate a profile from papers or a text, and save it")
+    p.add_argument("--ids", default=None, help="arXiv ids or links, comma-separated")
+    p.add_argument("--text", default=None, help="a text about your research")
+    p.add_argument("--user", default=DEFAULT_USER, help=f"whose profile (default {DEFAULT_USER})")
+    p.add_argument("--max-tokens", type=int, default=None, help="most tokens generated "
+                   "(default COPILOT_PROFILE_MAX_TOKENS)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_build)
+
+    p = commands.add_parser("show", help="the saved profile")
+    p.add_argument("--user", default=DEFAULT_USER, help=f"whose profile (default {DEFAULT_USER})")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_show)
