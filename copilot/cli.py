@@ -118,6 +118,22 @@ def add_foundation_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_status)
 
 
+def eval_group(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The `eval NAME …` group: each evaluation adds its NAME parser to what this returns (created once)."""
+    parser = sub.choices.get("eval")
+    if parser is None:
+        parser = sub.add_parser("eval", help="run an evaluation (eval NAME … --json); writes JSON + Markdown "
+                                "under the data dir")
+        parser.eval_names = parser.add_subparsers(dest="eval_name", metavar="NAME", required=True)
+    return parser.eval_names
+
+
+def add_related_commands(sub: argparse._SubParsersAction) -> None:
+    from copilot.features.related import add_related_commands as add
+
+    add(sub)
+
+
 def add_chat_commands(sub: argparse._SubParsersAction) -> None:
     from copilot.features.chat import add_chat_commands as add
 
@@ -138,6 +154,7 @@ def add_profile_commands(sub: argparse._SubParsersAction) -> None:
 
 COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_foundation_commands,
+    add_related_commands,
     add_chat_commands,
     add_trends_commands,
     add_profile_commands,

@@ -149,3 +149,49 @@ TRENDS_PERIOD_SUMMARY = register(Prompt(
 
 TRENDS_IDEAS_TASK = ("Propose {count} new research ideas for {who}, building on what moved in the period {period}: "
                      "{topics}. Each idea is one step: what to try, and why it could work.")
+
+
+# --- Related papers (PRISM): aspect descriptions used as search queries ---------------------------------
+# Each aspect prompt names the other two aspects as covered by someone else (the paper's multi-agent setup);
+# the output is one paragraph, in the model's own words, never the title or abstract copied.
+
+_PRISM_ASPECT_SYSTEM = (
+    "You write a search query for finding research papers similar to a given paper in its {focus}. "
+    "Two other writers describe the paper's {others}; do not repeat what they cover. "
+    "Write ONE short paragraph (2-3 sentences) in your own words about {details}. Be specific: name the "
+    "techniques, tasks, data and terms. Do not copy the title or the abstract. " + QUOTED_MATERIAL_RULE
+)
+
+
+def _prism_aspect(name: str, focus: str, others: str, details: str, ask: str) -> Prompt:
+    system = _PRISM_ASPECT_SYSTEM.format(focus=focus, others=others, details=details)
+    return register(Prompt(name=name, system=system, user="{paper}\n\n" + ask))
+
+
+PRISM_RESEARCH_QUESTION = _prism_aspect(
+    "prism_research_question", "RESEARCH QUESTION",
+    "method and its experiments/results",
+    "the problem it addresses, why it matters, the research questions and the main contributions",
+    "Write the research-question paragraph for this paper.")
+PRISM_METHOD = _prism_aspect(
+    "prism_method", "METHOD",
+    "research question/motivation and its experiments/results",
+    "the approach: the model, algorithm, technique or analysis it uses and how it works",
+    "Write the method paragraph for this paper.")
+PRISM_EXPERIMENTS = _prism_aspect(
+    "prism_experiments", "EXPERIMENTS AND RESULTS",
+    "research question/motivation and its method",
+    "how it is evaluated: datasets, benchmarks, metrics, baselines and the key findings",
+    "Write the experiments-and-results paragraph for this paper.")
+PRISM_ASPECT_PROMPTS = {"research_question": PRISM_RESEARCH_QUESTION, "method": PRISM_METHOD,
+                        "experiments": PRISM_EXPERIMENTS}
+
+PRISM_ASPECTS_JSON = register(Prompt(
+    name="prism_aspects_json",
+    system=("You write three search queries for finding research papers similar to a given paper, one per "
+            "aspect: its research question (problem, motivation, contributions), its method (approach, model, "
+            "technique), and its experiments (datasets, metrics, baselines, findings). Each is one or two "
+            "sentences in your own words, without overlap between them. Reply with ONLY a JSON object with the "
+            'string keys "research_question", "method" and "experiments". ' + QUOTED_MATERIAL_RULE),
+    user="{paper}\n\nReply with the JSON object for this paper.",
+))

@@ -138,4 +138,15 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             UNIQUE (turn_id, answer)
         )""",
     ]),
+    ("related_0001_aspect_cache", [
+        """CREATE TABLE related_aspect_cache (
+            content_hash TEXT NOT NULL,
+            model TEXT NOT NULL,
+            variant TEXT NOT NULL,
+            aspect TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (content_hash, model, variant, aspect)
+        )""",
+    ]),
 ]

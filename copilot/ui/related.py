@@ -1,11 +1,126 @@
-"""The Related tab."""
+"""The Related tab: a query paper in, PRISM-ranked related papers out, with each query's rank per result."""
 
 from __future__ import annotations
 
+import queue
+import threading
+
 import gradio as gr
 
+from copilot.features import related
+from copilot.methods import prism
 from copilot.services import Services
+from copilot.ui.common import arxiv_link, escape
+
+MODE_LABELS = {"Three aspect prompts (PRISM)": prism.SEPARATE, "One JSON prompt (cheaper)": prism.JSON}
+RANK_COLUMNS = [*prism.ASPECTS, prism.ABSTRACT]
+
+
+def query_html(result: related.RelatedResult) -> str:
+    q = result.query
+    title = escape(q.paper.title or "(untitled text)")
+    link = arxiv_link(q.paper.id, q.paper.id) if q.paper.id else "pasted text"
+    origin = {"library": "from the library", "arxiv": "fetched from arXiv", "input": "your input"}[q.source]
+    lines = [f"<p><strong>Query paper:</strong> {title} · {link} · {escape(q.date or '')} ({origin})</p>"]
+    for notice in (q.notice, result.missing_notice):
+        if notice:
+            lines.append(f"<p class='related-notice'><strong>Note:</strong> {escape(notice)}</p>")
+    lines.append(f"<p>{len(result.results)} related papers; ranks per query show where each list placed the "
+                 "paper (– = not in that list's top 60).</p>")
+    return "\n".join(lines)
+
+
+def results_html(rows: list[dict]) -> str:
+    if not rows:
+        return "<p>No related papers found.</p>"
+    head = "".join(f"<th>{escape(prism.ASPECT_LABELS[c])} rank</th>" for c in RANK_COLUMNS)
+    body = []
+    for n, row in enumerate(rows, start=1):
+        ranks = "".join(f"<td class='rank-{c}'>{row['ranks'].get(c, '–')}</td>" for c in RANK_COLUMNS)
+        body.append(f"<tr class='related-row'><td>{n}</td><td>{arxiv_link(row['id'], row['title'])}</td>"
+                    f"<td>{escape(row['date'] or '')}</td><td>{row['score']:.4f}</td>{ranks}</tr>")
+    return (f"<table id='related-table'><thead><tr><th>#</th><th>Title</th><th>Date</th><th>Fused score</th>"
+            f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def baseline_html(rows: list[dict]) -> str:
+    if not rows:
+        return "<p>No papers found.</p>"
+    body = "".join(f"<tr class='baseline-row'><td>{n}</td><td>{arxiv_link(r['id'], r['title'])}</td>"
+                   f"<td>{escape(r['date'] or '')}</td><td>{r['score']:.4f}</td></tr>"
+                   for n, r in enumerate(rows, start=1))
+    return ("<p>The abstract alone as the query (cosine similarity), for comparison with the fused ranking.</p>"
+            f"<table id='baseline-table'><thead><tr><th>#</th><th>Title</th><th>Date</th><th>Cosine</th></tr>"
+            f"</thead><tbody>{body}</tbody></table>")
+
+
+def aspects_html(result: related.RelatedResult) -> str:
+    source = arxiv_link(result.query.paper.id) if result.query.paper.id else "the pasted text"
+    parts = [f"<p>Written by the LLM from {source} at temperature 0; each is one search query.</p>"]
+    for aspect in prism.ASPECTS:
+        label = escape(prism.ASPECT_LABELS[aspect])
+        if aspect in result.aspects.descriptions:
+            cached = " (cached)" if aspect in result.aspects.from_cache else ""
+            parts.append(f"<h4>{label}{cached}</h4><p class='aspect-{aspect}'>"
+                         f"{escape(result.aspects.descriptions[aspect])}</p>")
+        else:
+            parts.append(f"<h4>{label}</h4><p><em>missing: {escape(result.aspects.missing.get(aspect, ''))}</em></p>")
+    return "\n".join(parts)
+
+
+def _status(text: str) -> str:
+    return f"<p class='related-status'>{escape(text)}</p>"
 
 
 def build(services: Services) -> None:
-    gr.Markdown("**Related** is not available yet in this build (tracked as issue #6).")
+    gr.Markdown("Find papers related to a query paper. Three aspect descriptions (research question, method, "
+                "experiments) written by the LLM and the abstract each search the library; Reciprocal Rank "
+                "Fusion merges the four lists (PRISM).")
+    with gr.Row():
+        reference = gr.Textbox(label="arXiv id or URL", placeholder="2501.01234 or https://arxiv.org/abs/2501.01234",
+                               elem_id="related-input", scale=3)
+        mode = gr.Radio(list(MODE_LABELS), value=next(iter(MODE_LABELS)), label="Aspect descriptions", scale=2)
+        run_button = gr.Button("Find related papers", variant="primary", elem_id="related-run", scale=1)
+    with gr.Accordion("…or paste a title and abstract", open=False):
+        title = gr.Textbox(label="Title", elem_id="related-title")
+        abstract = gr.Textbox(label="Abstract (or any pasted text)", lines=6, elem_id="related-abstract")
+    status = gr.HTML(elem_id="related-status")
+    with gr.Tabs():
+        with gr.Tab("Related (PRISM)"):
+            results = gr.HTML(elem_id="related-results")
+        with gr.Tab("Abstract only (baseline)"):
+            baseline = gr.HTML(elem_id="related-baseline")
+        with gr.Tab("Aspect descriptions"):
+            aspects = gr.HTML(elem_id="related-aspects")
+
+    def run(reference_text, title_text, abstract_text, mode_label):
+        yield _status("Looking up the query paper…"), "", "", ""
+        try:
+            query = related.parse_query(services, reference_text, title_text, abstract_text)
+        except related.RelatedError as error:
+            yield _status(f"⚠ {error}"), "", "", ""
+            return
+        steps: queue.Queue = queue.Queue()
+        outcome: dict = {}
+
+        def work() -> None:
+            try:
+                outcome["result"] = related.find_related(services, query, mode=MODE_LABELS[mode_label],
+                                                         progress=steps.put)
+            except related.RelatedError as error:
+                outcome["error"] = str(error)
+            except Exception as error:  # shown to the user instead of a silent failure
+                outcome["error"] = f"related search failed: {type(error).__name__}: {error}"
+            steps.put(None)
+
+        threading.Thread(target=work, daemon=True).start()
+        while (step := steps.get()) is not None:
+            yield _status(f"{query.paper.title or 'Query'}: {step}…"), "", "", ""
+        if "error" in outcome:
+            yield _status(f"⚠ {outcome['error']}"), "", "", ""
+            return
+        result = outcome["result"]
+        yield query_html(result), results_html(result.results), baseline_html(result.baseline), aspects_html(result)
+
+    gr.on([run_button.click, reference.submit], run, inputs=[reference, title, abstract, mode],
+          outputs=[status, results, baseline, aspects])

@@ -1,0 +1,47 @@
+"""The Related tab in Chromium: an arXiv id of a preloaded paper → ranked related papers with aspect ranks."""
+
+from __future__ import annotations
+
+import re
+
+from tests.conftest import sample_papers
+
+
+def test_related_tab_ranks_papers_with_aspect_ranks(app_server, page):
+    url = app_server(preload=40)
+    query = sample_papers(40)[2]
+    page.goto(url)
+    page.get_by_role("tab", name="Related").click()
+
+    box = page.locator("#related-input textarea, #related-input input").first
+    box.fill("not an id")
+    page.locator("#related-run").click()
+    page.locator("#related-status").get_by_text("not an arXiv id or URL").wait_for(timeout=30_000)
+
+    box.fill(f"https://arxiv.org/abs/{query.id}")
+    page.locator("#related-run").click()
+    table = page.locator("#related-table")
+    table.wait_for(state="visible", timeout=120_000)
+
+    status = page.locator("#related-status").inner_text()
+    assert query.title[:40] in status and "from the library" in status
+    rows = table.locator("tbody tr.related-row")
+    assert rows.count() == 20
+    headers = table.locator("thead th").all_inner_texts()
+    assert headers[4:] == ["Research question rank", "Method rank", "Experiments rank", "Abstract rank"]
+    first = rows.nth(0).locator("td").all_inner_texts()
+    assert re.fullmatch(r"0\.0\d{3}", first[3])                       # an RRF score: at most 4 / 61
+    aspect_ranks = [cell for cell in first[4:] if cell != "–"]
+    assert aspect_ranks and all(cell.isdigit() for cell in aspect_ranks)
+    links = table.locator("a").evaluate_all("els => els.map(e => e.href)")
+    assert all(href.startswith("https://arxiv.org/abs/") for href in links)
+    assert f"https://arxiv.org/abs/{query.id}" not in links            # the query paper itself is not "related"
+    page.screenshot(path="/tmp/related-results.png", full_page=True)
+
+    page.get_by_role("tab", name="Aspect descriptions").click()
+    aspects = page.locator("#related-aspects")
+    aspects.get_by_text("Research question").wait_for()
+    assert aspects.locator("p.aspect-method, p.aspect-research_question, p.aspect-experiments").count() >= 2
+    page.get_by_role("tab", name="Abstract only (baseline)").click()
+    assert page.locator("#baseline-table tbody tr").count() == 20
+    page.screenshot(path="/tmp/related-aspects.png", full_page=True)
