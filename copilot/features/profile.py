@@ -237,42 +237,44 @@ _ID_TOKEN = re.compile(r"[\s,;]+")
 
 
 def parse_id_list(text: str) -> tuple[list[str], list[str]]:
-    """arXiv ids or links separated by spaces, commas or lines → (ids without version, unreadable tokens)."""
-    ids, bad = [], []
+    """arXiv ids or links separated by spaces, commas or lines → (ids as given, version kept; unreadable tokens)."""
+    ids, seen, bad = [], set(), []
     for token in _ID_TOKEN.split(text or ""):
         if not token:
             continue
         parsed = parse_arxiv_id(token)
         if parsed is None:
             bad.append(token[:60])
-        elif parsed[0] not in ids:
-            ids.append(parsed[0])
+        elif parsed[0] not in seen:
+            seen.add(parsed[0])
+            ids.append(f"{parsed[0]}v{parsed[1]}" if parsed[1] else parsed[0])
     return ids, bad
 
 
 def papers_from_ids(services: Services, text: str, limit: int | None = None) -> tuple[list[Paper], str]:
     """The papers for pasted ids/links (from the paper store, else arXiv), and a message about what is missing."""
-    ids, bad = parse_id_list(text)
+    wanted, bad = parse_id_list(text)
     limit = limit or services.settings.profile_max_papers
-    if not ids:
+    if not wanted:
         raise ProfileError("no arXiv id or link found; paste ids like 2401.01234 or https://arxiv.org/abs/2401.01234")
     notes = [f"not arXiv ids, ignored: {', '.join(bad[:5])}"] if bad else []
-    if len(ids) > limit:
+    if len(wanted) > limit:
         notes.append(f"only the first {limit} ids are used")
-        ids = ids[:limit]
-    stored = {p.id: p for p in services.store.get_papers(ids)}
-    missing = [pid for pid in ids if pid not in stored]
+        wanted = wanted[:limit]
+    base = {token: parse_arxiv_id(token)[0] for token in wanted}
+    found = {p.id: p for p in services.store.get_papers(list(base.values()))}
+    missing = [token for token in wanted if base[token] not in found]
     if missing:
         try:
-            stored.update({p.id: p for p in services.arxiv.by_ids(missing)})
+            found.update({p.id: p for p in services.arxiv.by_ids(missing)})
         except ArxivSourceError as error:
             raise ProfileError(f"arXiv could not be reached: {error}. Your saved profile is unchanged.") from None
-    not_found = [pid for pid in ids if pid not in stored]
+    not_found = [token for token in wanted if base[token] not in found]
     if not_found:
         notes.append(f"not found on arXiv: {', '.join(not_found[:5])}")
-    papers = [stored[pid] for pid in ids if pid in stored]
+    papers = [found[base[token]] for token in wanted if base[token] in found]
     if not papers:
-        raise ProfileError("none of these ids was found on arXiv. " + NOT_FOUND_HINT)
+        raise ProfileError("none of these ids was found on arXiv; check them, or look up your name or paste a text")
     return papers, "; ".join(notes)
 
 
@@ -463,6 +465,8 @@ def finalize_draft(raw: str, papers: Sequence[Paper], pasted: str = "") -> Draft
     if dropped:
         notes.append(f"removed {dropped} citation(s) of papers that are not among the selected ones")
     text = _limit_words(_tidy(text), MAX_WORDS)
+    if text and not re.search(r"\b(I|my|me|My)\b", text):
+        notes.append("the model's text is not in the first person; please rewrite it")
     if len(text.split()) < MIN_WORDS and papers:
         added = []
         for paper in sorted(papers, key=lambda p: p.id in cited):
@@ -478,8 +482,6 @@ def finalize_draft(raw: str, papers: Sequence[Paper], pasted: str = "") -> Draft
         named = [p.id for p in papers[:3]]
         text = (text + f"\n\nThis profile draws on my papers [{', '.join(named)}].").strip()
         notes.append("the model cited no selected paper: added a line naming them")
-    if text and not re.search(r"\b(I|my|me)\b", text):
-        notes.append("the text is not in the first person; please rewrite it")
     docs = _material(papers, pasted)
     vocabulary = _source_words(docs)
     keywords = [w for w in dict.fromkeys(model_words) if _usable_keyword(w, vocabulary)][:MAX_KEYWORDS]

@@ -1,11 +1,199 @@
-"""The Profile tab."""
+"""The Profile tab: find your arXiv papers, drop namesakes, generate a draft profile, edit it, save it.
+
+Callbacks only parse input, call copilot.features.profile, and format output. The user is always
+`current_user(request)`: a user sees and saves only their own profile.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import gradio as gr
 
+from copilot.features import profile as feature
+from copilot.records import Paper
 from copilot.services import Services
+from copilot.ui.common import arxiv_link, current_user, escape
+
+PASTED_GROUP = 0      # papers given as ids form their own group
+
+
+def _paper_label(paper: Paper, group: int) -> str:
+    others = ", ".join(paper.authors[:4]) + (" …" if len(paper.authors) > 4 else "")
+    tag = f"G{group} · " if group else ""
+    return f"{tag}{paper.published} · {paper.primary_category} · {paper.id} · {paper.title} — {others}"
+
+
+def _candidates_state(papers: list[Paper], group_of: dict[str, int], group_labels: dict[int, str]) -> dict:
+    return {"papers": {p.id: p for p in papers}, "group_of": group_of, "groups": group_labels,
+            "checked_groups": sorted(group_labels)}
+
+
+def _choices(state: dict) -> list[tuple[str, str]]:
+    return [(_paper_label(p, state["group_of"].get(pid, 0)), pid) for pid, p in state["papers"].items()]
+
+
+def _group_choices(state: dict) -> list[tuple[str, int]]:
+    return [(label, number) for number, label in sorted(state["groups"].items())]
+
+
+def lookup_view(services: Services, name: str, progress=None):
+    """→ (message markdown, groups update, papers update, state)."""
+    limit = services.settings.profile_max_papers
+
+    def report(count: int) -> None:
+        if progress is not None:
+            progress((count, limit), desc=f"Fetching papers from arXiv: {count}", unit="papers")
+
+    try:
+        result = feature.lookup_author(services, name, progress=report)
+    except feature.ProfileError as error:
+        return f"**{escape(error)}**", gr.update(), gr.update(), gr.update()
+    if not result.candidates:
+        return (escape(result.message), gr.update(choices=[], value=[], visible=False),
+                gr.update(choices=[], value=[]), _candidates_state([], {}, {}))
+    state = _candidates_state([c.paper for c in result.candidates], {c.paper.id: c.group for c in result.candidates},
+                              {g.number: g.label() for g in result.groups})
+    message = escape(result.message) + f" <small>(arXiv query `{escape(result.query)}`)</small>"
+    return (message,
+            gr.update(choices=_group_choices(state), value=sorted(state["groups"]), visible=len(result.groups) > 1),
+            gr.update(choices=_choices(state), value=list(state["papers"])), state)
+
+
+def ids_view(services: Services, text: str):
+    try:
+        papers, note = feature.papers_from_ids(services, text)
+    except feature.ProfileError as error:
+        return f"**{escape(error)}**", gr.update(), gr.update(), gr.update()
+    state = _candidates_state(papers, {p.id: PASTED_GROUP for p in papers}, {})
+    message = f"{len(papers)} paper(s) from your ids." + (f" {escape(note)}" if note else "")
+    return (message, gr.update(choices=[], value=[], visible=False),
+            gr.update(choices=_choices(state), value=list(state["papers"])), state)
+
+
+def groups_view(state: dict, checked_groups: list[int], checked_papers: list[str]):
+    """Unchecking a group unchecks its papers; checking it checks them again. → (papers update, state)."""
+    if not state:
+        return gr.update(), state
+    before, after = set(state.get("checked_groups", [])), set(checked_groups or [])
+    group_of = state["group_of"]
+    selected = {pid for pid in checked_papers or [] if group_of.get(pid) not in before - after}
+    selected |= {pid for pid, group in group_of.items() if group in after - before}
+    state = dict(state, checked_groups=sorted(after))
+    return gr.update(value=[pid for pid in state["papers"] if pid in selected]), state
+
+
+def _selected(state: dict, checked: list[str]) -> list[Paper]:
+    papers = (state or {}).get("papers", {})
+    return [papers[pid] for pid in checked or [] if pid in papers]
+
+
+def _sources_line(papers: list[Paper]) -> str:
+    return "Sources: " + ", ".join(arxiv_link(p.id, p.id) for p in papers) if papers else ""
+
+
+def generate_view(services: Services, state: dict, checked: list[str], pasted: str):
+    """Stream (notice, text, keywords): the model's words as they come, then the validated draft."""
+    papers = _selected(state, checked)
+    if not papers and not (pasted or "").strip():
+        yield ("**Check at least one paper, or paste a text about your research.** "
+               + escape(feature.NOT_FOUND_HINT)), gr.update(), gr.update()
+        return
+    yield f"Writing a draft from {len(papers)} paper(s)…", "", gr.update()
+    try:
+        for item in feature.stream_draft(services, papers, pasted or ""):
+            if isinstance(item, feature.Draft):
+                notes = "".join(f"\n- {escape(n)}" for n in item.notes)
+                notice = (f"**{escape(feature.DRAFT_NOTICE)}** ({item.words} words)"
+                          + (f"\n\nChecks applied:{notes}" if notes else "") + "\n\n" + _sources_line(papers))
+                yield notice, item.text, ", ".join(item.keywords)
+            else:
+                yield f"Writing a draft from {len(papers)} paper(s)… ({len(item.split())} words so far)", item, \
+                    gr.update()
+    except feature.ProfileError as error:
+        yield f"**{escape(error)}**", gr.update(), gr.update()
+
+
+def saved_markdown(profile: feature.Profile | None, papers: list[Paper] | None = None) -> str:
+    if profile is None:
+        return "No saved profile yet."
+    when = datetime.fromtimestamp(profile.saved_at, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    titles = {p.id: p.title for p in papers or []}
+    links = ", ".join(arxiv_link(pid, titles.get(pid) or pid) for pid in profile.paper_ids) or "none"
+    return (f"**Saved profile** · version <span id='profile-version'>{profile.version}</span> · {when} · "
+            f"keywords: {escape(', '.join(profile.keywords))}\n\nPapers: {links}")
+
+
+def save_view(services: Services, user: str, text: str, keywords: str, state: dict, checked: list[str]):
+    """→ saved markdown. The selected papers go with the profile (and into the paper store)."""
+    papers = _selected(state, checked)
+    try:
+        profile = feature.save_profile(services, user, text, keywords, papers)
+    except feature.ProfileError as error:
+        return f"**Not saved: {escape(error)}**"
+    return saved_markdown(profile, papers)
+
+
+def load_view(services: Services, user: str):
+    """On page load: (text, keywords, saved markdown, papers update, state) of the user's saved profile."""
+    profile = feature.load_profile(services, user)
+    if profile is None:
+        return "", "", saved_markdown(None), gr.update(), gr.update()
+    try:
+        papers = services.store.get_papers(profile.paper_ids)
+    except Exception:  # the store is optional here; the saved text still shows
+        papers = []
+    state = _candidates_state(papers, {p.id: PASTED_GROUP for p in papers}, {})
+    return (profile.text, ", ".join(profile.keywords), saved_markdown(profile, papers),
+            gr.update(choices=_choices(state), value=list(state["papers"])), state)
 
 
 def build(services: Services) -> None:
-    gr.Markdown("**Profile** is not available yet in this build (tracked as issue #4).")
+    gr.Markdown("Tell the copilot who you are: find your arXiv papers, keep the ones that are yours, generate a "
+                "draft profile, edit it and save it. Trends and Chat personalize with your saved profile.")
+    with gr.Row():
+        name = gr.Textbox(label="Your name as on arXiv", placeholder="Yoshua Bengio · Bengio, Yoshua · Y. Bengio",
+                          max_lines=1, scale=4, elem_id="profile-name")
+        find = gr.Button("Find my papers", variant="primary", scale=1, elem_id="profile-find")
+    with gr.Accordion("Other inputs: arXiv ids or links, or a text about your research", open=False):
+        ids = gr.Textbox(label="arXiv ids or links (comma or line separated)", lines=2, elem_id="profile-ids")
+        use_ids = gr.Button("Use these papers", elem_id="profile-use-ids")
+        pasted = gr.Textbox(label="A text about your research (used by Generate, with any checked papers)", lines=4,
+                            elem_id="profile-pasted")
+    status = gr.Markdown(elem_id="profile-status")
+    groups = gr.CheckboxGroup(label="Groups: papers by likely identity (uncheck a group that is not you)",
+                              visible=False, elem_id="profile-groups")
+    papers = gr.CheckboxGroup(label="Papers (only checked papers are used)", elem_id="profile-papers")
+    generate = gr.Button("Generate profile draft", elem_id="profile-generate")
+    notice = gr.Markdown(elem_id="profile-notice")
+    text = gr.Textbox(label="Your profile (first person, edit freely)", lines=10, max_lines=30,
+                      elem_id="profile-text")
+    keywords = gr.Textbox(label="Keywords (comma-separated)", max_lines=2, elem_id="profile-keywords")
+    save = gr.Button("Save profile", variant="primary", elem_id="profile-save")
+    saved = gr.Markdown(elem_id="profile-saved")
+    state = gr.State({})
+
+    def on_lookup(name_text, progress=gr.Progress()):
+        return lookup_view(services, name_text, progress)
+
+    def on_ids(text_ids):
+        return ids_view(services, text_ids)
+
+    def on_generate(current, checked, pasted_text):
+        yield from generate_view(services, current, checked, pasted_text)
+
+    def on_save(profile_text, words, current, checked, request: gr.Request):
+        return save_view(services, current_user(request), profile_text, words, current, checked)
+
+    def on_load(request: gr.Request):
+        return load_view(services, current_user(request))
+
+    lookup_outputs = [status, groups, papers, state]
+    gr.on([find.click, name.submit], on_lookup, inputs=name, outputs=lookup_outputs)
+    use_ids.click(on_ids, inputs=ids, outputs=lookup_outputs)
+    groups.input(groups_view, inputs=[state, groups, papers], outputs=[papers, state], show_progress="hidden")
+    generate.click(on_generate, inputs=[state, papers, pasted], outputs=[notice, text, keywords])
+    save.click(on_save, inputs=[text, keywords, state, papers], outputs=saved)
+    root = gr.context.Context.root_block
+    if root is not None:
+        root.load(on_load, outputs=[text, keywords, saved, papers, state])

@@ -1,0 +1,356 @@
+"""Profile: lookup against the loopback fake arXiv (recorded real author-query responses), paging, namesake
+grouping, papers by id, draft validation, save/reload, per-user isolation, CLI, and the real local model."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date
+
+import pytest
+
+from copilot.features import profile as P
+from copilot.records import Paper
+from copilot.services import Services
+from tests.conftest import ARXIV_RESPONSES, make_settings, sample_papers
+from tests.doubles import scripted_llm
+from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
+
+DEL_MAESTRO = ARXIV_RESPONSES / "arxiv.py_2016_xml" / "search_query=au_del_maestro.xml"
+DEL_MAESTRO_MORE = ARXIV_RESPONSES / "arxiv.py_2016_xml" / \
+    "search_query=au_del_maestro+ANDNOT+_28ti_checkerboard+OR+ti_Pyrochlore_29.xml"
+PAGE_ONE_IDS = {"1201.4869", "cond-mat/0412498", "cond-mat/0603029", "1005.5383", "1303.6954", "1312.6177",
+                "1412.6529", "cond-mat/0607501", "cond-mat/0702661", "0807.2873"}
+
+
+@pytest.fixture
+def svc(tmp_path, fake_arxiv, monkeypatch):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "COPILOT_LLM", "COPILOT_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    return Services(make_settings(tmp_path / "data", arxiv_api_url=fake_arxiv.url, arxiv_timeout=2.0))
+
+
+def author_params(query: str, start: int) -> dict:
+    return {"search_query": query, "id_list": "", "sortBy": "submittedDate", "sortOrder": "descending",
+            "start": start, "max_results": 100}
+
+
+def feed_with(path, keep_ids: set[str], edit=None) -> str:
+    """A recorded feed holding only the entries whose id is in keep_ids (optionally edited)."""
+    text = path.read_text(encoding="utf-8")
+    head, rest = text.split("<entry>", 1)
+    entries = re.findall(r"<entry>.*?</entry>", "<entry>" + rest, re.S)
+    kept = []
+    for entry in entries:
+        pid = re.search(r"<id>http://arxiv.org/abs/(.*?)(?:v\d+)?</id>", entry).group(1)
+        if pid in keep_ids:
+            kept.append(edit(pid, entry) if edit else entry)
+    return head + "\n".join(kept) + "\n</feed>\n"
+
+
+# --- lookup -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["Adrian Del Maestro", "del maestro, adrian", "A. Del Maestro", "ADRIÁN DEL MAESTRO"])
+def test_lookup_accepts_spellings_and_finds_the_recorded_papers(svc, fake_arxiv, name):
+    result = P.lookup_author(svc, name, max_results=10)
+    assert {c.paper.id for c in result.candidates} == PAGE_ONE_IDS
+    sent = [q["search_query"] for q in fake_arxiv.queries]
+    assert sent == ["au:del_maestro_a", "au:del_maestro"]          # precise first; it found nothing here
+    assert all(q["sortBy"] == "submittedDate" and q["sortOrder"] == "descending" for q in fake_arxiv.queries)
+    assert result.query == "au:del_maestro"
+    dates = [c.paper.published for c in result.candidates if c.group == 1]
+    assert dates == sorted(dates, reverse=True)                      # newest first within a group
+    row = result.as_dict()["candidates"][0]
+    assert set(row) == {"id", "title", "date", "authors", "primary_category", "group"}
+    assert row["date"] == "2014-12-19" and row["primary_category"] == "cond-mat.quant-gas"
+
+
+def test_lookup_of_the_surname_alone_sends_one_query(svc, fake_arxiv):
+    result = P.lookup_author(svc, "Del Maestro", max_results=10)
+    assert len(result.candidates) == 10
+    assert [q["search_query"] for q in fake_arxiv.queries] == ["au:del_maestro"]
+
+
+@pytest.mark.parametrize("name", ["", "   ", "<img src=x onerror=alert(1)>", "x" * 300, "au:bengio OR cat:cs.LG"])
+def test_bad_names_send_no_query(svc, fake_arxiv, name):
+    with pytest.raises(P.ProfileError):
+        P.lookup_author(svc, name)
+    assert fake_arxiv.requests == []
+
+
+def test_no_papers_found_offers_the_other_inputs(svc, fake_arxiv):
+    result = P.lookup_author(svc, "Yoshua Bengio")
+    assert result.candidates == [] and "No arXiv papers found" in result.message
+    assert "arXiv ids" in result.message and "paste a text" in result.message
+    assert [q["search_query"] for q in fake_arxiv.queries] == ["au:bengio_y", "au:bengio"]
+
+
+def test_surname_query_drops_other_first_names(svc, fake_arxiv):
+    """'Bernd Del Maestro' matches no author spelled A./Adrian: arXiv's surname hits are all dropped."""
+    result = P.lookup_author(svc, "Bernd Del Maestro", max_results=10)
+    assert result.candidates == [] and result.dropped == 10
+
+
+def test_paging_follows_pages_up_to_the_limit(svc, fake_arxiv):
+    # page two: the two recorded Del Maestro papers that page one lacks (1101.2206, 1111.2011)
+    fake_arxiv.add_response(author_params("au:del_maestro", 10),
+                            feed_with(DEL_MAESTRO_MORE, {"1101.2206", "1111.2011"}))
+    result = P.lookup_author(svc, "del maestro", max_results=12)
+    assert {c.paper.id for c in result.candidates} == PAGE_ONE_IDS | {"1101.2206", "1111.2011"}
+    assert [q["start"] for q in fake_arxiv.queries] == ["0", "10"]
+    assert "Showing the newest 12" in result.message
+
+    fake_arxiv.reset()
+    fake_arxiv.add_response(author_params("au:del_maestro", 10),
+                            feed_with(DEL_MAESTRO_MORE, {"1101.2206", "1111.2011"}))
+    assert len(P.lookup_author(svc, "del maestro", max_results=11).candidates) == 11
+
+
+def test_a_page_failing_midway_keeps_the_pages_already_fetched(svc, fake_arxiv):
+    # the recorded feed claims 31 results; the page at start=10 was never recorded (empty)
+    progress = []
+    result = P.lookup_author(svc, "del maestro", max_results=50, progress=progress.append)
+    assert len(result.candidates) == 10 and "arXiv stopped answering after 10 papers" in result.message
+    assert progress == list(range(1, 11))
+
+
+def test_arxiv_down_or_slow_gives_a_clear_message(svc, fake_arxiv):
+    fake_arxiv.fail_next(10, status=503)
+    with pytest.raises(P.ProfileError, match="arXiv could not be searched.*HTTP 503.*saved profile is unchanged"):
+        P.lookup_author(svc, "del maestro", max_results=10)
+    fake_arxiv.reset()
+    fake_arxiv.hang_next(10, seconds=10)
+    with pytest.raises(P.ProfileError, match="did not answer in time"):
+        P.lookup_author(svc, "del maestro", max_results=10)
+
+
+def test_lookup_groups_a_namesake_apart(svc, fake_arxiv):
+    """The precise query returns the recorded page with two papers re-authored by an 'Alice Del Maestro' in
+    cs.CL with other co-authors: they form their own group, the physicist's ten papers stay together."""
+    def namesake(pid, entry):
+        if pid not in {"1412.6529", "1312.6177"}:
+            return entry
+        entry = re.sub(r"<author>.*</author>", "<author><name>Alice Del Maestro</name></author>"
+                       "<author><name>John Q. Public</name></author>", entry, flags=re.S)
+        return re.sub(r'term="[a-z\-]+(\.[A-Za-z\-]+)?"', 'term="cs.CL"', entry)
+
+    fake_arxiv.add_response(author_params("au:del_maestro_a", 0), feed_with(DEL_MAESTRO, PAGE_ONE_IDS, namesake))
+    result = P.lookup_author(svc, "A. Del Maestro", max_results=10)
+    assert [q["search_query"] for q in fake_arxiv.queries] == ["au:del_maestro_a"]
+    groups = {g.number: set(g.paper_ids) for g in result.groups}
+    assert groups == {1: PAGE_ONE_IDS - {"1412.6529", "1312.6177"}, 2: {"1412.6529", "1312.6177"}}
+    assert "as Alice Del Maestro" in result.groups[1].label() and "cs.CL" in result.groups[1].label()
+    assert [c.group for c in result.candidates] == [1] * 8 + [2] * 2
+    assert "different people" in result.message
+
+
+# --- papers by id -----------------------------------------------------------------------------------------------
+def test_papers_from_ids_and_links(svc, fake_arxiv):
+    papers, note = P.papers_from_ids(svc, "0808.05394, https://arxiv.org/abs/1707.08567\nnot-an-id")
+    assert [p.id for p in papers] == ["1707.08567"]
+    assert "not found on arXiv: 0808.05394" in note and "not-an-id" in note
+    with pytest.raises(P.ProfileError, match="no arXiv id"):
+        P.papers_from_ids(svc, "hello world")
+    with pytest.raises(P.ProfileError, match="none of these ids was found"):
+        P.papers_from_ids(svc, "0000.0000")
+
+
+def test_papers_from_ids_reads_the_store_first(svc, fake_arxiv):
+    stored = sample_papers(2)
+    svc.store.upsert_papers(stored, svc.embedder.embed([p.document for p in stored]))
+    papers, note = P.papers_from_ids(svc, f"{stored[0].id} arXiv:{stored[1].id}v1")
+    assert [p.id for p in papers] == [p.id for p in stored] and note == ""
+    assert fake_arxiv.requests == []
+
+
+# --- draft validation (scripted model) ----------------------------------------------------------------------------
+def paper(pid: str, title: str, abstract: str) -> Paper:
+    return Paper(id=pid, title=title, abstract=abstract, authors=["Ann Lee"], categories=["cs.CL"],
+                 published=date(2025, 1, 2))
+
+
+PAPERS = [
+    paper("2501.00001", "Sparse retrieval for long documents",
+          "We study sparse retrieval of long scientific documents with learned term weights and query expansion."),
+    paper("2501.00002", "Query expansion with language models",
+          "Language models expand queries for sparse retrieval; expansion improves recall on scientific search."),
+]
+
+
+def test_finalize_keeps_only_selected_citations_and_grounded_keywords():
+    raw = ("I study sparse retrieval of long documents [2501.00001]. I also showed that query expansion helps "
+           "[2501.00002, 9999.99999] and (arXiv:1234.56789) matters, see 1111.22222. My tools [1] are simple.\n"
+           "Keywords: sparse retrieval, query expansion, quantum gravity, scientific search, language models, "
+           "recall, <b>bold</b>")
+    draft = P.finalize_draft(raw, PAPERS)
+    cited = set(re.findall(r"\d{4}\.\d{5}", draft.text))
+    assert cited <= {"2501.00001", "2501.00002"} and cited == {"2501.00001", "2501.00002"}
+    assert "9999.99999" not in draft.text and "1234.56789" not in draft.text and "[1]" not in draft.text
+    assert "[2501.00002]" in draft.text and "Keywords" not in draft.text
+    assert draft.keywords == ["sparse retrieval", "query expansion", "scientific search", "language models",
+                              "recall"]                              # 'quantum gravity' is not in the papers
+    assert any("removed 4 citation" in n for n in draft.notes) and any("short" in n for n in draft.notes)
+
+
+def test_finalize_short_unusable_output_falls_back_to_tfidf_and_titles():
+    draft = P.finalize_draft("Sure! Here is a profile: The the the", PAPERS)
+    assert len(draft.keywords) >= P.MIN_KEYWORDS
+    assert all(k.lower() in (PAPERS[0].document + PAPERS[1].document).lower() for k in draft.keywords)
+    assert "In [2501.00001] I worked on Sparse retrieval for long documents." in draft.text
+    assert any("TF-IDF" in n for n in draft.notes) and any("short" in n for n in draft.notes)
+
+
+def test_finalize_cuts_long_and_repetitive_output_at_a_sentence():
+    sentence = "I build sparse retrieval systems for scientific search number {} [2501.00001]."
+    raw = " ".join(sentence.format(i) for i in range(60)) + " " + sentence.format(0) * 3 + " And then I"
+    draft = P.finalize_draft(raw, PAPERS)
+    assert P.MIN_WORDS <= draft.words <= P.MAX_WORDS
+    assert draft.text.endswith(".") and draft.text.count("number 0 ") == 1
+
+
+def test_finalize_flags_text_not_in_first_person():
+    draft = P.finalize_draft("The author studies sparse retrieval [2501.00001]. " * 3, PAPERS)
+    assert any("first person" in n for n in draft.notes)
+
+
+def test_stream_draft_streams_then_validates(svc):
+    svc.llm, backend = scripted_llm(svc.db, ["I study sparse retrieval [2501.00001] and [3333.33333].\n"
+                                             "Keywords: sparse retrieval, query expansion"])
+    items = list(P.stream_draft(svc, PAPERS, max_tokens=80))
+    assert all(isinstance(i, str) for i in items[:-1]) and len(items) > 3
+    assert items[-2].endswith("query expansion") and isinstance(items[-1], P.Draft)
+    assert "3333.33333" not in items[-1].text
+    prompt = backend.calls[0].text
+    assert '<source id="2501.00001">' in prompt and "first person" in prompt and backend.calls[0].max_tokens == 80
+    assert svc.db.query_one("SELECT prompt_name FROM llm_calls")["prompt_name"] == "profile_draft"
+
+
+def test_stream_draft_needs_material_and_reports_model_failure(svc):
+    with pytest.raises(P.ProfileError, match="select at least one paper"):
+        list(P.stream_draft(svc, [], "  "))
+    from copilot.llm import LLMError
+
+    svc.llm, _ = scripted_llm(svc.db, [LLMError("model crashed")])
+    with pytest.raises(P.ProfileError, match="language model failed.*saved profile is unchanged"):
+        list(P.stream_draft(svc, PAPERS))
+
+
+def test_pasted_text_alone_gives_keywords_and_no_citations(svc):
+    svc.llm, _ = scripted_llm(svc.db, ["I work on protein folding with graph networks [2501.00001]."])
+    text = "I work on protein folding.\n\nGraph neural networks predict protein structure and folding paths."
+    draft = P.generate_draft(svc, [], text)
+    assert "2501.00001" not in draft.text and draft.paper_ids == []
+    assert "protein" in " ".join(draft.keywords)
+
+
+# --- save / reload / isolation -----------------------------------------------------------------------------------
+def test_save_and_reload_versions_and_upsert(svc, fake_arxiv):
+    assert P.load_profile(svc, "alice") is None
+    first = P.save_profile(svc, "alice", "I study sparse retrieval.", "retrieval, Retrieval, search", PAPERS)
+    assert (first.version, first.keywords, first.paper_ids) == (1, ["retrieval", "search"], [p.id for p in PAPERS])
+    assert {p.id for p in svc.store.get_papers([p.id for p in PAPERS])} == {p.id for p in PAPERS}
+    second = P.save_profile(svc, "alice", "I study dense retrieval now.", ["dense retrieval"], ["1707.08567v1"])
+    assert second.version == 2 and second.paper_ids == ["1707.08567"]
+    assert svc.store.get_papers(["1707.08567"])[0].title                     # fetched from arXiv and stored
+    reloaded = P.load_profile(Services(svc.settings), "alice")              # a fresh process sees it
+    assert reloaded == second
+    with pytest.raises(P.ProfileError, match="empty"):
+        P.save_profile(svc, "alice", "   ", [], [])
+    assert P.load_profile(svc, "alice").version == 2
+
+
+def test_each_user_reads_and_changes_only_their_own_profile(svc):
+    P.save_profile(svc, "alice", "I am Alice.", ["a"], [])
+    P.save_profile(svc, "bob", "I am Bob.", ["b"], [])
+    P.save_profile(svc, "bob", "I am Bob, v2.", ["b"], [])
+    alice, bob = P.load_profile(svc, "alice"), P.load_profile(svc, "bob")
+    assert (alice.text, alice.version) == ("I am Alice.", 1)
+    assert (bob.text, bob.version) == ("I am Bob, v2.", 2)
+    assert P.load_profile(svc, "carol") is None
+
+
+def test_ui_callbacks_use_the_request_user(svc):
+    """The tab's save/load go through current_user(request): two logged-in users never see each other's."""
+    import gradio as gr
+
+    from copilot.ui import profile as tab
+    from copilot.ui.common import current_user
+
+    def request(name):
+        req = gr.Request()
+        req.username = name
+        return req
+
+    state = tab._candidates_state(PAPERS, {p.id: 1 for p in PAPERS}, {1: "Group 1"})
+    saved = tab.save_view(svc, current_user(request("alice")), "I am <b>Alice</b>.", "x, y", state, [PAPERS[0].id])
+    assert "version <span id='profile-version'>1</span>" in saved and "<b>" not in saved
+    text, words, shown, _, _ = tab.load_view(svc, current_user(request("alice")))
+    assert text == "I am <b>Alice</b>." and words == "x, y" and PAPERS[0].id in shown
+    assert tab.load_view(svc, current_user(request("mallory")))[:3] == ("", "", "No saved profile yet.")
+    assert P.load_profile(svc, "alice").paper_ids == [PAPERS[0].id]
+    assert current_user(None) == P.DEFAULT_USER
+
+
+def test_ui_group_toggle_unchecks_and_rechecks_its_papers():
+    from copilot.ui import profile as tab
+
+    state = tab._candidates_state(PAPERS + [paper("2501.00003", "t", "a")],
+                                  {"2501.00001": 1, "2501.00002": 1, "2501.00003": 2}, {1: "G1", 2: "G2"})
+    update, state = tab.groups_view(state, [2], ["2501.00002", "2501.00003"])
+    assert update["value"] == ["2501.00003"]
+    update, state = tab.groups_view(state, [1, 2], update["value"])
+    assert update["value"] == ["2501.00001", "2501.00002", "2501.00003"]
+
+
+# --- CLI ----------------------------------------------------------------------------------------------------------
+def run_cli(capsys, *argv) -> tuple[int, dict | None, str]:
+    from copilot.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out.strip() else None), err
+
+
+def test_cli_lookup_build_show(svc, fake_arxiv, capsys, monkeypatch):
+    monkeypatch.setenv("COPILOT_DATA_DIR", str(svc.settings.data_dir))
+    monkeypatch.setenv("COPILOT_ARXIV_API_URL", fake_arxiv.url)
+    monkeypatch.setenv("COPILOT_ARXIV_DELAY", "0")
+    monkeypatch.setenv("COPILOT_ARXIV_RETRIES", "0")
+    code, out, _ = run_cli(capsys, "profile", "lookup", "Del Maestro, Adrian", "--max", "10", "--json")
+    assert code == 0 and {c["id"] for c in out["candidates"]} == PAGE_ONE_IDS
+    assert all(set(c) == {"id", "title", "date", "authors", "primary_category", "group"} for c in out["candidates"])
+
+    code, out, err = run_cli(capsys, "profile", "lookup", "<script>", "--json")
+    assert code == 2 and out is None and "no HTML" in err
+
+    code, out, err = run_cli(capsys, "profile", "show", "--user", "zoe", "--json")
+    assert code == 2 and "no saved profile" in err
+
+    code, out, err = run_cli(capsys, "profile", "build", "--user", "zoe", "--json")
+    assert code == 2 and "--ids" in err
+
+
+# --- the real local model ----------------------------------------------------------------------------------------
+def test_generation_with_the_real_local_model(svc, fake_arxiv):
+    papers = [c.paper for c in P.lookup_author(svc, "Adrian Del Maestro", max_results=10).candidates[:3]]
+    draft = P.generate_draft(svc, papers, max_tokens=64)
+    allowed = {p.id for p in papers}
+    assert draft.raw.strip()
+    cited = {m.group("id") for m in P._ID_IN_TEXT.finditer(draft.text)}
+    assert cited and cited <= allowed
+    assert P.MIN_KEYWORDS <= len(draft.keywords) <= P.MAX_KEYWORDS
+    call = svc.db.query_one("SELECT backend, prompt_name, output, error FROM llm_calls")
+    assert (call["backend"], call["prompt_name"], call["error"]) == ("local", "profile_draft", None)
+    profile = P.save_profile(svc, P.DEFAULT_USER, draft.text, draft.keywords, papers)
+    assert P.load_profile(svc, P.DEFAULT_USER).text == draft.text and profile.paper_ids == [p.id for p in papers]
+
+
+def test_cli_build_with_the_real_local_model(svc, fake_arxiv, capsys, monkeypatch):
+    monkeypatch.setenv("COPILOT_DATA_DIR", str(svc.settings.data_dir))
+    monkeypatch.setenv("COPILOT_ARXIV_API_URL", fake_arxiv.url)
+    monkeypatch.setenv("COPILOT_LLM", "local")
+    code, out, _ = run_cli(capsys, "profile", "build", "--ids", "1707.08567", "--user", "zoe",
+                           "--max-tokens", "48", "--json")
+    assert code == 0 and set(out) == {"user", "text", "keywords", "paper_ids", "version"}
+    assert (out["user"], out["paper_ids"], out["version"]) == ("zoe", ["1707.08567"], 1)
+    code, shown, _ = run_cli(capsys, "profile", "show", "--user", "zoe", "--json")
+    assert code == 0 and shown["text"] == out["text"] and shown["version"] == 1
