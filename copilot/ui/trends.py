@@ -1,11 +1,161 @@
-"""The Trends tab."""
+"""The Trends tab: pick a range, see topics, plots, summaries with links and research ideas as they arrive."""
 
 from __future__ import annotations
 
-import gradio as gr
+import re
 
+import gradio as gr
+import plotly.graph_objects as go
+
+from copilot.features import trends
 from copilot.services import Services
+from copilot.ui.common import arxiv_link, current_user, escape
+
+RANGES = {"Last day": "day", "Last week": "week", "Last month": "month", "Custom": "custom"}
+_ID_REF = re.compile(r"\[(\d{4}\.\d{4,5})\]")
+MAX_PLOTTED = 8
+
+
+def linked(text: str) -> str:
+    """Escape model text, then turn [2501.01234] citations into arXiv links."""
+    return _ID_REF.sub(lambda m: "[" + arxiv_link(m.group(1)) + "]", escape(text))
+
+
+def status_html(report: trends.TrendsReport) -> str:
+    who = (f"ranked by your profile (version {report.profile_version}, RRF of profile text and papers)"
+           if report.selection == "profile" else "all papers of the range (no profile)")
+    cats = escape(", ".join(report.categories)) if report.categories else "all categories"
+    parts = [f"<b>{report.start} … {report.end}</b> · {cats} · <span id='trends-count'>{report.papers}</span> "
+             f"papers analysed of {report.in_range} in the range (cap {report.cap}) · {who}"]
+    if report.previous:
+        parts.append(f"Compared with {report.previous[0]} … {report.previous[1]} ({report.previous_papers} papers).")
+    parts += [escape(n) for n in report.notices]
+    parts += [f"<span class='trends-failure'>LLM step failed: {escape(f)}</span>" for f in report.failures]
+    if report.cached:
+        parts.append("Shown from the cache; <b>Refresh</b> recomputes.")
+    if report.done and report.timings:
+        parts.append("Seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in report.timings.items()))
+    else:
+        parts.append(f"<i>Working: {escape(report.stage)}…</i>")
+    return "<br>".join(parts)
+
+
+def topics_html(report: trends.TrendsReport) -> str:
+    rows = []
+    for topic in report.topics:
+        trend = {True: "▲ rising", False: ""}.get(topic.rising, "?")
+        if topic.falling:
+            trend = "▼ falling"
+        links = ", ".join(arxiv_link(pid, report.titles.get(pid) or pid) for pid in topic.paper_ids[:3])
+        more = f" and {topic.size - 3} more" if topic.size > 3 else ""
+        summary = linked(topic.summary) if topic.summary else "<i>no summary (only the largest topics get one)</i>"
+        rows.append(f"<tr class='trends-topic'><td><b>{escape(topic.label)}</b><br><small>{escape(', '.join(topic.terms))}"
+                    f"</small></td><td>{topic.size}</td><td>{trend}</td><td>{summary}<br><small>{links}{more}</small>"
+                    "</td></tr>")
+    if not rows:
+        return ""
+    return ("<table id='trends-topic-table'><thead><tr><th>Topic</th><th>Papers</th><th>Trend</th>"
+            "<th>Summary and papers</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def summary_html(report: trends.TrendsReport) -> str:
+    if not report.summary:
+        return ""
+    return f"<h3>The period</h3><div id='trends-overall'>{linked(report.summary)}</div>"
+
+
+def ideas_html(report: trends.TrendsReport) -> str:
+    if report.ideas_error:
+        return f"<h3>Research ideas</h3><p class='trends-failure'>{escape(report.ideas_error)}</p>"
+    if not report.ideas:
+        return ""
+    items = []
+    for idea in report.ideas:
+        papers = ", ".join(arxiv_link(pid, report.titles.get(pid) or pid) for pid in idea.paper_ids) or "none"
+        steps = "".join(
+            f"<li>query: <code>{escape(step['query'])}</code> · retrieved: {escape(', '.join(step['retrieved']))}"
+            f"{' · kept the draft' if step.get('kept') else ''}<br><b>before</b>: {escape(step['before'])}"
+            f"<br><b>after</b>: {escape(step['after'])}</li>" for step in idea.trace)
+        items.append(f"<li class='trends-idea'>{linked(idea.text)}<br><small>Papers: {papers}</small>"
+                     f"<details><summary>Revision trace (RAT)</summary><ol>{steps}</ol></details></li>")
+    return "<h3>Research ideas</h3><ol id='trends-ideas-list'>" + "".join(items) + "</ol>"
+
+
+def timeline_figure(report: trends.TrendsReport) -> go.Figure:
+    figure = go.Figure()
+    for topic in report.topics[:MAX_PLOTTED]:
+        figure.add_trace(go.Scatter(x=list(topic.counts), y=list(topic.counts.values()), mode="lines+markers",
+                                    name=topic.label))
+    unit = "day" if (report.end - report.start).days < 14 else "week starting"
+    figure.update_layout(title="Papers per topic over time", xaxis_title=unit, yaxis_title="papers", height=380,
+                         margin=dict(l=40, r=10, t=50, b=40), legend=dict(font=dict(size=10)))
+    return figure
+
+
+def movers_figure(report: trends.TrendsReport) -> go.Figure:
+    topics = report.topics[:MAX_PLOTTED]
+    figure = go.Figure()
+    if topics and topics[0].change is not None:
+        values = [100 * t.change for t in topics]
+        colors = ["#2e7d32" if t.rising else "#c62828" if t.falling else "#9e9e9e" for t in topics]
+        figure.add_trace(go.Bar(x=values, y=[t.label for t in topics], orientation="h", marker_color=colors))
+        title = "Rising (green) vs falling (red): change in share, points vs the previous window"
+    else:
+        figure.add_trace(go.Bar(x=[100 * t.share for t in topics], y=[t.label for t in topics], orientation="h"))
+        title = "Share of papers (no previous window to compare with)"
+    figure.update_layout(title=dict(text=title, font=dict(size=13)), height=380, yaxis=dict(autorange="reversed"),
+                         margin=dict(l=10, r=10, t=50, b=40), xaxis_title="% of the window's papers")
+    return figure
+
+
+def render(report: trends.TrendsReport) -> tuple:
+    return (status_html(report), topics_html(report), timeline_figure(report), movers_figure(report),
+            summary_html(report), ideas_html(report))
+
+
+def message(text: str) -> tuple:
+    return (f"<span id='trends-message'>{escape(text)}</span>", "", None, None, "", "")
 
 
 def build(services: Services) -> None:
-    gr.Markdown("**Trends** is not available yet in this build (tracked as issue #5).")
+    gr.Markdown("What moved in your field: topics of a period, how they rise or fall, summaries that cite their "
+                "papers, and research ideas revised against papers and thoughts (RAT). With a saved profile, "
+                "papers are ranked by it.")
+    with gr.Row():
+        preset = gr.Radio(list(RANGES), value="Last week", label="Range (ends at the newest paper)",
+                          elem_id="trends-range")
+        start = gr.Textbox(label="From (custom)", placeholder="YYYY-MM-DD", elem_id="trends-from")
+        end = gr.Textbox(label="To (custom)", placeholder="YYYY-MM-DD", elem_id="trends-to")
+        categories = gr.CheckboxGroup(services.settings.categories, label="Primary categories (none = all)",
+                                      elem_id="trends-categories")
+    with gr.Row():
+        run = gr.Button("Show trends", variant="primary", elem_id="trends-run")
+        refresh = gr.Button("Refresh (recompute)", elem_id="trends-refresh")
+    status = gr.HTML(elem_id="trends-status")
+    topics = gr.HTML(elem_id="trends-topics")
+    with gr.Row():
+        timeline = gr.Plot(label="Papers per topic over time", elem_id="trends-timeline")
+        movers = gr.Plot(label="Rising vs falling topics", elem_id="trends-movers")
+    summary = gr.HTML(elem_id="trends-summary")
+    ideas = gr.HTML(elem_id="trends-ideas")
+    outputs = [status, topics, timeline, movers, summary, ideas]
+
+    def show(range_name, first, last, cats, request: gr.Request, refresh_now=False,
+             progress=gr.Progress()):
+        try:
+            begin, finish = trends.resolve_range(services, RANGES.get(range_name, "week"), first, last)
+            steps = 0
+            for report in trends.iter_trends(services, begin, finish, cats or [], current_user(request),
+                                             refresh=refresh_now):
+                steps += 1
+                progress(min(0.95, steps / 10), desc=report.stage)
+                yield render(report)
+        except trends.TrendsError as error:
+            yield message(str(error))
+
+    def show_fresh(range_name, first, last, cats, request: gr.Request, progress=gr.Progress()):
+        yield from show(range_name, first, last, cats, request, True, progress)
+
+    inputs = [preset, start, end, categories]
+    run.click(show, inputs, outputs, concurrency_limit=2)
+    refresh.click(show_fresh, inputs, outputs, concurrency_limit=2)

@@ -1,0 +1,41 @@
+"""The Trends tab in Chromium with the real local model: a bad range gives a message; the last week gives
+topics, two plots, summaries that link their papers, and research ideas with a viewable RAT trace."""
+
+from __future__ import annotations
+
+from tests.conftest import sample_papers
+
+
+def test_trends_tab_shows_topics_plots_summaries_and_ideas(app_server, page):
+    url = app_server(preload=40)
+    ids = {p.id for p in sample_papers(40)}
+    page.goto(url)
+    page.get_by_role("tab", name="Trends").click()
+
+    page.get_by_label("Custom").check()
+    page.locator("#trends-from textarea, #trends-from input").first.fill("2024-01-01")
+    page.locator("#trends-to textarea, #trends-to input").first.fill("2024-01-31")
+    page.locator("#trends-run").click()
+    page.locator("#trends-status").get_by_text("lies outside the corpus").wait_for(timeout=30_000)
+
+    page.get_by_label("Last week").check()
+    page.locator("#trends-run").click()
+    table = page.locator("#trends-topic-table")
+    table.wait_for(state="visible", timeout=120_000)
+    assert table.locator("tr.trends-topic").count() >= 2
+    assert page.locator("#trends-count").inner_text() == "40"
+    page.locator("#trends-timeline .js-plotly-plot").wait_for(timeout=30_000)
+    page.locator("#trends-movers .js-plotly-plot").wait_for(timeout=30_000)
+
+    # the run streams: summaries and ideas arrive later; the status says when it is done
+    page.locator("#trends-status").get_by_text("Seconds:").wait_for(timeout=240_000)
+    overall = page.locator("#trends-overall")
+    assert overall.inner_text().strip()
+    links = page.locator("#trends-summary a, #trends-topic-table a").evaluate_all("els => els.map(e => e.href)")
+    assert links and all(h.startswith("https://arxiv.org/abs/") for h in links)
+    assert {h.rsplit("/", 1)[1] for h in links} <= ids                 # only papers of the analysed range
+    ideas = page.locator("li.trends-idea")
+    assert ideas.count() >= 1
+    ideas.first.locator("summary").click()
+    ideas.first.get_by_text("query:").first.wait_for()
+    page.screenshot(path="/tmp/trends-week.png", full_page=True)
