@@ -167,19 +167,21 @@ def test_find_related_fuses_available_queries_and_names_the_missing_aspect(servi
     services.llm = llm
     query = related.parse_query(services, f"https://arxiv.org/abs/{query_paper.id}v1")
     assert query.source == "library" and query.paper.id == query_paper.id
-    result = related.find_related(services, query, limit=10)
+    result = related.find_related(services, query, limit=39)
     assert len(backend.calls) == 3
-    ids = [r["id"] for r in result.results]
-    assert len(ids) == 10 and query_paper.id not in ids
-    assert all(set(r["ranks"]) <= {"research_question", "experiments", "abstract"} for r in result.results)
-    assert result.results[0]["score"] >= result.results[-1]["score"]
-    assert library[5].id in ids[:3]           # the paper the RQ description copies is found by that query
+    rows = {r["id"]: r for r in result.results}
+    assert len(rows) == 39 and query_paper.id not in rows           # every other paper, never the query itself
+    assert all(set(r["ranks"]) == {"research_question", "experiments", "abstract"} for r in result.results)
+    assert rows[library[5].id]["ranks"]["research_question"] == 1    # the paper the RQ description copies
+    assert rows[library[9].id]["ranks"]["experiments"] == 1
+    for row in result.results:                                       # the fused score is exactly RRF, k=60
+        assert row["score"] == pytest.approx(sum(1 / (60 + r) for r in row["ranks"].values()), abs=1e-6)
+    scores = [r["score"] for r in result.results]
+    assert scores == sorted(scores, reverse=True)
     assert "method" in result.missing_notice
-    top = result.results[0]
-    assert top["score"] == pytest.approx(sum(1 / (60 + r) for r in top["ranks"].values()), abs=1e-6)
     baseline_scores = [r["score"] for r in result.baseline]
-    assert len(baseline_scores) == 10 and baseline_scores == sorted(baseline_scores, reverse=True)
-    assert query_paper.id not in {r["id"] for r in result.baseline}
+    assert len(baseline_scores) == 39 and baseline_scores == sorted(baseline_scores, reverse=True)
+    assert [r["id"] for r in result.baseline][0] == min(rows.values(), key=lambda r: r["ranks"]["abstract"])["id"]
     data = result.as_dict()
     assert set(data) >= {"query", "aspects", "results"} and set(data["results"][0]) >= {"id", "title", "score", "ranks"}
 
