@@ -1,0 +1,60 @@
+"""Profile tab in Chromium: look up an author on the fake arXiv, uncheck a paper, generate a draft with the real
+local model, edit it, save, reload the page and find the saved profile."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+
+from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
+
+DROPPED = "1201.4869"
+
+
+def test_lookup_uncheck_generate_edit_save_reload(app_server, page, fake_arxiv):
+    url = app_server(env={"COPILOT_ARXIV_API_URL": fake_arxiv.url, "COPILOT_ARXIV_DELAY": "0",
+                          "COPILOT_PROFILE_MAX_PAPERS": "10", "COPILOT_PROFILE_MAX_TOKENS": "64"})
+    page.goto(url)
+    expect(page.locator("#profile-saved")).to_contain_text("No saved profile yet")
+
+    page.locator("#profile-name textarea, #profile-name input").first.fill("Del Maestro, Adrian")
+    page.locator("#profile-find").click()
+    expect(page.locator("#profile-status")).to_contain_text("10 papers found for Adrian Del Maestro")
+    boxes = page.locator("#profile-papers input[type=checkbox]")
+    expect(boxes).to_have_count(10)
+    expect(page.locator("#profile-papers input[type=checkbox]:checked")).to_have_count(10)
+    page.locator("#profile-papers label").filter(has_text=DROPPED).locator("input").uncheck()
+    expect(page.locator("#profile-papers input[type=checkbox]:checked")).to_have_count(9)
+    assert [q["search_query"] for q in fake_arxiv.queries] == ["au:del_maestro_a", "au:del_maestro"]
+
+    page.locator("#profile-generate").click()
+    notice = page.locator("#profile-notice")
+    expect(notice).to_contain_text("This is a draft", timeout=120_000)
+    text_box = page.locator("#profile-text textarea")
+    draft = text_box.input_value()
+    assert draft.strip() and DROPPED not in draft
+    assert DROPPED not in notice.inner_text()            # the unchecked paper is not among the sources
+    keywords = page.locator("#profile-keywords textarea, #profile-keywords input").first
+    assert len([k for k in keywords.input_value().split(",") if k.strip()]) >= 5
+    page.screenshot(path="/tmp/profile-draft.png", full_page=True)
+
+    edited = draft + "\n\nEdited by me: <b>not bold</b>."
+    text_box.fill(edited)
+    keywords.fill("helium, superfluids, quantum Monte Carlo, Luttinger liquids, entanglement")
+    page.locator("#profile-save").click()
+    saved = page.locator("#profile-saved")
+    expect(saved).to_contain_text("version 1")
+    assert saved.locator("b").count() == 0 or "not bold" not in saved.inner_text()
+
+    page.reload()
+    expect(page.locator("#profile-saved")).to_contain_text("version 1")
+    expect(page.locator("#profile-text textarea")).to_have_value(edited)
+    expect(page.locator("#profile-keywords textarea, #profile-keywords input").first).to_have_value(
+        "helium, superfluids, quantum Monte Carlo, Luttinger liquids, entanglement")
+    links = page.locator("#profile-saved a")
+    expect(links).to_have_count(9)
+    hrefs = [links.nth(i).get_attribute("href") for i in range(9)]
+    assert not any(href.endswith(DROPPED) for href in hrefs)
+    assert all(re.match(r"https://arxiv.org/abs/", href) for href in hrefs)
+    page.screenshot(path="/tmp/profile-saved.png", full_page=True)
