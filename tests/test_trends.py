@@ -130,6 +130,14 @@ def test_ranges_presets_and_bad_input(week, services):
         next(tr.iter_trends(week, date(2025, 5, 10), date(2025, 5, 11)))
 
 
+def test_category_filter_and_cap_without_profile(week):
+    chosen, vectors, in_range = tr.select_papers(week, date(2025, 5, 12), LAST_DAY, ["cs.IR"], None, 300)
+    assert chosen and in_range == len(chosen) < 106 and vectors.shape == (len(chosen), 384)
+    assert all(p.primary_category == "cs.IR" for p in chosen)
+    capped, _, total = tr.select_papers(week, date(2025, 5, 12), LAST_DAY, None, None, 25)
+    assert total == 106 and len(capped) == 25
+
+
 # --- the pipeline with a scripted LLM ----------------------------------------------------------------------------
 def test_pipeline_stages_citations_thoughts_and_cache(week):
     backend = use_script(week, [fake_reply] * 40)

@@ -43,7 +43,7 @@ def status_html(report: trends.TrendsReport) -> str:
 def topics_html(report: trends.TrendsReport) -> str:
     rows = []
     for topic in report.topics:
-        trend = {True: "▲ rising", False: ""}.get(topic.rising, "?")
+        trend = {True: "▲ rising", False: "steady"}.get(topic.rising, "n/a")
         if topic.falling:
             trend = "▼ falling"
         links = ", ".join(arxiv_link(pid, report.titles.get(pid) or pid) for pid in topic.paper_ids[:3])
