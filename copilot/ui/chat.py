@@ -264,8 +264,7 @@ def build(services: Services) -> None:
     ask_button.click(ask, [question, personalize], ask_outputs, concurrency_limit=1, concurrency_id="chat-ask")
     question.submit(ask, [question, personalize], ask_outputs, concurrency_limit=1, concurrency_id="chat-ask")
     for button, value in vote_buttons:
-        button.click(lambda turn_id, request, value=value: vote(value, turn_id, request),  # noqa: B008
-                     [turn_state], [vote_status, answer_a, answer_b, recent])
+        button.click(_bind_choice(vote, value), [turn_state], [vote_status, answer_a, answer_b, recent])
     memory_search.click(search_memory, [memory_query], [memory_list])
     memory_query.submit(search_memory, [memory_query], [memory_list])
     delete_button.click(remove_thought, [delete_id, memory_query], [delete_status, memory_list])
@@ -273,6 +272,13 @@ def build(services: Services) -> None:
     _on_page_load(show_recent, [recent])
     _on_page_load(lambda: search_memory(""), [memory_list])
     _on_page_load(show_stats, [stats_table, stats_plot])
+
+
+def _bind_choice(vote, choice: str):
+    def handler(turn_id: str | None, request: gr.Request):
+        return vote(choice, turn_id, request)
+
+    return handler
 
 
 def _on_page_load(fn, outputs) -> None:
