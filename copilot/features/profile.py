@@ -215,8 +215,9 @@ def lookup_author(services: Services, name: str, max_results: int | None = None,
         if kept:
             break
     if not kept:
+        others = f" (arXiv had {dropped} by authors with other first names)" if dropped else ""
         return Lookup(target.display(), query, [], [], dropped,
-                      f"No arXiv papers found for {target.display()}. " + NOT_FOUND_HINT)
+                      f"No arXiv papers found for {target.display()}{others}. " + NOT_FOUND_HINT)
     papers = [p for p, _ in kept]
     groups = group_namesakes(papers, target)
     group_of = {pid: g.number for g in groups for pid in g.paper_ids}
