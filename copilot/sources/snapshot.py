@@ -108,3 +108,5 @@ def read_snapshot(path: Path, limit: int | None = None) -> Iterator[Paper | BadL
                 yield BadLine(line_no, f"not JSON ({error.msg})")
             except SnapshotError as error:
                 yield BadLine(line_no, str(error))
+            except (TypeError, ValueError, AttributeError, KeyError) as error:  # a field of the wrong type
+                yield BadLine(line_no, f"malformed row ({type(error).__name__})")
