@@ -247,3 +247,11 @@ def test_week_of_real_papers_with_the_local_model_through_the_cli(week, monkeypa
     for idea in out["ideas"]:
         assert idea["text"] and idea["trace"] and {"query", "retrieved", "before", "after"} <= set(idea["trace"][0])
         assert set(idea["paper_ids"]) <= shown | {pid for s in idea["trace"] for pid in s["retrieved"]}
+
+
+def test_page_escapes_model_text_and_links_only_citations():
+    from copilot.ui.trends import linked
+
+    html = linked('<img src=x onerror=alert(1)> see [2505.01234] and [not-an-id]')
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert 'href="https://arxiv.org/abs/2505.01234"' in html and html.count("<a ") == 1

@@ -518,7 +518,8 @@ def cmd_trends(args: argparse.Namespace) -> int:
     categories = [c.strip() for c in (args.categories or "").split(",") if c.strip()]
     try:
         start, end = resolve_range(svc, args.range, args.start, args.end)
-        report = run_trends(svc, start, end, categories, args.user, TrendsOptions.from_settings(svc.settings, cap=args.cap),
+        opts = TrendsOptions.from_settings(svc.settings, cap=args.cap)
+        report = run_trends(svc, start, end, categories, args.user, opts,
                             refresh=args.refresh,
                             on_stage=lambda r: print(f"[trends] {r.stage}", file=sys.stderr, flush=True))
     except TrendsError as error:
