@@ -65,6 +65,8 @@ class Settings(BaseSettings):
     top_k: int = Field(8, ge=1, le=100, description="Items retrieved per question (Thought-Retriever K).")
     context_tokens: int = Field(2000, ge=100, le=100000, description="Token budget for retrieved material.")
     merge_threshold: float = Field(0.85, gt=0, le=1, description="Cosine at or above which a new thought is redundant.")
+    private_thoughts: bool = Field(False, description="New thoughts are seen only by the user whose turn made them "
+                                   "(default: thought memory is shared by all users, the method's point).")
     answer_max_tokens: int = Field(400, ge=16, le=8192, description="Most tokens one answer may have.")
     max_input_chars: int = Field(4000, ge=100, le=1000000, description="Longer text inputs are truncated, with a notice.")
 
