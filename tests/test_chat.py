@@ -231,8 +231,8 @@ def test_end_to_end_with_the_real_local_model(services, settings, monkeypatch, c
     thought-augmented side retrieves that thought → vote → a thought with lineage through the first one."""
     import_papers(services, 200)
     for name, value in {"COPILOT_DATA_DIR": str(settings.data_dir), "COPILOT_LLM": "local",
-                        "COPILOT_SCHEDULER": "false", "COPILOT_ANSWER_MAX_TOKENS": "64",
-                        "COPILOT_CONTEXT_TOKENS": "1200"}.items():
+                        "COPILOT_SCHEDULER": "false", "COPILOT_ANSWER_MAX_TOKENS": "48",
+                        "COPILOT_CONTEXT_TOKENS": "600", "COPILOT_LLM_TIMEOUT": "600"}.items():
         monkeypatch.setenv(name, value)
 
     def ask(question: str) -> dict:

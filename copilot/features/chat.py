@@ -179,11 +179,8 @@ class Chat:
             if not answer.done:
                 answer.error = answer.error or "interrupted before the answer was complete"
                 answer.done = True
-        failed = any(a.error for a in turn.answers)
-        if turn.comparison == "pending":
-            turn.comparison = "failed" if failed else "yes"
-        elif failed:
-            turn.comparison = "failed"
+        if turn.comparison == "pending":  # a same-items turn stays one (its single answer shows any error)
+            turn.comparison = "failed" if any(a.error for a in turn.answers) else "yes"
         values: dict = {"comparison": turn.comparison, "finished_at": time.time()}
         for answer in turn.answers:
             values.update({f"{answer.kind}_answer": answer.text, f"{answer.kind}_error": answer.error,
