@@ -268,3 +268,11 @@ def test_end_to_end_with_the_real_local_model(services, settings, monkeypatch, c
     first_thought = memory.get(thought_id)
     assert first_thought["root_sources"] == [s["id"] for s in first["answers"][0]["sources"]]
     assert memory.level(thought_id) == 2.0
+
+
+def test_empty_library_is_refused_before_any_model_runs(services):
+    llm, backend = scripted_llm(services.db, [])
+    services.llm = llm
+    with pytest.raises(ChatError, match="library is empty"):
+        Chat(services).prepare("What is new in retrieval?", "local")
+    assert backend.calls == [] and services.db.query("SELECT * FROM chat_turns") == []

@@ -116,6 +116,8 @@ class Chat:
     def prepare(self, question: str | None, user: str, personalize: bool = False) -> Turn:
         """Validate, retrieve both ways, assign sides at random, record the turn. No LLM call yet."""
         text, notice = clean_question(question, self.settings.max_input_chars)
+        if self.services.store.count("paper") == 0:
+            raise ChatError("The library is empty: import papers first (Library tab, or `python -m copilot import`).")
         self.sweep_unvoted(user)
         started = time.perf_counter()
         embedding = self.services.embedder.embed_one(text)

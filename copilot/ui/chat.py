@@ -24,6 +24,13 @@ CHOICE_TEXT = {"thoughts": "the thought-augmented answer was better", "raw": "th
                "tie": "tie", "bad": "both bad"}
 _CITATION = re.compile(r"\[([A-Za-z0-9./\-]{4,40})\]")
 _STREAM_EVERY_S = 0.15
+_BADGE_STYLE = ("display:inline-block;padding:0 6px;margin:0 2px;border-radius:8px;font-size:0.8em;"
+                "font-weight:600;color:#fff;background:{}")
+
+
+def _badge(kind: str, text: str) -> str:
+    colour = "#7c3aed" if kind == "thought" else "#2563eb"
+    return f'<span class="chat-badge chat-badge-{kind}" style="{_BADGE_STYLE.format(colour)}">{escape(text)}</span>'
 
 
 # --- formatting (pure) ---------------------------------------------------------------------------------------
@@ -48,11 +55,11 @@ def _answer_text_html(text: str) -> str:
 
 def _source_html(source: dict, reveal: bool) -> str:
     if source["kind"] == "paper":
-        badge = ' <span class="chat-badge chat-badge-paper">paper</span>' if reveal else ""
+        badge = " " + _badge("paper", "paper") if reveal else ""
         return f"<li>{arxiv_link(source['id'], source['title'] or source['id'])} <code>{escape(source['id'])}</code>{badge}</li>"
     preview = escape(source.get("preview") or source["title"])
     if reveal:
-        return (f'<li><span class="chat-badge chat-badge-thought">thought</span> <code>{escape(source["id"])}</code> '
+        return (f'<li>{_badge("thought", "thought")} <code>{escape(source["id"])}</code> '
                 f'<span class="chat-preview">{preview}…</span></li>')
     return f'<li><span class="chat-preview">{preview}…</span></li>'
 
@@ -62,8 +69,8 @@ def answer_html(answer: dict | None, *, reveal: bool, state: str = "") -> str:
         return f'<div class="chat-answer chat-empty">{escape(state)}</div>' if state else ""
     title = f"Answer {escape(answer['label'])}"
     if reveal and answer.get("kind"):
-        title += (' <span class="chat-badge chat-badge-thought">papers + thoughts</span>' if answer["kind"] == "thoughts"
-                  else ' <span class="chat-badge chat-badge-paper">papers only</span>')
+        title += " " + (_badge("thought", "papers + thoughts") if answer["kind"] == "thoughts"
+                        else _badge("paper", "papers only"))
     body = _answer_text_html(answer["text"]) if answer["text"] else ""
     if answer.get("error"):
         body += f'<div class="chat-error">This answer failed: {escape(answer["error"])}</div>'
