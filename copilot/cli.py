@@ -152,12 +152,19 @@ def add_profile_commands(sub: argparse._SubParsersAction) -> None:
     add(sub)
 
 
+def add_bench_commands(sub: argparse._SubParsersAction) -> None:
+    from copilot.eval.bench import add_bench_commands as add
+
+    add(sub)
+
+
 COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_foundation_commands,
     add_related_commands,
     add_chat_commands,
     add_trends_commands,
     add_profile_commands,
+    add_bench_commands,
 ]
 
 

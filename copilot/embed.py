@@ -1,4 +1,10 @@
-"""One embedder: sentence-transformers, loaded once from a local path, no model hub access."""
+"""One embedder: sentence-transformers, loaded once from a local path, no model hub access.
+
+A model path may also name a *static* model made by `distill_static` (a directory holding
+`static_embeddings.npz` and `tokenizer.json`): one vector per vocabulary token, distilled from the packaged
+MiniLM; a text's vector is the normalised sum of its tokens' vectors. It embeds ~100x faster on a CPU at
+some cost in quality (docs/performance.md has both numbers). Its vectors are not comparable with MiniLM's.
+"""
 
 from __future__ import annotations
 
@@ -44,6 +50,9 @@ class Embedder:
             if self.model_ref not in _models:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                if is_static_model(self.model_ref):
+                    _models[self.model_ref] = StaticModel(Path(self.model_ref))
+                    return _models[self.model_ref]
                 from sentence_transformers import SentenceTransformer
 
                 try:
@@ -55,14 +64,111 @@ class Embedder:
 
     @property
     def dimension(self) -> int:
-        return int(self._model().get_sentence_embedding_dimension())
+        model = self._model()
+        if isinstance(model, StaticModel):
+            return model.dimension
+        return int(model.get_sentence_embedding_dimension())
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = self._model().encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                                       convert_to_numpy=True, show_progress_bar=False)
+        model = self._model()
+        if isinstance(model, StaticModel):
+            return model.encode(list(texts))
+        vectors = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                               convert_to_numpy=True, show_progress_bar=False)
         return vectors.astype(np.float32)
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
+
+
+# --- static (distilled) embeddings ---------------------------------------------------------------------------
+STATIC_FILE = "static_embeddings.npz"
+STATIC_MAX_TOKENS = 512
+
+
+def is_static_model(ref: str | Path) -> bool:
+    return (Path(ref) / STATIC_FILE).is_file()
+
+
+class StaticModel:
+    """Token vectors (already weighted) + the source model's tokenizer: embed = normalise(sum of token vectors)."""
+
+    def __init__(self, path: Path) -> None:
+        from tokenizers import Tokenizer
+
+        try:
+            self.vectors = np.load(path / STATIC_FILE)["vectors"].astype(np.float32)
+            self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        except Exception as error:  # missing file, bad archive, bad tokenizer JSON
+            raise EmbedderError(f"cannot load the static embedding model at {path}: {error}; "
+                                "make it again with `python -m copilot embed-distill`") from None
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(STATIC_MAX_TOKENS)
+
+    @property
+    def dimension(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        from scipy.sparse import csr_matrix
+
+        encodings = self.tokenizer.encode_batch(texts, add_special_tokens=False)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        indptr = np.concatenate([[0], np.cumsum(lengths)])
+        indices = np.fromiter((i for e in encodings for i in e.ids), dtype=np.int64, count=int(indptr[-1]))
+        counts = csr_matrix((np.ones(len(indices), np.float32), indices, indptr),
+                            shape=(len(texts), len(self.vectors)))
+        sums = np.asarray(counts @ self.vectors, dtype=np.float32)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        return sums / np.where(norms > 0, norms, 1.0)
+
+
+def distill_static(out_dir: Path, corpus: list[str], source: str | None = None, dims: int = 256,
+                   batch_size: int = 512, progress=None) -> Path:
+    """Make a static model from a sentence-transformers model (default: the packaged MiniLM), offline.
+
+    Every vocabulary token is run through the model alone ([CLS] token [SEP], mean-pooled); the vectors are
+    centred and PCA-whitened to `dims`, and weighted by smooth inverse frequency (a / (a + p(token))) with
+    token frequencies counted on `corpus` (e.g. the stored abstracts). Written atomically to `out_dir`.
+    """
+    import json
+    import shutil
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    source_path = Path(source) if source else packaged_minilm()
+    model = SentenceTransformer(str(source_path), device="cpu")
+    transformer, tokenizer = model[0].auto_model, model.tokenizer
+    size = len(tokenizer.get_vocab())
+    raw = np.zeros((size, transformer.config.hidden_size), dtype=np.float32)
+    with torch.inference_mode():
+        for start in range(0, size, batch_size):
+            ids = torch.arange(start, min(start + batch_size, size))
+            batch = torch.stack([torch.full_like(ids, tokenizer.cls_token_id), ids,
+                                 torch.full_like(ids, tokenizer.sep_token_id)], dim=1)
+            hidden = transformer(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state
+            raw[start:start + len(ids)] = hidden.mean(dim=1).numpy()
+            if progress:
+                progress(min(start + batch_size, size), size)
+    centred = raw - raw.mean(axis=0)
+    _, singular, components = np.linalg.svd(centred, full_matrices=False)
+    dims = min(dims, components.shape[0])
+    whitened = centred @ components[:dims].T / (singular[:dims] / np.sqrt(len(centred) - 1))
+    counts = np.ones(size, dtype=np.float64)
+    for encoding in tokenizer.backend_tokenizer.encode_batch(corpus, add_special_tokens=False):
+        np.add.at(counts, encoding.ids, 1)
+    weights = 1e-3 / (1e-3 + counts / counts.sum())
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    np.savez(tmp / STATIC_FILE, vectors=(whitened * weights[:, None]).astype(np.float32))
+    tokenizer.backend_tokenizer.save(str(tmp / "tokenizer.json"))
+    (tmp / "info.json").write_text(json.dumps({"source": str(source_path), "dims": dims, "vocabulary": size,
+                                               "corpus_texts": len(corpus), "weighting": "sif 1e-3",
+                                               "pooling": "sum of token vectors, L2-normalised"}, indent=1))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.rename(out_dir)
+    return out_dir
