@@ -43,7 +43,8 @@ class Settings(BaseSettings):
 
     # --- embeddings and vectors
     embed_model: str | None = Field(
-        None, description="Sentence-transformers model name or path. Default: the packaged all-MiniLM-L6-v2.")
+        None, description="Sentence-transformers model name or path, or a static model directory made by "
+        "`embed-distill` (fast path). Default: the packaged all-MiniLM-L6-v2.")
     embed_batch_size: int = Field(64, ge=1, le=4096, description="Texts embedded per batch.")
     chroma_host: str | None = Field(None, description="Chroma server host; unset means embedded Chroma in the data dir.")
     chroma_port: int = Field(8000, ge=1, le=65535, description="Chroma server port (with COPILOT_CHROMA_HOST).")
