@@ -276,3 +276,17 @@ def test_empty_library_is_refused_before_any_model_runs(services):
     with pytest.raises(ChatError, match="library is empty"):
         Chat(services).prepare("What is new in retrieval?", "local")
     assert backend.calls == [] and services.db.query("SELECT * FROM chat_turns") == []
+
+
+def test_personalized_answers_carry_the_users_profile(chat, scripted):
+    from copilot.features.profile import save_profile
+
+    save_profile(chat.services, "ann", "I study <b>retrieval</b> for low-resource languages.", "retrieval", [])
+    turn = chat.prepare(QUESTION, "ann", personalize=True)
+    for _ in chat.stream(turn):
+        pass
+    prompt = scripted.calls[-1].messages[-1]["content"]
+    assert "research profile" in prompt and "low-resource languages" in prompt
+    assert chat.db.query_one("SELECT personalized FROM chat_turns WHERE id = ?", (turn.id,))["personalized"] == 1
+    plain = chat.prepare(QUESTION, "bob", personalize=True)   # no profile saved: nothing added
+    assert plain.reader == ""
