@@ -72,26 +72,32 @@ def test_initial_only_target_matches_any_first_name_with_that_initial():
     assert matching_author(target, ["Aaron Courville", "Y. Bengio"]) == "Y. Bengio"
 
 
-def paper(pid: str, authors: list[str], cats: list[str]) -> Paper:
-    return Paper(id=pid, title=f"title {pid}", abstract="", authors=authors, categories=cats,
+def paper(pid: str, authors: list[str], cats: list[str], title: str = "") -> Paper:
+    return Paper(id=pid, title=title or f"paper {pid}", abstract="", authors=authors, categories=cats,
                  published=date(2024, 1, 1))
 
 
-def test_grouping_splits_namesakes_by_coauthors_and_categories():
+MT = "neural machine translation for low-resource languages"
+BRAIN = "spiking activity of cortical neurons in the visual cortex"
+
+
+def test_grouping_splits_namesakes_by_coauthors_categories_and_text():
     papers = [
-        paper("2401.00001", ["Wei Zhang", "Anna Smith"], ["cs.CL"]),
-        paper("2401.00002", ["A. Smith", "W. Zhang", "Bo Li"], ["cs.CL", "cs.AI"]),
-        paper("2401.00003", ["Bo Li", "Wei Zhang"], ["cs.IR"]),
-        paper("2401.00004", ["Wei Zhang"], ["cs.CL"]),                       # solo paper, same field
-        paper("2401.00005", ["W. Zhang", "Carl Jung", "Dora Maar"], ["q-bio.NC"]),
-        paper("2401.00006", ["Dora Maar", "Wei Zhang"], ["q-bio.NC"]),
-        paper("2401.00007", ["Wen Zhang", "Anna Smith"], ["cs.CL"]),         # shares a co-author, other first name
+        paper("2401.00001", ["Wei Zhang", "Anna Smith"], ["cs.CL"], f"Better {MT}"),
+        paper("2401.00002", ["A. Smith", "W. Zhang", "Bo Li"], ["cs.CL", "cs.AI"], f"Data augmentation in {MT}"),
+        paper("2401.00003", ["Bo Li", "Wei Zhang"], ["cs.IR"], "Retrieval of parallel sentences for translation"),
+        paper("2401.00004", ["Wei Zhang"], ["cs.CL"], f"A survey of {MT}"),          # solo, same field and topic
+        paper("2401.00005", ["W. Zhang", "Carl Jung", "Dora Maar"], ["q-bio.NC"], f"Decoding {BRAIN}"),
+        paper("2401.00006", ["Dora Maar", "Wei Zhang"], ["q-bio.NC"], f"Models of {BRAIN}"),
+        paper("2401.00007", ["Wen Zhang", "Anna Smith"], ["cs.CL"], f"Evaluating {MT}"),  # other first name
+        paper("2401.00008", ["Wei Zhang", "Ed Wood"], ["cs.CL"], "Sentiment of movie reviews"),  # other topic
     ]
     groups = group_namesakes(papers, parse_author_name("W. Zhang"))
     sets = [set(g.paper_ids) for g in groups]
     assert sets[0] == {"2401.00001", "2401.00002", "2401.00003", "2401.00004"}
     assert {"2401.00005", "2401.00006"} in sets
     assert {"2401.00007"} in sets                                             # Wen is not Wei
+    assert {"2401.00008"} in sets                                             # same field, unrelated text
     assert [g.number for g in groups] == list(range(1, len(groups) + 1))
     assert sorted(pid for g in groups for pid in g.paper_ids) == sorted(p.id for p in papers)
     first = groups[0]
@@ -99,8 +105,18 @@ def test_grouping_splits_namesakes_by_coauthors_and_categories():
     assert "Wei Zhang" in first.spellings and "Group 1: 4 papers" in first.label()
 
 
+def test_initials_do_not_link_to_a_different_full_name():
+    """'Y. Wang' on one paper and 'Yu Wang' on another are not taken as the same co-author."""
+    papers = [paper("1", ["Ann Lee", "Yu Wang"], ["cs.CL"], "apples"),
+              paper("2", ["Ann Lee", "Y. Wang"], ["cs.CL"], "oranges"),
+              paper("3", ["Ann Lee", "Yu Wang"], ["cs.CL"], "pears")]
+    groups = group_namesakes(papers, parse_author_name("Ann Lee"))
+    assert [set(g.paper_ids) for g in groups] == [{"1", "3"}, {"2"}]
+
+
 def test_grouping_keeps_unrelated_papers_apart():
-    papers = [paper("1", ["Ann Lee", "Kim Park"], ["cs.CL"]), paper("2", ["Ann Lee", "Tom Ford"], ["astro-ph.GA"])]
+    papers = [paper("1", ["Ann Lee", "Kim Park"], ["cs.CL"], "galaxy formation"),
+              paper("2", ["Ann Lee", "Tom Ford"], ["astro-ph.GA"], "galaxy formation")]          # other field
     groups = group_namesakes(papers, parse_author_name("Ann Lee"))
     assert [g.paper_ids for g in groups] == [["1"], ["2"]]
     assert groups[1].label().startswith("Group 2: 1 paper ·")

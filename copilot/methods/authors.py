@@ -4,9 +4,10 @@ A name is parsed into (first names, surname), accents and case folded, so "Yoshu
 and "Y. Bengio" become the same person key. arXiv's author syntax is `au:surname_initial` (words of a
 surname joined by `_`), e.g. `au:del_maestro_a`; `au:del_maestro` matches every first name.
 
-Namesakes: papers are linked when they share a co-author (surname + initial), then small groups join the
-group whose categories they share, unless the target author's spelled-out first names conflict. The
-largest group comes first: it is most likely the person looked up.
+Namesakes: papers are linked when they share a co-author (full name; initials only match initials), then
+small groups join the group sharing a category whose text (TF-IDF of title and abstract) is most similar,
+above a threshold, never when the target's spelled-out first names conflict. The largest group comes first:
+it is most likely the person looked up.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from copilot.records import Paper
 
 MAX_NAME_CHARS = 100
-SMALL_GROUP = 2          # groups this small join a group sharing their categories
+SMALL_GROUP = 2          # groups this small join a group sharing their categories …
+TEXT_LINK = 0.1          # … whose most similar paper has at least this TF-IDF cosine to one of theirs
 PARTICLES = {"da", "das", "de", "del", "della", "der", "den", "di", "do", "dos", "du", "la", "le", "van",
              "von", "ter", "ten", "st", "bin", "ibn", "al", "el", "mac", "zu", "af", "av"}
 # Without a first name left over, only these unambiguous particles start a surname ('Del Maestro'), so that
@@ -156,10 +160,13 @@ class NamesakeGroup:
 
 
 def _author_key(author: str) -> str | None:
+    """'Subir Sachdev' → 'sachdev subir'; 'S. Sachdev' → 'sachdev s' (initials link only to initials: common
+    surname+initial keys such as 'wang y' would join strangers)."""
     try:
-        return parse_author_name(author).key
+        name = parse_author_name(author)
     except AuthorNameError:
         return None
+    return f"{name.surname} {name.given or name.initial}".strip()
 
 
 def _given_of(target: AuthorName, authors: Sequence[str]) -> str:
@@ -203,7 +210,21 @@ class _Groups:
         return groups
 
 
-def group_namesakes(papers: Sequence[Paper], target: AuthorName) -> list[NamesakeGroup]:
+def _text_similarity(papers: Sequence[Paper]) -> np.ndarray:
+    """Cosine similarity of the papers' TF-IDF vectors (title and abstract); zeros when there is no text."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    n = len(papers)
+    try:
+        matrix = TfidfVectorizer(stop_words="english", sublinear_tf=True).fit_transform(
+            [f"{p.title} {p.abstract}" for p in papers])
+    except ValueError:                                # no words at all
+        return np.zeros((n, n))
+    return (matrix @ matrix.T).toarray()
+
+
+def group_namesakes(papers: Sequence[Paper], target: AuthorName, small_group: int = SMALL_GROUP,
+                    text_link: float = TEXT_LINK) -> list[NamesakeGroup]:
     """Group the papers by likely identity of `target`; every paper lands in exactly one group."""
     target_key = target.key
     coauthor_keys: list[set[str]] = []
@@ -218,22 +239,22 @@ def group_namesakes(papers: Sequence[Paper], target: AuthorName) -> list[Namesak
                 groups.union(first_with[key], i)
             else:
                 first_with[key] = i
-    for _ in range(2):                                # 2) small groups join a larger one sharing categories
-        members = groups.members()
-        for root, idx in sorted(members.items(), key=lambda kv: len(kv[1])):
-            if len(idx) > SMALL_GROUP or groups.find(root) != root:
+    similarity = _text_similarity(papers)
+    for _ in range(2):                                # 2) small groups join the most similar group in their field
+        for root, idx in sorted(groups.members().items(), key=lambda kv: len(kv[1])):
+            if len(idx) > small_group or groups.find(root) != root:
                 continue
             cats = {c for i in idx for c in papers[i].categories}
-            best, best_size = None, 0
+            best, best_score = None, text_link
             for other, other_idx in groups.members().items():
-                if other == groups.find(root):
+                if other == root or len(other_idx) < len(idx) or groups.conflict(root, other) or \
+                        not cats & {c for i in other_idx for c in papers[i].categories}:
                     continue
-                shared = cats & {c for i in other_idx for c in papers[i].categories}
-                if shared and len(other_idx) >= len(idx) and len(other_idx) > best_size and \
-                        not groups.conflict(groups.find(root), other):
-                    best, best_size = other, len(other_idx)
+                score = float(similarity[np.ix_(idx, other_idx)].max())
+                if score >= best_score:
+                    best, best_score = other, score
             if best is not None:
-                groups.union(best, groups.find(root))
+                groups.union(best, root)
     ordered = sorted(groups.members().values(), key=lambda idx: (-len(idx), idx[0]))
     result = []
     for number, idx in enumerate(ordered, start=1):
