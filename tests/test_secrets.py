@@ -33,11 +33,12 @@ QUESTION = "How do language models use retrieval to answer questions?"
 class FakeOpenAI:
     """A loopback OpenAI-compatible chat endpoint. The first path segment picks the behaviour:
     /ok/v1 streams a short answer; /echo400/v1 and /echo500/v1 answer an error whose body repeats the request's
-    Authorization header (as careless proxies do); /unauthorized/v1 answers 401; /garbage/v1 answers 200 with
+    Authorization header (as careless proxies do); /reply/v1 streams `reply`; /unauthorized/v1 answers 401; /garbage/v1 answers 200 with
     bytes that are not an event stream; /hang/v1 waits `hang_s` before answering."""
 
-    def __init__(self, hang_s: float = 5.0) -> None:
+    def __init__(self, hang_s: float = 5.0, reply: str = "") -> None:
         self.hang_s = hang_s
+        self.reply = reply
         self.requests: list[dict] = []
         owner = self
 
@@ -54,6 +55,8 @@ class FakeOpenAI:
                 echo = f"bad request from {self.headers.get('Authorization', '')} ({self.headers.get('User-Agent')})"
                 if mode == "ok":
                     return self._stream(["Retrieval ", "grounds the answer ", "in papers."])
+                if mode == "reply":  # streams `owner.reply` in pieces (e.g. hostile HTML for the browser tests)
+                    return self._stream([owner.reply[i:i + 20] for i in range(0, len(owner.reply), 20)])
                 if mode in ("echo400", "echo500"):
                     return self._json(400 if mode == "echo400" else 500,
                                       {"error": {"message": echo, "type": "invalid_request_error", "param": KEY}})

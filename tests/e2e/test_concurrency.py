@@ -1,0 +1,99 @@
+"""Ten simultaneous sessions against the real app on loopback, through gradio_client: each logs in as its own
+user (COPILOT_AUTH), asks its own question and votes. No errors; every vote is in SQLite exactly once; no answer
+reaches the wrong session (each output names its own question, never another's).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import threading
+import time
+
+from gradio_client import Client
+
+from copilot.features.chat import Chat
+from copilot.services import Services
+from tests.conftest import make_settings
+
+SESSIONS = 10
+TOPICS = ["speech recognition", "protein folding", "graph neural networks", "reinforcement learning for robots",
+          "machine translation", "image segmentation", "recommender systems", "code generation",
+          "federated learning", "time series forecasting"]
+ASK_TIMEOUT_S = 600
+
+
+def question(i: int) -> str:
+    return f"Session {i} asks: what do recent papers say about {TOPICS[i]}?"
+
+
+def prepared_dir(preloaded, tmp_path):
+    """30 papers plus one thought per topic, so every question is a two-answer comparison that can be voted on."""
+    data_dir = tmp_path / "concurrency-data"
+    shutil.copytree(preloaded(30), data_dir)
+    services = Services(make_settings(data_dir))
+    memory = Chat(services).memory
+    paper = services.store.papers.get(limit=1)["ids"][0]
+    for i, topic in enumerate(TOPICS):
+        memory.add(f"What recent papers say about {topic}: they study {topic} with learned models.",
+                   [(paper, "paper")], origin="test", user=f"user{i}", check_redundant=False)
+    return data_dir
+
+
+def test_ten_sessions_ask_and_vote_at_once(app_server, preloaded, tmp_path):
+    data_dir = prepared_dir(preloaded, tmp_path)
+    auth = ",".join(f"user{i}:pw{i}" for i in range(SESSIONS))
+    url = app_server(env={"COPILOT_DATA_DIR": str(data_dir), "COPILOT_AUTH": auth, "COPILOT_TOP_K": "4",
+                          "COPILOT_CONTEXT_TOKENS": "200", "COPILOT_CONCURRENCY": str(SESSIONS),
+                          "COPILOT_ANSWER_MAX_TOKENS": "24"})
+    barrier = threading.Barrier(SESSIONS)
+    results: dict[int, dict] = {}
+    errors: list[str] = []
+    in_flight = [0, 0]  # now, most at once
+    lock = threading.Lock()
+
+    def session(i: int) -> None:
+        try:
+            client = Client(url, auth=(f"user{i}", f"pw{i}"), verbose=False)
+            barrier.wait(timeout=120)
+            with lock:
+                in_flight[0] += 1
+                in_flight[1] = max(in_flight)
+            started = time.monotonic()
+            answer = client.submit(question(i), False, api_name="/ask").result(timeout=ASK_TIMEOUT_S)
+            with lock:
+                in_flight[0] -= 1
+            vote = client.submit(api_name="/handler").result(timeout=120)  # "A is better"
+            results[i] = {"answer": " ".join(str(x) for x in answer), "vote": " ".join(str(x) for x in vote),
+                          "seconds": time.monotonic() - started}
+        except Exception as error:  # collected: every session must succeed
+            errors.append(f"session {i}: {type(error).__name__}: {error}")
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(SESSIONS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=ASK_TIMEOUT_S + 200)
+    assert not errors, errors
+    assert len(results) == SESSIONS
+    assert in_flight[1] == SESSIONS, f"only {in_flight[1]} sessions were held at once"
+
+    for i, result in results.items():
+        assert question(i) in result["answer"], f"session {i} did not get its own turn"
+        others = [j for j in range(SESSIONS) if j != i and f"Session {j} asks" in result["answer"] + result["vote"]]
+        assert not others, f"session {i} received the turn of sessions {others}"
+        assert "Vote recorded" in result["vote"], f"session {i}: {result['vote'][:300]}"
+        assert "This answer failed" not in result["answer"]
+
+    with sqlite3.connect(data_dir / "copilot.db") as conn:
+        turns = conn.execute("SELECT id, user, question, comparison FROM chat_turns").fetchall()
+        votes = conn.execute("SELECT turn_id, user, label FROM chat_votes").fetchall()
+        logged = conn.execute("SELECT turn_id, COUNT(*) FROM chat_vote_log GROUP BY turn_id").fetchall()
+    assert len(turns) == SESSIONS
+    by_turn = {t[0]: t for t in turns}
+    for turn_id, user, question_text, comparison in turns:
+        assert question_text == question(int(user.removeprefix("user"))), "a turn was stored for the wrong user"
+        assert comparison == "yes"
+    assert sorted(v[0] for v in votes) == sorted(by_turn), "every vote in SQLite, exactly once"
+    assert all(by_turn[turn_id][1] == user and label == "A" for turn_id, user, label in votes)
+    assert sorted(n for _, n in logged) == [1] * SESSIONS
