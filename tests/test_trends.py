@@ -232,7 +232,7 @@ def test_week_of_real_papers_with_the_local_model_through_the_cli(week, monkeypa
     monkeypatch.setenv("COPILOT_LLM", "local")
     monkeypatch.setenv("COPILOT_ANSWER_MAX_TOKENS", "48")
     monkeypatch.setenv("COPILOT_SCHEDULER", "false")
-    assert cli.main(["trends", "--range", "week", "--json"]) == 0
+    assert cli.main(["trends", "--range", "week", "--summaries", "2", "--ideas", "2", "--json"]) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)
     assert set(out) == {"papers", "topics", "summary", "ideas"} and out["papers"] == 106

@@ -518,7 +518,8 @@ def cmd_trends(args: argparse.Namespace) -> int:
     categories = [c.strip() for c in (args.categories or "").split(",") if c.strip()]
     try:
         start, end = resolve_range(svc, args.range, args.start, args.end)
-        opts = TrendsOptions.from_settings(svc.settings, cap=args.cap)
+        opts = TrendsOptions.from_settings(svc.settings, cap=args.cap, summarized_topics=args.summaries,
+                                           ideas=args.ideas)
         report = run_trends(svc, start, end, categories, args.user, opts,
                             refresh=args.refresh,
                             on_stage=lambda r: print(f"[trends] {r.stage}", file=sys.stderr, flush=True))
@@ -548,6 +549,8 @@ def add_trends_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--categories", default=None, help="comma-separated primary categories, e.g. cs.CL,cs.IR")
     p.add_argument("--user", default="local", help="whose profile ranks the papers (default: local)")
     p.add_argument("--cap", type=int, default=300, help="most papers analysed (default 300)")
+    p.add_argument("--summaries", type=int, default=5, help="topics summarized by the LLM, largest first (default 5)")
+    p.add_argument("--ideas", type=int, default=3, help="research ideas = RAT steps (default 3; 0 = none)")
     p.add_argument("--refresh", action="store_true", help="recompute even when a cached report exists")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_trends)

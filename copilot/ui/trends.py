@@ -129,6 +129,9 @@ def build(services: Services) -> None:
         categories = gr.CheckboxGroup(services.settings.categories, label="Primary categories (none = all)",
                                       elem_id="trends-categories")
     with gr.Row():
+        summarized = gr.Slider(0, 8, value=5, step=1, label="Topics to summarize (LLM)", elem_id="trends-summaries")
+        idea_count = gr.Slider(0, 5, value=3, step=1, label="Research ideas (RAT steps)", elem_id="trends-ideas-count")
+    with gr.Row():
         run = gr.Button("Show trends", variant="primary", elem_id="trends-run")
         refresh = gr.Button("Refresh (recompute)", elem_id="trends-refresh")
     status = gr.HTML(elem_id="trends-status")
@@ -140,12 +143,14 @@ def build(services: Services) -> None:
     ideas = gr.HTML(elem_id="trends-ideas")
     outputs = [status, topics, timeline, movers, summary, ideas]
 
-    def show(range_name, first, last, cats, request: gr.Request, refresh_now=False,
+    def show(range_name, first, last, cats, n_summaries, n_ideas, request: gr.Request, refresh_now=False,
              progress=gr.Progress()):
         try:
             begin, finish = trends.resolve_range(services, RANGES.get(range_name, "week"), first, last)
+            opts = trends.TrendsOptions.from_settings(services.settings, summarized_topics=int(n_summaries),
+                                                      ideas=int(n_ideas))
             steps = 0
-            for report in trends.iter_trends(services, begin, finish, cats or [], current_user(request),
+            for report in trends.iter_trends(services, begin, finish, cats or [], current_user(request), opts,
                                              refresh=refresh_now):
                 steps += 1
                 progress(min(0.95, steps / 10), desc=report.stage)
@@ -153,9 +158,10 @@ def build(services: Services) -> None:
         except trends.TrendsError as error:
             yield message(str(error))
 
-    def show_fresh(range_name, first, last, cats, request: gr.Request, progress=gr.Progress()):
-        yield from show(range_name, first, last, cats, request, True, progress)
+    def show_fresh(range_name, first, last, cats, n_summaries, n_ideas, request: gr.Request,
+                   progress=gr.Progress()):
+        yield from show(range_name, first, last, cats, n_summaries, n_ideas, request, True, progress)
 
-    inputs = [preset, start, end, categories]
+    inputs = [preset, start, end, categories, summarized, idea_count]
     run.click(show, inputs, outputs, concurrency_limit=2)
     refresh.click(show_fresh, inputs, outputs, concurrency_limit=2)

@@ -19,6 +19,9 @@ def test_trends_tab_shows_topics_plots_summaries_and_ideas(app_server, page):
     page.locator("#trends-status").get_by_text("lies outside the corpus").wait_for(timeout=30_000)
 
     page.get_by_label("Last week").check()
+    for slider, value in (("#trends-summaries", "2"), ("#trends-ideas-count", "2")):   # keep the LLM work small
+        page.locator(f"{slider} input[type=number]").fill(value)
+        page.locator(f"{slider} input[type=number]").press("Enter")
     page.locator("#trends-run").click()
     table = page.locator("#trends-topic-table")
     table.wait_for(state="visible", timeout=120_000)
