@@ -17,6 +17,15 @@ def clean_text(text: str | None) -> str:
     return _WS.sub(" ", text or "").strip()
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable_text(text: str | None) -> str:
+    """User input made safe to store and embed: lone UTF-16 surrogates (which JSON escapes and undecodable
+    command-line bytes can produce, and which SQLite and the tokenizer reject) become U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text or "")
+
+
 def parse_arxiv_id(text: str) -> tuple[str, int | None] | None:
     """'2401.01234v2', 'arXiv:2401.01234', 'https://arxiv.org/abs/2401.01234' or 'hep-th/9901001' → (base id, version)."""
     text = (text or "").strip()
