@@ -245,6 +245,8 @@ class Chat:
             if cursor.rowcount == 0:
                 return self._futures.get((turn_id, answer))
             job_id = cursor.lastrowid
+        for key in [key for key, done in self._futures.items() if done.done()]:
+            self._futures.pop(key, None)
         future = self._pool().submit(self._run_thought_job, job_id, turn_id, answer)
         self._futures[(turn_id, answer)] = future
         return future
@@ -334,7 +336,8 @@ class Chat:
 
     def recent_turns(self, user: str, limit: int = 10) -> list[dict]:
         return self.db.query(
-            "SELECT t.id, t.created_at, t.question, t.comparison, t.side_a, v.choice, v.label, v.changes"
+            "SELECT t.id, t.created_at, t.question, t.comparison, t.side_a, v.choice, v.label, v.changes,"
+            " (SELECT group_concat(j.status, ', ') FROM chat_thought_jobs j WHERE j.turn_id = t.id) AS thought"
             " FROM chat_turns t LEFT JOIN chat_votes v ON v.turn_id = t.id WHERE t.user = ?"
             " ORDER BY t.created_at DESC LIMIT ?", (user, limit))
 

@@ -24,6 +24,9 @@ CHOICE_TEXT = {"thoughts": "the thought-augmented answer was better", "raw": "th
                "tie": "tie", "bad": "both bad"}
 _CITATION = re.compile(r"\[([A-Za-z0-9./\-]{4,40})\]")
 _STREAM_EVERY_S = 0.15
+THOUGHT_STATUS = {"queued": "queued", "running": "being written", "stored": "stored in memory",
+                  "redundant": "not stored (redundant)", "not_an_answer": "not stored (no real answer)",
+                  "failed": "failed (see logs)"}
 _BADGE_STYLE = ("display:inline-block;padding:0 6px;margin:0 2px;border-radius:8px;font-size:0.8em;"
                 "font-weight:600;color:#fff;background:{}")
 
@@ -117,9 +120,12 @@ def recent_html(rows: list[dict]) -> str:
             vote += f" ({CHOICE_TEXT[row['choice']]})"
         else:
             vote = "not voted"
+        thought = THOUGHT_STATUS.get(row.get("thought") or "", row.get("thought") or "—")
         lines.append(f'<tr data-turn="{escape(row["id"])}"><td>{escape(_when(row["created_at"]))}</td>'
-                     f"<td>{escape(row['question'][:200])}</td><td class=\"chat-recent-vote\">{escape(vote)}</td></tr>")
-    return ('<table class="chat-recent"><thead><tr><th>When</th><th>Question</th><th>Vote</th></tr></thead>'
+                     f"<td>{escape(row['question'][:200])}</td><td class=\"chat-recent-vote\">{escape(vote)}</td>"
+                     f"<td>{escape(thought)}</td></tr>")
+    return ('<table class="chat-recent"><thead><tr><th>When</th><th>Question</th><th>Vote</th>'
+            "<th>Thought (background)</th></tr></thead>"
             f"<tbody>{''.join(lines)}</tbody></table>")
 
 
@@ -215,7 +221,9 @@ def build(services: Services) -> None:
         changed = f" (changed from {CHOICE_TEXT[result['previous']]})" if result["changed"] else ""
         label = result["label"] if result["label"] in ("A", "B") else result["choice"]
         message = (f'<div class="chat-voted">Vote recorded: {escape(label)} — {escape(CHOICE_TEXT[result["choice"]])}'
-                   f"{escape(changed)}. You can change it by clicking another button.</div>")
+                   f"{escape(changed)}. You can change it by clicking another button. "
+                   + ("No thought is made from this turn.</div>" if result["choice"] == "bad" else
+                      "A thought is being made from the preferred answer in the background.</div>"))
         return message, a, b, recent_html(chat.recent_turns(user))
 
     def show_recent(request: gr.Request):
