@@ -156,33 +156,27 @@ TRENDS_IDEAS_TASK = ("Propose {count} new research ideas for {who}, building on 
 # the output is one paragraph, in the model's own words, never the title or abstract copied.
 
 _PRISM_ASPECT_SYSTEM = (
-    "You write a search query for finding research papers similar to a given paper in its {focus}. "
-    "Two other writers describe the paper's {others}; do not repeat what they cover. "
-    "Write ONE short paragraph (2-3 sentences) in your own words about {details}. Be specific: name the "
-    "techniques, tasks, data and terms. Do not copy the title or the abstract. " + QUOTED_MATERIAL_RULE
+    "You write search queries for finding research papers similar to a given paper. Two other writers cover "
+    "the paper's {others}; you cover only its {focus}, and do not repeat what they cover. " + QUOTED_MATERIAL_RULE
 )
 
 
-def _prism_aspect(name: str, focus: str, others: str, details: str, ask: str) -> Prompt:
-    system = _PRISM_ASPECT_SYSTEM.format(focus=focus, others=others, details=details)
-    return register(Prompt(name=name, system=system, user="{paper}\n\n" + ask))
+def _prism_aspect(name: str, focus: str, others: str, details: str) -> Prompt:
+    system = _PRISM_ASPECT_SYSTEM.format(focus=focus.upper(), others=others)
+    user = ("{paper}\n\nIn 2-3 sentences, describe the " + focus + " of this paper: " + details +
+            ". Be specific and use your own words; do not copy the title or the abstract.")
+    return register(Prompt(name=name, system=system, user=user))
 
 
 PRISM_RESEARCH_QUESTION = _prism_aspect(
-    "prism_research_question", "RESEARCH QUESTION",
-    "method and its experiments/results",
-    "the problem it addresses, why it matters, the research questions and the main contributions",
-    "Write the research-question paragraph for this paper.")
+    "prism_research_question", "research question", "method and its experiments/results",
+    "the problem it addresses, why it matters, and its main contributions")
 PRISM_METHOD = _prism_aspect(
-    "prism_method", "METHOD",
-    "research question/motivation and its experiments/results",
-    "the approach: the model, algorithm, technique or analysis it uses and how it works",
-    "Write the method paragraph for this paper.")
+    "prism_method", "method", "research question/motivation and its experiments/results",
+    "the approach, model, algorithm or technique it uses and how it works")
 PRISM_EXPERIMENTS = _prism_aspect(
-    "prism_experiments", "EXPERIMENTS AND RESULTS",
-    "research question/motivation and its method",
-    "how it is evaluated: datasets, benchmarks, metrics, baselines and the key findings",
-    "Write the experiments-and-results paragraph for this paper.")
+    "prism_experiments", "experiments and results", "research question/motivation and its method",
+    "the datasets, benchmarks, metrics and baselines, and the key findings")
 PRISM_ASPECT_PROMPTS = {"research_question": PRISM_RESEARCH_QUESTION, "method": PRISM_METHOD,
                         "experiments": PRISM_EXPERIMENTS}
 

@@ -110,7 +110,8 @@ def test_eval_command_on_a_three_query_slice(tmp_path):
         assert entry["overall"]["queries"] == 3 and entry["background"]["queries"] == 3
         assert entry["method"]["queries"] == 0
         assert all(0.0 <= entry["overall"][m] <= 1.0 for m in ("ndcg@20", "map", "recall@20"))
-    assert results["abstract"]["overall"]["ndcg@20"] > 0.1      # MiniLM is far better than a random order
+    # measured here: abstract 0.66 on this slice, a random order 0.36 on average (300 shuffles)
+    assert results["abstract"]["overall"]["ndcg@20"] > 0.5
     assert "| method | overall ndcg@20" in run.stderr
     written = json.loads((tmp_path / "eval" / "csfcube-dev-limit3.json").read_text())
     assert written == results

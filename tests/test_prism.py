@@ -66,14 +66,15 @@ def test_three_aspect_prompts_called_with_distinct_instructions_at_temperature_z
     assert all(c.max_tokens <= 96 for c in backend.calls)
     systems = [c.messages[0]["content"] for c in backend.calls]
     assert len(set(systems)) == 3
-    for system, focus, others in zip(systems, ["RESEARCH QUESTION", "METHOD", "EXPERIMENTS AND RESULTS"],
-                                     ["method and its experiments", "motivation and its experiments",
-                                      "motivation and its method"]):
-        assert f"similar to a given paper in its {focus}" in system
-        assert f"Two other writers describe the paper's" in system and others in system
-        assert "do not repeat" in system
-    for call in backend.calls:
-        assert PAPER.title in call.messages[1]["content"] and '<source id="query-paper">' in call.messages[1]["content"]
+    for call, focus, others in zip(backend.calls, ["research question", "method", "experiments and results"],
+                                   ["method and its experiments", "motivation and its experiments",
+                                    "motivation and its method"]):
+        system, user = call.messages[0]["content"], call.messages[1]["content"]
+        assert f"you cover only its {focus.upper()}, and do not repeat what they cover" in system
+        assert f"Two other writers cover the paper's research question" in system or focus == "research question"
+        assert others in system
+        assert f"describe the {focus} of this paper" in user
+        assert PAPER.title in user and '<source id="query-paper">' in user
     logged = services.db.query("SELECT prompt_name FROM llm_calls ORDER BY id")
     assert [r["prompt_name"] for r in logged] == ["prism_research_question", "prism_method", "prism_experiments"]
 

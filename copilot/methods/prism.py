@@ -134,6 +134,13 @@ def parse_aspect_json(text: str) -> dict[str, str]:
     raise AspectParseError("the model's reply held no JSON object with research_question/method/experiments keys")
 
 
+def _prompt_fingerprint(mode: str) -> str:
+    """Changes when the prompt texts change, so cached descriptions from older prompts are not reused."""
+    used = prompts.PRISM_ASPECT_PROMPTS.values() if mode == SEPARATE else [prompts.PRISM_ASPECTS_JSON]
+    text = "\x1f".join(f"{p.system}\x1e{p.user}" for p in used)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
 def _model_key(llm: LLM) -> str:
     info = llm.info
     return f"{info['backend']}/{info['model']}"
@@ -190,7 +197,7 @@ def describe_aspects(llm: LLM, paper: QueryPaper, cache: AspectCache | None = No
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     result = AspectSet()
-    variant = f"{mode}:{max_tokens}"
+    variant = f"{mode}:{max_tokens}:{_prompt_fingerprint(mode)}"
     key = (paper.content_hash, _model_key(llm), variant)
     cached = cache.get(*key) if cache else {}
     result.descriptions.update({a: cached[a] for a in ASPECTS if a in cached})

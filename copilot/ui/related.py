@@ -38,7 +38,7 @@ def results_html(rows: list[dict]) -> str:
     for n, row in enumerate(rows, start=1):
         ranks = "".join(f"<td class='rank-{c}'>{row['ranks'].get(c, '–')}</td>" for c in RANK_COLUMNS)
         body.append(f"<tr class='related-row'><td>{n}</td><td>{arxiv_link(row['id'], row['title'])}</td>"
-                    f"<td>{escape(row['date'] or '')}</td><td>{row['score']:.4f}</td>{ranks}</tr>")
+                    f"<td style='white-space:nowrap'>{escape(row['date'] or '')}</td><td>{row['score']:.4f}</td>{ranks}</tr>")
     return (f"<table id='related-table'><thead><tr><th>#</th><th>Title</th><th>Date</th><th>Fused score</th>"
             f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
