@@ -161,6 +161,7 @@ class Chat:
         try:
             for answer in turn.answers:
                 started = time.perf_counter()
+                yield turn
                 try:
                     for piece in stream_answer(self.services.llm, turn.question, answer.sources,
                                                self.settings.answer_max_tokens, turn.reader):

@@ -198,7 +198,9 @@ def build(services: Services) -> None:
         except ChatError as error:
             yield f'<div class="chat-notice">{escape(error)}</div>', "", "", hidden, "", None, gr.update()
             return
-        last = 0.0
+        notice, a, b = turn_outputs(turn.view(), turn.notice)   # retrieval done: show the question and sources
+        yield notice, a, b, hidden, "", turn.id, gr.update()
+        last = time.monotonic()
         for live in chat.stream(turn):
             if time.monotonic() - last >= _STREAM_EVERY_S or live.done:
                 last = time.monotonic()

@@ -7,7 +7,7 @@ import re
 
 from playwright.sync_api import expect
 
-ANSWER_TIMEOUT_MS = 300_000
+ANSWER_TIMEOUT_MS = 900_000  # the local model on a shared 2-core box can be very slow
 QUESTION = "How are large language models evaluated on reasoning benchmarks?"
 SCRIPT = "<script>window.__chat_xss = 1</script><b>bold?</b>"
 
@@ -24,7 +24,8 @@ def open_chat(page, url: str) -> None:
 
 
 def test_ask_vote_reload_and_escaping(app_server, page):
-    url = app_server(preload=60, env={"COPILOT_ANSWER_MAX_TOKENS": "48", "COPILOT_CONTEXT_TOKENS": "700"})
+    url = app_server(preload=60, env={"COPILOT_ANSWER_MAX_TOKENS": "32", "COPILOT_CONTEXT_TOKENS": "400",
+                                      "COPILOT_TOP_K": "3", "COPILOT_LLM_TIMEOUT": "900"})
     open_chat(page, url)
 
     ask(page, "   ")
@@ -32,8 +33,9 @@ def test_ask_vote_reload_and_escaping(app_server, page):
 
     # 1) no thought yet: one answer, said so, no vote buttons; the script in the question is shown as text
     ask(page, f"{QUESTION} {SCRIPT}")
-    expect(page.locator("#chat-notice")).to_contain_text("No comparison this time", timeout=ANSWER_TIMEOUT_MS)
-    expect(page.locator("#chat-notice")).to_contain_text(SCRIPT)
+    expect(page.locator("#chat-notice")).to_contain_text(SCRIPT)   # shown at once, before the answer
+    expect(page.locator("#chat-answer-a .chat-time")).to_be_visible(timeout=ANSWER_TIMEOUT_MS)  # answer done
+    expect(page.locator("#chat-notice")).to_contain_text("No comparison this time")
     expect(page.locator("#chat-answer-a .chat-sources li").first).to_be_visible()
     assert page.evaluate("window.__chat_xss") is None
     assert page.locator("#chat-notice b").count() == 0
@@ -42,9 +44,9 @@ def test_ask_vote_reload_and_escaping(app_server, page):
     # the thought job runs in the background; the Memory tab shows its thought when it is done
     page.get_by_role("tab", name="Memory").click()
     memory = page.locator("#chat-memory-list")
-    for _ in range(60):
+    for _ in range(150):
         page.locator("#chat-memory-search").click()
-        page.wait_for_timeout(3000)
+        page.wait_for_timeout(5000)
         if memory.locator(".chat-thought").count():
             break
     expect(memory.locator(".chat-thought").first).to_be_visible()
