@@ -120,3 +120,8 @@ def test_previous_window_has_equal_length():
     assert tp.previous_window(date(2025, 5, 1), date(2025, 5, 31)) == (date(2025, 3, 31), date(2025, 4, 30))
     assert tp.previous_window(date(2025, 5, 7), date(2025, 5, 7)) == (date(2025, 5, 6), date(2025, 5, 6))
     assert tp.build_topics([], np.zeros((0, 3)), date(2025, 5, 1), date(2025, 5, 2)) == []
+
+
+def test_plural_forms_do_not_both_name_a_topic():
+    terms = tp.topic_terms(["agents agent agents tool tool use agent", "speech asr asr speech"], [0, 1])
+    assert len([t for t in terms[0] if t.rstrip("s") == "agent"]) == 1

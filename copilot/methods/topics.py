@@ -106,7 +106,7 @@ def _clean(text: str) -> str:
 def topic_terms(documents: Sequence[str], labels: Sequence[int], top_n: int = 6) -> list[list[str]]:
     """Class-based TF-IDF (as in BERTopic): one document per topic; tf normalised per topic,
     idf = log(1 + mean words per topic / frequency of the term over all topics). Best terms first; a term
-    that overlaps a better one ("graph" under "graph neural") is skipped."""
+    that overlaps a better one ("graph" under "graph neural", "agents" under "agent") is skipped."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
 
     labels = np.asarray(labels)
@@ -133,12 +133,17 @@ def topic_terms(documents: Sequence[str], labels: Sequence[int], top_n: int = 6)
             if scores[c, j] <= 0 or len(chosen) >= top_n:
                 break
             term = str(vocabulary[j])
-            words = set(term.split())
-            if any(words & set(other.split()) for other in chosen):
+            words = _stems(term)
+            if any(words & _stems(other) for other in chosen):
                 continue
             chosen.append(term)
         result.append(chosen)
     return result
+
+
+def _stems(term: str) -> set[str]:
+    """Words of a term with a plural "s" folded, so "agent" and "agents" count as one."""
+    return {w[:-1] if w.endswith("s") and not w.endswith("ss") and len(w) > 3 else w for w in term.split()}
 
 
 def label_of(terms: Sequence[str], index: int) -> str:
