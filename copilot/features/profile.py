@@ -282,8 +282,8 @@ def papers_from_ids(services: Services, text: str, limit: int | None = None) -> 
 # --- generation -----------------------------------------------------------------------------------------------
 MIN_WORDS, MAX_WORDS = 150, 300
 MIN_KEYWORDS, TARGET_KEYWORDS = 5, 8
-PROMPT_PAPERS = 6             # papers quoted in the prompt (a 135M model does better with little)
-PROMPT_ABSTRACT_CHARS = 350
+PROMPT_PAPERS = 5             # papers quoted in the prompt (a 135M model does better with little)
+PROMPT_ABSTRACT_CHARS = 240
 DRAFT_NOTICE = "This is a draft written by a small language model: check it, edit it, then save."
 TEXT_SOURCE_ID = "text"
 _NEW_ID = r"\d{4}\.\d{4,5}"
