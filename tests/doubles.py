@@ -39,8 +39,8 @@ class ScriptedBackend:
         text = reply(messages) if callable(reply) else reply
         usage.prompt_tokens = sum(len(m["content"].split()) for m in messages)
         usage.completion_tokens = len(text.split())
-        for word in text.split(" "):
-            yield word if word is text.split(" ")[0] else " " + word
+        for index, word in enumerate(text.split(" ")):
+            yield word if index == 0 else " " + word  # the pieces join back to exactly `text`
 
 
 def scripted_llm(db, replies: Iterable = ()) -> tuple[LLM, ScriptedBackend]:

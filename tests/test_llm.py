@@ -1,0 +1,249 @@
+"""The LLM layer: the packaged SmolLM2 in process, the OpenAI backend over real HTTP (llama_cpp.server on
+loopback), retries with backoff, and no API key in llm_calls or error messages."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from copilot import llm as llm_module
+from copilot.llm import LLM, LLMError, packaged_gguf
+from copilot.prompts import HEALTH_CHECK, Prompt
+from copilot.services import Services
+from tests.conftest import make_settings
+from tests.doubles import scripted_llm
+
+KEY = "sk-test-Zq9-never-log-me-4711"
+PROMPT = Prompt("test_llm", "You are a terse assistant.", "Name one planet of the solar system.")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def llm_calls(services_or_db) -> list[dict]:
+    db = getattr(services_or_db, "db", services_or_db)
+    return db.query("SELECT * FROM llm_calls ORDER BY id")
+
+
+@pytest.fixture
+def local_services(tmp_path, monkeypatch):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "COPILOT_LLM"):
+        monkeypatch.delenv(name, raising=False)
+    # one thread: with two, llama.cpp's spinning thread barrier crawls when the box is shared with other jobs
+    return Services(make_settings(tmp_path / "data", local_threads=1))
+
+
+def test_local_smollm2_completion_is_logged(local_services):
+    services = local_services
+    prompt = HEALTH_CHECK.render()
+    text = services.llm.complete(prompt, max_tokens=24, temperature=0.0)
+    assert text.strip()
+    [call] = llm_calls(services)
+    assert (call["backend"], call["model"], call["prompt_name"]) == ("local", packaged_gguf().stem, "health_check")
+    assert call["output"] == text and call["error"] is None
+    assert "what is arXiv" in call["prompt"]
+    assert call["prompt_tokens"] > 5 and 0 < call["completion_tokens"] <= 24 and call["latency_s"] > 0
+
+
+def test_local_stream_yields_pieces(local_services):
+    services = local_services
+    pieces = list(services.llm.stream(PROMPT.render(), max_tokens=16, temperature=0.0))
+    assert len(pieces) > 1 and "".join(pieces).strip()
+    assert llm_calls(services)[-1]["output"] == "".join(pieces)
+
+
+def test_local_prompt_too_long_for_the_context_is_a_clear_error(tmp_path):
+    services = Services(make_settings(tmp_path / "data", local_context=512, local_threads=1))
+    long = Prompt("too_long", "", "{text}").render(text="word " * 2000)
+    with pytest.raises(LLMError, match="does not fit"):
+        services.llm.complete(long, max_tokens=16)
+    assert llm_calls(services)[-1]["error"]
+
+
+# --- OpenAI backend against a real OpenAI-compatible server
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
+    log = log_path.open("wb")  # a file, not a pipe: llama.cpp logs a lot and would block on a full pipe
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(packaged_gguf()), "--host", "127.0.0.1",
+         "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--n_batch", "1", "--n_ubatch", "1",
+         "--model_alias", "smollm2-test",
+         "--api_key", KEY], stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 180
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError("llama_cpp.server exited: " + log_path.read_text(errors="replace")[-2000:])
+            try:
+                request = urllib.request.Request(base + "/models", headers={"Authorization": f"Bearer {KEY}"})
+                with urllib.request.urlopen(request, timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("llama_cpp.server did not come up in 180 s")
+            time.sleep(0.3)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+
+
+def openai_services(tmp_path, base_url: str, key: str = KEY, **extra) -> Services:
+    return Services(make_settings(tmp_path / "data", llm="openai", openai_base_url=base_url, openai_api_key=key,
+                                  llm_model="smollm2-test", **extra))
+
+
+def assert_key_nowhere(services: Services) -> None:
+    for call in llm_calls(services):
+        assert KEY not in json.dumps(call), "the API key leaked into llm_calls"
+
+
+def test_openai_backend_real_round_trip(llama_server, tmp_path):
+    services = openai_services(tmp_path, llama_server)
+    assert services.llm.info == {"backend": "openai", "model": "smollm2-test"}
+    text = services.llm.complete(PROMPT.render(), max_tokens=16, temperature=0.0)
+    assert text.strip()
+    streamed = "".join(services.llm.stream(PROMPT.render(), max_tokens=16, temperature=0.0))
+    assert streamed.strip()
+    calls = llm_calls(services)
+    assert [(c["backend"], c["model"], c["error"]) for c in calls] == [("openai", "smollm2-test", None)] * 2
+    assert calls[0]["output"] == text and calls[0]["completion_tokens"] > 0
+    assert_key_nowhere(services)
+
+
+def test_openai_backend_wrong_key_is_a_clear_error(llama_server, tmp_path):
+    services = openai_services(tmp_path, llama_server, key="sk-wrong-" + KEY[::-1])
+    with pytest.raises(LLMError) as caught:
+        services.llm.complete(PROMPT.render(), max_tokens=8)
+    assert "rejected the API key" in str(caught.value) and not caught.value.retryable
+    assert KEY[::-1] not in str(caught.value) and KEY[::-1] not in json.dumps(llm_calls(services))
+
+
+class _EchoingEndpoint(BaseHTTPRequestHandler):
+    """An endpoint that fails and echoes the Authorization header in its error (some proxies do)."""
+
+    status = 400
+    hits = 0
+
+    def do_POST(self):  # noqa: N802
+        type(self).hits += 1
+        length = int(self.headers.get("Content-Length", 0))
+        self.rfile.read(length)
+        body = json.dumps({"error": {"message": f"bad request from {self.headers.get('Authorization')}",
+                                     "type": "invalid_request_error"}}).encode()
+        self.send_response(type(self).status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def echoing_endpoint():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoingEndpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _EchoingEndpoint.hits = 0
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("status,retryable", [(400, False), (500, True)])
+def test_api_key_never_in_error_or_log(echoing_endpoint, tmp_path, monkeypatch, status, retryable):
+    monkeypatch.setattr(llm_module.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(_EchoingEndpoint, "status", status)
+    base = f"http://127.0.0.1:{echoing_endpoint.server_address[1]}/v1"
+    services = openai_services(tmp_path, base, llm_retries=2)
+    with pytest.raises(LLMError) as caught:
+        services.llm.complete(PROMPT.render(), max_tokens=8)
+    assert KEY not in str(caught.value) and caught.value.retryable is retryable
+    assert _EchoingEndpoint.hits == (3 if retryable else 1)   # 500 is retried twice, 400 is not
+    assert len(llm_calls(services)) == _EchoingEndpoint.hits
+    assert_key_nowhere(services)
+
+
+def test_unreachable_endpoint_is_retryable_and_clear(tmp_path, monkeypatch):
+    monkeypatch.setattr(llm_module.time, "sleep", lambda seconds: None)
+    services = openai_services(tmp_path, f"http://127.0.0.1:{free_port()}/v1", llm_retries=1)
+    with pytest.raises(LLMError, match="cannot reach the LLM endpoint") as caught:
+        services.llm.complete(PROMPT.render(), max_tokens=8)
+    assert caught.value.retryable and len(llm_calls(services)) == 2
+
+
+def test_openai_backend_without_key_is_refused(tmp_path):
+    from copilot.config import SettingsError
+
+    with pytest.raises(SettingsError, match="OPENAI_API_KEY"):
+        make_settings(tmp_path, llm="openai")
+    with pytest.raises(SettingsError) as caught:  # a bad value next to the key: the key is not echoed
+        make_settings(tmp_path, llm="openai", openai_api_key=KEY, llm_timeout=-1)
+    assert KEY not in str(caught.value)
+
+
+# --- retries with backoff (scripted backend)
+def test_transient_errors_are_retried_with_exponential_backoff(services, monkeypatch):
+    slept: list[float] = []
+    monkeypatch.setattr(llm_module.time, "sleep", slept.append)
+    llm, backend = scripted_llm(services.db, [LLMError("busy", retryable=True), LLMError("busy", retryable=True),
+                                              "the answer"])
+    llm.retries, llm.backoff = 2, 0.5
+    assert llm.complete(PROMPT.render(), max_tokens=20) == "the answer"
+    assert len(backend.calls) == 3
+    assert len(slept) == 2 and 0.5 <= slept[0] <= 0.75 and 1.0 <= slept[1] <= 1.5
+    assert [c["error"] for c in llm_calls(services)] == ["busy", "busy", None]
+
+
+def test_retries_give_up_and_permanent_errors_are_not_retried(services, monkeypatch):
+    monkeypatch.setattr(llm_module.time, "sleep", lambda seconds: None)
+    llm, backend = scripted_llm(services.db, [LLMError("busy", retryable=True)] * 3)
+    llm.retries = 1
+    with pytest.raises(LLMError, match="busy"):
+        llm.complete(PROMPT.render())
+    assert len(backend.calls) == 2
+
+    llm, backend = scripted_llm(services.db, [LLMError("bad request", retryable=False), "never used"])
+    llm.retries = 3
+    with pytest.raises(LLMError, match="bad request"):
+        llm.complete(PROMPT.render())
+    assert len(backend.calls) == 1
+
+
+def test_backend_bug_becomes_an_llm_error(services):
+    def broken(messages):
+        raise KeyError("choices")
+
+    llm, _ = scripted_llm(services.db, [broken])
+    with pytest.raises(LLMError, match="LLM call failed: KeyError"):
+        llm.complete(PROMPT.render())
+    assert "KeyError" in llm_calls(services)[-1]["error"]
+
+
+def test_llm_without_db_still_works():
+    from tests.doubles import ScriptedBackend
+
+    llm = LLM(ScriptedBackend(["fine"]), None, retries=0)
+    assert llm.complete(PROMPT.render()) == "fine"
