@@ -32,6 +32,7 @@ from copilot.eval.bench_store import PERTURB_SIGMA, THOUGHT_SOURCES, Spec
 ROOT = Path(__file__).resolve().parents[2]
 PAPERS_JSONL = ROOT.parent / "shared" / "data" / "arxiv-cs-2025-2026" / "papers.jsonl"
 CSFCUBE = ROOT.parent / "shared" / "data" / "csfcube"
+PARTS = ("ingestion", "retrieval", "chat", "quality")
 THOUGHTS_PER_PAPER = 0.1      # 100,000 papers come with 10,000 thoughts
 TARGETS = {"retrieval_p95_ms": 20, "recall_at_8": 0.95, "peak_rss_mb": 1536, "chat_overhead_p95_ms": 150,
            "fast_ingest_papers_per_s": 200, "fast_ndcg_relative_loss": 0.05}
@@ -106,12 +107,16 @@ def ingestion(work: Path, papers: list, one_by_one: int, fast_model: str | None)
     seconds = time.perf_counter() - started
     result["ours_papers_per_s"] = round(counts.added / seconds, 2)
     started = time.perf_counter()
+    services.embedder.embed([p.document for p in papers])
+    result["ours_embed_only_papers_per_s"] = round(len(papers) / (time.perf_counter() - started), 2)
+    started = time.perf_counter()
     for paper in papers[:one_by_one]:
         services.embedder.embed_one(paper.document)
     seconds = time.perf_counter() - started
     result["one_by_one_papers"] = min(one_by_one, len(papers))
     result["one_by_one_papers_per_s"] = round(result["one_by_one_papers"] / seconds, 2)
     result["ratio"] = round(result["ours_papers_per_s"] / result["one_by_one_papers_per_s"], 2)
+    result["embed_only_ratio"] = round(result["ours_embed_only_papers_per_s"] / result["one_by_one_papers_per_s"], 2)
     result["embedder"] = services.embedder.name
     if fast_model:
         fast = _fresh_services(work, embed_model=fast_model)
@@ -205,9 +210,13 @@ def plan(args: argparse.Namespace) -> dict:
     else:
         sizes = [1000] if args.quick else [1000, 10000, 100000]
     quick = args.quick
-    return {"sizes": sizes, "ingest_papers": 64 if quick else 512, "one_by_one": 16 if quick else 128,
+    parts = [x.strip() for x in (args.parts or ",".join(PARTS)).split(",") if x.strip()]
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise ValueError(f"unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
+    return {"parts": parts, "sizes": sizes, "ingest_papers": 64 if quick else 512, "one_by_one": 16 if quick else 128,
             "queries": 40 if quick else 200, "chat_turns": 6 if quick else 40, "chat_papers": 500 if quick else 2000,
-            "quality": not quick or bool(args.fast_model), "quick": quick}
+            "quality": "quality" in parts and (not quick or bool(args.fast_model)), "quick": quick}
 
 
 def run(services, args: argparse.Namespace) -> dict:
@@ -224,16 +233,17 @@ def run(services, args: argparse.Namespace) -> dict:
         work = Path(scratch)
         all_papers = read_papers(PAPERS_JSONL)
         real_count = min(len(all_papers), max(p["sizes"] + [p["chat_papers"]]), args.real_papers or len(all_papers))
-        log(f"ingestion: {p['ingest_papers']} papers batched, {p['one_by_one']} one by one")
-        ingest_sample = all_papers[-p["ingest_papers"]:]
-        result["ingestion"] = ingestion(work, ingest_sample, p["one_by_one"], fast_model)
+        if "ingestion" in p["parts"]:
+            log(f"ingestion: {p['ingest_papers']} papers batched, {p['one_by_one']} one by one")
+            result["ingestion"] = ingestion(work, all_papers[-p["ingest_papers"]:], p["one_by_one"], fast_model)
 
         vectors = cached_vectors(services.embedder, [x.document for x in all_papers[:real_count]], cache_dir, "papers")
         np.save(work / "real.npy", vectors)
         questions = query_texts(all_papers, p["queries"] + p["chat_turns"] + 2)
         query_vectors = services.embedder.embed(questions[:p["queries"]])
         np.save(work / "queries.npy", query_vectors)
-        result["retrieval"] = retrieval(work, p["sizes"], work / "real.npy", real_count, work / "queries.npy")
+        if "retrieval" in p["parts"]:
+            result["retrieval"] = retrieval(work, p["sizes"], work / "real.npy", real_count, work / "queries.npy")
         result["retrieval_notes"] = (
             f"papers beyond the first {real_count:,} real ones are perturbed copies of real embeddings "
             f"(Gaussian noise, sigma {PERTURB_SIGMA} per dimension, cosine ≈ 0.9 to the source) with the source "
@@ -244,13 +254,14 @@ def run(services, args: argparse.Namespace) -> dict:
             "VectorStore.search and merges. Peak RSS is of the serving process (a fresh process that opens the "
             "store and answers the queries).")
 
-        log(f"chat overhead: {p['chat_turns']} turns over {p['chat_papers']} papers")
-        chat_services = _fresh_services(work)
-        store_unique(chat_services.store, all_papers[:min(p["chat_papers"], real_count)], vectors)
-        from copilot.eval.bench_chat import chat_overhead
+        if "chat" in p["parts"]:
+            from copilot.eval.bench_chat import chat_overhead
 
-        result["chat_overhead"] = chat_overhead(chat_services, questions[p["queries"]:], warmup=2,
-                                                local_model=args.chat_llm == "local")
+            log(f"chat overhead: {p['chat_turns']} turns over {p['chat_papers']} papers")
+            chat_services = _fresh_services(work)
+            store_unique(chat_services.store, all_papers[:min(p["chat_papers"], real_count)], vectors)
+            result["chat_overhead"] = chat_overhead(chat_services, questions[p["queries"]:], warmup=2,
+                                                    local_model=args.chat_llm == "local")
         if p["quality"]:
             log("embedding quality on CSFCube")
             result["quality"] = quality(services, fast_model, cache_dir)
@@ -266,36 +277,19 @@ def run(services, args: argparse.Namespace) -> dict:
 
 
 def to_markdown(result: dict) -> str:
-    m, ing = result["machine"], result["ingestion"]
+    m = result["machine"]
     lines = [f"Benchmark {result['created']} — {m['cpus']} CPUs ({m['cpu']}), {m['memory_gb']} GB, load average "
              f"{m['load_avg_start'][0]:.1f} at start, {m.get('load_avg_end', [0])[0]:.1f} at end; "
-             f"{result.get('seconds', 0):.0f} s", "",
-             "| ingestion | papers/s |", "|---|---|",
-             f"| ours: batched import (embed + upsert), {ing['embedder']} | {ing['ours_papers_per_s']} |",
-             f"| anchor: one-by-one embedding, {ing['embedder']} | {ing['one_by_one_papers_per_s']} |",
-             f"| ratio ours / anchor | {ing['ratio']}× |"]
-    if "fast_papers_per_s" in ing:
-        lines += [f"| fast path: batched import, {ing['fast_embedder']} | {ing['fast_papers_per_s']} |",
-                  f"| fast path: embedding alone | {ing['fast_embed_only_papers_per_s']} |"]
-    lines += ["", "| papers + thoughts | synthetic papers | ours p50 / p95 ms | anchor p50 / p95 ms | p95 speed-up |"
-              " recall@8 | first query s | peak RSS MB (baseline) | disk MB | build s |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for row in result["retrieval"]:
-        lines.append(f"| {row['papers']:,} + {row['thoughts']:,} | {row['synthetic_papers']:,} | "
-                     f"{row['ours']['p50_ms']:.2f} / {row['ours']['p95_ms']:.2f} | "
-                     f"{row['anchor']['p50_ms']:.2f} / {row['anchor']['p95_ms']:.2f} | {row['p95_speedup']}× | "
-                     f"{row['recall_at_8']:.3f} | {row['first_query_s']:.2f} | {row['peak_rss_mb']:.0f} "
-                     f"({row['baseline_rss_mb']:.0f}) | {row['disk_bytes'] / 2**20:.1f} | {row['build_s']:.1f} |")
-    largest = result["retrieval"][-1] if result["retrieval"] else None
-    if largest and largest.get("ef_search_sweep"):
-        lines += ["", f"HNSW ef_search at {largest['papers']:,} + {largest['thoughts']:,} (ours):", "",
-                  "| ef_search | p50 ms | p95 ms | recall@8 |", "|---|---|---|---|"]
-        lines += [f"| {r['ef_search']} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | {r['recall_at_8']:.3f} |"
-                  for r in largest["ef_search_sweep"]]
-    chat = result["chat_overhead"]
-    lines += ["", f"Chat overhead ({chat['llm']}, {chat['turns']} turns): p50 {chat['overhead_p50_ms']} ms, "
-              f"p95 {chat['overhead_p95_ms']} ms (retrieval p50 {chat['retrieval_p50_ms']} ms, "
-              f"{chat['llm_calls_per_turn']} LLM calls per turn)."]
+             f"{result.get('seconds', 0):.0f} s"]
+    if "ingestion" in result:
+        lines += ["", *_ingestion_rows(result["ingestion"])]
+    if result.get("retrieval"):
+        lines += ["", *_retrieval_rows(result["retrieval"])]
+    if "chat_overhead" in result:
+        chat = result["chat_overhead"]
+        lines += ["", f"Chat overhead ({chat['llm']}, {chat['turns']} turns): p50 {chat['overhead_p50_ms']} ms, "
+                  f"p95 {chat['overhead_p95_ms']} ms (retrieval p50 {chat['retrieval_p50_ms']} ms, "
+                  f"{chat['llm_calls_per_turn']} LLM calls per turn)."]
     if "quality" in result:
         q = result["quality"]
         scores = ", ".join(f"{name} {value['ndcg@20']}" for name, value in q.items() if isinstance(value, dict))
@@ -304,6 +298,38 @@ def to_markdown(result: dict) -> str:
                    is not None else "")]
     lines += ["", result["retrieval_notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _ingestion_rows(ing: dict) -> list[str]:
+    rows = ["| ingestion | papers/s |", "|---|---|",
+            f"| ours: batched import (embed + upsert), {ing['embedder']} | {ing['ours_papers_per_s']} |",
+            f"| ours: batched embedding alone | {ing['ours_embed_only_papers_per_s']} |",
+            f"| anchor: one-by-one embedding, {ing['embedder']} | {ing['one_by_one_papers_per_s']} |",
+            f"| ratio ours (import) / anchor | {ing['ratio']}× |",
+            f"| ratio ours (embedding alone) / anchor | {ing['embed_only_ratio']}× |"]
+    if "fast_papers_per_s" in ing:
+        rows += [f"| fast path: batched import, {ing['fast_embedder']} | {ing['fast_papers_per_s']} |",
+                 f"| fast path: embedding alone | {ing['fast_embed_only_papers_per_s']} |"]
+    return rows
+
+
+def _retrieval_rows(retrieval: list[dict]) -> list[str]:
+    rows = ["| papers + thoughts | synthetic papers | ours p50 / p95 ms | anchor p50 / p95 ms | p95 speed-up |"
+            " recall@8 | first query s | peak RSS MB (baseline) | disk MB | build s |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in retrieval:
+        rows.append(f"| {row['papers']:,} + {row['thoughts']:,} | {row['synthetic_papers']:,} | "
+                    f"{row['ours']['p50_ms']:.2f} / {row['ours']['p95_ms']:.2f} | "
+                    f"{row['anchor']['p50_ms']:.2f} / {row['anchor']['p95_ms']:.2f} | {row['p95_speedup']}× | "
+                    f"{row['recall_at_8']:.3f} | {row['first_query_s']:.2f} | {row['peak_rss_mb']:.0f} "
+                    f"({row['baseline_rss_mb']:.0f}) | {row['disk_bytes'] / 2**20:.1f} | {row['build_s']:.1f} |")
+    largest = retrieval[-1]
+    if largest.get("ef_search_sweep"):
+        rows += ["", f"HNSW ef_search at {largest['papers']:,} + {largest['thoughts']:,} (ours):", "",
+                 "| ef_search | p50 ms | p95 ms | recall@8 |", "|---|---|---|---|"]
+        rows += [f"| {r['ef_search']} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | {r['recall_at_8']:.3f} |"
+                 for r in largest["ef_search_sweep"]]
+    return rows
 
 
 # --- CLI ----------------------------------------------------------------------------------------------------
@@ -349,6 +375,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
 def add_bench_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure ingestion, retrieval, memory, disk and chat overhead vs the anchor")
     p.add_argument("--sizes", default=None, help="corpus sizes, comma-separated (default 1000,10000,100000)")
+    p.add_argument("--parts", default=None, help=f"measure only these, comma-separated (default {','.join(PARTS)})")
     p.add_argument("--quick", action="store_true", help="small sizes and samples (under two minutes)")
     p.add_argument("--real-papers", type=int, default=None,
                    help="embed at most N real papers for the stores; larger sizes use perturbed copies (default all)")
