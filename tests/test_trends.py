@@ -152,7 +152,7 @@ def test_pipeline_stages_citations_thoughts_and_cache(week):
     given = set(final.titles)
     for topic in final.topics[:3]:
         assert "9999.99999" not in topic.summary and topic.extra["summary_ids"]
-        assert set(topic.extra["summary_ids"]) <= set(topic.paper_ids[:4])
+        assert set(topic.extra["summary_ids"]) <= set(topic.paper_ids[:3])
     assert all(not t.summary for t in final.topics[3:])
     assert final.summary.startswith("The period moved") and set(final.summary_ids) <= given
     assert len(final.ideas) == 2 and all("8888.88888" not in i.text for i in final.ideas)
@@ -170,7 +170,7 @@ def test_pipeline_stages_citations_thoughts_and_cache(week):
     assert len(final.thought_ids) >= 3
     edges = week.db.query("SELECT source_id, source_kind FROM thought_edges WHERE thought_id = ?",
                           (final.thought_ids[0],))
-    assert edges and {e["source_id"] for e in edges} <= set(final.topics[0].paper_ids[:4])
+    assert edges and {e["source_id"] for e in edges} <= set(final.topics[0].paper_ids[:3])
     assert week.store.count("thought") == len(final.thought_ids)
 
     calls = len(backend.calls)

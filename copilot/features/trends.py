@@ -43,7 +43,8 @@ class TrendsOptions:
     cap: int = 300                   # most papers analysed
     summarized_topics: int = 5       # topics that get an LLM summary (largest first)
     summary_tokens: int = 96
-    papers_per_summary: int = 4
+    papers_per_summary: int = 3
+    quote_chars: int = 200           # characters of each abstract quoted (prompt tokens cost time locally)
     ideas: int = 3                   # = RAT steps (one idea per step)
     retrieve_k: int = 3              # items retrieved per RAT step (papers and thoughts together)
     draft_tokens: int = 160
@@ -254,7 +255,7 @@ def summarize_topic(services: Services, topic: Topic, papers: dict[str, Paper], 
     """Write topic.summary (or say it failed); returns the ids given to the model."""
     given = [papers[i] for i in topic.paper_ids[:opts.papers_per_summary]]
     ids = [p.id for p in given]
-    prompt = TRENDS_TOPIC_SUMMARY.render(sources="\n".join(_abstract_block(p, 300) for p in given),
+    prompt = TRENDS_TOPIC_SUMMARY.render(sources="\n".join(_abstract_block(p, opts.quote_chars) for p in given),
                                          label=topic.label, example_id=ids[0])
     text = services.llm.complete(prompt, max_tokens=opts.summary_tokens, temperature=0.2).strip()
     if not text:
@@ -271,10 +272,10 @@ def period_label(report: TrendsReport) -> str:
 def summarize_period(services: Services, report: TrendsReport, papers: dict[str, Paper],
                      opts: TrendsOptions) -> None:
     top = report.topics[:6]
-    given = [papers[t.paper_ids[0]] for t in top]
+    given = [papers[t.paper_ids[0]] for t in top[:4]]
     lines = [f"- {t.label} ({t.size} papers{', rising' if t.rising else ''})" for t in top]
     prompt = TRENDS_PERIOD_SUMMARY.render(period=period_label(report), topics="\n".join(lines),
-                                          sources="\n".join(_abstract_block(p, 200) for p in given),
+                                          sources="\n".join(_abstract_block(p, opts.quote_chars // 2) for p in given),
                                           example_id=given[0].id)
     text = services.llm.complete(prompt, max_tokens=opts.summary_tokens, temperature=0.2).strip()
     if not text:
@@ -322,10 +323,11 @@ def generate_ideas(services: Services, report: TrendsReport, papers: dict[str, P
                    opts: TrendsOptions) -> list[tuple[Idea, list[tuple[str, str]]]]:
     """RAT over the period's topics. Returns ideas with their lineage sources [(id, kind)]."""
     context_papers = [papers[t.paper_ids[0]] for t in report.topics[:4]]
-    context = "\n".join(_abstract_block(p, 160) for p in context_papers)
+    context = "\n".join(_abstract_block(p, opts.quote_chars // 2) for p in context_papers)
     result = run_rat(services.llm, ideas_task(report, profile, opts.ideas), retriever(services, opts.retrieve_k),
                      context=context, max_steps=opts.ideas, draft_tokens=opts.draft_tokens,
-                     query_tokens=opts.query_tokens, revise_tokens=opts.revise_tokens)
+                     query_tokens=opts.query_tokens, revise_tokens=opts.revise_tokens,
+                     evidence_chars=opts.quote_chars)
     allowed = {p.id for p in context_papers} | {e.id for e in result.retrieved if e.kind == "paper"}
     ideas = ideas_from_rat(result, allowed, opts.ideas)
     out = []

@@ -127,9 +127,10 @@ def to_query(llm: LLM | None, task: str, text: str, max_tokens: int = 32) -> str
 
 def run_rat(llm: LLM, task: str, retrieve: Retriever, *, context: str = "", max_steps: int = 3,
             draft_tokens: int = 160, query_tokens: int = 32, revise_tokens: int = 192, llm_queries: bool = True,
-            on_step: StepListener | None = None, draft: str | None = None) -> RATResult:
+            evidence_chars: int = 320, on_step: StepListener | None = None, draft: str | None = None) -> RATResult:
     """Run RAT for one task. `context` is quoted material for the draft prompt (e.g. source blocks).
 
+    `evidence_chars` cuts each retrieved item quoted to the reviser (prompt length is time on a local model).
     `draft` skips the draft call (a caller that already has one). Raises LLMError only when the draft fails;
     a failed query or revision step keeps the draft so far and records the error in its step.
     """
@@ -145,7 +146,7 @@ def run_rat(llm: LLM, task: str, retrieve: Retriever, *, context: str = "", max_
         after, error = before, None
         try:
             output = clean_output(llm.complete(
-                RAT_REVISE.render(task=task, sources=quote_evidence(retrieved) or "(nothing retrieved)",
+                RAT_REVISE.render(task=task, sources=quote_evidence(retrieved, evidence_chars) or "(nothing retrieved)",
                                   draft=before), max_tokens=revise_tokens, temperature=0.0))
         except LLMError as caught:
             output, error = "", str(caught)
