@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from copilot.llm import LLMError
 from copilot.methods.thought_retriever import ThoughtMemory, retrieve_both, stream_answer, think
-from copilot.records import Evidence
+from copilot.records import Evidence, storable_text
 from copilot.services import Services
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def source_record(item: Evidence) -> dict:
 
 def clean_question(question: str | None, max_chars: int) -> tuple[str, str]:
     """(question, notice): an empty question is refused; a long one is cut to `max_chars` with a notice."""
-    text = (question or "").strip()
+    text = storable_text(question).strip()
     if not text:
         raise ChatError("Type a question first.")
     if len(text) > max_chars:
@@ -200,9 +200,10 @@ class Chat:
     # --- votes
     def vote(self, turn_id: str, choice: str, user: str) -> dict:
         """Record (or change) the user's vote; committed before returning. Then queue the thought job."""
+        turn_id = storable_text(turn_id).strip()
         row = self.db.query_one("SELECT id, user, comparison, side_a FROM chat_turns WHERE id = ?", (turn_id,))
         if row is None:
-            raise ChatError(f"no turn with id {turn_id!r}")
+            raise ChatError(f"no turn with id {turn_id[:40]!r}")
         if row["user"] != user:
             raise ChatError("this turn belongs to another user")
         choice = _normalise_choice(choice, row["side_a"])
@@ -362,7 +363,7 @@ def _normalise_choice(choice: str, side_a: str) -> str:
     if value in ("a", "b"):
         return side_a if value == "a" else (RAW if side_a == THOUGHTS else THOUGHTS)
     if value not in CHOICES:
-        raise ChatError(f"choice must be one of {', '.join(CHOICES)} (or A/B), not {choice!r}")
+        raise ChatError(f"choice must be one of {', '.join(CHOICES)} (or A/B), not {str(choice)[:40]!r}")
     return value
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from copilot.features.chat import chat_for
 from copilot.methods.thought_retriever import THOUGHT_ID_PREFIX
+from copilot.records import storable_text
 from copilot.services import Services
 
 
 def memory_view(services: Services, query: str = "", limit: int = 30) -> list[dict]:
     """Newest thoughts, or the thoughts nearest in meaning to `query` (an exact thought id finds that thought)."""
     memory = chat_for(services).memory
-    query = (query or "").strip()[: services.settings.max_input_chars]
+    query = storable_text(query).strip()[: services.settings.max_input_chars]
     if query.startswith(THOUGHT_ID_PREFIX) and " " not in query and memory.get(query):
         thoughts = [memory.get(query)]
     elif query:
@@ -28,7 +29,7 @@ def memory_view(services: Services, query: str = "", limit: int = 30) -> list[di
 
 
 def delete_thought(services: Services, thought_id: str) -> bool:
-    return chat_for(services).memory.delete((thought_id or "").strip())
+    return chat_for(services).memory.delete(storable_text(thought_id).strip())
 
 
 def memory_count(services: Services) -> int:
