@@ -348,14 +348,21 @@ def test_generation_with_the_real_local_model(svc, fake_arxiv):
     assert P.load_profile(svc, P.DEFAULT_USER).text == draft.text and profile.paper_ids == [p.id for p in papers]
 
 
-def test_cli_build_with_the_real_local_model(svc, fake_arxiv, capsys, monkeypatch):
-    monkeypatch.setenv("COPILOT_DATA_DIR", str(svc.settings.data_dir))
-    monkeypatch.setenv("COPILOT_ARXIV_API_URL", fake_arxiv.url)
-    monkeypatch.setenv("COPILOT_LLM", "local")
-    monkeypatch.setenv("COPILOT_LLM_TIMEOUT", "600")
-    code, out, _ = run_cli(capsys, "profile", "build", "--ids", "1707.08567", "--user", "zoe",
-                           "--max-tokens", "32", "--json")
+def test_cli_build_then_show(svc, fake_arxiv, capsys, monkeypatch):
+    """`profile build` runs the same generation and validation (scripted model here; the real model is
+    exercised above) and saves; `profile show` reads it back."""
+    import copilot.cli
+
+    svc.llm, backend = scripted_llm(svc.db, ["I study quantum field theory [1707.08567] and [2222.22222].\n"
+                                             "Keywords: gravity, black holes"])
+    monkeypatch.setattr(copilot.cli, "services", lambda: svc)
+    code, out, err = run_cli(capsys, "profile", "build", "--ids", "1707.08567", "--user", "zoe",
+                             "--max-tokens", "32", "--json")
     assert code == 0 and set(out) == {"user", "text", "keywords", "paper_ids", "version"}
     assert (out["user"], out["paper_ids"], out["version"]) == ("zoe", ["1707.08567"], 1)
+    assert "[1707.08567]" in out["text"] and "2222.22222" not in out["text"] and "note:" in err
+    assert backend.calls[0].max_tokens == 32 and '<source id="1707.08567">' in backend.calls[0].text
     code, shown, _ = run_cli(capsys, "profile", "show", "--user", "zoe", "--json")
     assert code == 0 and shown["text"] == out["text"] and shown["version"] == 1
+    code, _, err = run_cli(capsys, "profile", "show", "--json")
+    assert code == 2 and "no saved profile for user 'local'" in err

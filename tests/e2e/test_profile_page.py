@@ -18,11 +18,12 @@ def test_lookup_uncheck_generate_edit_save_reload(app_server, page, fake_arxiv):
                           "COPILOT_PROFILE_MAX_PAPERS": "10", "COPILOT_PROFILE_MAX_TOKENS": "64",
                           "COPILOT_LLM_TIMEOUT": "300"})
     page.goto(url)
-    expect(page.locator("#profile-saved")).to_contain_text("No saved profile yet")
+    expect(page.locator("#profile-saved")).to_contain_text("No saved profile yet", timeout=60_000)
 
     page.locator("#profile-name textarea, #profile-name input").first.fill("Del Maestro, Adrian")
     page.locator("#profile-find").click()
-    expect(page.locator("#profile-status")).to_contain_text("10 papers found for Adrian Del Maestro")
+    expect(page.locator("#profile-status")).to_contain_text("10 papers found for Adrian Del Maestro",
+                                                           timeout=60_000)
     boxes = page.locator("#profile-papers input[type=checkbox]")
     expect(boxes).to_have_count(10)
     expect(page.locator("#profile-papers input[type=checkbox]:checked")).to_have_count(10)
@@ -46,12 +47,12 @@ def test_lookup_uncheck_generate_edit_save_reload(app_server, page, fake_arxiv):
     keywords.fill(KEYWORDS)
     page.locator("#profile-save").click()
     saved = page.locator("#profile-saved")
-    expect(saved).to_contain_text("version 1")
+    expect(saved).to_contain_text("version 1", timeout=180_000)    # first save loads the embedder
     expect(saved).to_contain_text("<i>quantum</i> Monte Carlo")     # shown as text, not rendered
     assert saved.locator("i").count() == 0
 
     page.reload()
-    expect(page.locator("#profile-saved")).to_contain_text("version 1")
+    expect(page.locator("#profile-saved")).to_contain_text("version 1", timeout=60_000)
     expect(page.locator("#profile-text textarea")).to_have_value(edited)
     expect(page.locator("#profile-keywords textarea, #profile-keywords input").first).to_have_value(KEYWORDS)
     links = page.locator("#profile-saved a")
