@@ -75,6 +75,8 @@ class Settings(BaseSettings):
     profile_max_papers: int = Field(50, ge=1, le=1000,
                                     description="Most papers an author lookup fetches (newest first).")
     profile_max_tokens: int = Field(450, ge=32, le=4096, description="Most tokens a generated profile may have.")
+    profile_prompt_papers: int = Field(5, ge=1, le=50, description="Checked papers quoted in the profile-generation "
+                                       "prompt (all checked papers are saved with the profile).")
 
     # --- web app
     server_name: str = Field("127.0.0.1", validation_alias=_env("GRADIO_SERVER_NAME"),

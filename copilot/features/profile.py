@@ -282,7 +282,6 @@ def papers_from_ids(services: Services, text: str, limit: int | None = None) -> 
 # --- generation -----------------------------------------------------------------------------------------------
 MIN_WORDS, MAX_WORDS = 150, 300
 MIN_KEYWORDS, TARGET_KEYWORDS = 5, 8
-PROMPT_PAPERS = 5             # papers quoted in the prompt (a 135M model does better with little)
 PROMPT_ABSTRACT_CHARS = 240
 DRAFT_NOTICE = "This is a draft written by a small language model: check it, edit it, then save."
 TEXT_SOURCE_ID = "text"
@@ -320,9 +319,9 @@ def _material(papers: Sequence[Paper], pasted: str) -> list[str]:
     return docs
 
 
-def draft_prompt(papers: Sequence[Paper], pasted: str = "", max_input_chars: int = 4000):
-    blocks = [source_block(p.id, f"{p.title}. {p.abstract[:PROMPT_ABSTRACT_CHARS]}")
-              for p in papers[:PROMPT_PAPERS]]
+def draft_prompt(papers: Sequence[Paper], pasted: str = "", max_input_chars: int = 4000, max_papers: int = 5):
+    """Short on purpose: a 135M model writes better from little, and prompt evaluation is the slow part."""
+    blocks = [source_block(p.id, f"{p.title}. {p.abstract[:PROMPT_ABSTRACT_CHARS]}") for p in papers[:max_papers]]
     if pasted.strip():
         blocks.append(source_block(TEXT_SOURCE_ID, pasted.strip()[:max_input_chars]))
     example = papers[0].id if papers else "2401.01234"
@@ -503,7 +502,8 @@ def stream_draft(services: Services, papers: Sequence[Paper], pasted: str = "",
     """Yield the model's text as it grows, then the validated Draft (last item)."""
     if not papers and not (pasted or "").strip():
         raise ProfileError("select at least one paper or paste a text about your research. " + NOT_FOUND_HINT)
-    prompt = draft_prompt(papers, pasted or "", services.settings.max_input_chars)
+    prompt = draft_prompt(papers, pasted or "", services.settings.max_input_chars,
+                          services.settings.profile_prompt_papers)
     raw = ""
     try:
         for piece in services.llm.stream(prompt, max_tokens=max_tokens or services.settings.profile_max_tokens,

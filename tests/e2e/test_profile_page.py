@@ -15,7 +15,8 @@ KEYWORDS = "helium, superfluids, <i>quantum</i> Monte Carlo, Luttinger liquids, 
 
 def test_lookup_uncheck_generate_edit_save_reload(app_server, page, fake_arxiv):
     url = app_server(env={"COPILOT_ARXIV_API_URL": fake_arxiv.url, "COPILOT_ARXIV_DELAY": "0",
-                          "COPILOT_PROFILE_MAX_PAPERS": "10", "COPILOT_PROFILE_MAX_TOKENS": "64",
+                          "COPILOT_PROFILE_MAX_PAPERS": "10", "COPILOT_PROFILE_MAX_TOKENS": "48",
+                          "COPILOT_PROFILE_PROMPT_PAPERS": "1",
                           "COPILOT_LLM_TIMEOUT": "300"})
     page.goto(url)
     expect(page.locator("#profile-saved")).to_contain_text("No saved profile yet", timeout=60_000)
