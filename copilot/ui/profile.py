@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 import gradio as gr
 
 from copilot.features import profile as feature
+from copilot.features.limits import RateLimited, check_rate
 from copilot.records import Paper
 from copilot.services import Services
 from copilot.ui.common import arxiv_link, current_user, escape
@@ -179,7 +180,12 @@ def build(services: Services) -> None:
     def on_ids(text_ids):
         return ids_view(services, text_ids)
 
-    def on_generate(current, checked, pasted_text):
+    def on_generate(current, checked, pasted_text, request: gr.Request):
+        try:
+            check_rate(services, current_user(request), getattr(request, "session_hash", None), "generating a profile")
+        except RateLimited as error:
+            yield f"**{escape(error)}**", gr.update(), gr.update()
+            return
         yield from generate_view(services, current, checked, pasted_text)
 
     def on_save(profile_text, words, current, checked, request: gr.Request):

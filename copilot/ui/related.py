@@ -10,7 +10,8 @@ import gradio as gr
 from copilot.features import related
 from copilot.methods import prism
 from copilot.services import Services
-from copilot.ui.common import arxiv_link, escape
+from copilot.features.limits import RateLimited, check_rate
+from copilot.ui.common import arxiv_link, current_user, escape
 
 MODE_LABELS = {"Three aspect prompts (PRISM)": prism.SEPARATE, "One JSON prompt (cheaper)": prism.JSON}
 RANK_COLUMNS = [*prism.ASPECTS, prism.ABSTRACT]
@@ -93,7 +94,12 @@ def build(services: Services) -> None:
         with gr.Tab("Aspect descriptions"):
             aspects = gr.HTML(elem_id="related-aspects")
 
-    def run(reference_text, title_text, abstract_text, mode_label):
+    def run(reference_text, title_text, abstract_text, mode_label, request: gr.Request):
+        try:
+            check_rate(services, current_user(request), getattr(request, "session_hash", None), "a related search")
+        except RateLimited as error:
+            yield _status(f"⚠ {error}"), "", "", ""
+            return
         yield _status("Looking up the query paper…"), "", "", ""
         try:
             query = related.parse_query(services, reference_text, title_text, abstract_text)

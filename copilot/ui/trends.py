@@ -8,6 +8,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from copilot.features import trends
+from copilot.features.limits import RateLimited, check_rate
 from copilot.services import Services
 from copilot.ui.common import arxiv_link, current_user, escape
 
@@ -145,6 +146,11 @@ def build(services: Services) -> None:
 
     def show(range_name, first, last, cats, n_summaries, n_ideas, request: gr.Request, refresh_now=False,
              progress=gr.Progress()):
+        try:
+            check_rate(services, current_user(request), getattr(request, "session_hash", None), "a trends report")
+        except RateLimited as error:
+            yield message(str(error))
+            return
         try:
             begin, finish = trends.resolve_range(services, RANGES.get(range_name, "week"), first, last)
             opts = trends.TrendsOptions.from_settings(services.settings, summarized_topics=int(n_summaries),
