@@ -106,7 +106,8 @@ class Chat:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.settings = services.settings
-        self.memory = ThoughtMemory(services.db, services.store, services.embedder, services.settings.merge_threshold)
+        self.memory = ThoughtMemory(services.db, services.store, services.embedder, services.settings.merge_threshold,
+                                    private=services.settings.private_thoughts)
 
     @property
     def db(self):
@@ -119,9 +120,11 @@ class Chat:
         if self.services.store.count("paper") == 0:
             raise ChatError("The library is empty: import papers first (Library tab, or `python -m copilot import`).")
         self.sweep_unvoted(user)
+        _ = self.services.embedder.dimension   # loads the model once per process, outside the retrieval timing
         started = time.perf_counter()
         embedding = self.services.embedder.embed_one(text)
-        found = retrieve_both(self.services.store, embedding, self.settings.top_k, self.settings.context_tokens)
+        found = retrieve_both(self.services.store, embedding, self.settings.top_k, self.settings.context_tokens,
+                              self.memory.visible_where(user))
         retrieval_s = time.perf_counter() - started
         side_a = _sides.choice((THOUGHTS, RAW))
         if found.same_items:
@@ -302,7 +305,7 @@ class Chat:
         row = self.db.query_one("SELECT * FROM chat_turns WHERE id = ?", (turn_id,))
         if row is None:
             return None
-        kinds = [RAW] if row["comparison"] == "same_items" else (
+        kinds = [RAW] if row["comparison"] == "same_items" or row["thoughts_sources"] == row["raw_sources"] else (
             [THOUGHTS, RAW] if row["side_a"] == THOUGHTS else [RAW, THOUGHTS])
         answers = [{"label": label, "kind": kind, "text": row[f"{kind}_answer"] or "", "error": row[f"{kind}_error"],
                     "seconds": row[f"{kind}_s"], "done": row["finished_at"] is not None,

@@ -29,11 +29,11 @@ def test_ask_vote_reload_and_escaping(app_server, page):
     open_chat(page, url)
 
     ask(page, "   ")
-    expect(page.locator("#chat-notice")).to_contain_text("Type a question first.")
+    expect(page.locator("#chat-notice")).to_contain_text("Type a question first.", timeout=120_000)
 
     # 1) no thought yet: one answer, said so, no vote buttons; the script in the question is shown as text
     ask(page, f"{QUESTION} {SCRIPT}")
-    expect(page.locator("#chat-notice")).to_contain_text(SCRIPT)   # shown at once, before the answer
+    expect(page.locator("#chat-notice")).to_contain_text(SCRIPT, timeout=120_000)  # shown before the answer
     expect(page.locator("#chat-answer-a .chat-time")).to_be_visible(timeout=ANSWER_TIMEOUT_MS)  # answer done
     expect(page.locator("#chat-notice")).to_contain_text("No comparison this time")
     expect(page.locator("#chat-answer-a .chat-sources li").first).to_be_visible()
