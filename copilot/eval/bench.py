@@ -323,12 +323,6 @@ def _retrieval_rows(retrieval: list[dict]) -> list[str]:
                     f"{row['anchor']['p50_ms']:.2f} / {row['anchor']['p95_ms']:.2f} | {row['p95_speedup']}× | "
                     f"{row['recall_at_8']:.3f} | {row['first_query_s']:.2f} | {row['peak_rss_mb']:.0f} "
                     f"({row['baseline_rss_mb']:.0f}) | {row['disk_bytes'] / 2**20:.1f} | {row['build_s']:.1f} |")
-    largest = retrieval[-1]
-    if largest.get("ef_search_sweep"):
-        rows += ["", f"HNSW ef_search at {largest['papers']:,} + {largest['thoughts']:,} (ours):", "",
-                 "| ef_search | p50 ms | p95 ms | recall@8 |", "|---|---|---|---|"]
-        rows += [f"| {r['ef_search']} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | {r['recall_at_8']:.3f} |"
-                 for r in largest["ef_search_sweep"]]
     return rows
 
 

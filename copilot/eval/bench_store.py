@@ -23,7 +23,6 @@ import numpy as np
 PERTURB_SIGMA = 0.025   # per-dimension noise: a copy keeps cosine ≈ 0.9 with the paper it was made from
 THOUGHT_SOURCES = 3     # a synthetic thought = normalised mean of this many real papers' vectors + noise
 WARMUP_QUERIES = 5
-SWEEP_EF = (16, 32, 64)
 
 
 @dataclass
@@ -175,7 +174,6 @@ def serve(spec: Spec) -> dict:
         exact_ids = {id_of[i] for i in exact}
         recalls.append(len(exact_ids & set(ours)) / len(exact_ids))
     ours_stats, anchor_stats = _percentiles(ours_times), _percentiles(anchor_times)
-    sweep = ef_search_sweep(store, queries, id_of, papers, thoughts, spec.k)
     return {
         "queries": len(queries),
         "ours": ours_stats,
@@ -187,31 +185,7 @@ def serve(spec: Spec) -> dict:
         "peak_rss_mb": round(ours_rss, 1),
         "peak_rss_with_anchor_arrays_mb": round(peak_rss_mb(), 1),
         "disk_bytes": disk_bytes(Path(spec.work_dir) / "chroma"),
-        "ef_search_sweep": sweep,
     }
-
-
-def ef_search_sweep(store, queries: np.ndarray, id_of: list[str], papers: np.ndarray, thoughts: np.ndarray,
-                    k: int) -> list[dict]:
-    """Latency and recall@k of our store at other HNSW ef_search values (the product uses HNSW["ef_search"])."""
-    from copilot.store.vectors import HNSW
-
-    every = np.concatenate([papers, thoughts])
-    exact = [{id_of[i] for i in np.argsort(-(every @ q))[:k]} for q in queries]
-    rows = []
-    for ef in SWEEP_EF + (HNSW["ef_search"],):
-        for collection in (store.papers, store.thoughts):
-            collection.modify(configuration={"hnsw": {"ef_search": ef}})
-        for query in queries[:WARMUP_QUERIES]:
-            merged_search(store, query, k)
-        times, recalls = [], []
-        for query, truth in zip(queries, exact):
-            t0 = time.perf_counter()
-            found = merged_search(store, query, k)
-            times.append(time.perf_counter() - t0)
-            recalls.append(len(truth & set(found)) / len(truth))
-        rows.append({"ef_search": ef, **_percentiles(times), f"recall_at_{k}": round(float(np.mean(recalls)), 4)})
-    return rows
 
 
 def main(argv: list[str]) -> int:
