@@ -22,7 +22,7 @@ from copilot.features.library import ingestor
 from copilot.features.memory import delete_thought, memory_view
 from copilot.llm import LLMError
 from copilot.methods.thought_retriever import answer_prompt, parse_thought
-from copilot.records import Evidence, Paper
+from copilot.records import Evidence, Paper, storable_text
 from copilot.services import Services
 from copilot.sources.snapshot import BadLine, read_snapshot
 from tests.conftest import import_papers, make_settings, read_rows, PAPERS_JSONL
@@ -124,7 +124,7 @@ def test_profile_text_and_ids(services, kind):
         except ProfileError as error:
             assert kind == "huge" and "too long" in str(error)
         else:
-            assert load_profile(services, user).text == saved.text == text.strip()
+            assert load_profile(services, user).text == saved.text == storable_text(text).strip()
     tried(kind, "profile.user")
     if not text.strip():
         with pytest.raises(ProfileError):
@@ -147,6 +147,7 @@ def test_related_query(services, kind):
             assert str(error)
         else:
             assert len(query.paper.abstract) <= services.settings.max_input_chars
+            assert query.paper.abstract == storable_text(query.paper.abstract)   # no lone surrogate left
 
 
 @pytest.mark.parametrize("kind", list(HOSTILE))
@@ -329,3 +330,32 @@ def test_limiter_follows_the_settings(tmp_path):
         limits.check_rate(services, "bob", "s1", "asking")
     assert limits.limiter_for(services) is limits.limiter_for(services)
 
+
+
+def test_ui_refuses_llm_backed_actions_over_the_rate_limit(tmp_path):
+    """Each LLM-backed tab action (ask, generate a profile, related search, trends report) counts against the
+    session's budget; the next one is refused with the limiter's message, other sessions are unaffected."""
+    import gradio as gr
+
+    from copilot.ui.main import build_ui
+
+    services = Services(make_settings(tmp_path / "d", rate_limit=1, rate_window=3600))
+    fns = {f"{f.fn.__module__}.{f.name}": f.fn for f in build_ui(services).fns.values()}
+    calls = {"copilot.ui.chat.ask": ("", False), "copilot.ui.profile.on_generate": ({}, [], ""),
+             "copilot.ui.related.run": ("", "", "", next(iter(_related_modes()))),
+             "copilot.ui.trends.show": ("Last week", None, None, [], 1, 1)}
+    for name, args in calls.items():
+        TRIED.append(f"flood:ui:{name}")
+        session = gr.Request(username="alice", session_hash=f"flood-{name}")
+        first = " ".join(map(str, next(iter(fns[name](*args, session)))))
+        assert "Too many requests" not in first
+        second = " ".join(map(str, next(iter(fns[name](*args, session)))))
+        assert "Too many requests" in second and "Try again in" in second, (name, second[:200])
+        other = gr.Request(username="alice", session_hash=f"other-{name}")
+        assert "Too many requests" not in " ".join(map(str, next(iter(fns[name](*args, other)))))
+
+
+def _related_modes():
+    from copilot.ui.related import MODE_LABELS
+
+    return MODE_LABELS

@@ -8,16 +8,16 @@ from copilot.records import storable_text
 from copilot.services import Services
 
 
-def memory_view(services: Services, query: str = "", limit: int = 30) -> list[dict]:
+def memory_view(services: Services, query: str = "", limit: int = 30, user: str | None = None) -> list[dict]:
     """Newest thoughts, or the thoughts nearest in meaning to `query` (an exact thought id finds that thought)."""
     memory = chat_for(services).memory
     query = storable_text(query).strip()[: services.settings.max_input_chars]
-    if query.startswith(THOUGHT_ID_PREFIX) and " " not in query and memory.get(query):
-        thoughts = [memory.get(query)]
+    if query.startswith(THOUGHT_ID_PREFIX) and " " not in query and memory.get(query, user):
+        thoughts = [memory.get(query, user)]
     elif query:
-        thoughts = memory.search(query, limit)
+        thoughts = memory.search(query, limit, user)
     else:
-        thoughts = memory.list(limit)
+        thoughts = memory.list(limit, user=user)
     paper_ids = {s["id"] for t in thoughts for s in t["sources"] if s["kind"] == "paper"}
     paper_ids |= {pid for t in thoughts for pid in t["root_sources"]}
     titles = {p.id: p.title for p in services.store.get_papers(sorted(paper_ids))}
@@ -28,8 +28,9 @@ def memory_view(services: Services, query: str = "", limit: int = 30) -> list[di
     return thoughts
 
 
-def delete_thought(services: Services, thought_id: str) -> bool:
-    return chat_for(services).memory.delete(storable_text(thought_id).strip())
+def delete_thought(services: Services, thought_id: str, user: str | None = None) -> bool:
+    """Delete a thought `user` can see (None: any thought, as the CLI may)."""
+    return chat_for(services).memory.delete(storable_text(thought_id).strip(), user)
 
 
 def memory_count(services: Services) -> int:

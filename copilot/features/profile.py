@@ -20,7 +20,7 @@ from copilot.llm import LLMError
 from copilot.methods.authors import (AuthorName, AuthorNameError, NamesakeGroup, author_queries, fold,
                                      group_namesakes, matching_author, parse_author_name)
 from copilot.prompts import PROFILE_DRAFT, source_block
-from copilot.records import Paper, date_number, parse_arxiv_id
+from copilot.records import Paper, date_number, parse_arxiv_id, storable_text
 from copilot.services import Services
 from copilot.sources.arxiv_api import ArxivSourceError
 
@@ -73,7 +73,7 @@ def _clean_keywords(keywords: Sequence[str] | str) -> list[str]:
         keywords = keywords.replace("\n", ",").split(",")
     seen: dict[str, str] = {}
     for word in keywords:
-        word = " ".join(str(word).split()).strip(" .;:-*\"'")
+        word = " ".join(storable_text(str(word)).split()).strip(" .;:-*\"'")
         if word and word.lower() not in seen and len(word) <= 80:
             seen[word.lower()] = word
     return list(seen.values())[:MAX_KEYWORDS]
@@ -119,7 +119,7 @@ def save_profile(services: Services, user: str, text: str, keywords: Sequence[st
                  paper_ids: Sequence[str | Paper]) -> Profile:
     """Save a new version of `user`'s profile and upsert the selected papers into the paper store."""
     user = _check_user(user)
-    text = (text or "").strip()
+    text = storable_text(text).strip()
     if not text:
         raise ProfileError("the profile text is empty; write or generate it first")
     if len(text) > MAX_PROFILE_CHARS:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from copilot.methods import prism
-from copilot.records import Evidence, Paper, parse_arxiv_id
+from copilot.records import Evidence, Paper, parse_arxiv_id, storable_text
 from copilot.services import Services
 from copilot.sources.arxiv_api import ArxivSourceError
 
@@ -84,7 +84,7 @@ def query_from_arxiv(services: Services, reference: str) -> QueryInfo:
 
 def query_from_text(title: str, abstract: str, max_chars: int) -> QueryInfo:
     """A title and abstract typed or pasted by the user. Without a title, a short first line becomes the title."""
-    title, abstract = (title or "").strip(), (abstract or "").strip()
+    title, abstract = storable_text(title).strip(), storable_text(abstract).strip()
     if not title:
         lines = [line.strip() for line in abstract.splitlines() if line.strip()]
         if len(lines) >= 2 and len(lines[0]) <= 200:

@@ -63,7 +63,9 @@ def merge_check(store: VectorStore, embedding: np.ndarray, threshold: float) -> 
 class ThoughtMemory:
     """Thoughts with lineage. Shared by Chat and Trends: `add` is the one way a thought enters memory."""
 
-    def __init__(self, db: Database, store: VectorStore, embedder: Embedder, merge_threshold: float = 0.85) -> None:
+    def __init__(self, db: Database, store: VectorStore, embedder: Embedder, merge_threshold: float = 0.85,
+                 private: bool = False) -> None:
+        self.private = private      # new thoughts are seen only by their user (COPILOT_PRIVATE_THOUGHTS)
         self.db = db
         self.store = store
         self.embedder = embedder
@@ -89,15 +91,17 @@ class ThoughtMemory:
         created = time.time()
         level = 1.0 + (float(np.mean([self._level(sid, kind, {}) for sid, kind in sources])) if sources else 0.0)
         with self.db.transaction() as tx:
-            tx.execute("INSERT INTO thoughts (id, text, origin, question, user, level, created_at)"
-                       " VALUES (?,?,?,?,?,?,?)", (thought_id, text, origin, question, user, level, created))
+            tx.execute("INSERT INTO thoughts (id, text, origin, question, user, level, created_at, private)"
+                       " VALUES (?,?,?,?,?,?,?,?)",
+                       (thought_id, text, origin, question, user, level, created, int(self.private)))
             tx.executemany("INSERT INTO thought_edges (thought_id, source_id, source_kind, position) VALUES (?,?,?,?)",
                            [(thought_id, sid, kind, pos) for pos, (sid, kind) in enumerate(sources)])
         try:
             self.store.thoughts.upsert(
                 ids=[thought_id], embeddings=vector[None, :], documents=[text],
                 metadatas=[{"created": created, "origin": origin, "question": question[:1000], "level": level,
-                            "user": user, "sources": " ".join(sid for sid, _ in sources)[:2000]}])
+                            "user": user, "private": self.private,
+                            "sources": " ".join(sid for sid, _ in sources)[:2000]}])
         except Exception:
             # keep SQLite and Chroma in step: a thought that cannot be retrieved must not exist
             with self.db.transaction() as tx:
@@ -106,10 +110,11 @@ class ThoughtMemory:
             raise
         return thought_id
 
-    def delete(self, thought_id: str) -> bool:
-        """Remove a thought from retrieval; its row and edges stay so dependent lineage still resolves."""
-        row = self.db.query_one("SELECT deleted_at FROM thoughts WHERE id = ?", (thought_id,))
-        if row is None or row["deleted_at"] is not None:
+    def delete(self, thought_id: str, user: str | None = None) -> bool:
+        """Remove a thought from retrieval; its row and edges stay so dependent lineage still resolves.
+        With `user`, only a thought that user can see (shared, or their own private one)."""
+        row = self.db.query_one("SELECT deleted_at, private, user FROM thoughts WHERE id = ?", (thought_id,))
+        if row is None or row["deleted_at"] is not None or not _visible(row, user):
             return False
         self.store.thoughts.delete(ids=[thought_id])
         self.db.execute("UPDATE thoughts SET deleted_at = ? WHERE id = ?", (time.time(), thought_id))
@@ -158,10 +163,16 @@ class ThoughtMemory:
                                        if sources else 0.0)
         return memo[item_id]
 
+    # visibility: shared thoughts are seen by everyone, private ones by their user; user=None sees all (CLI)
+    @staticmethod
+    def visible_where(user: str | None) -> dict | None:
+        """The Chroma filter for thoughts `user` may retrieve."""
+        return None if user is None else {"$or": [{"private": {"$ne": True}}, {"user": user}]}
+
     # reading
-    def get(self, thought_id: str) -> dict | None:
+    def get(self, thought_id: str, user: str | None = None) -> dict | None:
         row = self.db.query_one("SELECT * FROM thoughts WHERE id = ? AND deleted_at IS NULL", (thought_id,))
-        return self._describe(row) if row else None
+        return self._describe(row) if row and _visible(row, user) else None
 
     def _describe(self, row: dict) -> dict:
         return {"id": row["id"], "text": row["text"], "origin": row["origin"], "question": row["question"],
@@ -169,10 +180,13 @@ class ThoughtMemory:
                 "sources": [{"id": s, "kind": k} for s, k in self.direct_sources(row["id"])],
                 "root_sources": self.root_sources(row["id"])}
 
-    def list(self, limit: int = 50, offset: int = 0, contains: str = "") -> list[dict]:
+    def list(self, limit: int = 50, offset: int = 0, contains: str = "", user: str | None = None) -> list[dict]:
         """Newest first; `contains` filters by a case-insensitive substring of text or question."""
         sql = "SELECT * FROM thoughts WHERE deleted_at IS NULL"
         params: list = []
+        if user is not None:
+            sql += " AND (private = 0 OR user = ?)"
+            params.append(user)
         if contains.strip():
             sql += " AND (text LIKE ? ESCAPE '\\' OR question LIKE ? ESCAPE '\\')"
             pattern = "%" + contains.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -180,14 +194,14 @@ class ThoughtMemory:
         sql += " ORDER BY created_at DESC LIMIT ? OFFSET ?"
         return [self._describe(r) for r in self.db.query(sql, (*params, limit, offset))]
 
-    def search(self, query: str, k: int = 20) -> list[dict]:
+    def search(self, query: str, k: int = 20, user: str | None = None) -> list[dict]:
         """Thoughts nearest in meaning to `query`, each with its similarity."""
         if not query.strip():
-            return self.list(limit=k)
-        hits = self.store.search(THOUGHT, self.embedder.embed_one(query), k)
+            return self.list(limit=k, user=user)
+        hits = self.store.search(THOUGHT, self.embedder.embed_one(query), k, where=self.visible_where(user))
         found = []
         for hit in hits:
-            described = self.get(hit.id)
+            described = self.get(hit.id, user)
             if described:
                 described["similarity"] = hit.score
                 found.append(described)
@@ -196,6 +210,10 @@ class ThoughtMemory:
     def count(self) -> int:
         row = self.db.query_one("SELECT COUNT(*) AS n FROM thoughts WHERE deleted_at IS NULL")
         return int(row["n"]) if row else 0
+
+
+def _visible(row: dict, user: str | None) -> bool:
+    return user is None or not row.get("private") or row.get("user") == user
 
 
 def _dedupe_sources(sources: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -247,11 +265,13 @@ class Retrievals:
         return [e.id for e in self.raw] == [e.id for e in self.augmented]
 
 
-def retrieve_both(store: VectorStore, query_embedding: np.ndarray, k: int, budget_tokens: int) -> Retrievals:
-    """Top-K papers ("raw") and top-K of papers ∪ thoughts ("thought-augmented"), each within the token budget."""
+def retrieve_both(store: VectorStore, query_embedding: np.ndarray, k: int, budget_tokens: int,
+                  thought_where: dict | None = None) -> Retrievals:
+    """Top-K papers ("raw") and top-K of papers ∪ thoughts ("thought-augmented"), each within the token budget.
+    `thought_where` limits the thoughts searched (ThoughtMemory.visible_where: private thoughts of others)."""
     started = time.perf_counter()
     papers = store.search(PAPER, query_embedding, k)
-    thoughts = store.search(THOUGHT, query_embedding, k)
+    thoughts = store.search(THOUGHT, query_embedding, k, where=thought_where)
     union = sorted(papers + thoughts, key=lambda e: e.score, reverse=True)[:k]
     return Retrievals(raw=fit_budget(papers, budget_tokens), augmented=fit_budget(union, budget_tokens),
                       seconds=time.perf_counter() - started)

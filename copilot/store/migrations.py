@@ -149,4 +149,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             PRIMARY KEY (content_hash, model, variant, aspect)
         )""",
     ]),
+    ("reliability_0001_private_thoughts", [
+        "ALTER TABLE thoughts ADD COLUMN private INTEGER NOT NULL DEFAULT 0",
+    ]),
 ]

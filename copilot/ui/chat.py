@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 import gradio as gr
 
 from copilot.features.chat import ChatError, chat_for
+from copilot.features.limits import RateLimited, check_rate
 from copilot.features.memory import delete_thought, memory_view
 from copilot.features.stats import chat_stats
 from copilot.services import Services
@@ -194,8 +195,9 @@ def build(services: Services) -> None:
         user = current_user(request)
         hidden = gr.update(visible=False)
         try:
+            check_rate(services, user, getattr(request, "session_hash", None), "asking")
             turn = chat.prepare(question, user, personalize)
-        except ChatError as error:
+        except (ChatError, RateLimited) as error:
             yield f'<div class="chat-notice">{escape(error)}</div>', "", "", hidden, "", None, gr.update()
             return
         notice, a, b = turn_outputs(turn.view(), turn.notice)   # retrieval done: show the question and sources
@@ -231,13 +233,17 @@ def build(services: Services) -> None:
     def show_recent(request: gr.Request):
         return recent_html(chat.recent_turns(current_user(request)))
 
-    def search_memory(query: str):
-        return memory_html(memory_view(services, query))
+    def search_memory(query: str, request: gr.Request):
+        return memory_html(memory_view(services, query, user=current_user(request)))
 
-    def remove_thought(thought_id: str, query: str):
-        deleted = delete_thought(services, thought_id)
+    def first_memory(request: gr.Request):
+        return search_memory("", request)
+
+    def remove_thought(thought_id: str, query: str, request: gr.Request):
+        user = current_user(request)
+        deleted = delete_thought(services, thought_id, user)
         note = f"Deleted {thought_id.strip()}." if deleted else f"No stored thought with id {thought_id.strip()!r}."
-        return f"<p>{escape(note)}</p>", memory_html(memory_view(services, query))
+        return f"<p>{escape(note)}</p>", memory_html(memory_view(services, query, user=user))
 
     def show_stats():
         stats = chat_stats(services.db)
@@ -278,8 +284,11 @@ def build(services: Services) -> None:
             stats_plot = gr.Plot(elem_id="chat-stats-plot")
 
     ask_outputs = [notice, answer_a, answer_b, vote_row, vote_status, turn_state, recent]
-    ask_button.click(ask, [question, personalize], ask_outputs, concurrency_limit=1, concurrency_id="chat-ask")
-    question.submit(ask, [question, personalize], ask_outputs, concurrency_limit=1, concurrency_id="chat-ask")
+    asks_at_once = 1 if services.settings.llm_backend == "local" else services.settings.concurrency
+    ask_button.click(ask, [question, personalize], ask_outputs, concurrency_limit=asks_at_once,
+                     concurrency_id="chat-ask")
+    question.submit(ask, [question, personalize], ask_outputs, concurrency_limit=asks_at_once,
+                    concurrency_id="chat-ask")
     for button, value in vote_buttons:
         button.click(_bind_choice(vote, value), [turn_state], [vote_status, answer_a, answer_b, recent])
     memory_search.click(search_memory, [memory_query], [memory_list])
@@ -287,7 +296,7 @@ def build(services: Services) -> None:
     delete_button.click(remove_thought, [delete_id, memory_query], [delete_status, memory_list])
     stats_refresh.click(show_stats, None, [stats_table, stats_plot])
     _on_page_load(show_recent, [recent])
-    _on_page_load(lambda: search_memory(""), [memory_list])
+    _on_page_load(first_memory, [memory_list])
     _on_page_load(show_stats, [stats_table, stats_plot])
 
 
