@@ -232,7 +232,8 @@ def test_end_to_end_with_the_real_local_model(services, settings, monkeypatch, c
     import_papers(services, 200)
     for name, value in {"COPILOT_DATA_DIR": str(settings.data_dir), "COPILOT_LLM": "local",
                         "COPILOT_SCHEDULER": "false", "COPILOT_ANSWER_MAX_TOKENS": "48",
-                        "COPILOT_CONTEXT_TOKENS": "600", "COPILOT_LLM_TIMEOUT": "600"}.items():
+                        "COPILOT_CONTEXT_TOKENS": "600", "COPILOT_LLM_TIMEOUT": "600",
+                        "COPILOT_LOCAL_THREADS": "1"}.items():
         monkeypatch.setenv(name, value)
 
     def ask(question: str) -> dict:

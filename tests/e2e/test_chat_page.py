@@ -25,7 +25,9 @@ def open_chat(page, url: str) -> None:
 
 def test_ask_vote_reload_and_escaping(app_server, page):
     url = app_server(preload=60, env={"COPILOT_ANSWER_MAX_TOKENS": "32", "COPILOT_CONTEXT_TOKENS": "400",
-                                      "COPILOT_TOP_K": "3", "COPILOT_LLM_TIMEOUT": "900"})
+                                      "COPILOT_TOP_K": "3", "COPILOT_LLM_TIMEOUT": "900",
+                                      # one thread: two spin-waiting threads on a busy 2-core box are far slower
+                                      "COPILOT_LOCAL_THREADS": "1"})
     open_chat(page, url)
 
     ask(page, "   ")
