@@ -255,3 +255,11 @@ def test_page_escapes_model_text_and_links_only_citations():
     html = linked('<img src=x onerror=alert(1)> see [2505.01234] and [not-an-id]')
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     assert 'href="https://arxiv.org/abs/2505.01234"' in html and html.count("<a ") == 1
+
+
+def test_tidy_drops_repeats_and_a_cut_off_citation():
+    raw = ("Topic: A new way to learn!\n\n[2606.26535]\n\nThis is a summary.\n\n[2606.26535]\n\n"
+           "This is a summary.\n\n[2606.2")
+    assert tr.tidy(raw) == "Topic: A new way to learn! [2606.26535] This is a summary."
+    text, ids = tr.cite_or_credit(raw, ["2606.26535"])
+    assert ids == ["2606.26535"] and text.count("2606.26535") == 1

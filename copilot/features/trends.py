@@ -236,9 +236,22 @@ def check_citations(text: str, allowed: Sequence[str]) -> tuple[str, list[str], 
     return cleaned, cited, dropped
 
 
+def tidy(text: str) -> str:
+    """A small model's summary without repeated sentences or lines and without a cut-off citation at the end."""
+    text = re.sub(r"\[[\d.\s,]*$", "", (text or "").strip())
+    kept: list[str] = []
+    seen: set[str] = set()
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
+        key = re.sub(r"\W+", " ", sentence).strip().lower()
+        if sentence.strip() and key not in seen:
+            seen.add(key)
+            kept.append(sentence.strip())
+    return " ".join(kept)
+
+
 def cite_or_credit(text: str, given: Sequence[str]) -> tuple[str, list[str]]:
     """Checked text; when the model cited none of the given papers, credit them all (they are what it read)."""
-    cleaned, cited, _ = check_citations(text, given)
+    cleaned, cited, _ = check_citations(tidy(text), given)
     if not cited:
         cited = list(given)
         cleaned = f"{cleaned} (from {', '.join(f'[{i}]' for i in cited)})".strip()
@@ -311,7 +324,9 @@ def ideas_from_rat(result: RATResult, allowed_papers: set[str], count: int) -> l
     ideas = []
     for i, paragraph in enumerate(paragraphs):
         step = result.steps[i] if aligned else None
-        text, cited, _ = check_citations(paragraph, sorted(allowed_papers))
+        text, cited, _ = check_citations(tidy(paragraph), sorted(allowed_papers))
+        if not text or any(text == idea.text for idea in ideas):
+            continue
         if not cited:  # grounded in what its step retrieved: credit those papers
             grounding = step.retrieved if step else result.retrieved
             cited = [e.id for e in grounding if e.kind == "paper" and e.id in allowed_papers]
