@@ -163,6 +163,8 @@ def test_answer_prompt_quotes_sources_and_names_the_sentinel(services):
     ("Step 1: 1\nStep 2: Retrieval helps long documents a lot.", (1, "Retrieval helps long documents a lot.")),
     ("Thought: Sparse models scale well on CPUs.", (1, "Sparse models scale well on CPUs.")),
     ("1", (0, "")), ("1. Too short.", (0, "")), (CANNOT_ANSWER, (0, "")),
+    ('<script id="answer"> Pretrained models need little supervision. </source>',
+     (1, "Pretrained models need little supervision.")),
 ])
 def test_parse_thought_output(output, expected):
     assert parse_thought(output) == expected

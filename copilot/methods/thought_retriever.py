@@ -311,6 +311,7 @@ class ThoughtDraft:
 _STEP_LABEL = re.compile(r"^\s*(?:step\s*[12]\s*[:.)-]?|thought\s*:|knowledge(?: point)?\s*:|passage\s*:|summary\s*:)\s*",
                          re.I)
 _LEADING_ONE = re.compile(r"^\s*[\"'`*]*1[\"'`*]*\s*(?:[\n.:)\-–—]|$)\s*")
+_TAG = re.compile(r"</?\s*(?:source|script|answer)\b[^>]{0,80}>", re.I)
 _ZERO_ONLY = re.compile(r"^\s*[\"'`*]*0[\"'`*]*\s*[.!]?\s*$")
 _LEADING_ZERO = re.compile(r"^\s*[\"'`*]*0[\"'`*]*\s*(?:[\n.:)\-–—]|$)")
 
@@ -318,7 +319,7 @@ _LEADING_ZERO = re.compile(r"^\s*[\"'`*]*0[\"'`*]*\s*(?:[\n.:)\-–—]|$)")
 def parse_thought(output: str, min_chars: int = 20) -> tuple[int, str]:
     """Read the thought prompt's output defensively: '0' (alone or leading) means no thought; a leading '1'
     and step labels are stripped; what remains is the thought if it is long enough."""
-    text = (output or "").strip()
+    text = _TAG.sub(" ", output or "").strip()   # the tiny model sometimes echoes the quoting tags
     if _ZERO_ONLY.match(text) or _LEADING_ZERO.match(text):
         return 0, ""
     for _ in range(3):
