@@ -23,7 +23,7 @@ CSFCUBE = DATA / "csfcube"
 
 def make_settings(data_dir: Path, **overrides):
     values = dict(data_dir=data_dir, llm="local", scheduler=False, arxiv_delay=0.0, arxiv_retries=1,
-                  arxiv_timeout=5.0, answer_max_tokens=96)
+                  arxiv_timeout=5.0, answer_max_tokens=96, local_threads=1)
     values.update(overrides)
     return load_settings(**values)
 

@@ -28,7 +28,7 @@ def free_port() -> int:
 
 def base_env(data_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COPILOT_", "OPENAI_", "GRADIO_"))}
-    env.update(COPILOT_DATA_DIR=str(data_dir), COPILOT_LLM="local", COPILOT_ANSWER_MAX_TOKENS="64",
+    env.update(COPILOT_DATA_DIR=str(data_dir), COPILOT_LLM="local", COPILOT_ANSWER_MAX_TOKENS="64", COPILOT_LOCAL_THREADS="1",
                # no real arXiv from tests: an unused loopback port unless a test passes its fake server
                COPILOT_ARXIV_API_URL=f"http://127.0.0.1:{free_port()}/api/query",
                GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
