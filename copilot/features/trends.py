@@ -297,11 +297,15 @@ def summarize_period(services: Services, report: TrendsReport, papers: dict[str,
 
 
 # --- ideas (RAT) ---------------------------------------------------------------------------------------------
-def retriever(services: Services, k: int) -> Callable[[str], list[Evidence]]:
-    """Top-k of papers AND thoughts for a query, by cosine."""
+def retriever(services: Services, k: int, user: str | None = None) -> Callable[[str], list[Evidence]]:
+    """Top-k of papers AND thoughts (those `user` may see) for a query, by cosine."""
+    from copilot.methods.thought_retriever import ThoughtMemory
+
+    where = ThoughtMemory.visible_where(user)
+
     def retrieve(query: str) -> list[Evidence]:
         vector = services.embedder.embed_one(query)
-        found = services.store.search("paper", vector, k) + services.store.search("thought", vector, k)
+        found = services.store.search("paper", vector, k) + services.store.search("thought", vector, k, where=where)
         return sorted(found, key=lambda e: -e.score)[:k]
     return retrieve
 
@@ -339,7 +343,8 @@ def generate_ideas(services: Services, report: TrendsReport, papers: dict[str, P
     """RAT over the period's topics. Returns ideas with their lineage sources [(id, kind)]."""
     context_papers = [papers[t.paper_ids[0]] for t in report.topics[:4]]
     context = "\n".join(_abstract_block(p, opts.quote_chars // 2) for p in context_papers)
-    result = run_rat(services.llm, ideas_task(report, profile, opts.ideas), retriever(services, opts.retrieve_k),
+    result = run_rat(services.llm, ideas_task(report, profile, opts.ideas),
+                     retriever(services, opts.retrieve_k, report.user),
                      context=context, max_steps=opts.ideas, draft_tokens=opts.draft_tokens,
                      query_tokens=opts.query_tokens, revise_tokens=opts.revise_tokens,
                      evidence_chars=opts.quote_chars)
@@ -358,7 +363,8 @@ def generate_ideas(services: Services, report: TrendsReport, papers: dict[str, P
 def _memory(services: Services):
     from copilot.methods.thought_retriever import ThoughtMemory
 
-    return ThoughtMemory(services.db, services.store, services.embedder, services.settings.merge_threshold)
+    return ThoughtMemory(services.db, services.store, services.embedder, services.settings.merge_threshold,
+                         private=services.settings.private_thoughts)
 
 
 def corpus_version(services: Services) -> str:
