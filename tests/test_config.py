@@ -72,3 +72,11 @@ def test_readme_mentions_every_cli_command():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     missing = [name for name in sub.choices if f"python -m copilot {name}" not in readme]
     assert not missing, f"README does not show: {missing}"
+
+
+def test_cli_help_renders_for_every_command():
+    parser = build_parser()
+    assert "Research Copilot" in parser.format_help()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name, command in sub.choices.items():
+        assert command.format_help(), name

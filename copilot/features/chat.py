@@ -455,6 +455,6 @@ def add_chat_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_vote)
 
-    p = sub.add_parser("stats", help="thought-augmented win rate with a Wilson 95% interval")
+    p = sub.add_parser("stats", help="thought-augmented win rate with a Wilson 95%% interval")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_stats)
