@@ -12,13 +12,13 @@ def test_trends_tab_shows_topics_plots_summaries_and_ideas(app_server, page):
     page.goto(url)
     page.get_by_role("tab", name="Trends").click()
 
-    page.get_by_label("Custom").check()
+    page.get_by_role("radio", name="Custom").check()
     page.locator("#trends-from textarea, #trends-from input").first.fill("2024-01-01")
     page.locator("#trends-to textarea, #trends-to input").first.fill("2024-01-31")
     page.locator("#trends-run").click()
     page.locator("#trends-status").get_by_text("lies outside the corpus").wait_for(timeout=30_000)
 
-    page.get_by_label("Last week").check()
+    page.get_by_role("radio", name="Last week").check()
     for slider, value in (("#trends-summaries", "1"), ("#trends-ideas-count", "1")):   # keep the LLM work small
         page.locator(f"{slider} input[type=number]").fill(value)
         page.locator(f"{slider} input[type=number]").press("Enter")
