@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,16 @@ def settings(tmp_path, monkeypatch):
 @pytest.fixture
 def services(settings):
     return Services(settings)
+
+
+def stop_process(proc, timeout: float = 20) -> None:
+    """Stop a server subprocess started by a test: terminate, then kill if it does not exit in time."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
 
 
 def read_rows(path: Path, start: int = 0, count: int | None = None) -> list[dict]:

@@ -15,7 +15,7 @@ import pytest
 from copilot.features.library import status
 from copilot.services import Services
 from copilot.store.vectors import VectorStoreError
-from tests.conftest import import_papers, make_settings
+from tests.conftest import import_papers, make_settings, stop_process
 
 
 def free_port() -> int:
@@ -53,12 +53,7 @@ def chroma_server(tmp_path):
             time.sleep(0.2)
         yield port, path
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc)
         log.close()
 
 

@@ -18,7 +18,7 @@ from copilot import llm as llm_module
 from copilot.llm import LLM, LLMError, packaged_gguf
 from copilot.prompts import HEALTH_CHECK, Prompt
 from copilot.services import Services
-from tests.conftest import make_settings
+from tests.conftest import make_settings, stop_process
 from tests.doubles import scripted_llm
 
 KEY = "sk-test-Zq9-never-log-me-4711"
@@ -100,12 +100,7 @@ def llama_server(tmp_path_factory):
             time.sleep(0.3)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc)
         log.close()
 
 
