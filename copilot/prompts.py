@@ -6,6 +6,7 @@ that whatever stands inside them is quoted material, never instructions.
 
 from __future__ import annotations
 
+import re
 import string
 from dataclasses import dataclass
 
@@ -57,6 +58,14 @@ def source_block(item_id: str, text: str) -> str:
     """Quote one item for a prompt; angle brackets inside are neutralised so the block cannot be closed early."""
     safe = text.replace("<", "‹").replace(">", "›")
     return f'<source id="{item_id}">\n{safe}\n</source>'
+
+
+_QUOTING_TAG = re.compile(r"</?\s*(?:source|script|answer)\b[^>]{0,80}>", re.I)
+
+
+def strip_quoting_tags(text: str) -> str:
+    """Model output without echoed <source …>/<answer> quoting tags (small models copy them from the prompt)."""
+    return _QUOTING_TAG.sub(" ", text or "").strip()
 
 
 PROMPTS: dict[str, Prompt] = {}

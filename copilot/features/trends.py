@@ -24,7 +24,8 @@ from copilot.llm import LLMError
 from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion
 from copilot.methods.rat import RATResult, run_rat, split_steps
 from copilot.methods.topics import Topic, build_topics, previous_window
-from copilot.prompts import TRENDS_IDEAS_TASK, TRENDS_PERIOD_SUMMARY, TRENDS_TOPIC_SUMMARY, source_block
+from copilot.prompts import (TRENDS_IDEAS_TASK, TRENDS_PERIOD_SUMMARY, TRENDS_TOPIC_SUMMARY, source_block,
+                             strip_quoting_tags)
 from copilot.records import Evidence, Paper, date_number, number_to_date
 from copilot.services import Services
 
@@ -238,7 +239,7 @@ def check_citations(text: str, allowed: Sequence[str]) -> tuple[str, list[str], 
 
 def tidy(text: str) -> str:
     """A small model's summary without repeated sentences or lines and without a cut-off citation at the end."""
-    text = re.sub(r"\[[\d.\s,]*$", "", (text or "").strip())
+    text = re.sub(r"\[[\d.\s,]*$", "", strip_quoting_tags(text))
     kept: list[str] = []
     seen: set[str] = set()
     for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):

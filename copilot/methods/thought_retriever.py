@@ -23,7 +23,7 @@ import numpy as np
 from copilot import prompts
 from copilot.embed import Embedder
 from copilot.llm import LLM
-from copilot.prompts import CANNOT_ANSWER, RenderedPrompt, source_block
+from copilot.prompts import CANNOT_ANSWER, RenderedPrompt, source_block, strip_quoting_tags
 from copilot.records import Evidence
 from copilot.store.db import Database
 from copilot.store.vectors import VectorStore
@@ -311,7 +311,6 @@ class ThoughtDraft:
 _STEP_LABEL = re.compile(r"^\s*(?:step\s*[12]\s*[:.)-]?|thought\s*:|knowledge(?: point)?\s*:|passage\s*:|summary\s*:)\s*",
                          re.I)
 _LEADING_ONE = re.compile(r"^\s*[\"'`*]*1[\"'`*]*\s*(?:[\n.:)\-–—]|$)\s*")
-_TAG = re.compile(r"</?\s*(?:source|script|answer)\b[^>]{0,80}>", re.I)
 _ZERO_ONLY = re.compile(r"^\s*[\"'`*]*0[\"'`*]*\s*[.!]?\s*$")
 _LEADING_ZERO = re.compile(r"^\s*[\"'`*]*0[\"'`*]*\s*(?:[\n.:)\-–—]|$)")
 
@@ -319,7 +318,7 @@ _LEADING_ZERO = re.compile(r"^\s*[\"'`*]*0[\"'`*]*\s*(?:[\n.:)\-–—]|$)")
 def parse_thought(output: str, min_chars: int = 20) -> tuple[int, str]:
     """Read the thought prompt's output defensively: '0' (alone or leading) means no thought; a leading '1'
     and step labels are stripped; what remains is the thought if it is long enough."""
-    text = _TAG.sub(" ", output or "").strip()   # the tiny model sometimes echoes the quoting tags
+    text = strip_quoting_tags(output)
     if _ZERO_ONLY.match(text) or _LEADING_ZERO.match(text):
         return 0, ""
     for _ in range(3):
