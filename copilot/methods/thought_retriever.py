@@ -234,12 +234,21 @@ def approx_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def fit_budget(items: Sequence[Evidence], budget_tokens: int, min_tail_tokens: int = 40) -> list[Evidence]:
+def cap_item(item: Evidence, item_tokens: int | None) -> Evidence:
+    """The item cut to its first `item_tokens` tokens (title and opening sentences), marked truncated."""
+    if not item_tokens or approx_tokens(item.text) <= item_tokens:
+        return item
+    return replace(item, text=item.text[: item_tokens * 4].rstrip() + " …", metadata={**item.metadata, "truncated": True})
+
+
+def fit_budget(items: Sequence[Evidence], budget_tokens: int, min_tail_tokens: int = 40,
+               item_tokens: int | None = None) -> list[Evidence]:
     """Keep items in rank order while they fit the budget; the first that does not fit is cut to the room left
-    (when at least `min_tail_tokens` remain), and retrieval stops there."""
+    (when at least `min_tail_tokens` remain), and retrieval stops there. With `item_tokens`, every item is first
+    cut to that many tokens, so a small budget still holds several items."""
     kept: list[Evidence] = []
     used = 0
-    for item in items:
+    for item in (cap_item(i, item_tokens) for i in items):
         cost = approx_tokens(item.text)
         if used + cost <= budget_tokens:
             kept.append(item)
@@ -266,14 +275,15 @@ class Retrievals:
 
 
 def retrieve_both(store: VectorStore, query_embedding: np.ndarray, k: int, budget_tokens: int,
-                  thought_where: dict | None = None) -> Retrievals:
+                  thought_where: dict | None = None, item_tokens: int | None = None) -> Retrievals:
     """Top-K papers ("raw") and top-K of papers ∪ thoughts ("thought-augmented"), each within the token budget.
     `thought_where` limits the thoughts searched (ThoughtMemory.visible_where: private thoughts of others)."""
     started = time.perf_counter()
     papers = store.search(PAPER, query_embedding, k)
     thoughts = store.search(THOUGHT, query_embedding, k, where=thought_where)
     union = sorted(papers + thoughts, key=lambda e: e.score, reverse=True)[:k]
-    return Retrievals(raw=fit_budget(papers, budget_tokens), augmented=fit_budget(union, budget_tokens),
+    return Retrievals(raw=fit_budget(papers, budget_tokens, item_tokens=item_tokens),
+                      augmented=fit_budget(union, budget_tokens, item_tokens=item_tokens),
                       seconds=time.perf_counter() - started)
 
 
