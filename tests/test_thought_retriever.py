@@ -198,3 +198,27 @@ def test_llm_error_in_thought_step_propagates(services, memory):
     llm, _ = scripted_llm(services.db, [LLMError("down")])
     with pytest.raises(LLMError):
         think(llm, memory, "q", "a real answer", [])
+
+
+def test_both_retrievals_give_the_same_number_of_sources(services, memory):
+    """A short thought lets the augmented side fit one more item in the budget; both are cut to the shorter
+    count, so a blind comparison cannot be told apart by its number of sources."""
+    long_abstract = "word " * 95                     # each paper ≈ 120 tokens with its title
+    services.store.upsert_papers(
+        [Paper(id=f"2502.0000{i}", title="Long paper", abstract=long_abstract, authors=["A. Author"],
+               categories=["cs.CL"], published=date(2025, 2, 1)) for i in (1, 2, 3)],
+        np.stack([unit(1, 0, 0), unit(0.9, 0.3, 0), unit(0.8, 0, 0.5)]))
+    thought = memory.add("A short thought.", [("2502.00001", "paper")], origin="chat",
+                         embedding=unit(0.95, 0.1, 0), check_redundant=False)
+    found = retrieve_both(services.store, unit(1, 0, 0), k=3, budget_tokens=230)
+    assert [e.id for e in found.raw] == ["2502.00001", "2502.00002"]      # the second cut to the room left
+    assert [e.id for e in found.augmented] == ["2502.00001", thought]      # "2502.00002" cut to match
+    assert len(found.raw) == len(found.augmented) == 2 and not found.same_items
+
+    memory.delete(thought)
+    memory.add("Another short thought.", [("2502.00003", "paper")], origin="chat",
+               embedding=unit(0.9, 0, 0, 0.44), check_redundant=False)
+    found = retrieve_both(services.store, unit(1, 0, 0), k=3, budget_tokens=230)
+    # the thought ranks third in the union and does not reach the answers: both get the same papers
+    assert [e.id for e in found.raw] == [e.id for e in found.augmented] == ["2502.00001", "2502.00002"]
+    assert found.same_items

@@ -265,26 +265,29 @@ def fit_budget(items: Sequence[Evidence], budget_tokens: int, min_tail_tokens: i
 @dataclass
 class Retrievals:
     raw: list[Evidence]            # papers only
-    augmented: list[Evidence]      # papers ∪ thoughts
+    augmented: list[Evidence]      # papers ∪ thoughts; always as many items as `raw`
     seconds: float
 
     @property
     def same_items(self) -> bool:
-        """True when the thought memory changed nothing (no thought made it into the top K)."""
+        """True when the thought memory changed nothing (no thought among the items both answers get)."""
         return [e.id for e in self.raw] == [e.id for e in self.augmented]
 
 
 def retrieve_both(store: VectorStore, query_embedding: np.ndarray, k: int, budget_tokens: int,
                   thought_where: dict | None = None, item_tokens: int | None = None) -> Retrievals:
-    """Top-K papers ("raw") and top-K of papers ∪ thoughts ("thought-augmented"), each within the token budget.
+    """Top-K papers ("raw") and top-K of papers ∪ thoughts ("thought-augmented"), each within the token budget,
+    then both cut to the shorter list's length: the two answers of a blind comparison always cite the same
+    number of sources, so the count cannot tell which side used thoughts.
     `thought_where` limits the thoughts searched (ThoughtMemory.visible_where: private thoughts of others)."""
     started = time.perf_counter()
     papers = store.search(PAPER, query_embedding, k)
     thoughts = store.search(THOUGHT, query_embedding, k, where=thought_where)
     union = sorted(papers + thoughts, key=lambda e: e.score, reverse=True)[:k]
-    return Retrievals(raw=fit_budget(papers, budget_tokens, item_tokens=item_tokens),
-                      augmented=fit_budget(union, budget_tokens, item_tokens=item_tokens),
-                      seconds=time.perf_counter() - started)
+    raw = fit_budget(papers, budget_tokens, item_tokens=item_tokens)
+    augmented = fit_budget(union, budget_tokens, item_tokens=item_tokens)
+    count = min(len(raw), len(augmented))
+    return Retrievals(raw=raw[:count], augmented=augmented[:count], seconds=time.perf_counter() - started)
 
 
 # --- answer ------------------------------------------------------------------------------------------------
