@@ -160,11 +160,14 @@ def test_answer_prompt_quotes_sources_and_names_the_sentinel(services):
     ("0", (0, "")), (" '0' ", (0, "")), ("0\nThere is nothing to say here at all.", (0, "")),
     ("1\nRAG systems are evaluated with recall and faithfulness [2501.00001].",
      (1, "RAG systems are evaluated with recall and faithfulness [2501.00001].")),
-    ("Step 1: 1\nStep 2: Retrieval helps long documents a lot.", (1, "Retrieval helps long documents a lot.")),
-    ("Thought: Sparse models scale well on CPUs.", (1, "Sparse models scale well on CPUs.")),
+    ("Step 1: 1\nStep 2: Retrieval helps with long documents because the model reads only relevant parts.",
+     (1, "Retrieval helps with long documents because the model reads only relevant parts.")),
+    ("Thought: Sparse models scale well on CPUs since most of their weights stay idle.",
+     (1, "Sparse models scale well on CPUs since most of their weights stay idle.")),
+    ("Step 1: 1\nStep 2: Retrieval helps long documents a lot.", (0, "")),          # too short to be a passage
     ("1", (0, "")), ("1. Too short.", (0, "")), (CANNOT_ANSWER, (0, "")),
-    ('<script id="answer"> Pretrained models need little supervision. </source>',
-     (1, "Pretrained models need little supervision.")),
+    ('<script id="answer"> Pretrained models need little supervision to adapt to a new task. </source>',
+     (1, "Pretrained models need little supervision to adapt to a new task.")),
 ])
 def test_parse_thought_output(output, expected):
     assert parse_thought(output) == expected
@@ -184,12 +187,12 @@ def test_zero_path_stores_nothing(services, memory, three_papers):
 
 
 def test_think_stores_a_novel_thought_with_its_sources(services, memory, three_papers):
-    llm, _ = scripted_llm(services.db, ["1\nMethod X improves retrieval recall on long inputs [2501.00001]."])
+    llm, _ = scripted_llm(services.db, ["1\nMethod X improves retrieval recall on long inputs of many pages [2501.00001]."])
     sources = [Evidence("2501.00001", "paper", "T", "", 0.9), Evidence("2501.00002", "paper", "T", "", 0.8)]
     outcome = think(llm, memory, "What does X improve?", "Recall [2501.00001].", sources, user="ann")
     assert outcome.status == "stored" and outcome.similarity is not None and outcome.similarity < 0.85
     stored = memory.get(outcome.thought_id)
-    assert stored["text"] == "Method X improves retrieval recall on long inputs [2501.00001]."
+    assert stored["text"] == "Method X improves retrieval recall on long inputs of many pages [2501.00001]."
     assert stored["sources"] == [{"id": "2501.00001", "kind": "paper"}, {"id": "2501.00002", "kind": "paper"}]
     assert (stored["user"], stored["question"], stored["level"]) == ("ann", "What does X improve?", 2.0)
 

@@ -4,25 +4,28 @@ retrieve (papers only = "raw", papers ∪ thoughts = "thought-augmented") → an
 merge test → memory update with lineage. Stores and models come in as arguments.
 
 The thought memory lives in two places: the Chroma `thoughts` collection (text + embedding, what retrieval
-searches) and SQLite (`thoughts` registry and `thought_edges` lineage). A deleted thought leaves Chroma (so
-it is never retrieved again) but keeps its SQLite row and edges, so the lineage of thoughts built on it
+searches) and SQLite (`thoughts` registry and `thought_edges` lineage). A deleted or retracted thought leaves
+Chroma (so it is never retrieved again) but keeps its SQLite row and edges, so the lineage of thoughts built on it
 still resolves to root papers.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from copilot import prompts
 from copilot.embed import Embedder
-from copilot.llm import LLM
+from copilot.grounding import Checked, check
+from copilot.llm import LLM, Usage
 from copilot.prompts import CANNOT_ANSWER, RenderedPrompt, source_block, strip_quoting_tags
 from copilot.records import Evidence
 from copilot.store.db import Database
@@ -60,8 +63,37 @@ def merge_check(store: VectorStore, embedding: np.ndarray, threshold: float) -> 
 
 
 # --- the memory --------------------------------------------------------------------------------------------
+LIVE = "deleted_at IS NULL AND retracted_at IS NULL"   # SQL: a thought that retrieval may find
+
+
+@dataclass
+class MemoryCheck:
+    """Where SQLite (the registry) and Chroma (what retrieval searches) disagree about thoughts."""
+    rows: int
+    live: int
+    hidden: int                    # deleted by a user or retracted by a vote
+    vectors: int
+    orphan_vectors: list[str]      # in Chroma, no row: a crash between the two writes of `add`
+    hidden_with_vector: list[str]  # row deleted/retracted, vector still searchable: a crash inside delete/retract
+    missing_vectors: list[str]     # live row, no vector: listed in Memory but never retrieved
+
+    @property
+    def mismatches(self) -> int:
+        return len(self.orphan_vectors) + len(self.hidden_with_vector) + len(self.missing_vectors)
+
+    def as_dict(self) -> dict:
+        return {"rows": self.rows, "live": self.live, "hidden": self.hidden, "vectors": self.vectors,
+                "orphan_vectors": self.orphan_vectors, "hidden_with_vector": self.hidden_with_vector,
+                "missing_vectors": self.missing_vectors, "mismatches": self.mismatches}
+
+
 class ThoughtMemory:
-    """Thoughts with lineage. Shared by Chat and Trends: `add` is the one way a thought enters memory."""
+    """Thoughts with lineage. Shared by Chat and Trends: `add` is the one way a thought enters memory.
+
+    Write order, so that a crash at any point leaves at worst a state `repair` fixes and no thought that is
+    listed but cannot be retrieved: `add` writes the vector, then the row; `delete` and `retract` mark the row,
+    then remove the vector. `repair` runs under an exclusive file lock that every `add` holds shared, so it never
+    mistakes an add in progress (in any process) for a crashed one."""
 
     def __init__(self, db: Database, store: VectorStore, embedder: Embedder, merge_threshold: float = 0.85,
                  private: bool = False) -> None:
@@ -70,55 +102,124 @@ class ThoughtMemory:
         self.store = store
         self.embedder = embedder
         self.merge_threshold = merge_threshold
-        self.last_merge: MergeCheck | None = None  # the merge test of the latest `add`, for logs and tests
+        self.lock_path = db.path.parent / "thought-memory.lock"
+
+    @contextmanager
+    def _locked(self, exclusive: bool) -> Iterator[None]:
+        with open(self.lock_path, "a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     # writing
     def add(self, text: str, sources: Sequence[tuple[str, str]], *, origin: str, question: str = "",
-            user: str = "local", check_redundant: bool = True, embedding: np.ndarray | None = None) -> str | None:
-        """Store a thought and its lineage edges; None when the merge test finds it redundant (or it is empty).
+            user: str = "local", check_redundant: bool = True, embedding: np.ndarray | None = None,
+            thought_id: str | None = None) -> str | None:
+        """Store a thought and its lineage edges; None when the merge test finds it redundant (or it is empty)."""
+        return self.add_checked(text, sources, origin=origin, question=question, user=user,
+                                check_redundant=check_redundant, embedding=embedding, thought_id=thought_id)[0]
+
+    def add_checked(self, text: str, sources: Sequence[tuple[str, str]], *, origin: str, question: str = "",
+                    user: str = "local", check_redundant: bool = True, embedding: np.ndarray | None = None,
+                    thought_id: str | None = None) -> tuple[str | None, MergeCheck | None]:
+        """`add`, also returning its merge test.
 
         sources: [(item_id, "paper"|"thought")], the items the thought was made from (its direct sources).
-        """
+        thought_id: the id to store under (a job that may run twice after a crash passes the same id each time;
+        a thought already stored under it is returned as it is)."""
         text = (text or "").strip()
         if not text:
-            return None
+            return None, None
         sources = _dedupe_sources(sources)
+        if thought_id and self.db.query_one("SELECT 1 AS x FROM thoughts WHERE id = ?", (thought_id,)):
+            return thought_id, None
         vector = np.asarray(embedding if embedding is not None else self.embedder.embed_one(text), dtype=np.float32)
-        self.last_merge = merge_check(self.store, vector, self.merge_threshold) if check_redundant else None
-        if self.last_merge is not None and self.last_merge.redundant:
-            return None
-        thought_id = new_thought_id()
-        created = time.time()
-        level = 1.0 + (float(np.mean([self._level(sid, kind, {}) for sid, kind in sources])) if sources else 0.0)
-        with self.db.transaction() as tx:
-            tx.execute("INSERT INTO thoughts (id, text, origin, question, user, level, created_at, private)"
-                       " VALUES (?,?,?,?,?,?,?,?)",
-                       (thought_id, text, origin, question, user, level, created, int(self.private)))
-            tx.executemany("INSERT INTO thought_edges (thought_id, source_id, source_kind, position) VALUES (?,?,?,?)",
-                           [(thought_id, sid, kind, pos) for pos, (sid, kind) in enumerate(sources)])
-        try:
-            self.store.thoughts.upsert(
-                ids=[thought_id], embeddings=vector[None, :], documents=[text],
-                metadatas=[{"created": created, "origin": origin, "question": question[:1000], "level": level,
-                            "user": user, "private": self.private,
-                            "sources": " ".join(sid for sid, _ in sources)[:2000]}])
-        except Exception:
-            # keep SQLite and Chroma in step: a thought that cannot be retrieved must not exist
-            with self.db.transaction() as tx:
-                tx.execute("DELETE FROM thought_edges WHERE thought_id = ?", (thought_id,))
-                tx.execute("DELETE FROM thoughts WHERE id = ?", (thought_id,))
-            raise
-        return thought_id
+        with self._locked(exclusive=False):
+            if thought_id:  # a vector under this id without a row is left from a crashed attempt: not a neighbour
+                self.store.thoughts.delete(ids=[thought_id])
+            merge = merge_check(self.store, vector, self.merge_threshold) if check_redundant else None
+            if merge is not None and merge.redundant:
+                return None, merge
+            thought_id = thought_id or new_thought_id()
+            created = time.time()
+            level = 1.0 + (float(np.mean([self._level(sid, kind, {}) for sid, kind in sources])) if sources else 0.0)
+            self.store.thoughts.upsert(ids=[thought_id], embeddings=vector[None, :], documents=[text],
+                                       metadatas=[self._metadata(origin, question, user, level, created,
+                                                                 self.private, sources)])
+            try:
+                with self.db.transaction() as tx:
+                    tx.execute("INSERT INTO thoughts (id, text, origin, question, user, level, created_at, private)"
+                               " VALUES (?,?,?,?,?,?,?,?)",
+                               (thought_id, text, origin, question, user, level, created, int(self.private)))
+                    tx.executemany("INSERT INTO thought_edges (thought_id, source_id, source_kind, position)"
+                                   " VALUES (?,?,?,?)",
+                                   [(thought_id, sid, kind, pos) for pos, (sid, kind) in enumerate(sources)])
+            except Exception:
+                self.store.thoughts.delete(ids=[thought_id])  # no row, so no vector either
+                raise
+        return thought_id, merge
+
+    @staticmethod
+    def _metadata(origin: str, question: str, user: str, level: float, created: float, private: bool,
+                  sources: Sequence[tuple[str, str]]) -> dict:
+        return {"created": created, "origin": origin, "question": question[:1000], "level": level, "user": user,
+                "private": bool(private), "sources": " ".join(sid for sid, _ in sources)[:2000]}
 
     def delete(self, thought_id: str, user: str | None = None) -> bool:
         """Remove a thought from retrieval; its row and edges stay so dependent lineage still resolves.
         With `user`, only a thought that user can see (shared, or their own private one)."""
-        row = self.db.query_one("SELECT deleted_at, private, user FROM thoughts WHERE id = ?", (thought_id,))
-        if row is None or row["deleted_at"] is not None or not _visible(row, user):
+        row = self.db.query_one(f"SELECT private, user FROM thoughts WHERE id = ? AND {LIVE}", (thought_id,))
+        if row is None or not _visible(row, user):
             return False
-        self.store.thoughts.delete(ids=[thought_id])
         self.db.execute("UPDATE thoughts SET deleted_at = ? WHERE id = ?", (time.time(), thought_id))
+        self.drop_vectors([thought_id])
         return True
+
+    def retract(self, thought_ids: Sequence[str]) -> list[str]:
+        """Take thoughts out of retrieval and the Memory list because the vote that made them changed."""
+        with self.db.transaction() as tx:
+            retracted = mark_retracted(tx, thought_ids)
+        self.drop_vectors(retracted)
+        return retracted
+
+    def drop_vectors(self, thought_ids: Sequence[str]) -> None:
+        if thought_ids:
+            self.store.thoughts.delete(ids=list(thought_ids))
+
+    # consistency between the two stores
+    def check(self) -> MemoryCheck:
+        vectors = set(self.store.thoughts.get(include=[])["ids"])   # read before the rows: see `add`'s order
+        rows = self.db.query("SELECT id, deleted_at IS NULL AND retracted_at IS NULL AS live FROM thoughts")
+        live = {r["id"] for r in rows if r["live"]}
+        hidden = {r["id"] for r in rows} - live
+        return MemoryCheck(rows=len(rows), live=len(live), hidden=len(hidden), vectors=len(vectors),
+                           orphan_vectors=sorted(vectors - live - hidden),
+                           hidden_with_vector=sorted(vectors & hidden),
+                           missing_vectors=sorted(live - vectors))
+
+    def repair(self) -> MemoryCheck:
+        """Make Chroma agree with SQLite, the record of what exists: drop vectors without a live row, re-add the
+        vector of a live row that lacks one. Returns what was found before the repair."""
+        with self._locked(exclusive=True):
+            found = self.check()
+            self.drop_vectors(found.orphan_vectors + found.hidden_with_vector)
+            for thought_id in found.missing_vectors:
+                self._restore_vector(thought_id)
+        if found.mismatches:
+            log.warning("thought memory repaired: %s", found.as_dict())
+        return found
+
+    def _restore_vector(self, thought_id: str) -> None:
+        row = self.db.query_one(f"SELECT * FROM thoughts WHERE id = ? AND {LIVE}", (thought_id,))
+        if row is None:
+            return
+        vector = np.asarray(self.embedder.embed_one(row["text"]), dtype=np.float32)
+        metadata = self._metadata(row["origin"], row["question"], row["user"], row["level"], row["created_at"],
+                                  bool(row["private"]), self.direct_sources(thought_id))
+        self.store.thoughts.upsert(ids=[thought_id], embeddings=vector[None, :], documents=[row["text"]],
+                                   metadatas=[metadata])
 
     # lineage
     def kind_of(self, item_id: str) -> str:
@@ -170,19 +271,22 @@ class ThoughtMemory:
         return None if user is None else {"$or": [{"private": {"$ne": True}}, {"user": user}]}
 
     # reading
-    def get(self, thought_id: str, user: str | None = None) -> dict | None:
-        row = self.db.query_one("SELECT * FROM thoughts WHERE id = ? AND deleted_at IS NULL", (thought_id,))
+    def get(self, thought_id: str, user: str | None = None, include_hidden: bool = False) -> dict | None:
+        """A thought `user` may see; with `include_hidden` also a deleted or retracted one (for lineage)."""
+        where = "" if include_hidden else f" AND {LIVE}"
+        row = self.db.query_one(f"SELECT * FROM thoughts WHERE id = ?{where}", (thought_id,))
         return self._describe(row) if row and _visible(row, user) else None
 
     def _describe(self, row: dict) -> dict:
+        state = "deleted" if row["deleted_at"] else "retracted" if row.get("retracted_at") else "live"
         return {"id": row["id"], "text": row["text"], "origin": row["origin"], "question": row["question"],
-                "user": row["user"], "level": row["level"], "created_at": row["created_at"],
+                "user": row["user"], "level": row["level"], "created_at": row["created_at"], "state": state,
                 "sources": [{"id": s, "kind": k} for s, k in self.direct_sources(row["id"])],
                 "root_sources": self.root_sources(row["id"])}
 
     def list(self, limit: int = 50, offset: int = 0, contains: str = "", user: str | None = None) -> list[dict]:
         """Newest first; `contains` filters by a case-insensitive substring of text or question."""
-        sql = "SELECT * FROM thoughts WHERE deleted_at IS NULL"
+        sql = f"SELECT * FROM thoughts WHERE {LIVE}"
         params: list = []
         if user is not None:
             sql += " AND (private = 0 OR user = ?)"
@@ -208,8 +312,20 @@ class ThoughtMemory:
         return found
 
     def count(self) -> int:
-        row = self.db.query_one("SELECT COUNT(*) AS n FROM thoughts WHERE deleted_at IS NULL")
+        row = self.db.query_one(f"SELECT COUNT(*) AS n FROM thoughts WHERE {LIVE}")
         return int(row["n"]) if row else 0
+
+
+def mark_retracted(tx, thought_ids: Sequence[str], at: float | None = None) -> list[str]:
+    """Inside the caller's transaction: mark live thoughts retracted (row and lineage kept). The caller removes
+    their vectors after the commit (`ThoughtMemory.drop_vectors`); a crash before that is fixed by `repair`."""
+    marked = []
+    for thought_id in thought_ids:
+        cursor = tx.execute("UPDATE thoughts SET retracted_at = ? WHERE id = ? AND retracted_at IS NULL",
+                            (at or time.time(), thought_id))
+        if cursor.rowcount:
+            marked.append(thought_id)
+    return marked
 
 
 def _visible(row: dict, user: str | None) -> bool:
@@ -292,18 +408,37 @@ def retrieve_both(store: VectorStore, query_embedding: np.ndarray, k: int, budge
 
 # --- answer ------------------------------------------------------------------------------------------------
 def answer_prompt(question: str, items: Sequence[Evidence], reader: str = "") -> RenderedPrompt:
-    blocks = "\n".join(source_block(item.id, item.text) for item in items) or "(no sources found)"
+    """Items are quoted under neutral labels 1..n (their position), never under their ids."""
+    blocks = "\n".join(source_block(str(n), item.text) for n, item in enumerate(items, 1)) or "(no sources found)"
     reader_line = f"The reader's research profile (adapt depth and focus to it): {reader}\n\n" if reader else ""
     return prompts.CHAT_ANSWER.render(sources=blocks, question=question, reader=reader_line)
 
 
 def stream_answer(llm: LLM, question: str, items: Sequence[Evidence], max_tokens: int,
-                  reader: str = "") -> Iterator[str]:
-    """Answer from the retrieved items only; the model says CANNOT_ANSWER when they are not enough."""
+                  reader: str = "", usage: Usage | None = None) -> Iterator[str]:
+    """Answer from the retrieved items only, citing them as [1]..[n]; the model says CANNOT_ANSWER when they are
+    not enough. A grammar-obeying model (the local one) is held to the answer grammar."""
     if not items:
         yield CANNOT_ANSWER
         return
-    yield from llm.stream(answer_prompt(question, items, reader), max_tokens=max_tokens, temperature=0.1)
+    grammar = prompts.answer_grammar(len(items)) if llm.obeys_grammar else None
+    yield from llm.stream(answer_prompt(question, items, reader), max_tokens=max_tokens, temperature=0.1,
+                          grammar=grammar, usage=usage)
+
+
+def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
+    """The output checks for a chat answer: only labels 1..n, no invented links, no loop, no echoed rules."""
+    return check(text, allowed=[str(n) for n in range(1, len(items) + 1)], source_texts=[i.text for i in items],
+                 instructions=[prompts.CHAT_ANSWER.system])
+
+
+def labels_to_ids(text: str, items: Sequence[Evidence]) -> str:
+    """[n] labels replaced by the ids of the items they stand for (for thoughts and the command line)."""
+    def replace_label(match: re.Match) -> str:
+        number = int(match.group(1))
+        return f"[{items[number - 1].id}]" if 1 <= number <= len(items) else match.group(0)
+
+    return re.sub(r"\[(\d{1,3})\]", replace_label, text or "")
 
 
 def is_cannot_answer(answer: str) -> bool:
@@ -313,44 +448,129 @@ def is_cannot_answer(answer: str) -> bool:
 
 
 # --- thought + confidence ----------------------------------------------------------------------------------
+# The confidence step fails safe: the output of the thought prompt becomes a thought only when it is clearly a
+# real passage. A small model mixes the two steps of the prompt, so "0" may come in any position or after any
+# label ("Step 1: 0\nStep 2: N/A"), and it may echo the instructions, loop, or write almost nothing.
+MIN_THOUGHT_WORDS = 8          # words of two or more letters: less cannot state a question and what was found
+LOOP_NGRAM, LOOP_REPEATS = 4, 3
+ECHO_NGRAM = 6                 # this many words in a row from the prompt's own instructions is an echo
+
+_NEGATIVE = r"(?:0|n/?a|none|no|false|invalid|nothing)"
+_LABEL = r"(?:step\s*\d+|confidence|score|output|result|answer|label|c)"
+_NEGATIVE_STEP = re.compile(   # a negative value at a line start or right after a label, as a whole value
+    rf"(?:^|\b{_LABEL}\s*[:=)\-–—.]\s*)[\s\"'(\[]*{_NEGATIVE}[\"')\]]*"
+    rf"(?=\s*$|[ \t]*(?:[.,;:!)–—]|-(?!\w))(?!\d)|\s+(?:step\b|[-–—]))", re.I | re.M)
+_NOT_APPLICABLE = re.compile(r"(?<![\w/])n/a(?![\w/])", re.I)
+_TRAILING_ZERO = re.compile(r"(?<![\w.,])0[\"')\]]*\s*[.!]?\s*$")
+_CANNOT = re.compile(r"\b(?:cannot|can ?not|can't|unable to)\s+(?:be\s+)?answer|\b(?:not enough|insufficient|no)"
+                     r"\s+(?:relevant\s+)?information\b|\bsources?\s+do(?:es)?\s+not\s+(?:answer|contain|say)", re.I)
+_STEP_TWO = re.compile(r"\bstep\s*2\s*[:.)\-–—]?", re.I)
+_STEP_LABEL = re.compile(r"^\s*(?:step\s*[12]\s*[:.)-]?|thought\s*:|knowledge(?: point)?\s*:|passage\s*:|summary\s*:)\s*",
+                         re.I)
+_LEADING_ONE = re.compile(r"^\s*[\"'`*]*1[\"'`*]*\s*(?:[\n.:)\-–—]|$)\s*")
+_PREAMBLE = re.compile(r"^\s*here is (?:a|the|my)\b[^:\n]{0,50}:\s*", re.I)
+_MARKUP = re.compile(r"[*`#]+")
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def _ngrams(words: Sequence[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+
+
+def is_loop(text: str) -> bool:
+    """A repeated word n-gram or a repeated sentence: what a small model writes when it runs in circles."""
+    counts: dict[tuple[str, ...], int] = {}
+    for gram in _ngrams(_words(text), LOOP_NGRAM):
+        counts[gram] = counts.get(gram, 0) + 1
+        if counts[gram] >= LOOP_REPEATS:
+            return True
+    sentences = [" ".join(_words(s)) for s in re.split(r"[.!?\n]+", text)]
+    sentences = [s for s in sentences if len(s.split()) >= LOOP_NGRAM]
+    return len(sentences) != len(set(sentences))
+
+
+def instruction_text(prompt: prompts.Prompt | str) -> str:
+    """A prompt's own wording, without the material filled into its placeholders."""
+    text = prompt if isinstance(prompt, str) else f"{prompt.system}\n{prompt.user}"
+    return re.sub(r"\{[^{}]*\}", " ", text)
+
+
+def echoes(text: str, instructions: Sequence[str]) -> bool:
+    grams = set(_ngrams(_words(text), ECHO_NGRAM))
+    return any(grams & set(_ngrams(_words(source), ECHO_NGRAM)) for source in instructions)
+
+
+def passage_problem(text: str, instructions: Sequence[str] = (), question: str = "",
+                    min_words: int = MIN_THOUGHT_WORDS) -> str | None:
+    """Why `text` is not a passage worth keeping in memory, or None when it is. Used for chat thoughts and for
+    Trends summaries and ideas alike."""
+    text = " ".join((text or "").split())
+    if is_cannot_answer(text) or _CANNOT.search(text):
+        return "says the question cannot be answered"
+    if _NOT_APPLICABLE.search(text) or _NEGATIVE_STEP.search(text) or _TRAILING_ZERO.search(text):
+        return "a step answers 0 or N/A"
+    if len(re.findall(r"[A-Za-z]{2,}", text)) < min_words:
+        return "too short"
+    if is_loop(text):
+        return "repeats itself (a loop)"
+    if echoes(text, instructions):
+        return "echoes the prompt's instructions"
+    if (question and _words(text) == _words(question)) or (text.endswith("?") and not re.search(r"[.!]\s", text)):
+        return "only restates the question"
+    return None
+
+
 @dataclass
 class ThoughtDraft:
     confidence: int                # 1: a real answer, summarised into `text`; 0: no thought
     text: str
     raw_output: str
     llm_called: bool
+    reason: str = ""               # why confidence is 0
 
 
-_STEP_LABEL = re.compile(r"^\s*(?:step\s*[12]\s*[:.)-]?|thought\s*:|knowledge(?: point)?\s*:|passage\s*:|summary\s*:)\s*",
-                         re.I)
-_LEADING_ONE = re.compile(r"^\s*[\"'`*]*1[\"'`*]*\s*(?:[\n.:)\-–—]|$)\s*")
-_ZERO_ONLY = re.compile(r"^\s*[\"'`*]*0[\"'`*]*\s*[.!]?\s*$")
-_LEADING_ZERO = re.compile(r"^\s*[\"'`*]*0[\"'`*]*\s*(?:[\n.:)\-–—]|$)")
-
-
-def parse_thought(output: str, min_chars: int = 20) -> tuple[int, str]:
-    """Read the thought prompt's output defensively: '0' (alone or leading) means no thought; a leading '1'
-    and step labels are stripped; what remains is the thought if it is long enough."""
-    text = strip_quoting_tags(output)
-    if _ZERO_ONLY.match(text) or _LEADING_ZERO.match(text):
-        return 0, ""
+def judge_thought(output: str, question: str = "") -> ThoughtDraft:
+    """Read the thought prompt's output (Fig. 13's two steps) and keep a thought only when it is clearly one."""
+    whole = _MARKUP.sub("", strip_quoting_tags(output))
+    rejected = ThoughtDraft(0, "", output, llm_called=True)
+    if _NEGATIVE_STEP.search(whole) or _NOT_APPLICABLE.search(whole) or _TRAILING_ZERO.search(whole):
+        rejected.reason = "a step answers 0 or N/A"
+        return rejected
+    if echoes(whole, [instruction_text(prompts.CHAT_THOUGHT)]):
+        rejected.reason = "echoes the prompt's instructions"
+        return rejected
+    steps = _STEP_TWO.split(whole)
+    text = steps[-1] if len(steps) > 1 else whole
     for _ in range(3):
         text = _LEADING_ONE.sub("", text, count=1)
         text = _STEP_LABEL.sub("", text, count=1)
+        text = _PREAMBLE.sub("", text, count=1)
     text = " ".join(text.split())
-    if len(text) < min_chars or is_cannot_answer(text):
-        return 0, ""
-    return 1, text
+    problem = passage_problem(text, question=question)
+    if problem:
+        rejected.reason = problem
+        return rejected
+    return ThoughtDraft(1, text, output, llm_called=True)
+
+
+def parse_thought(output: str, question: str = "") -> tuple[int, str]:
+    """(confidence, thought text) from the thought prompt's output; (0, "") unless it is clearly a passage."""
+    draft = judge_thought(output, question)
+    return draft.confidence, draft.text
 
 
 def draft_thought(llm: LLM, question: str, answer: str, max_tokens: int = 160) -> ThoughtDraft:
-    """(T, c) = LLM(Q, A). An answer that is the cannot-answer sentinel gets c = 0 without an LLM call."""
+    """(T, c) = LLM(Q, A). An answer that is the cannot-answer sentinel, or a loop, gets c = 0 without an LLM call."""
     if is_cannot_answer(answer):
-        return ThoughtDraft(0, "", "", llm_called=False)
+        return ThoughtDraft(0, "", "", llm_called=False, reason="the answer says it cannot answer")
+    if is_loop(answer):
+        return ThoughtDraft(0, "", "", llm_called=False, reason="the answer repeats itself (a loop)")
     rendered = prompts.CHAT_THOUGHT.render(question=question, answer=source_block("answer", answer))
     output = llm.complete(rendered, max_tokens=max_tokens, temperature=0.1)
-    confidence, text = parse_thought(output)
-    return ThoughtDraft(confidence, text, output, llm_called=True)
+    return judge_thought(output, question)
 
 
 @dataclass
@@ -363,14 +583,15 @@ class ThoughtOutcome:
 
 
 def think(llm: LLM, memory: ThoughtMemory, question: str, answer: str, sources: Sequence[Evidence], *,
-          origin: str = "chat", user: str = "local", max_tokens: int = 160) -> ThoughtOutcome:
-    """Steps 3-5 of Algorithm 1: draft (T, c), merge test, store only when c = 1 and s = 0."""
+          origin: str = "chat", user: str = "local", max_tokens: int = 160,
+          thought_id: str | None = None) -> ThoughtOutcome:
+    """Steps 3-5 of Algorithm 1: draft (T, c), merge test, store only when c = 1 and s = 0.
+    `thought_id`: store under this id (see ThoughtMemory.add_checked)."""
     draft = draft_thought(llm, question, answer, max_tokens)
     if draft.confidence == 0:
         return ThoughtOutcome("not_an_answer", None, draft)
-    thought_id = memory.add(draft.text, [(e.id, e.kind) for e in sources], origin=origin, question=question,
-                            user=user)
-    merge = memory.last_merge
+    stored, merge = memory.add_checked(draft.text, [(e.id, e.kind) for e in sources], origin=origin,
+                                       question=question, user=user, thought_id=thought_id)
     similarity = merge.similarity if merge else None
     nearest = merge.nearest_id if merge else None
-    return ThoughtOutcome("stored" if thought_id else "redundant", thought_id, draft, similarity, nearest)
+    return ThoughtOutcome("stored" if stored else "redundant", stored, draft, similarity, nearest)

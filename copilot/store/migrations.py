@@ -152,4 +152,45 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("reliability_0001_private_thoughts", [
         "ALTER TABLE thoughts ADD COLUMN private INTEGER NOT NULL DEFAULT 0",
     ]),
+    # Issue #12: one thought per turn. A job row is one attempt; the turn's current job is the one not superseded
+    # by a later vote. A thought whose vote changed is retracted (row and lineage kept, vector removed). Jobs of
+    # the old schema: the newest per turn stays current unless the turn was voted "both bad"; the thoughts of
+    # the others are marked retracted here and their vectors removed by the start-up repair.
+    ("chat_0003_one_thought_per_turn", [
+        "ALTER TABLE thoughts ADD COLUMN retracted_at REAL",
+        """CREATE TABLE chat_thought_jobs_new (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            turn_id TEXT NOT NULL REFERENCES chat_turns(id),
+            answer TEXT NOT NULL CHECK (answer IN ('thoughts', 'raw')),
+            trigger TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'queued',
+            thought_id TEXT,
+            similarity REAL,
+            error TEXT,
+            queued_at REAL NOT NULL,
+            started_at REAL,
+            finished_at REAL,
+            reason TEXT,
+            planned_thought_id TEXT,
+            runner TEXT,
+            superseded_at REAL
+        )""",
+        """INSERT INTO chat_thought_jobs_new (id, turn_id, answer, trigger, status, thought_id, similarity, error,
+                queued_at, started_at, finished_at, superseded_at)
+            SELECT j.id, j.turn_id, j.answer, j.trigger, j.status, j.thought_id, j.similarity, j.error, j.queued_at,
+                   j.started_at, j.finished_at,
+                   CASE WHEN j.id = (SELECT MAX(k.id) FROM chat_thought_jobs k WHERE k.turn_id = j.turn_id)
+                         AND NOT EXISTS (SELECT 1 FROM chat_votes v WHERE v.turn_id = j.turn_id AND v.choice = 'bad')
+                        THEN NULL ELSE COALESCE(j.finished_at, j.queued_at) END
+            FROM chat_thought_jobs j""",
+        """UPDATE thoughts SET retracted_at = strftime('%s', 'now') WHERE id IN (
+            SELECT thought_id FROM chat_thought_jobs_new WHERE superseded_at IS NOT NULL AND thought_id IS NOT NULL)""",
+        """UPDATE chat_thought_jobs_new SET status = CASE WHEN thought_id IS NOT NULL THEN 'retracted'
+                                                WHEN status IN ('queued', 'running') THEN 'cancelled' ELSE status END
+            WHERE superseded_at IS NOT NULL""",
+        "DROP TABLE chat_thought_jobs",
+        "ALTER TABLE chat_thought_jobs_new RENAME TO chat_thought_jobs",
+        "CREATE UNIQUE INDEX chat_thought_jobs_current ON chat_thought_jobs(turn_id) WHERE superseded_at IS NULL",
+        "CREATE INDEX chat_thought_jobs_status ON chat_thought_jobs(status)",
+    ]),
 ]
