@@ -8,8 +8,10 @@ change of vote is logged. The UI and the CLI call the same functions here.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
+import os
 import random
 import sys
 import threading
@@ -20,8 +22,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
-from copilot.llm import LLMError
-from copilot.methods.thought_retriever import ThoughtMemory, retrieve_both, stream_answer, think
+from copilot.llm import LLMError, Usage
+from copilot.methods.followup import PreviousTurn, standalone_question
+from copilot.methods.thought_retriever import (ThoughtMemory, check_answer, mark_retracted, new_thought_id,
+                                               retrieve_both, stream_answer, think)
+from copilot.prompts import CANNOT_ANSWER
 from copilot.records import Evidence, storable_text
 from copilot.services import Services
 
@@ -29,6 +34,10 @@ log = logging.getLogger(__name__)
 
 THOUGHTS, RAW = "thoughts", "raw"
 CHOICES = (THOUGHTS, RAW, "tie", "bad")
+VOTE_CHOICES = (*CHOICES, "A", "B")     # A/B: the side as shown
+# The answer a vote makes the turn's thought from: the preferred one; a tie prefers the thought-augmented answer
+# (Algorithm 1's own); "both bad" makes none.
+THOUGHT_FROM = {THOUGHTS: THOUGHTS, "tie": THOUGHTS, RAW: RAW, "bad": None}
 SWEEP_AFTER_S = 15 * 60          # unvoted turns older than this get their (no-vote) thought job
 PREVIEW_CHARS = 200
 
@@ -48,6 +57,8 @@ class AnswerState:
     error: str | None = None
     done: bool = False
     seconds: float | None = None
+    notes: list[str] = field(default_factory=list)   # what the output checks removed, trimmed prompts, cut answers
+    usage: Usage | None = None
 
     @property
     def thought_augmented(self) -> bool:
@@ -65,6 +76,7 @@ class Turn:
     retrieval_s: float
     reader: str = ""
     created_at: float = field(default_factory=time.time)
+    asked: str = ""                # the user's own words when `question` is their follow-up made standalone
 
     @property
     def done(self) -> bool:
@@ -74,8 +86,9 @@ class Turn:
         """The same shape as `Chat.view` for a turn still being answered."""
         return {"turn_id": self.id, "comparison": self.comparison, "question": self.question, "user": self.user,
                 "notice": self.notice, "vote": None, "retrieval_s": self.retrieval_s, "thought_jobs": [],
+                "asked": self.asked,
                 "answers": [{"label": a.label, "kind": a.kind, "text": a.text, "error": a.error, "done": a.done,
-                             "seconds": a.seconds, "thought_augmented": a.thought_augmented,
+                             "seconds": a.seconds, "thought_augmented": a.thought_augmented, "notes": a.notes,
                              "sources": [source_record(e) for e in a.sources]} for a in self.answers]}
 
 
@@ -101,7 +114,8 @@ class Chat:
 
     _executor: ThreadPoolExecutor | None = None
     _executor_lock = threading.Lock()
-    _futures: dict[tuple[str, str], Future] = {}
+    _futures: dict[int, Future] = {}              # job id → its run in this process; guarded by _futures_lock
+    _futures_lock = threading.Lock()
 
     def __init__(self, services: Services) -> None:
         self.services = services
@@ -114,17 +128,23 @@ class Chat:
         return self.services.db
 
     # --- a turn
-    def prepare(self, question: str | None, user: str, personalize: bool = False) -> Turn:
-        """Validate, retrieve both ways, assign sides at random, record the turn. No LLM call yet."""
+    def prepare(self, question: str | None, user: str, personalize: bool = False,
+                previous_turn: str | None = None) -> Turn:
+        """Validate, retrieve both ways, assign sides at random, record the turn. No LLM call yet.
+        With `previous_turn` (the same chat's last turn), a follow-up is rewritten into a standalone question."""
         text, notice = clean_question(question, self.settings.max_input_chars)
+        asked = ""
+        rewrite = standalone_question(text, self._previous(previous_turn, user))
+        if rewrite.rewritten:
+            asked, text = text, rewrite.question
         if self.services.store.count("paper") == 0:
             raise ChatError("The library is empty: import papers first (Library tab, or `python -m copilot import`).")
         self.sweep_unvoted(user)
         _ = self.services.embedder.dimension   # loads the model once per process, outside the retrieval timing
         started = time.perf_counter()
         embedding = self.services.embedder.embed_one(text)
-        found = retrieve_both(self.services.store, embedding, self.settings.top_k, self.settings.context_tokens,
-                              self.memory.visible_where(user))
+        found = retrieve_both(self.services.store, embedding, self.settings.top_k, self.settings.answer_budget_tokens,
+                              self.memory.visible_where(user), item_tokens=self.settings.source_cap_tokens)
         retrieval_s = time.perf_counter() - started
         side_a = _sides.choice((THOUGHTS, RAW))
         if found.same_items:
@@ -136,7 +156,8 @@ class Chat:
             answers = [AnswerState("A", side_a, by_kind[side_a]), AnswerState("B", side_b, by_kind[side_b])]
             comparison = "pending"
         turn = Turn(id=uuid.uuid4().hex[:12], user=user, question=text, notice=notice, comparison=comparison,
-                    answers=answers, retrieval_s=retrieval_s, reader=self._reader(user) if personalize else "")
+                    answers=answers, retrieval_s=retrieval_s, reader=self._reader(user) if personalize else "",
+                    asked=asked)
         info = self.services.llm_info()
         self.db.execute(
             "INSERT INTO chat_turns (id, user, created_at, question, question_chars, comparison, side_a, backend,"
@@ -147,6 +168,19 @@ class Chat:
              json.dumps([source_record(e) for e in found.raw]),
              json.dumps([source_record(e) for e in found.augmented])))
         return turn
+
+    def _previous(self, turn_id: str | None, user: str) -> PreviousTurn | None:
+        """The turn a follow-up refers to: its question and the answer shown first (the voted one if any)."""
+        if not turn_id:
+            return None
+        view = self.view(storable_text(turn_id).strip())
+        if view is None or view["user"] != user or not view["answers"]:
+            return None
+        chosen = view["answers"][0]
+        if view.get("vote") and view["vote"].get("label") in ("A", "B"):
+            chosen = next((a for a in view["answers"] if a["label"] == view["vote"]["label"]), chosen)
+        titles = [s.get("title") or s.get("preview") or "" for s in chosen["sources"]]
+        return PreviousTurn(view["question"], chosen["text"] or "", titles)
 
     def _reader(self, user: str) -> str:
         from copilot.features.profile import load_profile
@@ -165,19 +199,35 @@ class Chat:
             for answer in turn.answers:
                 started = time.perf_counter()
                 yield turn
+                answer.usage = Usage()
                 try:
                     for piece in stream_answer(self.services.llm, turn.question, answer.sources,
-                                               self.settings.answer_max_tokens, turn.reader):
+                                               self.settings.answer_tokens, turn.reader, usage=answer.usage):
                         answer.text += piece
                         yield turn
                 except LLMError as error:
                     answer.error = str(error)
+                self._check(answer)
                 answer.seconds = time.perf_counter() - started
                 answer.done = True
                 yield turn
         finally:
             self._finish(turn)
         yield turn
+
+    def _check(self, answer: AnswerState) -> None:
+        """Run the output checks on a finished answer; what they removed becomes a note under it."""
+        if not answer.text.strip():
+            return
+        checked = check_answer(answer.text, answer.sources)
+        answer.notes += (answer.usage.notices if answer.usage else []) + checked.notes
+        answer.text = checked.text
+        if not answer.text:
+            answer.text = CANNOT_ANSWER
+            answer.notes.append("Nothing was left of the answer after the checks.")
+        elif (answer.usage and answer.usage.completion_tokens and not answer.error
+              and answer.usage.completion_tokens >= self.settings.answer_tokens):
+            answer.notes.append("The answer reached its length limit and may stop mid-sentence.")
 
     def _finish(self, turn: Turn) -> None:
         for answer in turn.answers:
@@ -202,7 +252,9 @@ class Chat:
 
     # --- votes
     def vote(self, turn_id: str, choice: str, user: str) -> dict:
-        """Record (or change) the user's vote; committed before returning. Then queue the thought job."""
+        """Record (or change) the user's vote; committed before returning, and every vote logged (two tabs voting
+        at once leave one final vote and two log rows). In the same transaction the vote decides the turn's one
+        thought (`_choose_thought`); the thought job runs in the background."""
         turn_id = storable_text(turn_id).strip()
         row = self.db.query_one("SELECT id, user, comparison, side_a FROM chat_turns WHERE id = ?", (turn_id,))
         if row is None:
@@ -219,22 +271,20 @@ class Chat:
         with self.db.transaction() as tx:
             existing = tx.execute("SELECT choice FROM chat_votes WHERE turn_id = ?", (turn_id,)).fetchone()
             previous = existing[0] if existing else None
-            if previous != choice:
-                if existing:
-                    tx.execute("UPDATE chat_votes SET choice = ?, label = ?, changed_at = ?, changes = changes + 1"
-                               " WHERE turn_id = ?", (choice, label, now, turn_id))
-                else:
-                    tx.execute("INSERT INTO chat_votes (turn_id, user, choice, label, voted_at) VALUES (?,?,?,?,?)",
-                               (turn_id, user, choice, label, now))
-                tx.execute("INSERT INTO chat_vote_log (turn_id, user, choice, previous, at) VALUES (?,?,?,?,?)",
-                           (turn_id, user, choice, previous, now))
-        preferred = {THOUGHTS: THOUGHTS, "tie": THOUGHTS, RAW: RAW}.get(choice)
-        if preferred:
-            self.request_thought(turn_id, preferred, "vote")
+            if existing is None:
+                tx.execute("INSERT INTO chat_votes (turn_id, user, choice, label, voted_at) VALUES (?,?,?,?,?)",
+                           (turn_id, user, choice, label, now))
+            elif previous != choice:
+                tx.execute("UPDATE chat_votes SET choice = ?, label = ?, changed_at = ?, changes = changes + 1"
+                           " WHERE turn_id = ?", (choice, label, now, turn_id))
+            tx.execute("INSERT INTO chat_vote_log (turn_id, user, choice, previous, at) VALUES (?,?,?,?,?)",
+                       (turn_id, user, choice, previous, now))
+            job_id, retracted = self._choose_thought(tx, turn_id, THOUGHT_FROM[choice], "vote")
+        self._after_choice(job_id, retracted)
         return {"turn_id": turn_id, "choice": choice, "label": label, "previous": previous,
                 "changed": previous is not None and previous != choice, "recorded": True}
 
-    # --- thought jobs
+    # --- the one thought of a turn
     @classmethod
     def _pool(cls) -> ThreadPoolExecutor:
         with cls._executor_lock:
@@ -242,54 +292,146 @@ class Chat:
                 cls._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thought-job")
             return cls._executor
 
-    def request_thought(self, turn_id: str, answer: str, trigger: str) -> Future | None:
-        """Queue the thought job for one answer of a turn (at most one per answer); never waits for it."""
+    def request_thought(self, turn_id: str, answer: str | None, trigger: str) -> Future | None:
+        """Make `answer` the source of the turn's one thought (None: no thought); never waits for the job."""
         with self.db.transaction() as tx:
-            cursor = tx.execute("INSERT OR IGNORE INTO chat_thought_jobs (turn_id, answer, trigger, queued_at)"
-                                " VALUES (?,?,?,?)", (turn_id, answer, trigger, time.time()))
-            if cursor.rowcount == 0:
-                return self._futures.get((turn_id, answer))
-            job_id = cursor.lastrowid
-        for key in [key for key, done in self._futures.items() if done.done()]:
-            self._futures.pop(key, None)
-        future = self._pool().submit(self._run_thought_job, job_id, turn_id, answer)
-        self._futures[(turn_id, answer)] = future
+            job_id, retracted = self._choose_thought(tx, turn_id, answer, trigger)
+        return self._after_choice(job_id, retracted)
+
+    def _choose_thought(self, tx, turn_id: str, answer: str | None, trigger: str) -> tuple[int | None, list[str]]:
+        """Inside the caller's transaction: make `answer` (THOUGHTS, RAW, or None) the source of the turn's one
+        thought. A current job that already makes it is kept (unless it failed: then it is tried again). Otherwise
+        the current job is superseded: its thought retracted, or, queued, cancelled, or, running, left to retract
+        what it makes (`_settle`). Returns (the new job's id, thought ids whose vectors must go)."""
+        current = tx.execute("SELECT id, answer, status, thought_id FROM chat_thought_jobs"
+                             " WHERE turn_id = ? AND superseded_at IS NULL", (turn_id,)).fetchone()
+        if current is not None and current["answer"] == answer and current["status"] != "failed":
+            return None, []
+        now = time.time()
+        retracted: list[str] = []
+        if current is not None:
+            status = current["status"]
+            if current["thought_id"]:
+                retracted = mark_retracted(tx, [current["thought_id"]], now)
+                status = "retracted"
+            elif status == "queued":
+                status = "cancelled"
+            tx.execute("UPDATE chat_thought_jobs SET superseded_at = ?, status = ? WHERE id = ?",
+                       (now, status, current["id"]))
+        if answer is None:
+            return None, retracted
+        cursor = tx.execute("INSERT INTO chat_thought_jobs (turn_id, answer, trigger, queued_at, planned_thought_id,"
+                            " runner) VALUES (?,?,?,?,?,?)",
+                            (turn_id, answer, trigger, now, new_thought_id(), _runner()))
+        return cursor.lastrowid, retracted
+
+    def _after_choice(self, job_id: int | None, retracted: list[str]) -> Future | None:
+        self.memory.drop_vectors(retracted)   # after the commit: a crash before this is fixed by memory.repair
+        return self._submit(job_id) if job_id else None
+
+    def _submit(self, job_id: int) -> Future:
+        future = self._pool().submit(self._run_thought_job, job_id)
+        with self._futures_lock:
+            for finished in [key for key, done in self._futures.items() if done.done()]:
+                del self._futures[finished]
+            self._futures[job_id] = future
         return future
 
-    def _run_thought_job(self, job_id: int, turn_id: str, answer: str) -> str:
-        self.db.execute("UPDATE chat_thought_jobs SET status = 'running', started_at = ? WHERE id = ?",
-                        (time.time(), job_id))
-        values: dict = {"status": "failed", "thought_id": None, "similarity": None, "error": None}
+    def _claim(self, job_id: int) -> dict | None:
+        """Take a job to run: a queued one of this process, or one whose process has stopped."""
+        with self.db.transaction() as tx:
+            job = tx.execute("SELECT * FROM chat_thought_jobs WHERE id = ?", (job_id,)).fetchone()
+            if job is None or job["status"] not in ("queued", "running"):
+                return None
+            if job["runner"] != _runner() or job["status"] == "running":
+                if _runner_alive(job["runner"]):
+                    return None
+            tx.execute("UPDATE chat_thought_jobs SET status = 'running', started_at = ?, runner = ?,"
+                       " planned_thought_id = COALESCE(planned_thought_id, ?) WHERE id = ?",
+                       (time.time(), _runner(), new_thought_id(), job_id))
+            return dict(tx.execute("SELECT * FROM chat_thought_jobs WHERE id = ?", (job_id,)).fetchone())
+
+    def _run_thought_job(self, job_id: int) -> str:
+        job = self._claim(job_id)
+        if job is None:
+            return "skipped"
+        planned = job["planned_thought_id"]
+        values: dict = {"status": "failed", "thought_id": None, "similarity": None, "error": None, "reason": None}
         try:
-            turn = self.db.query_one("SELECT * FROM chat_turns WHERE id = ?", (turn_id,))
-            sources = [Evidence(id=s["id"], kind=s["kind"], title=s["title"], text="", score=s.get("score", 0.0))
-                       for s in json.loads(turn[f"{answer}_sources"])]
-            outcome = think(self.services.llm, self.memory, turn["question"], turn[f"{answer}_answer"] or "",
-                            sources, origin="chat", user=turn["user"], max_tokens=self.settings.answer_max_tokens)
-            values.update(status=outcome.status, thought_id=outcome.thought_id, similarity=outcome.similarity)
+            if self.db.query_one("SELECT 1 AS x FROM thoughts WHERE id = ?", (planned,)):
+                values.update(status="stored", thought_id=planned)    # stored before a crash: not made twice
+            elif job["superseded_at"] is not None:
+                values["status"] = "cancelled"                        # its vote changed while it was down
+            else:
+                turn = self.db.query_one("SELECT * FROM chat_turns WHERE id = ?", (job["turn_id"],))
+                answer = job["answer"]
+                sources = [Evidence(id=s["id"], kind=s["kind"], title=s["title"], text="", score=s.get("score", 0.0))
+                           for s in json.loads(turn[f"{answer}_sources"])]
+                outcome = think(self.services.llm, self.memory, turn["question"], turn[f"{answer}_answer"] or "",
+                                sources, origin="chat", user=turn["user"], max_tokens=self.settings.answer_tokens,
+                                thought_id=planned)
+                values.update(status=outcome.status, thought_id=outcome.thought_id, similarity=outcome.similarity,
+                              reason=outcome.draft.reason or None)
         except Exception as error:  # the job fails alone: logged, the turn and its vote stay
-            log.exception("thought job %s for turn %s failed", job_id, turn_id)
+            log.exception("thought job %s for turn %s failed", job_id, job["turn_id"])
             values["error"] = f"{type(error).__name__}: {error}"[:500]
-        self.db.execute("UPDATE chat_thought_jobs SET status = ?, thought_id = ?, similarity = ?, error = ?,"
-                        " finished_at = ? WHERE id = ?", (*values.values(), time.time(), job_id))
+        if values["thought_id"] is None:
+            self.memory.drop_vectors([planned])   # an attempt killed between its two writes may have left one
+        return self._settle(job_id, values)
+
+    def _settle(self, job_id: int, values: dict) -> str:
+        """Record the job's outcome; if a vote superseded it meanwhile, retract what it stored."""
+        with self.db.transaction() as tx:
+            superseded = tx.execute("SELECT superseded_at FROM chat_thought_jobs WHERE id = ?", (job_id,)).fetchone()[0]
+            retracted: list[str] = []
+            if superseded is not None and values["thought_id"]:
+                retracted = mark_retracted(tx, [values["thought_id"]]) or [values["thought_id"]]
+                values["status"] = "retracted"
+            tx.execute("UPDATE chat_thought_jobs SET status = ?, thought_id = ?, similarity = ?, error = ?, reason = ?,"
+                       " finished_at = ? WHERE id = ?", (*values.values(), time.time(), job_id))
+        self.memory.drop_vectors(retracted)
         return values["status"]
 
+    def stale_jobs(self) -> list[int]:
+        """Thought jobs left queued or running by a process that has stopped (a crash or a restart)."""
+        rows = self.db.query("SELECT id, runner FROM chat_thought_jobs WHERE status IN ('queued', 'running')")
+        return [row["id"] for row in rows if not _runner_alive(row["runner"])]
+
+    def resume_jobs(self) -> list[int]:
+        """Run the stale jobs again in this process."""
+        stale = self.stale_jobs()
+        for job_id in stale:
+            self._submit(job_id)
+        return stale
+
     def wait_for_thoughts(self, turn_id: str, timeout: float | None = None) -> list[dict]:
-        """Block until this turn's queued thought jobs are done (the CLI does; the UI never does)."""
-        for (tid, _), future in list(self._futures.items()):
-            if tid == turn_id:
-                try:
-                    future.result(timeout=timeout)
-                except FutureTimeout:
-                    log.warning("thought job of turn %s still running after %s s", turn_id, timeout)
+        """Block until this turn's thought jobs started in this process are done (the CLI does; the UI never does)."""
+        job_ids = {row["id"] for row in self.thought_jobs(turn_id)}
+        with self._futures_lock:
+            futures = [future for job_id, future in self._futures.items() if job_id in job_ids]
+        for future in futures:
+            try:
+                future.result(timeout=timeout)
+            except FutureTimeout:
+                log.warning("thought job of turn %s still running after %s s", turn_id, timeout)
         return self.thought_jobs(turn_id)
 
+    @classmethod
+    def wait_for_all(cls, timeout: float | None = None) -> None:
+        """Block until every thought job started in this process is done (tests, `doctor --repair`)."""
+        with cls._futures_lock:
+            futures = list(cls._futures.values())
+        for future in futures:
+            future.result(timeout=timeout)
+
     def thought_jobs(self, turn_id: str) -> list[dict]:
+        """Every job of the turn, oldest first; the current one has `superseded_at` NULL."""
         return self.db.query("SELECT * FROM chat_thought_jobs WHERE turn_id = ? ORDER BY id", (turn_id,))
 
-    def sweep_unvoted(self, user: str) -> int:
-        """Unvoted comparison turns get their thought from the thought-augmented answer: this user's earlier
-        turns now, anyone's after SWEEP_AFTER_S."""
+    def sweep_unvoted(self, user: str | None) -> int:
+        """Unvoted comparison turns get their thought from the thought-augmented answer (Algorithm 1's own) once
+        their grace period is over: SWEEP_AFTER_S for anyone's turn; for `user`'s own turns, when they ask the
+        next question. A later vote still decides: it replaces or retracts that thought."""
         rows = self.db.query(
             "SELECT t.id FROM chat_turns t WHERE t.comparison = 'yes'"
             " AND NOT EXISTS (SELECT 1 FROM chat_votes v WHERE v.turn_id = t.id)"
@@ -334,31 +476,46 @@ class Chat:
                          "sources": [{"id": s["id"], "kind": s["kind"], "title": s["title"]} for s in a["sources"]]}
                         for a in view["answers"]],
             "timings": timings,
-            "thought_jobs": [{k: j[k] for k in ("answer", "trigger", "status", "thought_id", "error")}
-                             for j in view["thought_jobs"]],
+            "thought_jobs": [job_record(j) for j in view["thought_jobs"]],
             "models": view["models"],
         }
 
     def recent_turns(self, user: str, limit: int = 10) -> list[dict]:
         return self.db.query(
             "SELECT t.id, t.created_at, t.question, t.comparison, t.side_a, v.choice, v.label, v.changes,"
-            " (SELECT group_concat(j.status, ', ') FROM chat_thought_jobs j WHERE j.turn_id = t.id) AS thought"
+            " (SELECT j.status FROM chat_thought_jobs j WHERE j.turn_id = t.id AND j.superseded_at IS NULL) AS thought"
             " FROM chat_turns t LEFT JOIN chat_votes v ON v.turn_id = t.id WHERE t.user = ?"
             " ORDER BY t.created_at DESC LIMIT ?", (user, limit))
 
-    def ask(self, question: str, user: str, personalize: bool = False, wait: bool = True) -> dict:
-        """The whole turn without a UI: answers, then (no vote yet) the thought job; waits for it when `wait`."""
+    def ask(self, question: str, user: str, personalize: bool = False, wait: bool = True,
+            vote: str | None = None) -> dict:
+        """The whole turn without a UI. A comparison gets no thought here: with `vote` (for scripts) the vote
+        decides it, as a user's would; without, the turn waits for a vote or its grace period (`sweep_unvoted`).
+        A turn with one answer gets its thought at once. With `wait`, blocks until the thought job is done."""
         turn = self.prepare(question, user, personalize)
         for _ in self.stream(turn):
             pass
-        if turn.comparison == "yes":
-            self.request_thought(turn.id, THOUGHTS, "no_vote")
+        voted = None
+        if vote is not None:
+            try:
+                voted = self.vote(turn.id, vote, user)
+            except ChatError as error:   # e.g. one answer only: the answers stand, the vote is refused
+                voted = {"recorded": False, "error": str(error)}
         if wait:
             self.wait_for_thoughts(turn.id)
         record = self.turn_record(turn.id) or {}
+        if voted is not None:
+            record["vote"] = voted
         if turn.notice:
             record["notice"] = turn.notice
         return record
+
+
+def job_record(job: dict) -> dict:
+    """A thought job in the CLI's JSON shape; `current` is false for a job a later vote superseded."""
+    record = {k: job[k] for k in ("answer", "trigger", "status", "thought_id", "error", "reason")}
+    record["current"] = job["superseded_at"] is None
+    return record
 
 
 def _normalise_choice(choice: str, side_a: str) -> str:
@@ -380,6 +537,33 @@ def _round(value: float | None) -> float | None:
     return round(value, 3) if value is not None else None
 
 
+@functools.cache
+def _process_token() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def _runner() -> str:
+    """Who runs a thought job: this process (the pid alone could be a reused one after a restart)."""
+    return f"{os.getpid()}:{_process_token()}"
+
+
+def _runner_alive(runner: str | None) -> bool:
+    if not runner:
+        return False
+    if runner == _runner():
+        return True
+    pid = int(runner.split(":", 1)[0])
+    if pid == os.getpid():      # our pid, another token: an earlier process with the same pid
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:     # alive, owned by another user
+        return True
+    return True
+
+
 _chats: dict[int, Chat] = {}
 _chats_lock = threading.Lock()
 
@@ -396,7 +580,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from copilot.cli import UserError, print_json, services
 
     try:
-        record = chat_for(services()).ask(args.question, args.user, personalize=args.personalize)
+        record = chat_for(services()).ask(args.question, args.user, personalize=args.personalize, vote=args.vote)
     except ChatError as error:
         raise UserError(str(error)) from None
     if args.json:
@@ -404,6 +588,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         return 0
     if record.get("notice"):
         print(record["notice"], file=sys.stderr)
+    if record.get("vote") and not record["vote"]["recorded"]:
+        print(f"vote not recorded: {record['vote']['error']}", file=sys.stderr)
     print(f"turn {record['turn_id']}" + ("" if record["comparison"] else " (no comparison)"))
     for answer in record["answers"]:
         print(f"\n--- Answer {answer['label']}\n{answer['error'] or answer['text']}")
@@ -420,8 +606,7 @@ def cmd_vote(args: argparse.Namespace) -> int:
         result = chat.vote(args.turn_id, args.choice, args.user)
     except ChatError as error:
         raise UserError(str(error)) from None
-    result["thought_jobs"] = [{k: job[k] for k in ("answer", "trigger", "status", "thought_id", "error")}
-                              for job in chat.wait_for_thoughts(args.turn_id)]
+    result["thought_jobs"] = [job_record(job) for job in chat.wait_for_thoughts(args.turn_id)]
     print_json(result) if args.json else print(f"vote recorded: {result['choice']} (answer {result['label']})")
     return 0
 
@@ -435,7 +620,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print_json(result)
     else:
         for key, value in result.items():
-            if key != "over_time":
+            if not isinstance(value, (list, dict)):
                 print(f"{key}: {value}")
     return 0
 
@@ -445,16 +630,34 @@ def add_chat_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("question", help="the question")
     p.add_argument("--user", default="local", help="user id the turn belongs to (default: local)")
     p.add_argument("--personalize", action="store_true", help="adapt the answers to the user's saved profile")
+    p.add_argument("--vote", choices=VOTE_CHOICES, default=None,
+                   help="for scripts: vote once the answers are done, then wait for the thought job (thoughts = the "
+                   "thought-augmented answer was better; A/B = the side as shown). Without it a comparison makes "
+                   "no thought until it is voted on or its grace period ends")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser("vote", help="vote on a turn: which answer was better")
     p.add_argument("turn_id", help="turn id printed by `ask`")
-    p.add_argument("choice", choices=CHOICES, help="thoughts = the thought-augmented answer was better")
+    p.add_argument("choice", choices=VOTE_CHOICES, help="thoughts = the thought-augmented answer was better; "
+                   "A/B = the side as shown; bad = both bad (no thought)")
     p.add_argument("--user", default="local", help="user id the turn belongs to (default: local)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_vote)
 
-    p = sub.add_parser("stats", help="thought-augmented win rate with a Wilson 95%% interval")
+    p = sub.add_parser("stats", help="thought-augmented win rate with a Wilson 95%% interval, by position, user "
+                       "and day")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_stats)
+
+
+def resume_jobs(services: Services, repair: bool = True) -> dict:
+    """At start-up (app.py) and by `doctor --repair`: make Chroma agree with SQLite (ThoughtMemory.repair), run
+    again the thought jobs a stopped process left queued or running, and give unvoted comparisons whose grace
+    period is over their thought. Does not wait for the jobs."""
+    chat = chat_for(services)
+    found = chat.memory.repair() if repair else None
+    resumed = chat.resume_jobs()
+    swept = chat.sweep_unvoted(None)
+    return {"memory_before_repair": found.as_dict() if found else None, "jobs_resumed": resumed,
+            "unvoted_turns_swept": swept}
