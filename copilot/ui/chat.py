@@ -23,7 +23,9 @@ VOTE_BUTTONS = [("A is better", "A", "chat-vote-a"), ("B is better", "B", "chat-
                 ("Tie", "tie", "chat-vote-tie"), ("Both bad", "bad", "chat-vote-bad")]
 CHOICE_TEXT = {"thoughts": "the thought-augmented answer was better", "raw": "the papers-only answer was better",
                "tie": "tie", "bad": "both bad"}
-_CITATION = re.compile(r"\[([A-Za-z0-9./\-]{4,40})\]")
+_LABEL = re.compile(r"\[(\d{1,3})\]")                        # a neutral citation label [i]
+_BRACKETED = re.compile(r"\[([A-Za-z0-9./\-]{4,40})\]")          # an id cited in place of a label
+PREVIEW_CHARS = 150
 _STREAM_EVERY_S = 0.15
 THOUGHT_STATUS = {"queued": "queued", "running": "being written", "stored": "stored in memory",
                   "redundant": "not stored (redundant)", "not_an_answer": "not stored (no real answer)",
@@ -44,53 +46,96 @@ def _when(timestamp: float | None) -> str:
     return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _answer_text_html(text: str) -> str:
-    """Escaped answer; [ids] it cites become links for arXiv ids."""
-    escaped = escape(text)
-
-    def link(match: re.Match) -> str:
-        item = match.group(1)
-        if re.fullmatch(r"\d{4}\.\d{4,5}(v\d+)?", item):
-            return f"[{arxiv_link(item, item)}]"
-        return match.group(0)
-
-    return _CITATION.sub(link, escaped).replace("\n", "<br>")
+def _neutral_labels(text: str, sources: list[dict]) -> str:
+    """Source ids the model wrote instead of labels ([2401.01234], [T…]) become that source's label [i]."""
+    label_of = {source["id"]: str(i) for i, source in enumerate(sources, 1)}
+    return _BRACKETED.sub(lambda m: f"[{label_of[m.group(1)]}]" if m.group(1) in label_of else m.group(0), text)
 
 
-def _source_html(source: dict, reveal: bool) -> str:
+def _answer_text_html(text: str, sources: list[dict], reveal: bool) -> str:
+    """Escaped answer. A citation [i] of one of the answer's sources is marked the same way on both sides; after
+    the vote a paper's citation links to arXiv. Any other bracketed text stays plain text."""
+
+    def cite(match: re.Match) -> str:
+        number = int(match.group(1))
+        if not 1 <= number <= len(sources):
+            return match.group(0)
+        source = sources[number - 1]
+        if reveal and source["kind"] == "paper":
+            return f'<span class="chat-cite">{arxiv_link(source["id"], f"[{number}]")}</span>'
+        return f'<span class="chat-cite">[{number}]</span>'
+
+    return _LABEL.sub(cite, escape(_neutral_labels(text, sources))).replace("\n", "<br>")
+
+
+def _preview(source: dict) -> str:
+    text = " ".join((source.get("preview") or source.get("title") or "").split())
+    return escape(text[:PREVIEW_CHARS]) + ("…" if len(text) > PREVIEW_CHARS else "")
+
+
+def _lineage_html(roots: list[dict] | None) -> str:
+    if roots is None:
+        return '<div class="chat-lineage">Rests on: not known (the thought is no longer in memory)</div>'
+    papers = ", ".join(arxiv_link(p["id"], f"{p['id']} {p.get('title') or ''}".strip()) for p in roots)
+    return f'<div class="chat-lineage">Rests on: {papers or "no papers"}</div>'
+
+
+def _source_html(number: int, source: dict, reveal: bool, lineage: dict[str, list[dict]] | None) -> str:
+    """Before the vote every source has one form: its label and the start of its text (no link, id or kind)."""
+    label = f'<span class="chat-source-label">[{number}]</span>'
+    if not reveal:
+        return f'<li class="chat-source">{label} <span class="chat-preview">{_preview(source)}</span></li>'
     if source["kind"] == "paper":
-        badge = " " + _badge("paper", "paper") if reveal else ""
-        return f"<li>{arxiv_link(source['id'], source['title'] or source['id'])} <code>{escape(source['id'])}</code>{badge}</li>"
-    preview = escape(source.get("preview") or source["title"])
-    if reveal:
-        return (f'<li>{_badge("thought", "thought")} <code>{escape(source["id"])}</code> '
-                f'<span class="chat-preview">{preview}…</span></li>')
-    return f'<li><span class="chat-preview">{preview}…</span></li>'
+        link = arxiv_link(source["id"], source.get("title") or source["id"])
+        return (f'<li class="chat-source chat-source-paper">{label} {_badge("paper", "paper")} '
+                f"{link} <code>{escape(source['id'])}</code></li>")
+    return (f'<li class="chat-source chat-source-thought">{label} {_badge("thought", "thought")} '
+            f'<code>{escape(source["id"])}</code> <span class="chat-preview">{_preview(source)}</span>'
+            f"{'' if lineage is None else _lineage_html(lineage.get(source['id']))}</li>")
 
 
-def answer_html(answer: dict | None, *, reveal: bool, state: str = "") -> str:
+def answer_html(answer: dict | None, *, reveal: bool, state: str = "",
+                lineage: dict[str, list[dict]] | None = None) -> str:
+    """One answer column. Unless `reveal`, nothing in it depends on which side used thoughts but the answer's
+    words and its sources' text. `lineage`: root papers ({id, title}) of each thought source, shown on reveal
+    (a thought missing from it is said to be no longer in memory; None: lineage not looked up)."""
     if answer is None:
         return f'<div class="chat-answer chat-empty">{escape(state)}</div>' if state else ""
+    sources = answer["sources"]
     title = f"Answer {escape(answer['label'])}"
     if reveal and answer.get("kind"):
         title += " " + (_badge("thought", "papers + thoughts") if answer["kind"] == "thoughts"
                         else _badge("paper", "papers only"))
-    body = _answer_text_html(answer["text"]) if answer["text"] else ""
+        if answer.get("seconds"):
+            title += f' <span class="chat-answer-time">{answer["seconds"]:.1f} s</span>'
+    body = _answer_text_html(answer["text"], sources, reveal) if answer["text"] else ""
     if answer.get("error"):
         body += f'<div class="chat-error">This answer failed: {escape(answer["error"])}</div>'
     elif not answer.get("done"):
         body += ' <span class="chat-writing">writing…</span>' if answer["text"] else '<span class="chat-writing">waiting…</span>'
-    sources = "".join(_source_html(s, reveal) for s in answer["sources"]) or "<li>no sources found</li>"
-    seconds = f' <span class="chat-time">{answer["seconds"]:.1f} s</span>' if answer.get("seconds") else ""
-    return (f'<div class="chat-answer" data-label="{escape(answer["label"])}"><h3>{title}{seconds}</h3>'
+    items = "".join(_source_html(i, s, reveal, lineage) for i, s in enumerate(sources, 1))
+    return (f'<div class="chat-answer" data-label="{escape(answer["label"])}"><h3>{title}</h3>'
             f'<div class="chat-answer-text">{body}</div>'
-            f'<details open><summary>Sources ({len(answer["sources"])})</summary><ol class="chat-sources">{sources}</ol>'
-            "</details></div>")
+            f'<details open><summary>Sources ({len(sources)})</summary>'
+            f'<ol class="chat-sources">{items or "<li>no sources found</li>"}</ol></details></div>')
 
 
-def turn_outputs(view: dict, notice: str = "") -> tuple[str, str, str]:
+def _total_time_html(view: dict) -> str:
+    """The whole turn's time once both answers are done; per-answer times would tell the sides apart."""
+    if not view["answers"] or not all(a["done"] for a in view["answers"]):
+        return ""
+    total = (view.get("retrieval_s") or 0.0) + sum(a.get("seconds") or 0.0 for a in view["answers"])
+    return f'<div class="chat-time">Answered in {total:.1f} s</div>'
+
+
+def reveals(view: dict) -> bool:
+    """Sides and source kinds are shown once the turn is voted, or when there is nothing to compare."""
+    return view.get("vote") is not None or view["comparison"] in ("same_items", "failed")
+
+
+def turn_outputs(view: dict, notice: str = "", lineage: dict[str, list[dict]] | None = None) -> tuple[str, str, str]:
     """(notice, answer A, answer B) HTML for a live or stored turn."""
-    reveal = view.get("vote") is not None or view["comparison"] in ("same_items", "failed")
+    reveal = reveals(view)
     parts = []
     if notice:
         parts.append(f'<div class="chat-notice">{escape(notice)}</div>')
@@ -101,9 +146,10 @@ def turn_outputs(view: dict, notice: str = "") -> tuple[str, str, str]:
                      "statistics.</div>")
     elif view["comparison"] == "failed" and all(a["done"] for a in view["answers"]):
         parts.append('<div class="chat-notice">One answer failed, so this turn cannot be voted as a comparison.</div>')
+    parts.append(_total_time_html(view))
     answers = view["answers"]
-    a_html = answer_html(answers[0], reveal=reveal)
-    b_html = answer_html(answers[1], reveal=reveal) if len(answers) > 1 else ""
+    a_html = answer_html(answers[0], reveal=reveal, lineage=lineage)
+    b_html = answer_html(answers[1], reveal=reveal, lineage=lineage) if len(answers) > 1 else ""
     return "".join(parts), a_html, b_html
 
 
@@ -191,6 +237,14 @@ def stats_figure(stats: dict):
 def build(services: Services) -> None:
     chat = chat_for(services)
 
+    def lineage_of(view: dict, user: str) -> dict[str, list[dict]]:
+        """Root papers of each thought the turn cited, for the reveal (thoughts no longer in memory are left out)."""
+        if not reveals(view):
+            return {}
+        thought_ids = {s["id"] for a in view["answers"] for s in a["sources"] if s["kind"] == "thought"}
+        return {t["id"]: t["root_papers"] for tid in sorted(thought_ids)
+                for t in memory_view(services, tid, limit=1, user=user) if t["id"] == tid}
+
     def ask(question: str, personalize: bool, request: gr.Request):
         user = current_user(request)
         hidden = gr.update(visible=False)
@@ -208,7 +262,8 @@ def build(services: Services) -> None:
                 last = time.monotonic()
                 notice, a, b = turn_outputs(live.view(), turn.notice)
                 yield notice, a, b, hidden, "", turn.id, gr.update()
-        notice, a, b = turn_outputs(live.view(), turn.notice)
+        final = live.view()
+        notice, a, b = turn_outputs(final, turn.notice, lineage_of(final, user))
         votable = gr.update(visible=turn.comparison == "yes")
         yield notice, a, b, votable, "", turn.id, recent_html(chat.recent_turns(user))
 
@@ -221,7 +276,7 @@ def build(services: Services) -> None:
         except ChatError as error:
             return f'<div class="chat-error">{escape(error)}</div>', gr.update(), gr.update(), gr.update()
         view = chat.view(turn_id)
-        _, a, b = turn_outputs(view)
+        _, a, b = turn_outputs(view, lineage=lineage_of(view, user))
         changed = f" (changed from {CHOICE_TEXT[result['previous']]})" if result["changed"] else ""
         label = result["label"] if result["label"] in ("A", "B") else result["choice"]
         message = (f'<div class="chat-voted">Vote recorded: {escape(label)} — {escape(CHOICE_TEXT[result["choice"]])}'
@@ -252,7 +307,10 @@ def build(services: Services) -> None:
     with gr.Tabs(elem_id="chat-tabs"):
         with gr.Tab("Ask", id="chat-ask-tab"):
             gr.Markdown("Each question is answered twice: once from papers only, once from papers plus the "
-                        "assistant's stored thoughts. Which is which stays hidden until you vote.")
+                        "assistant's stored thoughts. Until you vote both answers look alike: the same number of "
+                        "sources, each shown as [1], [2]… with the start of its text (no links, ids or kinds), and "
+                        "only the time of the whole turn. Your vote reveals which answer used thoughts, which "
+                        "sources are papers (with arXiv links) and which are thoughts (with the papers they rest on).")
             question = gr.Textbox(label="Question", lines=2, elem_id="chat-question",
                                   placeholder="e.g. How are retrieval-augmented models evaluated?")
             with gr.Row():

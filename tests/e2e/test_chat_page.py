@@ -1,11 +1,20 @@
-"""The Chat tab in Chromium with the real local model: a first question (no thought yet: one answer) leaves a
-thought; asking again shows two blind answers; the vote survives a reload; HTML in a question stays text."""
+"""The Chat tab in Chromium. With the real local model: a first question (no thought yet: one answer) leaves a
+thought; asking again shows two blind answers; the vote survives a reload; HTML in a question stays text.
+With a real thought in memory and a loopback LLM: both answer columns have the same structure until the vote,
+and the vote reveals the sides, the kinds of the sources and the thought's lineage."""
 
 from __future__ import annotations
 
 import re
 
+import shutil
+
 from playwright.sync_api import expect
+
+from copilot.features.chat import Chat
+from copilot.services import Services
+from tests.conftest import make_settings
+from tests.test_secrets import FakeOpenAI
 
 ANSWER_TIMEOUT_MS = 900_000  # the local model on a shared 2-core box can be very slow
 QUESTION = "How are large language models evaluated on reasoning benchmarks?"
@@ -36,7 +45,7 @@ def test_ask_vote_reload_and_escaping(app_server, page):
     # 1) no thought yet: one answer, said so, no vote buttons; the script in the question is shown as text
     ask(page, f"{QUESTION} {SCRIPT}")
     expect(page.locator("#chat-notice")).to_contain_text(SCRIPT, timeout=120_000)  # shown before the answer
-    expect(page.locator("#chat-answer-a .chat-time")).to_be_visible(timeout=ANSWER_TIMEOUT_MS)  # answer done
+    expect(page.locator("#chat-notice .chat-time")).to_be_visible(timeout=ANSWER_TIMEOUT_MS)  # answer done
     expect(page.locator("#chat-notice")).to_contain_text("No comparison this time")
     expect(page.locator("#chat-answer-a .chat-sources li").first).to_be_visible()
     assert page.evaluate("window.__chat_xss") is None
@@ -80,3 +89,68 @@ def test_ask_vote_reload_and_escaping(app_server, page):
     page.get_by_role("tab", name="Statistics").click()
     expect(page.locator("#chat-stats")).to_contain_text("Decisive votes")
     page.screenshot(path="/tmp/chat-stats.png", full_page=True)
+
+
+# --- blinding -----------------------------------------------------------------------------------------------
+BLIND_QUESTION = "How can vision-language models keep only the visual details a question needs?"
+THOUGHT_TEXT = ("Vision-language models answer a question better and faster when they keep only the image regions "
+                "the question needs: semantic-guided visual selection picks those details before the language model "
+                "reads them.")
+THOUGHT_SOURCES = [("2503.11794", "paper"), ("2503.12446", "paper")]
+BLIND_REPLY = "Selecting the relevant regions helps [1][2]. Both sources agree on this [1]."  # neutral labels
+SHAPE = """(column) => {
+  const answer = column.querySelector('.chat-answer');
+  const elements = [answer, ...answer.querySelectorAll('*')];
+  return {
+    shape: elements.map(el => [el.tagName, el.children.length,
+      [...el.attributes].map(a => a.name + '=' + (a.name === 'data-label' ? '?' : a.value)).sort().join(' ')]),
+    links: answer.querySelectorAll('a').length,
+    sources: answer.querySelectorAll('.chat-sources li').length,
+    html: answer.outerHTML,
+  };
+}"""
+
+
+def data_dir_with_a_thought(preloaded, tmp_path) -> tuple[str, str]:
+    data_dir = tmp_path / "blind-data"
+    shutil.copytree(preloaded(20), data_dir)
+    memory = Chat(Services(make_settings(data_dir))).memory
+    thought_id = memory.add(THOUGHT_TEXT, THOUGHT_SOURCES, origin="chat", question=BLIND_QUESTION, user="local",
+                            check_redundant=False)
+    return str(data_dir), thought_id
+
+
+def test_answers_are_blind_until_the_vote(app_server, preloaded, tmp_path, page):
+    data_dir, thought_id = data_dir_with_a_thought(preloaded, tmp_path)
+    with FakeOpenAI(reply=BLIND_REPLY) as llm:
+        url = app_server(env={"COPILOT_DATA_DIR": data_dir, "COPILOT_LLM": "openai", "OPENAI_API_KEY": "sk-test-blind",
+                              "OPENAI_BASE_URL": llm.url("reply"), "COPILOT_LLM_MODEL": "fake", "COPILOT_TOP_K": "4"})
+        open_chat(page, url)
+        ask(page, BLIND_QUESTION)
+        expect(page.locator("#chat-notice .chat-time")).to_be_visible(timeout=120_000)   # both answers done
+        expect(page.locator("#chat-vote-row")).to_be_visible()      # a real comparison: the thought was retrieved
+
+        a = page.locator("#chat-answer-a").evaluate(SHAPE)
+        b = page.locator("#chat-answer-b").evaluate(SHAPE)
+        assert a["shape"] == b["shape"]
+        assert a["links"] == b["links"] == 0
+        assert a["sources"] == b["sources"] >= 2
+        for column in (a, b):
+            hidden = (thought_id, "2503.11794", "arxiv.org", "href", "chat-badge", "chat-source-paper",
+                      "chat-source-thought")
+            assert [h for h in hidden if h in column["html"]] == []
+        assert "[1]" in page.locator("#chat-answer-a .chat-answer-text").inner_text()
+        page.screenshot(path="/tmp/chat-blind-before-vote.png", full_page=True)
+
+        page.locator("#chat-vote-a").click()
+        expect(page.locator("#chat-vote-status")).to_contain_text("Vote recorded: A")
+        augmented = page.locator(".chat-answer", has_text="papers + thoughts")
+        papers_only = page.locator(".chat-answer", has_text="papers only")
+        expect(augmented).to_have_count(1)
+        expect(papers_only).to_have_count(1)
+        expect(augmented.locator(".chat-source-thought code")).to_have_text(thought_id)
+        expect(augmented.locator(".chat-lineage a[href='https://arxiv.org/abs/2503.11794']")).to_have_count(1)
+        expect(papers_only.locator(".chat-source-thought")).to_have_count(0)
+        expect(papers_only.locator(".chat-source-paper a[href^='https://arxiv.org/abs/']")).to_have_count(a["sources"])
+        expect(page.locator(".chat-answer-time")).to_have_count(2)
+        page.screenshot(path="/tmp/chat-blind-after-vote.png", full_page=True)

@@ -1,0 +1,102 @@
+"""The Ask tab's answer columns are blind until the vote: a papers-only answer and a papers + thoughts answer
+render to the same markup but for their text; the vote reveals sides, kinds, arXiv links, ids and lineage."""
+
+from __future__ import annotations
+
+import re
+
+from copilot.ui.chat import answer_html, turn_outputs
+
+PAPER_1 = {"id": "2501.00001", "kind": "paper", "title": "Graph retrieval",
+           "preview": "Graph retrieval We study graph-based retrieval for question answering " * 3, "score": 0.9}
+PAPER_2 = {"id": "2501.00002", "kind": "paper", "title": "Dense <b>retrievers</b>",
+           "preview": "Dense <b>retrievers</b> Dense retrievers embed queries and passages " * 3, "score": 0.8}
+THOUGHT = {"id": "Tabc1234567", "kind": "thought", "title": "Graphs help retrieval",
+           "preview": "Graphs help retrieval because linked papers share evidence; <script>x</script> " * 3,
+           "score": 0.95}
+LINEAGE = {"Tabc1234567": [{"id": "2501.00001", "title": "Graph retrieval"}]}
+
+
+def answer(label: str, kind: str, sources: list[dict], text: str, seconds: float = 3.5) -> dict:
+    return {"label": label, "kind": kind, "text": text, "error": None, "done": True, "seconds": seconds,
+            "thought_augmented": kind == "thoughts", "sources": sources}
+
+
+RAW = answer("A", "raw", [PAPER_1, PAPER_2], "Graphs help [1]. Dense models too [2].", seconds=2.0)
+AUGMENTED = answer("B", "thoughts", [THOUGHT, PAPER_1], "Linked papers share evidence [1][2].", seconds=9.0)
+
+
+def without_text(markup: str) -> str:
+    """The markup with every text node emptied and the A/B label (a position, not a side) made neutral."""
+    return re.sub(r">[^<]*<", "><", markup).replace('data-label="A"', 'data-label="X"').replace(
+        'data-label="B"', 'data-label="X"')
+
+
+def test_before_the_vote_both_sides_render_the_same_markup_but_for_text():
+    raw, augmented = answer_html(RAW, reveal=False), answer_html(AUGMENTED, reveal=False)
+    assert without_text(raw) == without_text(augmented)
+    assert without_text(raw) == (
+        '<div class="chat-answer" data-label="X"><h3></h3><div class="chat-answer-text">'
+        '<span class="chat-cite"></span><span class="chat-cite"></span></div>'
+        '<details open><summary></summary><ol class="chat-sources">'
+        '<li class="chat-source"><span class="chat-source-label"></span><span class="chat-preview"></span></li>'
+        '<li class="chat-source"><span class="chat-source-label"></span><span class="chat-preview"></span></li>'
+        "</ol></details></div>")
+    for markup in (raw, augmented):
+        assert "<a " not in markup and "arxiv" not in markup
+        assert "2501.0000" not in markup and "Tabc" not in markup and "thought" not in markup
+        assert " s<" not in markup and "chat-badge" not in markup       # no per-answer time, no side badge
+    assert "Sources (2)" in raw and "Sources (2)" in augmented
+    assert '<span class="chat-source-label">[1]</span>' in augmented
+    assert "&lt;script&gt;x&lt;/script&gt;" in augmented and "<script>" not in augmented
+    assert "Dense &lt;b&gt;retrievers&lt;/b&gt;" in raw
+
+
+def test_previews_are_cut_to_the_same_length_on_both_sides():
+    raw, augmented = answer_html(RAW, reveal=False), answer_html(AUGMENTED, reveal=False)
+    previews = re.findall(r'<span class="chat-preview">([^<]*)</span>', raw + augmented)
+    assert len(previews) == 4
+    assert {len(p.replace("&lt;", "<").replace("&gt;", ">")) for p in previews} == {151}   # 150 characters + "…"
+
+
+def test_raw_ids_in_the_answer_become_neutral_labels_and_unknown_ones_stay_text():
+    text = "From the thought [Tabc1234567] and the paper [2501.00001]; not retrieved: [Tzzz9999999] [2409.99999] [7]."
+    markup = answer_html(answer("B", "thoughts", [THOUGHT, PAPER_1], text), reveal=False)
+    body = re.search(r'<div class="chat-answer-text">(.*?)</div>', markup).group(1)
+    assert body == ('From the thought <span class="chat-cite">[1]</span> and the paper '
+                    '<span class="chat-cite">[2]</span>; not retrieved: [Tzzz9999999] [2409.99999] [7].')
+
+
+def test_the_vote_reveals_sides_kinds_links_ids_times_and_lineage():
+    raw = answer_html(RAW, reveal=True, lineage=LINEAGE)
+    augmented = answer_html(AUGMENTED, reveal=True, lineage=LINEAGE)
+    assert "papers only" in raw and "papers + thoughts" in augmented
+    assert '<span class="chat-answer-time">2.0 s</span>' in raw and "9.0 s" in augmented
+    assert '<a href="https://arxiv.org/abs/2501.00002" target="_blank" rel="noopener">Dense &lt;b&gt;' in raw
+    assert "<code>2501.00001</code>" in raw
+    assert '<li class="chat-source chat-source-thought"><span class="chat-source-label">[1]</span>' in augmented
+    assert "<code>Tabc1234567</code>" in augmented
+    assert ('<div class="chat-lineage">Rests on: <a href="https://arxiv.org/abs/2501.00001" target="_blank" '
+            'rel="noopener">2501.00001 Graph retrieval</a></div>') in augmented
+    # a citation of a paper links to it; a citation of a thought stays a label
+    assert '<span class="chat-cite"><a href="https://arxiv.org/abs/2501.00001"' in augmented
+    assert '<span class="chat-cite">[1]</span>' in augmented
+    forgotten = answer_html(AUGMENTED, reveal=True, lineage={})
+    assert "Rests on: not known (the thought is no longer in memory)" in forgotten
+
+
+def view(vote=None, done=True) -> dict:
+    answers = [dict(RAW, done=done), dict(AUGMENTED, done=done)]
+    return {"turn_id": "t1", "comparison": "yes" if done else "pending", "question": "How do graphs help?",
+            "user": "local", "notice": "", "vote": vote, "retrieval_s": 0.5, "thought_jobs": [], "answers": answers}
+
+
+def test_turn_shows_only_the_total_time_until_the_vote():
+    notice, a, b = turn_outputs(view())
+    assert '<div class="chat-time">Answered in 11.5 s</div>' in notice
+    assert without_text(a) == without_text(b)
+    assert "chat-answer-time" not in a + b
+    writing, a, b = turn_outputs(view(done=False))
+    assert "chat-time" not in writing
+    _, a, b = turn_outputs(view(vote={"choice": "thoughts", "label": "B", "changes": 0}), lineage=LINEAGE)
+    assert "papers only" in a and "papers + thoughts" in b and "Rests on:" in b
