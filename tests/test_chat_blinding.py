@@ -81,6 +81,10 @@ def test_the_vote_reveals_sides_kinds_links_ids_times_and_lineage():
     # a citation of a paper links to it; a citation of a thought stays a label
     assert '<span class="chat-cite"><a href="https://arxiv.org/abs/2501.00001"' in augmented
     assert '<span class="chat-cite">[1]</span>' in augmented
+    noted = dict(RAW, notes=["The prompt had 9,000 tokens, more than the <model>'s context."])
+    assert "chat-notes" not in answer_html(noted, reveal=False)        # the checks' notes wait for the vote
+    assert "<li>The prompt had 9,000 tokens, more than the &lt;model&gt;&#x27;s context.</li>" in answer_html(
+        noted, reveal=True)
     forgotten = answer_html(AUGMENTED, reveal=True, lineage={})
     assert "Rests on: not known (the thought is no longer in memory)" in forgotten
 

@@ -113,6 +113,8 @@ def answer_html(answer: dict | None, *, reveal: bool, state: str = "",
         body += f'<div class="chat-error">This answer failed: {escape(answer["error"])}</div>'
     elif not answer.get("done"):
         body += ' <span class="chat-writing">writing…</span>' if answer["text"] else '<span class="chat-writing">waiting…</span>'
+    if reveal and answer.get("notes"):   # e.g. a trimmed prompt: it depends on the sources, so only after the vote
+        body += '<ul class="chat-notes">' + "".join(f"<li>{escape(n)}</li>" for n in answer["notes"]) + "</ul>"
     items = "".join(_source_html(i, s, reveal, lineage) for i, s in enumerate(sources, 1))
     return (f'<div class="chat-answer" data-label="{escape(answer["label"])}"><h3>{title}</h3>'
             f'<div class="chat-answer-text">{body}</div>'
