@@ -508,6 +508,8 @@ def passage_problem(text: str, instructions: Sequence[str] = (), question: str =
     """Why `text` is not a passage worth keeping in memory, or None when it is. Used for chat thoughts and for
     Trends summaries and ideas alike."""
     text = " ".join((text or "").split())
+    if not text:
+        return "too short"
     if is_cannot_answer(text) or _CANNOT.search(text):
         return "says the question cannot be answered"
     if _NOT_APPLICABLE.search(text) or _NEGATIVE_STEP.search(text) or _TRAILING_ZERO.search(text):
