@@ -1,0 +1,68 @@
+"""Vote statistics a reviewer can check: win rate by position, by user and by day, and how many more decisive
+votes the 95% interval needs to exclude 50% at the current rate. Rows are written straight into a real SQLite."""
+
+from __future__ import annotations
+
+import pytest
+
+from copilot.features.stats import chat_stats, votes_to_exclude_half, wilson_interval
+from copilot.store.db import Database
+
+DAY = 86_400.0
+
+
+@pytest.fixture
+def db(tmp_path):
+    return Database(tmp_path / "copilot.db")
+
+
+def add_vote(db: Database, n: int, choice: str, side_a: str, user: str, at: float) -> None:
+    turn_id = f"t{n}"
+    db.execute("INSERT INTO chat_turns (id, user, created_at, question, question_chars, comparison, side_a, backend,"
+               " model, embedder) VALUES (?,?,?,?,?,?,?,?,?,?)",
+               (turn_id, user, at, "q", 1, "yes", side_a, "scripted", "m", "e"))
+    db.execute("INSERT INTO chat_votes (turn_id, user, choice, label, voted_at) VALUES (?,?,?,?,?)",
+               (turn_id, user, choice, "A", at))
+
+
+def test_breakdowns_by_position_user_and_day(db):
+    votes = [("thoughts", "thoughts", "ann", 0), ("thoughts", "thoughts", "ann", 0), ("raw", "thoughts", "bob", 0),
+             ("thoughts", "raw", "ann", 1), ("raw", "raw", "cy", 1), ("tie", "raw", "cy", 1),
+             ("bad", "thoughts", "bob", 2)]
+    for n, (choice, side_a, user, day) in enumerate(votes):
+        add_vote(db, n, choice, side_a, user, 1_767_225_600 + day * DAY + n)   # 2026-01-01 UTC onwards
+    stats = chat_stats(db)
+    assert (stats["decisive_votes"], stats["thought_wins"]) == (5, 3)
+    a, b = stats["by_position"]["A"], stats["by_position"]["B"]
+    assert (a["decisive_votes"], a["thought_wins"], b["decisive_votes"], b["thought_wins"]) == (3, 2, 2, 1)
+    assert (a["ci_low"], a["ci_high"]) == wilson_interval(2, 3)
+    assert stats["voters"] == 3 and stats["decisive_votes_per_user"] == [3, 1, 1]
+    assert stats["top_voter_share"] == pytest.approx(3 / 5)
+    assert {u: (r["decisive_votes"], r["thought_wins"]) for u, r in stats["by_user"].items()} == {
+        "ann": (3, 3), "bob": (1, 0), "cy": (1, 0)}
+    assert [(d["day"], d["decisive_votes"], d["thought_wins"]) for d in stats["by_day"]] == [
+        ("2026-01-01", 3, 2), ("2026-01-02", 2, 1), ("2026-01-03", 0, 0)]
+    assert stats["more_votes_to_exclude_50"] == votes_to_exclude_half(3, 5)
+
+
+def brute_force_votes_needed(wins: int, decisive: int) -> int:
+    rate, n = wins / decisive, decisive
+    while True:
+        low, high = wilson_interval(rate * n, n)
+        if low > 0.5 or high < 0.5:
+            return n - decisive
+        n += 1
+
+
+@pytest.mark.parametrize("wins, decisive", [(8, 10), (3, 5), (1, 4), (55, 100), (45, 100)])
+def test_votes_needed_matches_a_brute_force_search(wins, decisive):
+    assert votes_to_exclude_half(wins, decisive) == brute_force_votes_needed(wins, decisive) > 0
+
+
+def test_votes_needed_edge_cases():
+    assert votes_to_exclude_half(20, 20) == 0           # the interval already excludes 50%
+    assert votes_to_exclude_half(5, 10) is None         # at exactly 50% it never will
+    assert votes_to_exclude_half(0, 0) is None          # nothing known yet
+    assert votes_to_exclude_half(60, 100) == 0          # Wilson low 0.5020
+    assert votes_to_exclude_half(8, 10) == 1            # 80% of 10: low 0.4902; of 11: 0.5045
+    assert votes_to_exclude_half(45, 100) == 285        # 45% needs 385 votes for the high end to drop below 50%
