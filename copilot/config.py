@@ -37,7 +37,17 @@ class Settings(BaseSettings):
     local_model: Path | None = Field(
         None, description="Path to a GGUF file for the local backend. Default: the packaged SmolLM2-135M-Instruct.")
     local_context: int = Field(4096, ge=512, le=131072, description="Context window (tokens) of the local model.")
-    local_threads: int = Field(2, ge=1, le=64, description="CPU threads for the local model.")
+    local_threads: int | None = Field(
+        None, ge=1, le=64, description="CPU threads the local model generates with. Default: chosen per call, one per "
+        "core that is idle at that moment (a thread sharing its core with another process slows all of them).")
+    local_batch_threads: int | None = Field(
+        None, ge=1, le=64, description="CPU threads for evaluating a prompt in batches. Default: the machine's cores, "
+        "at most 4.")
+    local_requantize: bool = Field(
+        True, description="Make a Q8_0 copy (once, in the data dir) of a Q4_1/Q5_1 local model: those have no fast "
+        "batched kernel, so prompts are read ~3x slower.")
+    local_batch: int = Field(256, ge=1, le=4096, description="Prompt tokens the local model evaluates per batch "
+                             "(1 = token by token, the slow path kept for builds with AMX kernels).")
     llm_timeout: float = Field(120.0, gt=0, description="Seconds before one LLM call is abandoned.")
     llm_retries: int = Field(2, ge=0, le=10, description="Retries with backoff on transient LLM errors.")
 
@@ -64,11 +74,18 @@ class Settings(BaseSettings):
 
     # --- chat and retrieval
     top_k: int = Field(8, ge=1, le=100, description="Items retrieved per question (Thought-Retriever K).")
-    context_tokens: int = Field(2000, ge=100, le=100000, description="Token budget for retrieved material.")
+    context_tokens: int | None = Field(
+        None, ge=100, le=100000, description="Token budget for retrieved material. Default: 2000 (the paper's) for "
+        "an OpenAI-compatible endpoint, 700 for the local model (keeps a turn fast; README \"Local model\").")
+    source_tokens: int | None = Field(
+        None, ge=20, le=100000, description="Each retrieved item is cut to this many tokens before the budget. "
+        "Default: none for an endpoint, 90 for the local model (title and first sentences, so several items fit).")
     merge_threshold: float = Field(0.85, gt=0, le=1, description="Cosine at or above which a new thought is redundant.")
     private_thoughts: bool = Field(False, description="New thoughts are seen only by the user whose turn made them "
                                    "(default: thought memory is shared by all users, the method's point).")
-    answer_max_tokens: int = Field(400, ge=16, le=8192, description="Most tokens one answer may have.")
+    answer_max_tokens: int | None = Field(
+        None, ge=16, le=8192, description="Most tokens one answer may have. Default: 400 for an endpoint, 160 for the "
+        "local model.")
     max_input_chars: int = Field(4000, ge=100, le=1000000, description="Longer text inputs are truncated, with a notice.")
 
     # --- profile
@@ -133,6 +150,10 @@ class Settings(BaseSettings):
     def _check_gguf(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_file():
             raise ValueError(f"no GGUF file at {value}")
+        if value is not None:
+            with value.open("rb") as model:
+                if model.read(4) != b"GGUF":
+                    raise ValueError(f"{value} is not a GGUF model file (it does not start with 'GGUF')")
         return value
 
     @property
@@ -140,6 +161,23 @@ class Settings(BaseSettings):
         if self.llm:
             return self.llm
         return "openai" if self.openai_api_key else "local"
+
+    # Per-backend defaults: the tiny local model gets less to read and write, so a turn stays fast.
+    @property
+    def answer_budget_tokens(self) -> int:
+        return self.context_tokens or (700 if self.llm_backend == "local" else 2000)
+
+    @property
+    def source_cap_tokens(self) -> int | None:
+        return self.source_tokens or (90 if self.llm_backend == "local" else None)
+
+    @property
+    def answer_tokens(self) -> int:
+        return self.answer_max_tokens or (160 if self.llm_backend == "local" else 400)
+
+    @property
+    def batch_threads(self) -> int:
+        return self.local_batch_threads or max(1, min(os.cpu_count() or 1, 4))
 
     @property
     def db_path(self) -> Path:

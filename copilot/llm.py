@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import random
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -31,14 +32,32 @@ class LLMError(RuntimeError):
 class Usage:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int = 0                 # prompt tokens whose KV cache was reused from the previous call
+    prompt_seconds: float | None = None    # evaluating the prompt (what the user waits for before a first token)
+    first_token_seconds: float | None = None
+    total_seconds: float | None = None
+    notices: list[str] = field(default_factory=list)   # e.g. "the prompt was trimmed to fit"
+
+    @property
+    def prompt_rate(self) -> float | None:
+        evaluated = (self.prompt_tokens or 0) - self.cached_tokens
+        return evaluated / self.prompt_seconds if self.prompt_seconds and evaluated > 0 else None
+
+    @property
+    def generation_rate(self) -> float | None:
+        if not self.completion_tokens or self.total_seconds is None or self.first_token_seconds is None:
+            return None
+        seconds = self.total_seconds - self.first_token_seconds
+        return (self.completion_tokens - 1) / seconds if seconds > 0 and self.completion_tokens > 1 else None
 
 
 class Backend(Protocol):
     name: str
     model: str
+    obeys_grammar: bool
 
     def stream(self, messages: list[dict[str, str]], max_tokens: int, temperature: float,
-               usage: Usage) -> Iterator[str]: ...
+               usage: Usage, grammar: str | None = None) -> Iterator[str]: ...
 
 
 def packaged_gguf() -> Path:
@@ -49,67 +68,278 @@ def packaged_gguf() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-_loaded_models: dict[tuple[str, int, int], object] = {}
+def _llama_cpp():
+    """Import llama.cpp with OpenMP threads that sleep rather than spin while they wait (unless the environment
+    says otherwise). Spinning threads collapse as soon as another process wants the same cores: a 512-token
+    prompt on 2 threads ran at 16 tok/s with spinning and 198 tok/s with sleeping threads, measured on a 2-core
+    machine with another job busy (docs/performance.md). libgomp reads this once, when it loads."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    import llama_cpp
+
+    return llama_cpp
+
+
+def built_with_amx() -> bool:
+    """True when the installed llama.cpp carries AMX kernels: then batched prompts can crash (see LocalBackend)."""
+    llama_cpp = _llama_cpp()
+    info = llama_cpp.llama_print_system_info()
+    info = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+    return "AMX_INT8 = 1" in info or "AMX = 1" in info
+
+
+# Quantizations without a fast batched kernel in a portable x86 build of llama.cpp (no llamafile sgemm, no
+# repacking): Q4_1 and Q5_1. Measured on the packaged SmolLM2 (docs/performance.md): batched prompts of the Q4_1
+# file ran at 33-172 tok/s, a Q8_0 copy of the same weights at 288-325 tok/s.
+_SLOW_BATCH_FILE_TYPES = {3: "Q4_1", 9: "Q5_1"}
+_Q8_0 = 7
+
+
+def fast_copy(model_path: Path, cache_dir: Path | None) -> Path:
+    """A Q8_0 copy of a Q4_1/Q5_1 GGUF, made once with llama.cpp's own quantizer into `cache_dir` (nearly
+    lossless: 8-bit blocks hold 4- and 5-bit values). Any other model, or no cache dir, is used as it is."""
+    if cache_dir is None:
+        return model_path
+    import ctypes
+
+    llama_cpp = _llama_cpp()
+    Llama = llama_cpp.Llama
+    target = cache_dir / f"{model_path.stem}.Q8_0-from-file.gguf"
+    if target.is_file() and target.stat().st_mtime >= model_path.stat().st_mtime:
+        return target
+    try:
+        probe = Llama(model_path=str(model_path), vocab_only=True, verbose=False)
+        file_type = int(probe.metadata.get("general.file_type", -1))
+        del probe
+    except (ValueError, RuntimeError):
+        return model_path                     # not loadable: the real load reports it
+    if file_type not in _SLOW_BATCH_FILE_TYPES:
+        return model_path
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = _Q8_0
+    params.allow_requantize = True
+    started = time.monotonic()
+    with _quiet_stderr():
+        failed = llama_cpp.llama_model_quantize(str(model_path).encode(), str(partial).encode(), ctypes.byref(params))
+    if failed or not partial.is_file():
+        log.warning("could not make a Q8_0 copy of %s; using it as it is (slower prompts)", model_path)
+        partial.unlink(missing_ok=True)
+        return model_path
+    partial.replace(target)
+    log.info("made a Q8_0 copy of the %s model for fast prompts in %.1f s: %s",
+             _SLOW_BATCH_FILE_TYPES[file_type], time.monotonic() - started, target)
+    return target
+
+
+class _quiet_stderr:
+    """llama.cpp's quantizer prints a line per tensor on file descriptor 2; keep the log readable."""
+
+    def __enter__(self):
+        self._saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+    def __exit__(self, *_):
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+
+
+def idle_cores(window: float = 0.05) -> float:
+    """Cores left idle by every process over a short window (Linux /proc/stat); the machine's cores elsewhere."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as stat:
+            values = [int(v) for v in stat.readline().split()[1:]]
+        return values[3] + values[4], sum(values[:8])
+
+    cores = os.cpu_count() or 1
+    try:
+        idle0, total0 = sample()
+        time.sleep(window)
+        idle1, total1 = sample()
+    except (OSError, ValueError, IndexError):
+        return float(cores)
+    return cores * (idle1 - idle0) / (total1 - total0) if total1 > total0 else float(cores)
+
+
+@dataclass
+class _LoadedModel:
+    llama: object
+    format_chat: object                 # messages -> prompt text, from the GGUF's own chat template
+    lock: threading.Lock               # one generation at a time per model instance
+
+
+_loaded_models: dict[tuple, _LoadedModel] = {}
 _load_lock = threading.Lock()
 
 
 class LocalBackend:
-    """llama.cpp in this process. One model instance per file, and one generation at a time."""
+    """llama.cpp in this process. One model instance per file and settings, and one generation at a time.
+
+    The deadline covers the whole call: waiting for the model, reading the prompt (evaluated in batches with the
+    deadline checked between them) and generating. Two calls whose prompts share a beginning (the two answers
+    of a turn: instructions and question first) reuse the KV cache of that beginning.
+    """
 
     name = "local"
-    _generate_lock = threading.Lock()
+    obeys_grammar = True
 
-    def __init__(self, model_path: Path, n_ctx: int, threads: int, timeout: float) -> None:
+    def __init__(self, model_path: Path, n_ctx: int, threads: int | None, timeout: float,
+                 batch_threads: int | None = None, n_batch: int = 256, cache_dir: Path | None = None) -> None:
         self.path = Path(model_path)
         self.model = self.path.stem
         self.n_ctx = n_ctx
-        self.threads = threads
+        self.threads = threads              # None: chosen per call from the idle cores (see _generation_threads)
+        self.batch_threads = batch_threads or threads or 1
+        self.n_batch = n_batch
         self.timeout = timeout
+        self.cache_dir = cache_dir
 
-    def _llama(self):
-        key = (str(self.path), self.n_ctx, self.threads)
+    def _loaded(self) -> _LoadedModel:
+        key = (str(self.path), self.n_ctx, self.batch_threads, self.n_batch)
         with _load_lock:
             if key not in _loaded_models:
-                from llama_cpp import Llama
-
-                # n_batch=1: llama-cpp-python 0.3.36 as built on this project's machines (Xeon with AMX, in a
-                # VM) segfaults on any batched decode of a repacked model, i.e. on every prompt longer than one
-                # token. Token-by-token prompt evaluation avoids that path; it is also faster here than turning
-                # weight repacking off (measured: 56-token prompt 8.6 s vs 42 s on a loaded 2-core box).
-                _loaded_models[key] = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.threads,
-                                            n_batch=1, n_ubatch=1, verbose=False, seed=0)
+                _loaded_models[key] = self._load()
             return _loaded_models[key]
 
-    def stream(self, messages, max_tokens, temperature, usage):
-        llama = self._llama()
-        prompt_tokens = len(llama.tokenize("\n".join(m["content"] for m in messages).encode("utf-8", "replace")))
-        usage.prompt_tokens = prompt_tokens
-        room = self.n_ctx - prompt_tokens - 16
-        if room < 16:
-            raise LLMError(f"prompt of ~{prompt_tokens} tokens does not fit the local model's "
-                           f"{self.n_ctx}-token context; shorten the input or raise COPILOT_LOCAL_CONTEXT")
+    def _load(self) -> _LoadedModel:
+        Llama = _llama_cpp().Llama
+
+        n_batch = self.n_batch
+        if n_batch > 1 and built_with_amx():
+            # llama.cpp's AMX kernels (built only by -march=native on a CPU with AMX) crash on batched prompts of
+            # Q4_0/Q4_1 models (ggml_backend_amx_mul_mat). requirements.txt builds without them; a native build
+            # found here falls back to token-by-token prompts, slow but safe.
+            log.warning("llama.cpp was built with AMX kernels: prompts are read token by token. Reinstall "
+                        "llama-cpp-python from requirements.txt (portable build) for batched prompts.")
+            n_batch = 1
+        path = fast_copy(self.path, self.cache_dir) if n_batch > 1 else self.path
+        try:
+            llama = Llama(model_path=str(path), n_ctx=self.n_ctx, n_threads=self.threads or 1,
+                          n_threads_batch=self.batch_threads, n_batch=n_batch, n_ubatch=n_batch, verbose=False,
+                          seed=0)
+        except (ValueError, RuntimeError) as error:
+            raise LLMError(f"cannot load the local model {self.path} ({error}): check COPILOT_LOCAL_MODEL") from None
+        return _LoadedModel(llama, _chat_formatter(llama), threading.Lock())
+
+    def _generation_threads(self, llama) -> None:
+        """Generate with every idle core, but never more: a thread that has to share its core with another
+        process makes the others spin-wait, and generation on 2 cores became 3x slower than on 1 (measured)."""
+        llama_cpp = _llama_cpp()
+        threads = self.threads or max(1, min(self.batch_threads, int(idle_cores() + 0.25)))
+        llama_cpp.llama_set_n_threads(llama.ctx, threads, self.batch_threads)
+
+    def stream(self, messages, max_tokens, temperature, usage, grammar=None):
+        loaded = self._loaded()               # once per process; the deadline is for the call itself
+        deadline = time.monotonic() + self.timeout
         started = time.monotonic()
-        with self._generate_lock:
-            try:
-                chunks = llama.create_chat_completion(messages=messages, max_tokens=min(max_tokens, room),
-                                                      temperature=temperature, stream=True)
-                count = 0
-                for chunk in chunks:
-                    piece = chunk["choices"][0]["delta"].get("content") or ""
-                    if piece:
-                        count += 1
-                        usage.completion_tokens = count
-                        yield piece
-                    if time.monotonic() - started > self.timeout:
-                        raise LLMError(f"local model timed out after {self.timeout:.0f} s", retryable=False)
-            except ValueError as error:
-                raise LLMError(f"local model rejected the request: {error}") from None
+        if not loaded.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise LLMError(f"the local model was busy for the whole {self.timeout:.0f} s timeout; try again")
+        try:
+            yield from self._generate(loaded, messages, max_tokens, temperature, usage, grammar, deadline, started)
+        finally:
+            loaded.lock.release()
+
+    def _generate(self, loaded, messages, max_tokens, temperature, usage, grammar, deadline, started):
+        llama = loaded.llama
+        self._generation_threads(llama)
+        tokens = self._prompt_tokens(loaded, messages, usage)
+        usage.prompt_tokens = len(tokens)
+        room = self.n_ctx - len(tokens) - 8
+        usage.cached_tokens = self._evaluate(llama, tokens[:-1], deadline)
+        usage.prompt_seconds = time.monotonic() - started
+        compiled = _grammar(grammar) if grammar else None
+        try:
+            chunks = llama.create_completion(prompt=tokens, max_tokens=min(max_tokens, room), temperature=temperature,
+                                             repeat_penalty=1.1, grammar=compiled, stream=True)
+            count = 0
+            for chunk in chunks:
+                piece = chunk["choices"][0].get("text") or ""
+                if piece:
+                    count += 1
+                    usage.completion_tokens = count
+                    if usage.first_token_seconds is None:
+                        usage.first_token_seconds = time.monotonic() - started
+                    yield piece
+                if time.monotonic() > deadline:
+                    raise LLMError(f"local model timed out after {self.timeout:.0f} s", retryable=False)
+        except ValueError as error:
+            raise LLMError(f"local model rejected the request: {error}") from None
+        finally:
+            usage.total_seconds = time.monotonic() - started
+
+    def _prompt_tokens(self, loaded, messages, usage) -> list[int]:
+        """The chat prompt as tokens; one that does not fit the context loses the middle of its last message."""
+        llama = loaded.llama
+        tokens = llama.tokenize(loaded.format_chat(messages).encode("utf-8", "replace"), add_bos=False, special=True)
+        limit = self.n_ctx - 64
+        if len(tokens) <= limit:
+            return tokens
+        last = messages[-1]["content"]
+        keep = max(200, int(len(last) * limit / len(tokens)) - 400)
+        trimmed = last[: keep // 2] + "\n…\n" + last[-keep // 2:]
+        usage.notices.append(f"The prompt had {len(tokens):,} tokens, more than the local model's "
+                             f"{self.n_ctx:,}-token context; its middle was left out.")
+        shorter = [*messages[:-1], {**messages[-1], "content": trimmed}]
+        tokens = llama.tokenize(loaded.format_chat(shorter).encode("utf-8", "replace"), add_bos=False, special=True)
+        return tokens[-limit:]
+
+    def _evaluate(self, llama, tokens: list[int], deadline: float) -> int:
+        """Bring the KV cache to `tokens`: keep the longest cached prefix, evaluate the rest in batches, checking
+        the deadline between batches. Returns how many tokens were reused."""
+        cached = 0
+        previous = llama.input_ids[: llama.n_tokens]
+        for a, b in zip(previous, tokens):
+            if a != b:
+                break
+            cached += 1
+        llama.n_tokens = cached             # eval() drops the cache beyond n_tokens before decoding
+        step = max(1, llama.n_batch)
+        for start in range(cached, len(tokens), step):
+            if time.monotonic() > deadline:
+                raise LLMError(f"local model timed out after {self.timeout:.0f} s while reading the prompt "
+                               f"({start:,} of {len(tokens):,} tokens read)")
+            llama.eval(tokens[start:start + step])
+        return cached
+
+
+def _chat_formatter(llama):
+    """messages -> prompt text with the model's own chat template (or a plain fallback for a GGUF without one)."""
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        return lambda messages: "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    def special(token: int) -> str:
+        return llama.detokenize([token], special=True).decode("utf-8", "replace") if token >= 0 else ""
+
+    formatter = Jinja2ChatFormatter(template=template, eos_token=special(llama.token_eos()),
+                                    bos_token=special(llama.token_bos()))
+    return lambda messages: formatter(messages=messages).prompt
+
+
+_grammars: dict[str, object] = {}
+_grammars_lock = threading.Lock()
+
+
+def _grammar(text: str):
+    """A compiled llama.cpp grammar, cached by its text (compiling is cheap but not free)."""
+    LlamaGrammar = _llama_cpp().LlamaGrammar
+
+    with _grammars_lock:
+        if text not in _grammars:
+            if len(_grammars) > 64:
+                _grammars.clear()
+            _grammars[text] = LlamaGrammar.from_string(text, verbose=False)
+        return _grammars[text]
 
 
 class OpenAIBackend:
     """Any OpenAI-compatible chat endpoint through the `openai` client."""
 
     name = "openai"
+    obeys_grammar = False    # the prompt states the shape; the output checks in copilot.grounding still run
 
     def __init__(self, base_url: str | None, api_key: str, model: str, timeout: float) -> None:
         import openai
@@ -117,6 +347,7 @@ class OpenAIBackend:
         self._openai = openai
         self._key = api_key
         self.model = model
+        self.timeout = timeout
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
 
     def _error(self, error: Exception) -> LLMError:
@@ -136,12 +367,16 @@ class OpenAIBackend:
             return LLMError(f"the LLM endpoint failed (HTTP {error.status_code})", retryable=True)
         return LLMError(f"the LLM endpoint refused the request: {text[:300]}")
 
-    def stream(self, messages, max_tokens, temperature, usage):
+    def stream(self, messages, max_tokens, temperature, usage, grammar=None):
+        started = time.monotonic()
         try:
             response = self.client.chat.completions.create(
                 model=self.model, messages=messages, max_tokens=max_tokens, temperature=temperature, stream=True)
             count = 0
             for chunk in response:
+                if time.monotonic() - started > self.timeout:   # the client's timeout is per read, not per call
+                    response.close()
+                    raise LLMError(f"the LLM endpoint did not finish within {self.timeout:.0f} s")
                 if getattr(chunk, "usage", None):
                     usage.prompt_tokens = chunk.usage.prompt_tokens
                     usage.completion_tokens = chunk.usage.completion_tokens
@@ -151,9 +386,13 @@ class OpenAIBackend:
                 if piece:
                     count += 1
                     usage.completion_tokens = usage.completion_tokens or count
+                    if usage.first_token_seconds is None:
+                        usage.first_token_seconds = time.monotonic() - started
                     yield piece
         except self._openai.OpenAIError as error:
             raise self._error(error) from None
+        finally:
+            usage.total_seconds = time.monotonic() - started
 
 
 class LLM:
@@ -169,19 +408,30 @@ class LLM:
     def info(self) -> dict[str, str]:
         return {"backend": self.backend.name, "model": self.backend.model}
 
-    def complete(self, prompt: RenderedPrompt, max_tokens: int = 256, temperature: float = 0.2) -> str:
-        return "".join(self.stream(prompt, max_tokens=max_tokens, temperature=temperature))
+    @property
+    def obeys_grammar(self) -> bool:
+        """Whether a grammar passed to `stream` constrains the output (the local model) or is ignored."""
+        return getattr(self.backend, "obeys_grammar", False)
 
-    def stream(self, prompt: RenderedPrompt, max_tokens: int = 256, temperature: float = 0.2) -> Iterator[str]:
-        """Yield pieces of the answer. Transient errors before the first piece are retried with backoff."""
+    def complete(self, prompt: RenderedPrompt, max_tokens: int = 256, temperature: float = 0.2,
+                 grammar: str | None = None, usage: Usage | None = None) -> str:
+        return "".join(self.stream(prompt, max_tokens=max_tokens, temperature=temperature, grammar=grammar,
+                                   usage=usage))
+
+    def stream(self, prompt: RenderedPrompt, max_tokens: int = 256, temperature: float = 0.2,
+               grammar: str | None = None, usage: Usage | None = None) -> Iterator[str]:
+        """Yield pieces of the answer. Transient errors before the first piece are retried with backoff.
+        `grammar` (GBNF) constrains a backend that obeys grammars; `usage`, when given, receives token counts,
+        timings and notices of the call."""
         attempt = 0
+        usage = usage if usage is not None else Usage()   # a retry happens only before any piece, so it may share
         while True:
-            usage = Usage()
             pieces: list[str] = []
             started = time.time()
             error: LLMError | None = None
             try:
-                for piece in self.backend.stream(prompt.as_messages(), max_tokens, temperature, usage):
+                for piece in self.backend.stream(prompt.as_messages(), max_tokens, temperature, usage,
+                                                 grammar=grammar):
                     pieces.append(piece)
                     yield piece
             except LLMError as caught:
@@ -219,5 +469,7 @@ def build_llm(settings: Settings, db: Database | None) -> LLM:
                                          settings.llm_model, settings.llm_timeout)
     else:
         backend = LocalBackend(settings.local_model or packaged_gguf(), settings.local_context,
-                               settings.local_threads, settings.llm_timeout)
+                               settings.local_threads, settings.llm_timeout, batch_threads=settings.batch_threads,
+                               n_batch=settings.local_batch,
+                               cache_dir=settings.data_dir / "models" if settings.local_requantize else None)
     return LLM(backend, db, retries=settings.llm_retries)

@@ -14,6 +14,7 @@ class RecordedCall:
     messages: list[dict[str, str]]
     max_tokens: int
     temperature: float
+    grammar: str | None = None
 
     @property
     def text(self) -> str:
@@ -27,10 +28,11 @@ class ScriptedBackend:
     replies: list[str | LLMError | Callable[[list[dict[str, str]]], str]] = field(default_factory=list)
     name: str = "scripted"
     model: str = "scripted-model"
+    obeys_grammar: bool = False
     calls: list[RecordedCall] = field(default_factory=list)
 
-    def stream(self, messages, max_tokens, temperature, usage: Usage):
-        self.calls.append(RecordedCall(messages, max_tokens, temperature))
+    def stream(self, messages, max_tokens, temperature, usage: Usage, grammar: str | None = None):
+        self.calls.append(RecordedCall(messages, max_tokens, temperature, grammar))
         if not self.replies:
             raise AssertionError(f"scripted LLM ran out of replies at call {len(self.calls)}")
         reply = self.replies.pop(0)

@@ -82,7 +82,7 @@ def test_timed_backend_adds_up_only_the_time_spent_inside_the_model():
     class Slow:
         name, model = "slow", "slow"
 
-        def stream(self, messages, max_tokens, temperature, usage):
+        def stream(self, messages, max_tokens, temperature, usage, grammar=None):
             for piece in ("a", "b"):
                 clock[0] += 5.0              # the model works 5 s per piece
                 yield piece

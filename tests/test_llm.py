@@ -4,6 +4,7 @@ loopback), retries with backoff, and no API key in llm_calls or error messages."
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -15,7 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from copilot import llm as llm_module
-from copilot.llm import LLM, LLMError, packaged_gguf
+from copilot.config import SettingsError
+from copilot.llm import LLM, LLMError, Usage, packaged_gguf
 from copilot.prompts import HEALTH_CHECK, Prompt
 from copilot.services import Services
 from tests.conftest import make_settings, stop_process
@@ -63,12 +65,72 @@ def test_local_stream_yields_pieces(local_services):
     assert llm_calls(services)[-1]["output"] == "".join(pieces)
 
 
-def test_local_prompt_too_long_for_the_context_is_a_clear_error(tmp_path):
+def test_local_prompt_longer_than_the_context_is_trimmed_with_a_notice(tmp_path):
     services = Services(make_settings(tmp_path / "data", local_context=512, local_threads=1))
-    long = Prompt("too_long", "", "{text}").render(text="word " * 2000)
-    with pytest.raises(LLMError, match="does not fit"):
-        services.llm.complete(long, max_tokens=16)
-    assert llm_calls(services)[-1]["error"]
+    long = Prompt("too_long", "", "{text}").render(text="Question: what is a planet? " + "word " * 2000 + " Answer:")
+    usage = Usage()
+    services.llm.complete(long, max_tokens=8, usage=usage)       # the model may well stop at once: no crash
+    assert usage.prompt_tokens <= 512 - 64
+    assert "middle was left out" in usage.notices[0]
+    assert llm_calls(services)[-1]["error"] is None
+
+
+def test_a_huge_prompt_times_out_within_the_timeout_and_frees_the_model(tmp_path):
+    # batches of 16 tokens: the deadline is checked between batches, so it holds within a fraction of a second
+    services = Services(make_settings(tmp_path / "data", local_context=8192, local_threads=1, local_batch=16,
+                                      llm_timeout=2.0))
+    services.llm.complete(PROMPT.render(), max_tokens=2)          # load the model outside the timed call
+    huge = Prompt("huge", "", "{text}").render(text="planets and moons " * 2300)
+    started = time.monotonic()
+    with pytest.raises(LLMError, match="timed out after 2 s while reading the prompt"):
+        services.llm.complete(huge, max_tokens=8)
+    assert time.monotonic() - started < 2.0 + 1.5
+    assert services.llm.complete(PROMPT.render(), max_tokens=4).strip()   # the model is free for the next call
+
+
+def test_two_prompts_sharing_a_beginning_reuse_its_cache(local_services):
+    first = Prompt("a", "You are a terse assistant.", "Question: name a planet.\n\nSources: {s}")
+    usage_a, usage_b = Usage(), Usage()
+    local_services.llm.complete(first.render(s="one two three " * 40), max_tokens=4, usage=usage_a)
+    local_services.llm.complete(first.render(s="four five six " * 40), max_tokens=4, usage=usage_b)
+    assert usage_b.cached_tokens >= 15                            # system text and question were not read again
+    assert usage_b.cached_tokens < usage_b.prompt_tokens
+
+
+def test_the_answer_grammar_holds_the_local_model_to_cited_statements(local_services):
+    from copilot.prompts import CANNOT_ANSWER, answer_grammar
+
+    prompt = Prompt("g", "Answer from the numbered sources.", "Sources: [1] Mars is red. [2] Venus is hot.\n"
+                    "Question: which planet is red?").render()
+    text = local_services.llm.complete(prompt, max_tokens=120, grammar=answer_grammar(2), temperature=0.0)
+    statement = r"Source \[[12]\] (?:shows that|reports that|finds that|proposes|introduces|studies|describes) [^\[\]\n<>.]{20,200}\.\n"
+    assert text == CANNOT_ANSWER or re.fullmatch(f"(?:{statement}){{1,2}}", text), text
+
+
+def test_a_file_that_is_not_a_gguf_stops_start_up_naming_the_variable(tmp_path):
+    bogus = tmp_path / "model.gguf"
+    bogus.write_bytes(b"<html>not a model</html>")
+    with pytest.raises(SettingsError, match="COPILOT_LOCAL_MODEL=.*not a GGUF"):
+        make_settings(tmp_path / "data", local_model=bogus)
+    with pytest.raises(SettingsError, match="COPILOT_LOCAL_MODEL=.*no GGUF file"):
+        make_settings(tmp_path / "data", local_model=tmp_path / "missing.gguf")
+
+
+def test_the_packaged_q4_1_model_gets_a_q8_0_copy_once(tmp_path):
+    cache = tmp_path / "models"
+    copy = llm_module.fast_copy(packaged_gguf(), cache)
+    assert copy.parent == cache and copy.read_bytes()[:4] == b"GGUF"
+    made = copy.stat().st_mtime
+    assert llm_module.fast_copy(packaged_gguf(), cache) == copy and copy.stat().st_mtime == made
+    assert llm_module.fast_copy(copy, cache) == copy                 # a Q8_0 model is used as it is
+    assert llm_module.fast_copy(packaged_gguf(), None) == packaged_gguf()
+
+
+def test_a_build_with_amx_kernels_reads_prompts_token_by_token(tmp_path, monkeypatch):
+    monkeypatch.setattr(llm_module, "built_with_amx", lambda: True)
+    backend = llm_module.LocalBackend(packaged_gguf(), 1024, 1, 30.0, n_batch=256, cache_dir=tmp_path / "m")
+    loaded = backend._load()
+    assert loaded.llama.n_batch == 1
 
 
 # --- OpenAI backend against a real OpenAI-compatible server
@@ -79,7 +141,7 @@ def llama_server(tmp_path_factory):
     log = log_path.open("wb")  # a file, not a pipe: llama.cpp logs a lot and would block on a full pipe
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(packaged_gguf()), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--n_batch", "1", "--n_ubatch", "1",
+         "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--n_batch", "64", "--n_ubatch", "64",
          "--model_alias", "smollm2-test",
          "--api_key", KEY], stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}/v1"

@@ -26,8 +26,10 @@ class InstantBackend:
     name = "bench-instant"
     model = "instant"
 
+    obeys_grammar = False
+
     def stream(self, messages: list[dict[str, str]], max_tokens: int, temperature: float,
-               usage: Usage) -> Iterator[str]:
+               usage: Usage, grammar: str | None = None) -> Iterator[str]:
         text = "\n".join(m["content"] for m in messages)
         sources = _SOURCE.findall(text)
         question = text.rsplit("Question:", 1)[-1].split("\n", 1)[0].strip()
@@ -50,12 +52,13 @@ class TimedBackend:
         self.clock = clock
         self.name = inner.name
         self.model = inner.model
+        self.obeys_grammar = getattr(inner, "obeys_grammar", False)
         self.seconds = 0.0
         self.calls = 0
 
-    def stream(self, messages, max_tokens, temperature, usage):
+    def stream(self, messages, max_tokens, temperature, usage, grammar=None):
         self.calls += 1
-        pieces = iter(self.inner.stream(messages, max_tokens, temperature, usage))
+        pieces = iter(self.inner.stream(messages, max_tokens, temperature, usage, grammar=grammar))
         while True:
             started = self.clock()
             try:
