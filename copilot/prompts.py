@@ -86,13 +86,39 @@ HEALTH_CHECK = register(Prompt(
 
 
 # --- Chat (Thought-Retriever, methods.md §1) ---------------------------------------------------------------
+# Sources carry neutral labels [1]..[n] (the same form for papers and thoughts, so the blind A/B stays blind);
+# instructions and question come before the sources so the two answers of a turn share a cached prefix.
 CHAT_ANSWER = register(Prompt(
     name="chat_answer",
-    system=("You answer questions about research papers using only the sources you are given. "
-            + QUOTED_MATERIAL_RULE + " Cite every source you use by its id in square brackets, e.g. [2501.01234]. "
-            f"If the sources do not hold enough to answer, reply exactly: {CANNOT_ANSWER} Do not guess."),
-    user="{reader}Sources:\n{sources}\n\nQuestion: {question}\n\nAnswer in a few sentences and cite source ids.",
+    system=("You answer a researcher's question using only the numbered sources you are given. "
+            + QUOTED_MATERIAL_RULE + " Write one to three short statements. Tie each statement to the source it "
+            "comes from by that source's number in square brackets, like [2]. Never cite a number that is not a "
+            f"source, and never write links. If the sources do not answer the question, reply exactly: {CANNOT_ANSWER}"),
+    user="{reader}Question: {question}\n\nSources:\n{sources}\n\nQuestion: {question}",
 ))
+
+ANSWER_STATEMENTS = 2           # most statements in a grammar-constrained answer
+ANSWER_STATEMENT_CHARS = 200    # most characters of one statement after its opening
+ANSWER_VERBS = ("shows that", "reports that", "finds that", "proposes", "introduces", "studies", "describes")
+
+
+def answer_grammar(labels: int) -> str:
+    """GBNF for a grammar-obeying (small, local) model: the cannot-answer sentence, or one or two one-sentence
+    statements that each open with the source they come from ("Source [2] shows that …"). Opening with the
+    source makes a small model continue from that source's text instead of inventing; the bound on length and
+    count leaves no room for a loop."""
+    choices = " | ".join(f'"{n}"' for n in range(1, max(1, labels) + 1))
+    verbs = " | ".join(f'"{verb}"' for verb in ANSWER_VERBS)
+    optional = "".join(" statement?" for _ in range(ANSWER_STATEMENTS - 1))
+    return "\n".join([
+        f"root ::= cannot | statement{optional}",
+        f'cannot ::= "{CANNOT_ANSWER}"',
+        'statement ::= "Source [" label "] " verb " " words ".\\n"',
+        f"verb ::= {verbs}",
+        f"words ::= [^\\[\\]\\n<>.]{{20,{ANSWER_STATEMENT_CHARS}}}",
+        f"label ::= {choices}",
+    ])
+
 
 # The paper's thought-and-confidence prompt (Fig. 13), in our words and with the same decision structure:
 # step 1 outputs 0 (and nothing else) when the answer only says it cannot answer; step 2 writes the thought.

@@ -150,10 +150,18 @@ def test_answer_prompt_quotes_sources_and_names_the_sentinel(services):
     assert "".join(stream_answer(llm, "What is X?", items, max_tokens=50)).strip() == "It uses X [2501.00001]."
     system, user = backend.calls[0].messages[0]["content"], backend.calls[0].messages[1]["content"]
     assert CANNOT_ANSWER in system and "square brackets" in system
-    assert '<source id="2501.00001">' in user and '<source id="T123">' in user and "<b>" not in user
+    # neutral labels in the prompt: neither ids nor kinds reach the model, so either side reads alike
+    assert '<source id="1">' in user and '<source id="2">' in user and "<b>" not in user
+    assert "2501.00001" not in user and "T123" not in user
+    assert user.index("Question:") < user.index("Sources:")        # shared prefix first, for the KV cache
     assert backend.calls[0].max_tokens == 50
     assert "".join(stream_answer(llm, "What is X?", [], max_tokens=50)) == CANNOT_ANSWER  # nothing retrieved
     assert len(backend.calls) == 1
+    assert backend.calls[0].grammar is None                        # an endpoint is not held to a grammar
+    backend.obeys_grammar = True
+    backend.replies.append("Source [1] shows that X is used widely in practice.")
+    list(stream_answer(llm, "What is X?", items, max_tokens=50))
+    assert 'label ::= "1" | "2"' in backend.calls[1].grammar
 
 
 @pytest.mark.parametrize("output, expected", [

@@ -24,7 +24,7 @@ import numpy as np
 
 from copilot import prompts
 from copilot.embed import Embedder
-from copilot.grounding import Checked, check
+from copilot.grounding import Checked, check, citation_key
 from copilot.llm import LLM, Usage
 from copilot.prompts import CANNOT_ANSWER, RenderedPrompt, source_block, strip_quoting_tags
 from copilot.records import Evidence
@@ -427,9 +427,21 @@ def stream_answer(llm: LLM, question: str, items: Sequence[Evidence], max_tokens
 
 
 def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
-    """The output checks for a chat answer: only labels 1..n, no invented links, no loop, no echoed rules."""
-    return check(text, allowed=[str(n) for n in range(1, len(items) + 1)], source_texts=[i.text for i in items],
-                 instructions=[prompts.CHAT_ANSWER.system])
+    """The output checks for a chat answer: only labels 1..n, no invented links, no loop, no echoed rules.
+    An id of a retrieved item (copied from a thought's text, say) becomes that item's label first."""
+    return check(ids_to_labels(text, items), allowed=[str(n) for n in range(1, len(items) + 1)],
+                 source_texts=[i.text for i in items], instructions=[prompts.CHAT_ANSWER.system])
+
+
+def ids_to_labels(text: str, items: Sequence[Evidence]) -> str:
+    """[id] citations of the given items replaced by their [n] labels; other brackets untouched."""
+    labels = {item.id: n for n, item in enumerate(items, 1)}
+
+    def replace_id(match: re.Match) -> str:
+        key = citation_key(match.group(1))
+        return f"[{labels[key]}]" if key in labels else match.group(0)
+
+    return re.sub(r"\[([^\[\]\n]{1,40})\]", replace_id, text or "")
 
 
 def labels_to_ids(text: str, items: Sequence[Evidence]) -> str:

@@ -1,0 +1,190 @@
+"""Checks on every generated text a user sees: citations only of items actually given, no links the sources do
+not contain, no repetition loops, no echoed instructions. Each check says what it removed, so the UI can tell.
+
+Small models cite ids they invented, repeat one sentence until their token limit, and copy their instructions
+into the answer; capable models rarely do, and pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from copilot.prompts import CANNOT_ANSWER
+
+# One bracket group such as [2], [1, 3], [2501.01234v2], [hep-th/9901001], [Source 4], [T0a1b2c3d4e].
+_BRACKET = re.compile(r"\[([^\[\]\n]{1,80})\]")
+_LABEL_WORD = re.compile(r"^(?:source|src|ref|paper|item|no\.?)\s*#?\s*", re.I)
+_ARXIV_ID = re.compile(r"^(?:arxiv:\s*)?(\d{4}\.\d{4,5}|[a-z][a-z\-]*(?:\.[A-Z]{2})?/\d{7})(?:v\d+)?$", re.I)
+_THOUGHT_ID = re.compile(r"^T[0-9a-f]{10}$")
+_NUMBER = re.compile(r"^[1-9]\d{0,2}$")
+_URL = re.compile(r"(?:https?://|www\.)[^\s<>\"'\])]+", re.I)
+_WORD = re.compile(r"\w+", re.UNICODE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+LOOP_NGRAM = 8            # a run of this many words seen before marks the start of a loop
+ECHO_NGRAM = 7            # a sentence sharing this many consecutive words with the instructions is an echo
+
+
+@dataclass
+class Checked:
+    text: str
+    notes: list[str] = field(default_factory=list)
+    dropped_citations: list[str] = field(default_factory=list)
+    cut_loop: bool = False
+    dropped_urls: list[str] = field(default_factory=list)
+    echoed: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.dropped_citations or self.cut_loop or self.dropped_urls or self.echoed)
+
+
+def citation_key(token: str) -> str | None:
+    """The normal form of one cited token, or None when it does not look like a citation at all."""
+    token = _LABEL_WORD.sub("", token.strip().strip("'\"` "))
+    if _NUMBER.match(token):
+        return str(int(token))
+    match = _ARXIV_ID.match(token)
+    if match:
+        return match.group(1)
+    if _THOUGHT_ID.match(token):
+        return token
+    return None
+
+
+def cited(text: str) -> list[str]:
+    """Citation keys in the text, in order of first appearance."""
+    found: list[str] = []
+    for group in _BRACKET.finditer(text or ""):
+        for part in re.split(r"[,;]", group.group(1)):
+            key = citation_key(part)
+            if key and key not in found:
+                found.append(key)
+    return found
+
+
+def drop_invalid_citations(text: str, allowed: Collection[str]) -> tuple[str, list[str]]:
+    """Keep only citations of `allowed` keys; a bracket whose every part is an unknown citation disappears."""
+    allowed = {citation_key(a) or a for a in allowed}
+    dropped: list[str] = []
+
+    def keep(match: re.Match) -> str:
+        parts = [p.strip() for p in re.split(r"[,;]", match.group(1))]
+        keys = [citation_key(p) for p in parts]
+        if not all(keys):
+            return match.group(0)           # not (only) citations, e.g. [sic] or an interval [0, 1]
+        good = [k for k in keys if k and k in allowed]
+        dropped.extend(p for p, k in zip(parts, keys) if k and k not in allowed)
+        return "".join(f"[{k}]" for k in dict.fromkeys(good))
+
+    cleaned = _BRACKET.sub(keep, text)
+    return re.sub(r"[ \t]+([.,;:])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)), dropped
+
+
+def drop_unsourced_urls(text: str, source_texts: Iterable[str]) -> tuple[str, list[str]]:
+    """Remove links that appear in none of the sources (small models invent plausible ones)."""
+    corpus = " ".join(source_texts).lower()
+    dropped: list[str] = []
+
+    def keep(match: re.Match) -> str:
+        url = match.group(0).rstrip(".,;:")
+        if url.lower() in corpus:
+            return match.group(0)
+        dropped.append(url)
+        return match.group(0)[len(url):]     # the sentence's own full stop stays
+
+    return _URL.sub(keep, text), dropped
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def cut_loop(text: str, n: int = LOOP_NGRAM) -> tuple[str, bool]:
+    """Cut the text where it starts repeating itself: at the first sentence that repeats an earlier sentence, or
+    that contains a run of `n` words already written. What came before stays."""
+    kept: list[str] = []
+    seen_sentences: set[str] = set()
+    seen_grams: set[tuple[str, ...]] = set()
+    for sentence in _split_keeping(text):
+        words = _words(sentence)
+        norm = " ".join(words)
+        grams = {tuple(words[i:i + n]) for i in range(max(0, len(words) - n + 1))}
+        # a run of n words seen before, or repeated within this very sentence
+        inner_repeat = len(words) >= 2 * n and len(grams) < len(words) - n + 1
+        if (norm and norm in seen_sentences and len(words) >= 3) or grams & seen_grams or inner_repeat:
+            if inner_repeat and not (grams & seen_grams):
+                kept.append(_cut_inside(sentence, n))
+            return "".join(kept).rstrip(), True
+        seen_sentences.add(norm)
+        seen_grams |= grams
+        kept.append(sentence)
+    return text, False
+
+
+def _cut_inside(sentence: str, n: int) -> str:
+    """A sentence cut just before the first repeat of an n-word run inside it."""
+    tokens = list(_WORD.finditer(sentence))
+    seen: set[tuple[str, ...]] = set()
+    for i in range(len(tokens) - n + 1):
+        gram = tuple(t.group(0).lower() for t in tokens[i:i + n])
+        if gram in seen:
+            return sentence[:tokens[i].start()].rstrip() + " …"
+        seen.add(gram)
+    return sentence
+
+
+def _split_keeping(text: str) -> list[str]:
+    """Sentences with their trailing whitespace, so joining them gives the text back."""
+    pieces, start = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        pieces.append(text[start:match.end()])
+        start = match.end()
+    if start < len(text):
+        pieces.append(text[start:])
+    return pieces
+
+
+def drop_echo(text: str, instructions: Iterable[str], n: int = ECHO_NGRAM) -> tuple[str, bool]:
+    """Remove sentences that copy a run of `n` words from the instructions the model was given."""
+    grams: set[tuple[str, ...]] = set()
+    for instruction in instructions:
+        words = _words(instruction)
+        grams |= {tuple(words[i:i + n]) for i in range(max(0, len(words) - n + 1))}
+    if not grams:
+        return text, False
+    kept, echoed = [], False
+    for sentence in _split_keeping(text):
+        words = _words(sentence)
+        if any(tuple(words[i:i + n]) in grams for i in range(max(0, len(words) - n + 1))):
+            echoed = True
+            continue
+        kept.append(sentence)
+    return "".join(kept).strip(), echoed
+
+
+def check(text: str, *, allowed: Collection[str], source_texts: Iterable[str] = (),
+          instructions: Iterable[str] = ()) -> Checked:
+    """All checks, in the order that keeps the most of a good answer: loops first (a loop may contain bad
+    citations many times), then echoes, citations and links. The sentinel passes untouched."""
+    original = (text or "").strip()
+    if original == CANNOT_ANSWER:
+        return Checked(original)
+    result = Checked(original)
+    result.text, result.cut_loop = cut_loop(result.text)
+    result.text, result.echoed = drop_echo(result.text, instructions)
+    result.text, result.dropped_citations = drop_invalid_citations(result.text, allowed)
+    result.text, result.dropped_urls = drop_unsourced_urls(result.text, source_texts)
+    result.text = result.text.strip()
+    if result.cut_loop:
+        result.notes.append("A repeated passage was cut.")
+    if result.echoed:
+        result.notes.append("Text that repeated the instructions was removed.")
+    if result.dropped_citations:
+        shown = ", ".join(dict.fromkeys(result.dropped_citations))
+        result.notes.append(f"Removed citation(s) of sources that were not retrieved: {shown[:120]}.")
+    if result.dropped_urls:
+        result.notes.append(f"Removed {len(result.dropped_urls)} link(s) found in none of the sources.")
+    return result

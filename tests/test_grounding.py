@@ -1,0 +1,95 @@
+"""The output checks (copilot.grounding) as exact tests on outputs of the shapes the small model produced."""
+
+from __future__ import annotations
+
+from copilot.grounding import check, cited, cut_loop, drop_echo, drop_invalid_citations, drop_unsourced_urls
+from copilot.prompts import CANNOT_ANSWER, CHAT_ANSWER, TRENDS_PERIOD_SUMMARY
+
+# The same paragraph seven times (a loop seen in the browser).
+PARAGRAPH = ("Retrieval-augmented generation grounds the answers of a language model in documents fetched at "
+             "question time [2]. ")
+LOOPED_PARAGRAPH = PARAGRAPH * 7
+
+# An invented researchgate link, repeated line after line.
+INVENTED_URL = ("The method is described in detail at https://www.researchgate.net/publication/123456_Graph_RAG.\n"
+                * 15)
+
+# Trends printed its own instruction back.
+ECHOED = ("In two or three short sentences, say what the field worked on in this period. "
+          "Most papers study agents for code generation [2501.00001].")
+
+
+def test_a_paragraph_repeated_seven_times_is_cut_to_one():
+    text, cut = cut_loop(LOOPED_PARAGRAPH)
+    assert cut
+    assert text == PARAGRAPH.strip()
+
+
+def test_a_loop_inside_one_long_sentence_is_cut_before_it_repeats():
+    sentence = "The model " + "learns to rank the retrieved passages by relevance and " * 4 + "then answers."
+    text, cut = cut_loop(sentence)
+    assert cut
+    assert text == "The model learns to rank the retrieved passages by relevance and …"
+
+
+def test_distinct_sentences_are_not_a_loop():
+    text = ("Dense retrieval encodes queries and passages separately [1]. Rerankers then read each pair jointly [2]. "
+            "Both are trained on click logs [3].")
+    assert cut_loop(text) == (text, False)
+
+
+def test_an_invented_url_is_removed_and_a_sourced_one_kept():
+    sources = ["Code at https://github.com/example/graphrag and data on request."]
+    text = "Code: https://github.com/example/graphrag. Paper: https://www.researchgate.net/publication/1."
+    cleaned, dropped = drop_unsourced_urls(text, sources)
+    assert cleaned == "Code: https://github.com/example/graphrag. Paper: ."
+    assert dropped == ["https://www.researchgate.net/publication/1"]
+
+
+def test_the_repeated_invented_url_answer_ends_as_one_line_without_the_link():
+    result = check(INVENTED_URL, allowed=["1", "2"], source_texts=["A graph method for retrieval."])
+    assert result.cut_loop and result.dropped_urls
+    assert "researchgate" not in result.text
+    assert result.text.count("\n") == 0
+    assert result.notes == ["A repeated passage was cut.", "Removed 1 link(s) found in none of the sources."]
+
+
+def test_citations_of_labels_not_retrieved_are_dropped_and_kept_ones_normalised():
+    text = "Graphs help [1]. Trees help [7]. Both help [1, 9]. See [Source 2]. Ranges [0, 1] stay; so does [sic]."
+    cleaned, dropped = drop_invalid_citations(text, ["1", "2", "3"])
+    assert cleaned == "Graphs help [1]. Trees help. Both help [1]. See [2]. Ranges [0, 1] stay; so does [sic]."
+    assert dropped == ["7", "9"]
+
+
+def test_arxiv_ids_old_and_new_are_recognised_as_citations():
+    text = "A [2501.01234v2], B [hep-th/9901001], C [arXiv:2402.00001], D [T0123456789]."
+    assert cited(text) == ["2501.01234", "hep-th/9901001", "2402.00001", "T0123456789"]
+    cleaned, dropped = drop_invalid_citations(text, ["2501.01234", "hep-th/9901001"])
+    assert cleaned == "A [2501.01234], B [hep-th/9901001], C, D."
+    assert dropped == ["arXiv:2402.00001", "T0123456789"]
+
+
+def test_an_echoed_instruction_sentence_is_removed_and_the_rest_kept():
+    text, echoed = drop_echo(ECHOED, [TRENDS_PERIOD_SUMMARY.user])
+    assert echoed
+    assert text == "Most papers study agents for code generation [2501.00001]."
+
+
+def test_an_answer_that_restates_the_chat_rules_loses_that_sentence():
+    output = ("Tie each statement to the source it comes from by that source's number in square brackets. "
+              "Contrastive pre-training improves retrieval recall [1].")
+    result = check(output, allowed=["1"], instructions=[CHAT_ANSWER.system])
+    assert result.echoed
+    assert result.text == "Contrastive pre-training improves retrieval recall [1]."
+
+
+def test_the_cannot_answer_sentinel_passes_untouched():
+    result = check(CANNOT_ANSWER, allowed=[], instructions=[CHAT_ANSWER.system])
+    assert result.text == CANNOT_ANSWER and not result.changed and result.notes == []
+
+
+def test_a_clean_grounded_answer_is_unchanged():
+    answer = "Sparse retrieval still beats dense retrieval on rare terms [2].\nHybrids combine both [1][2].\n"
+    result = check(answer, allowed=["1", "2"], source_texts=["x"], instructions=[CHAT_ANSWER.system])
+    assert result.text == answer.strip()
+    assert not result.changed
