@@ -32,7 +32,8 @@ from copilot.eval.bench_store import PERTURB_SIGMA, THOUGHT_SOURCES, Spec
 ROOT = Path(__file__).resolve().parents[2]
 PAPERS_JSONL = ROOT.parent / "shared" / "data" / "arxiv-cs-2025-2026" / "papers.jsonl"
 CSFCUBE = ROOT.parent / "shared" / "data" / "csfcube"
-PARTS = ("ingestion", "retrieval", "chat", "quality")
+PARTS = ("ingestion", "retrieval", "chat", "quality", "answers")
+DEFAULT_PARTS = ("ingestion", "retrieval", "chat", "quality")   # `answers` runs the local model: ask for it
 THOUGHTS_PER_PAPER = 0.1      # 100,000 papers come with 10,000 thoughts
 TARGETS = {"retrieval_p95_ms": 20, "recall_at_8": 0.95, "peak_rss_mb": 1536, "chat_overhead_p95_ms": 150,
            "fast_ingest_papers_per_s": 200, "fast_ndcg_relative_loss": 0.05}
@@ -90,7 +91,8 @@ def _fresh_services(root: Path, **overrides):
     from copilot.services import Services
 
     directory = Path(tempfile.mkdtemp(dir=root))
-    return Services(load_settings(data_dir=directory, llm="local", scheduler=False, **overrides))
+    values = {"llm": "local", "scheduler": False, **overrides}
+    return Services(load_settings(data_dir=directory, **values))
 
 
 def ingestion(work: Path, papers: list, one_by_one: int, fast_model: str | None) -> dict:
@@ -210,7 +212,7 @@ def plan(args: argparse.Namespace) -> dict:
     else:
         sizes = [1000] if args.quick else [1000, 10000, 100000]
     quick = args.quick
-    parts = [x.strip() for x in (args.parts or ",".join(PARTS)).split(",") if x.strip()]
+    parts = [x.strip() for x in (args.parts or ",".join(DEFAULT_PARTS)).split(",") if x.strip()]
     unknown = set(parts) - set(PARTS)
     if unknown:
         raise ValueError(f"unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
@@ -237,14 +239,16 @@ def run(services, args: argparse.Namespace) -> dict:
             log(f"ingestion: {p['ingest_papers']} papers batched, {p['one_by_one']} one by one")
             result["ingestion"] = ingestion(work, all_papers[-p["ingest_papers"]:], p["one_by_one"], fast_model)
 
-        vectors = cached_vectors(services.embedder, [x.document for x in all_papers[:real_count]], cache_dir, "papers")
-        np.save(work / "real.npy", vectors)
-        questions = query_texts(all_papers, p["queries"] + p["chat_turns"] + 2)
-        query_vectors = services.embedder.embed(questions[:p["queries"]])
-        np.save(work / "queries.npy", query_vectors)
+        if {"retrieval", "chat"} & set(p["parts"]):
+            vectors = cached_vectors(services.embedder, [x.document for x in all_papers[:real_count]], cache_dir,
+                                     "papers")
+            np.save(work / "real.npy", vectors)
+            questions = query_texts(all_papers, p["queries"] + p["chat_turns"] + 2)
+            query_vectors = services.embedder.embed(questions[:p["queries"]])
+            np.save(work / "queries.npy", query_vectors)
         if "retrieval" in p["parts"]:
             result["retrieval"] = retrieval(work, p["sizes"], work / "real.npy", real_count, work / "queries.npy")
-        result["retrieval_notes"] = (
+        result["retrieval_notes"] = "" if not {"retrieval", "chat"} & set(p["parts"]) else (
             f"papers beyond the first {real_count:,} real ones are perturbed copies of real embeddings "
             f"(Gaussian noise, sigma {PERTURB_SIGMA} per dimension, cosine ≈ 0.9 to the source) with the source "
             f"paper's text; thoughts ({THOUGHTS_PER_PAPER:.0%} of papers) are synthetic: the normalised mean of "
@@ -262,6 +266,14 @@ def run(services, args: argparse.Namespace) -> dict:
             store_unique(chat_services.store, all_papers[:min(p["chat_papers"], real_count)], vectors)
             result["chat_overhead"] = chat_overhead(chat_services, questions[p["queries"]:], warmup=2,
                                                     local_model=args.chat_llm == "local")
+        if "answers" in p["parts"]:
+            from copilot.eval.bench_answers import QUESTIONS, answers_bench
+
+            count = 300 if quick_answers(p) else 2000
+            log(f"answers: {len(QUESTIONS)} questions over {count} papers through {services.llm_info()['model']}")
+            answer_services = _fresh_services(work, **_llm_settings(settings))
+            result["answers"] = answers_bench(answer_services, QUESTIONS[:6] if quick_answers(p) else QUESTIONS,
+                                              all_papers[:count])
         if p["quality"]:
             log("embedding quality on CSFCube")
             result["quality"] = quality(services, fast_model, cache_dir)
@@ -274,6 +286,18 @@ def run(services, args: argparse.Namespace) -> dict:
         (out_dir / f"{name}.md").write_text(markdown)
     result["written"] = str(out_dir / f"bench-{stamp}.json")
     return result
+
+
+def quick_answers(p: dict) -> bool:
+    return bool(p["quick"])
+
+
+def _llm_settings(settings) -> dict:
+    """The LLM settings of the running configuration, for the fresh store the answers bench builds."""
+    names = ("llm", "openai_base_url", "openai_api_key", "llm_model", "local_model", "local_context", "local_threads",
+             "local_batch_threads", "local_batch", "local_requantize", "llm_timeout", "context_tokens",
+             "source_tokens", "answer_max_tokens", "top_k")
+    return {name: getattr(settings, name) for name in names}
 
 
 def to_markdown(result: dict) -> str:
@@ -296,7 +320,12 @@ def to_markdown(result: dict) -> str:
         lines += ["", f"CSFCube NDCG@20 ({q['dataset']}): {scores}" +
                   (f"; fast path relative loss {q['fast_relative_loss']:.1%}" if q.get("fast_relative_loss")
                    is not None else "")]
-    lines += ["", result["retrieval_notes"]]
+    if "answers" in result:
+        from copilot.eval import bench_answers
+
+        lines += ["", bench_answers.to_markdown(result["answers"]).rstrip()]
+    if result["retrieval_notes"]:
+        lines += ["", result["retrieval_notes"]]
     return "\n".join(lines) + "\n"
 
 

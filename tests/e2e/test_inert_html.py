@@ -72,7 +72,8 @@ def test_hostile_html_is_shown_as_text(app_server, preloaded, tmp_path, page):
         expect(answer).to_contain_text("window.__pwned='img'", timeout=120_000)   # the payload, as text
         expect(page.locator(".chat-writing")).to_have_count(0, timeout=120_000)
         expect(page.locator("#chat-notice")).to_contain_text("<script>window.__pwned='script'</script>")
-        expect(answer.locator("a[href*='arxiv.org/abs/2599.04242']").first).to_be_attached()
+        page.locator("#chat-vote-a").click()          # sources are neutral until the vote (blind A/B)
+        expect(answer.locator("a[href*='arxiv.org/abs/2599.04242']").first).to_be_attached(timeout=30_000)
         shown = page.locator("#chat-answer-a").inner_text() + page.locator("#chat-answer-b").inner_text()
         assert "Retrieval-augmented generation <img" in shown      # the hostile paper's title, as text
         assert_inert(page, "chat answers")
