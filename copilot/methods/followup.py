@@ -74,6 +74,6 @@ def standalone_question(question: str, previous: PreviousTurn | None) -> Rewrite
         if title:
             rewritten = text[:number.start()] + f'the paper "{title}"' + text[number.end():]
             return Rewrite(rewritten, True, "a source of the previous answer")
-    if _BACK_REFERENCE.search(text) or len(text.split()) <= 4:
+    if _BACK_REFERENCE.search(text):
         return Rewrite(f"{text} (follow-up to: {previous.question})", True, "refers to the previous question")
     return Rewrite(text, False)

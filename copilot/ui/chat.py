@@ -141,7 +141,11 @@ def turn_outputs(view: dict, notice: str = "", lineage: dict[str, list[dict]] | 
     parts = []
     if notice:
         parts.append(f'<div class="chat-notice">{escape(notice)}</div>')
-    parts.append(f'<div class="chat-question">Question: <q>{escape(view["question"])}</q></div>')
+    if view.get("asked"):
+        parts.append(f'<div class="chat-question">You asked: <q>{escape(view["asked"])}</q> — a follow-up, '
+                     f'answered as: <q>{escape(view["question"])}</q></div>')
+    else:
+        parts.append(f'<div class="chat-question">Question: <q>{escape(view["question"])}</q></div>')
     if view["comparison"] == "same_items":
         parts.append('<div class="chat-notice">No comparison this time: no stored thought is relevant yet, so both '
                      "retrievals found the same papers. One answer is shown; this turn is not counted in the "
@@ -247,12 +251,12 @@ def build(services: Services) -> None:
         return {t["id"]: t["root_papers"] for tid in sorted(thought_ids)
                 for t in memory_view(services, tid, limit=1, user=user) if t["id"] == tid}
 
-    def ask(question: str, personalize: bool, request: gr.Request):
+    def ask(question: str, personalize: bool, previous_turn: str | None, request: gr.Request):
         user = current_user(request)
         hidden = gr.update(visible=False)
         try:
             check_rate(services, user, getattr(request, "session_hash", None), "asking")
-            turn = chat.prepare(question, user, personalize)
+            turn = chat.prepare(question, user, personalize, previous_turn=previous_turn)
         except (ChatError, RateLimited) as error:
             yield f'<div class="chat-notice">{escape(error)}</div>', "", "", hidden, "", None, gr.update()
             return
@@ -345,9 +349,10 @@ def build(services: Services) -> None:
 
     ask_outputs = [notice, answer_a, answer_b, vote_row, vote_status, turn_state, recent]
     asks_at_once = 1 if services.settings.llm_backend == "local" else services.settings.concurrency
-    ask_button.click(ask, [question, personalize], ask_outputs, concurrency_limit=asks_at_once,
+    # the turn shown so far is what a follow-up question refers to
+    ask_button.click(ask, [question, personalize, turn_state], ask_outputs, concurrency_limit=asks_at_once,
                      concurrency_id="chat-ask")
-    question.submit(ask, [question, personalize], ask_outputs, concurrency_limit=asks_at_once,
+    question.submit(ask, [question, personalize, turn_state], ask_outputs, concurrency_limit=asks_at_once,
                     concurrency_id="chat-ask")
     for button, value in vote_buttons:
         button.click(_bind_choice(vote, value), [turn_state], [vote_status, answer_a, answer_b, recent])

@@ -1,0 +1,63 @@
+"""Follow-up questions: rewritten into standalone questions from the previous turn, and retrieved for as such."""
+
+from __future__ import annotations
+
+from copilot.features.chat import Chat
+from copilot.methods.followup import PreviousTurn, standalone_question
+from tests.conftest import import_papers
+from tests.doubles import scripted_llm
+
+PREVIOUS = PreviousTurn(
+    question="How do language models retrieve evidence?",
+    answer="Source [3] shows that dense retrieval helps.\nSource [1] reports that reranking helps too.\n",
+    source_titles=["Reranking passages with LLMs", "Sparse retrieval today", "Dense retrieval at scale"])
+
+
+def test_the_second_paper_mentioned_is_the_second_one_cited():
+    rewrite = standalone_question("Can you say more about the second paper you mentioned?", PREVIOUS)
+    assert rewrite.rewritten
+    assert rewrite.question == 'Can you say more about the paper "Reranking passages with LLMs"?'
+
+
+def test_first_and_last_and_numbered_references():
+    assert standalone_question("What data does the first paper use?", PREVIOUS).question == (
+        'What data does the paper "Dense retrieval at scale" use?')
+    assert standalone_question("Who wrote the last one?", PREVIOUS).question == (
+        'Who wrote the paper "Reranking passages with LLMs"?')
+    assert standalone_question("Is source 2 peer reviewed?", PREVIOUS).question == (
+        'Is the paper "Sparse retrieval today" peer reviewed?')
+
+
+def test_a_vague_follow_up_carries_the_previous_question():
+    rewrite = standalone_question("Tell me more about that.", PREVIOUS)
+    assert rewrite.question == "Tell me more about that. (follow-up to: How do language models retrieve evidence?)"
+
+
+def test_a_new_question_is_left_alone():
+    for question in ("What is RLHF?", "Which benchmarks measure code generation?"):
+        assert standalone_question(question, PREVIOUS) == type(standalone_question(question, None))(question, False)
+
+
+def test_a_reference_beyond_the_sources_is_not_invented():
+    rewrite = standalone_question("And the fifth paper?", PREVIOUS)
+    assert "fifth" in rewrite.question and '"' not in rewrite.question
+
+
+def test_a_follow_up_in_chat_retrieves_for_the_paper_it_refers_to(services):
+    papers = import_papers(services, 60)
+    services.llm, backend = scripted_llm(services.db, [lambda messages: "Source [1] shows that it works well.",
+                                                      lambda messages: "Source [1] reports more detail here."])
+    chat = Chat(services)
+    first = chat.prepare("How do vision-language models handle hallucination?", "local")
+    for _ in chat.stream(first):
+        pass
+    cited_title = first.answers[0].sources[0].title
+    follow = chat.prepare("Can you say more about the first paper you mentioned?", "local", previous_turn=first.id)
+    assert follow.asked == "Can you say more about the first paper you mentioned?"
+    assert cited_title in follow.question
+    assert follow.answers[0].sources[0].title == cited_title        # retrieval used the rewritten question
+    assert follow.view()["asked"] == follow.asked
+    other_user = chat.prepare("Can you say more about the first paper you mentioned?", "mallory",
+                              previous_turn=first.id)
+    assert other_user.asked == "" and cited_title not in other_user.question   # another user's turn is not read
+    assert len(papers) == 60
