@@ -104,18 +104,27 @@ def _words(text: str) -> list[str]:
 
 def cut_loop(text: str, n: int = LOOP_NGRAM) -> tuple[str, bool]:
     """Cut the text where it starts repeating itself: at the first sentence that repeats an earlier sentence, or
-    that contains a run of `n` words already written. What came before stays."""
+    that repeats a run of `n` words which the text writes at least three times (twice can be an honest shared
+    phrase; three times is a loop). What came before stays."""
+    sentences = _split_keeping(text)
+    counts: dict[tuple[str, ...], int] = {}
+    for sentence in sentences:
+        words = _words(sentence)
+        for i in range(max(0, len(words) - n + 1)):
+            gram = tuple(words[i:i + n])
+            counts[gram] = counts.get(gram, 0) + 1
+    looping = {gram for gram, count in counts.items() if count >= 3}
     kept: list[str] = []
     seen_sentences: set[str] = set()
     seen_grams: set[tuple[str, ...]] = set()
-    for sentence in _split_keeping(text):
+    for sentence in sentences:
         words = _words(sentence)
         norm = " ".join(words)
         grams = {tuple(words[i:i + n]) for i in range(max(0, len(words) - n + 1))}
         # a run of n words seen before, or repeated within this very sentence
         inner_repeat = len(words) >= 2 * n and len(grams) < len(words) - n + 1
-        if (norm and norm in seen_sentences and len(words) >= 3) or grams & seen_grams or inner_repeat:
-            if inner_repeat and not (grams & seen_grams):
+        if (norm and norm in seen_sentences and len(words) >= 3) or (grams & seen_grams & looping) or inner_repeat:
+            if inner_repeat and not (grams & seen_grams & looping):
                 kept.append(_cut_inside(sentence, n))
             return "".join(kept).rstrip(), True
         seen_sentences.add(norm)
@@ -165,17 +174,19 @@ def drop_echo(text: str, instructions: Iterable[str], n: int = ECHO_NGRAM) -> tu
     return "".join(kept).strip(), echoed
 
 
-def check(text: str, *, allowed: Collection[str], source_texts: Iterable[str] = (),
+def check(text: str, *, allowed: Collection[str] | None, source_texts: Iterable[str] = (),
           instructions: Iterable[str] = ()) -> Checked:
     """All checks, in the order that keeps the most of a good answer: loops first (a loop may contain bad
-    citations many times), then echoes, citations and links. The sentinel passes untouched."""
+    citations many times), then echoes, citations and links. The sentinel passes untouched. `allowed=None`
+    leaves citations to the caller (Trends and Profile check theirs against the papers they quoted)."""
     original = (text or "").strip()
     if original == CANNOT_ANSWER:
         return Checked(original)
     result = Checked(original)
     result.text, result.cut_loop = cut_loop(result.text)
     result.text, result.echoed = drop_echo(result.text, instructions)
-    result.text, result.dropped_citations = drop_invalid_citations(result.text, allowed)
+    if allowed is not None:
+        result.text, result.dropped_citations = drop_invalid_citations(result.text, allowed)
     result.text, result.dropped_urls = drop_unsourced_urls(result.text, source_texts)
     result.text = result.text.strip()
     if result.cut_loop:

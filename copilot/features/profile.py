@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from copilot.grounding import check
 from copilot.llm import LLMError
 from copilot.methods.authors import (AuthorName, AuthorNameError, NamesakeGroup, author_queries, fold,
                                      group_namesakes, matching_author, parse_author_name)
@@ -461,7 +462,10 @@ def finalize_draft(raw: str, papers: Sequence[Paper], pasted: str = "") -> Draft
     notes: list[str] = []
     allowed = {p.id for p in papers}
     body, model_words = split_keywords(raw or "")
-    text, cited, dropped = _clean_citations(body, allowed)
+    checked = check(body, allowed=None, source_texts=[f"{p.title} {p.abstract}" for p in papers] + [pasted],
+                    instructions=[PROFILE_DRAFT.system, PROFILE_DRAFT.user])
+    notes += [note[0].lower() + note[1:].rstrip(".") for note in checked.notes]
+    text, cited, dropped = _clean_citations(checked.text, allowed)
     if dropped:
         notes.append(f"removed {dropped} citation(s) of papers that are not among the selected ones")
     text = _limit_words(_tidy(text), MAX_WORDS)
