@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 
 from copilot.config import SettingsError, load_settings
+
+
+def resume_thought_jobs(services) -> None:
+    """Repair the thought memory and resume the thought jobs a stopped process left (in the background: the
+    page must not wait for the stores or the model)."""
+    from copilot.features.chat import resume_jobs
+
+    try:
+        logging.getLogger(__name__).info("thought memory at start-up: %s", resume_jobs(services))
+    except Exception:
+        logging.getLogger(__name__).exception("resuming thought jobs failed; `python -m copilot doctor --repair`")
 
 
 def main() -> int:
@@ -22,6 +34,7 @@ def main() -> int:
     from copilot.ui.main import build_ui, launch_options
 
     services = Services(settings)
+    threading.Thread(target=resume_thought_jobs, args=(services,), name="resume-thought-jobs", daemon=True).start()
     scheduler = None
     if settings.scheduler:
         scheduler = IngestScheduler(lambda: library.ingest_from_arxiv(services), settings.ingest_cron)

@@ -241,3 +241,126 @@ def test_burst_of_questions_killed_leaves_no_half_written_turn(chat_dir, tmp_pat
             assert row["comparison"] in ("yes", "same_items", "failed")
             assert all(t in (None, FULL_ANSWER) for t in texts) and FULL_ANSWER in texts
     assert interrupted == 1 and finished <= set(rows)
+
+
+# A process that votes and is SIGKILLed at a chosen point of the thought memory's two writes. The stores are
+# paused by wrapping the Chroma collection in this child process only; the product code runs unchanged.
+MEMORY_WORKER = r'''
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from copilot.config import load_settings
+from copilot.services import Services
+from copilot.features.chat import Chat
+from tests.doubles import scripted_llm
+
+mode, data_dir, turn_id, choice = sys.argv[2:6]
+services = Services(load_settings(data_dir=data_dir, llm="local", scheduler=False))
+
+def reply(messages):
+    if "Step 1:" in messages[-1]["content"]:
+        if mode == "mid_thought":
+            print("paused", flush=True)
+            time.sleep(300)
+        return %r
+    return "Retrieval grounds the answer in the retrieved papers [1]."
+
+class Paused:
+    """The thoughts collection, stopping for good after (upsert) or before (delete) the chosen write."""
+    def __init__(self, inner, method, after):
+        self.inner, self.method, self.after = inner, method, after
+    def __getattr__(self, name):
+        real = getattr(self.inner, name)
+        if name != self.method:
+            return real
+        def paused(*args, **kwargs):
+            if self.after:
+                real(*args, **kwargs)
+            print("paused", flush=True)
+            time.sleep(300)
+        return paused
+
+if mode == "between_add":           # the vector is written, the row is not
+    services.store.thoughts = Paused(services.store.thoughts, "upsert", after=True)
+elif mode == "between_retract":     # the row is marked retracted, the vector is not yet removed
+    services.store.thoughts = Paused(services.store.thoughts, "delete", after=False)
+services.llm, _ = scripted_llm(services.db, [reply] * 100)
+chat = Chat(services)
+chat.vote(turn_id, choice, "crash-user")
+print("voted", flush=True)
+time.sleep(300)
+''' % ("1\n" + "Citation-aware decoding lets small models point to the abstract behind every claim they write.")
+KILLED_THOUGHT = "Citation-aware decoding lets small models point to the abstract behind every claim they write."
+CITED_ANSWER = "Retrieval grounds the answer in the retrieved papers [1]."
+
+
+def memory_doctor_cli(data_dir: Path, *extra: str) -> tuple[int, dict]:
+    done = subprocess.run([sys.executable, "-m", "copilot", "doctor", "--json", *extra], cwd=ROOT,
+                          env=cli_env(data_dir), capture_output=True, text=True, timeout=600)
+    assert done.stdout.count("\n") == 1, done.stderr[-2000:]
+    return done.returncode, json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("mode", ["mid_thought", "between_add", "between_retract"])
+def test_killed_inside_a_thought_write_then_restart_repairs(chat_dir, tmp_path, mode):
+    import shutil
+
+    from copilot.features.memory import doctor
+
+    data_dir = tmp_path / "data"
+    shutil.copytree(chat_dir, data_dir)
+    services = Services(make_settings(data_dir))
+    services.llm, _ = scripted_llm(services.db, [lambda m: "1\n" + KILLED_THOUGHT if "Step 1:" in m[-1]["content"]
+                                                 else CITED_ANSWER] * 20)
+    chat = Chat(services)
+    turn = chat.prepare("How do language models retrieve evidence before they answer?", "crash-user")
+    for _ in chat.stream(turn):
+        pass
+    assert turn.comparison == "yes" and all(a.text == CITED_ANSWER for a in turn.answers)
+    if mode == "between_retract":        # a stored thought, which the killed process's "both bad" vote retracts
+        chat.vote(turn.id, "thoughts", "crash-user")
+        [job] = chat.wait_for_thoughts(turn.id, timeout=60)
+        assert job["status"] == "stored"
+    thoughts_before = services.db.query_one("SELECT COUNT(*) AS n FROM thoughts")["n"]
+
+    script = tmp_path / "memory_worker.py"
+    script.write_text(MEMORY_WORKER)
+    choice = "bad" if mode == "between_retract" else "thoughts"
+    proc = subprocess.Popen([sys.executable, str(script), str(ROOT), mode, str(data_dir), turn.id, choice], cwd=ROOT,
+                            env=cli_env(data_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines: list[list[str]] = []
+        read_until(proc, lines, lambda: ["paused"] in lines)   # ("voted" may come first: the job has its thread)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    code, report = memory_doctor_cli(data_dir)            # a fresh process sees what the kill left
+    thoughts = report["thoughts"]
+    if mode == "between_add":
+        assert len(thoughts["orphan_vectors"]) == 1 and len(report["stale_jobs"]) == 1
+    elif mode == "between_retract":
+        assert len(thoughts["hidden_with_vector"]) == 1 and report["stale_jobs"] == []
+    else:
+        assert thoughts["mismatches"] == 0 and len(report["stale_jobs"]) == 1
+    assert code == 1 and report["mismatches"] >= 1 and thoughts["missing_vectors"] == []  # never invisible
+
+    restarted = Services(make_settings(data_dir))         # restart: repair, resume the job (scripted model)
+    restarted.llm, _ = scripted_llm(restarted.db, ["1\n" + KILLED_THOUGHT] * 5)
+    repaired = doctor(restarted, repair=True)
+    assert repaired["after_repair"]["mismatches"] == 0
+    code, report = memory_doctor_cli(data_dir)
+    assert (code, report["mismatches"]) == (0, 0)
+
+    jobs = Chat(restarted).thought_jobs(turn.id)
+    current = [j for j in jobs if j["superseded_at"] is None]
+    vectors = restarted.store.thoughts.get(include=["documents"])
+    if mode == "between_retract":
+        assert current == [] and jobs[0]["status"] == "retracted"
+        assert KILLED_THOUGHT not in vectors["documents"] and restarted.db.query_one(
+            "SELECT COUNT(*) AS n FROM thoughts")["n"] == thoughts_before
+    else:                                                 # the resumed job stored its thought exactly once
+        assert [(j["status"], j["thought_id"]) for j in current] == [("stored", current[0]["planned_thought_id"])]
+        assert vectors["documents"].count(KILLED_THOUGHT) == 1
+        assert restarted.db.query_one("SELECT COUNT(*) AS n FROM thoughts WHERE text = ?",
+                                      (KILLED_THOUGHT,))["n"] == 1
+        assert current[0]["thought_id"] in {t["id"] for t in Chat(restarted).memory.list()}

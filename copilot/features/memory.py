@@ -35,3 +35,35 @@ def delete_thought(services: Services, thought_id: str, user: str | None = None)
 
 def memory_count(services: Services) -> int:
     return chat_for(services).memory.count()
+
+
+def doctor(services: Services, repair: bool = False, wait_s: float = 600) -> dict:
+    """Where SQLite and Chroma disagree about thoughts, and thought jobs a stopped process left behind. With
+    `repair`: fix both (`chat.resume_jobs`), wait for the resumed jobs, and check again."""
+    from copilot.features.chat import Chat, resume_jobs
+
+    chat = chat_for(services)
+    found = chat.memory.check()
+    stale = chat.stale_jobs()
+    report = {"papers": _lineage_papers(services), "thoughts": found.as_dict(), "stale_jobs": stale,
+              "mismatches": found.mismatches + len(stale)}
+    if repair:
+        report["repair"] = resume_jobs(services)
+        Chat.wait_for_all(timeout=wait_s)
+        after = chat.memory.check()
+        left = chat.stale_jobs()
+        report["after_repair"] = {"thoughts": after.as_dict(), "stale_jobs": left,
+                                  "mismatches": after.mismatches + len(left)}
+    return report
+
+
+def _lineage_papers(services: Services) -> dict:
+    """Papers in Chroma, and the papers thoughts were made from that are not there (not repairable here:
+    import them again)."""
+    cited = [row["source_id"] for row in services.db.query(
+        "SELECT DISTINCT source_id FROM thought_edges WHERE source_kind = 'paper' ORDER BY source_id")]
+    present: set[str] = set()
+    for start in range(0, len(cited), 500):
+        present |= set(services.store.papers.get(ids=cited[start:start + 500], include=[])["ids"])
+    return {"stored": services.store.count("paper"), "sources_of_thoughts": len(cited),
+            "missing_sources": sorted(set(cited) - present)}
