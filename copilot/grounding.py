@@ -165,9 +165,10 @@ def drop_echo(text: str, instructions: Iterable[str], n: int = ECHO_NGRAM) -> tu
     if not grams:
         return text, False
     kept, echoed = [], False
+    sentinel = _words(CANNOT_ANSWER)
     for sentence in _split_keeping(text):
         words = _words(sentence)
-        if any(tuple(words[i:i + n]) in grams for i in range(max(0, len(words) - n + 1))):
+        if words != sentinel and any(tuple(words[i:i + n]) in grams for i in range(max(0, len(words) - n + 1))):
             echoed = True
             continue
         kept.append(sentence)

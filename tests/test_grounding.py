@@ -86,6 +86,7 @@ def test_an_answer_that_restates_the_chat_rules_loses_that_sentence():
 def test_the_cannot_answer_sentinel_passes_untouched():
     result = check(CANNOT_ANSWER, allowed=[], instructions=[CHAT_ANSWER.system])
     assert result.text == CANNOT_ANSWER and not result.changed and result.notes == []
+    assert drop_echo(CANNOT_ANSWER, [CHAT_ANSWER.system]) == (CANNOT_ANSWER, False)   # the instructed reply
 
 
 def test_a_clean_grounded_answer_is_unchanged():
