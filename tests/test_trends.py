@@ -57,11 +57,12 @@ def fake_reply(messages) -> str:
     text = "\n".join(m["content"] for m in messages)
     first_id = text.split('<source id="')[1].split('"')[0] if '<source id="' in text else "2501.00000"
     if "These papers form the topic" in text:
-        return f"They study this topic [{first_id}] and more [9999.99999]."
+        return f"They study this topic with new benchmarks and shared evaluation protocols [{first_id}] and more [9999.99999]."
     if "Topics of the period" in text:
-        return f"The period moved on many fronts [{first_id}]."
+        return f"The period moved on many fronts, with new models, data sets and evaluation methods [{first_id}]."
     if "Answer the task with step-by-step" in text:
-        return "Idea one: try A.\n\nIdea two: try B [8888.88888]."
+        return ("Idea one: combine sparse retrieval with reranking to cut the cost of searching long documents.\n\n"
+                "Idea two: test whether small instruction-tuned models keep their accuracy on new benchmarks [8888.88888].")
     if "Write ONE short" in text:
         return "search query"
     if "Revise the draft" in text:

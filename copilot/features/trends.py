@@ -20,12 +20,13 @@ from datetime import date, timedelta
 
 import numpy as np
 
+from copilot.grounding import check
 from copilot.llm import LLMError
 from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion
 from copilot.methods.rat import RATResult, run_rat, split_steps
 from copilot.methods.topics import Topic, build_topics, previous_window
-from copilot.prompts import (TRENDS_IDEAS_TASK, TRENDS_PERIOD_SUMMARY, TRENDS_TOPIC_SUMMARY, source_block,
-                             strip_quoting_tags)
+from copilot.prompts import (RAT_DRAFT, RAT_REVISE, TRENDS_IDEAS_TASK, TRENDS_PERIOD_SUMMARY, TRENDS_TOPIC_SUMMARY,
+                             Prompt, source_block, strip_quoting_tags)
 from copilot.records import Evidence, Paper, date_number, number_to_date
 from copilot.services import Services
 
@@ -57,7 +58,7 @@ class TrendsOptions:
     @classmethod
     def from_settings(cls, settings, **overrides) -> TrendsOptions:
         """Token budgets bounded by COPILOT_ANSWER_MAX_TOKENS (a small local model writes ~60 tokens/s)."""
-        most = settings.answer_max_tokens
+        most = settings.answer_tokens
         values = dict(summary_tokens=min(96, most), draft_tokens=min(160, 2 * most), revise_tokens=min(192, 2 * most))
         values.update(overrides)
         return cls(**values)
@@ -250,8 +251,11 @@ def tidy(text: str) -> str:
     return " ".join(kept)
 
 
-def cite_or_credit(text: str, given: Sequence[str]) -> tuple[str, list[str]]:
-    """Checked text; when the model cited none of the given papers, credit them all (they are what it read)."""
+def cite_or_credit(text: str, given: Sequence[str], prompt: Prompt | None = None) -> tuple[str, list[str]]:
+    """Checked text (no loop, no echo of `prompt`'s instructions, no unsourced link, citations only of the given
+    papers); when the model cited none of them, credit them all (they are what it read)."""
+    instructions = [prompt.system, prompt.user] if prompt else []
+    text = check(text, allowed=None, instructions=instructions).text
     cleaned, cited, _ = check_citations(tidy(text), given)
     if not cited:
         cited = list(given)
@@ -274,7 +278,7 @@ def summarize_topic(services: Services, topic: Topic, papers: dict[str, Paper], 
     text = services.llm.complete(prompt, max_tokens=opts.summary_tokens, temperature=0.2).strip()
     if not text:
         raise LLMError("the model returned an empty summary")
-    topic.summary, cited = cite_or_credit(text, ids)
+    topic.summary, cited = cite_or_credit(text, ids, TRENDS_TOPIC_SUMMARY)
     topic.extra["summary_ids"] = cited
     return cited
 
@@ -284,7 +288,7 @@ def period_label(report: TrendsReport) -> str:
 
 
 def summarize_period(services: Services, report: TrendsReport, papers: dict[str, Paper],
-                     opts: TrendsOptions) -> None:
+                     opts: TrendsOptions) -> list[str]:
     top = report.topics[:6]
     given = [papers[t.paper_ids[0]] for t in top[:4]]
     lines = [f"- {t.label} ({t.size} papers{', rising' if t.rising else ''})" for t in top]
@@ -294,7 +298,8 @@ def summarize_period(services: Services, report: TrendsReport, papers: dict[str,
     text = services.llm.complete(prompt, max_tokens=opts.summary_tokens, temperature=0.2).strip()
     if not text:
         raise LLMError("the model returned an empty summary")
-    report.summary, report.summary_ids = cite_or_credit(text, [p.id for p in given])
+    report.summary, report.summary_ids = cite_or_credit(text, [p.id for p in given], TRENDS_PERIOD_SUMMARY)
+    return [p.id for p in given]
 
 
 # --- ideas (RAT) ---------------------------------------------------------------------------------------------
@@ -329,6 +334,7 @@ def ideas_from_rat(result: RATResult, allowed_papers: set[str], count: int) -> l
     ideas = []
     for i, paragraph in enumerate(paragraphs):
         step = result.steps[i] if aligned else None
+        paragraph = check(paragraph, allowed=None, instructions=[RAT_DRAFT.user, RAT_REVISE.user]).text
         text, cited, _ = check_citations(tidy(paragraph), sorted(allowed_papers))
         if not text or any(text == idea.text for idea in ideas):
             continue
@@ -341,7 +347,8 @@ def ideas_from_rat(result: RATResult, allowed_papers: set[str], count: int) -> l
 
 def generate_ideas(services: Services, report: TrendsReport, papers: dict[str, Paper], profile,
                    opts: TrendsOptions) -> list[tuple[Idea, list[tuple[str, str]]]]:
-    """RAT over the period's topics. Returns ideas with their lineage sources [(id, kind)]."""
+    """RAT over the period's topics. Returns ideas with their lineage sources [(id, kind)]: every item the ideas
+    were made from (the context papers and everything RAT retrieved), the ones an idea cites first."""
     context_papers = [papers[t.paper_ids[0]] for t in report.topics[:4]]
     context = "\n".join(_abstract_block(p, opts.quote_chars // 2) for p in context_papers)
     result = run_rat(services.llm, ideas_task(report, profile, opts.ideas),
@@ -353,9 +360,8 @@ def generate_ideas(services: Services, report: TrendsReport, papers: dict[str, P
     ideas = ideas_from_rat(result, allowed, opts.ideas)
     out = []
     for idea in ideas:
-        thoughts = [e.id for e in result.retrieved if e.kind == "thought"]
-        sources = [(pid, "paper") for pid in idea.paper_ids] + [(tid, "thought") for tid in thoughts
-                                                                 if tid in idea.text or not idea.paper_ids]
+        sources = ([(pid, "paper") for pid in idea.paper_ids] + [(p.id, "paper") for p in context_papers]
+                   + [(e.id, e.kind) for e in result.retrieved])
         out.append((idea, sources))
     return out
 
@@ -453,7 +459,9 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
         yield report
         try:
             ids = summarize_topic(services, topic, papers, opts)
-            lineage.append((topic.summary, [(i, "paper") for i in ids], f"Trend {period_label(report)}: {topic.label}"))
+            made_from = ids + [i for i in topic.paper_ids[:opts.papers_per_summary] if i not in ids]
+            lineage.append((topic.summary, [(i, "paper") for i in made_from],
+                            f"Trend {period_label(report)}: {topic.label}"))
         except LLMError as error:
             topic.summary = f"Summary failed: {error}"
             report.failures.append(f"topic {topic.label}: {error}")
@@ -461,8 +469,9 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
     report.stage = "summarizing the period"
     yield report
     try:
-        summarize_period(services, report, papers, opts)
-        lineage.append((report.summary, [(i, "paper") for i in report.summary_ids],
+        given = summarize_period(services, report, papers, opts)
+        made_from = report.summary_ids + [i for i in given if i not in report.summary_ids]
+        lineage.append((report.summary, [(i, "paper") for i in made_from],
                         f"Trends of {period_label(report)}"))
     except LLMError as error:
         report.summary = f"Summary failed: {error}"
@@ -504,7 +513,19 @@ def _store_thoughts(services: Services, report: TrendsReport, lineage, user: str
     except ImportError:
         report.notices.append("Thought memory is not available in this build; summaries were not stored.")
         return
+    from copilot.methods.thought_retriever import instruction_text, passage_problem
+    from copilot.prompts import PROMPTS
+
+    # what the prompts that wrote these texts say: a text repeating them is an echo, not a finding
+    instructions = [instruction_text(PROMPTS[name]) for name in (
+        "trends_topic_summary", "trends_period_summary", "rat_draft", "rat_query", "rat_revise")]
+    instructions.append(instruction_text(TRENDS_IDEAS_TASK))
     for text, sources, question in lineage:
+        problem = passage_problem(text, instructions)   # the chat thought's confidence check, on the text itself
+        if problem:
+            log.info("trend text not stored as a thought (%s): %.80s", problem, text)
+            report.notices.append(f"Not kept as a thought ({problem}): {text[:60]}…")
+            continue
         try:
             thought_id = memory.add(text, sources, origin="trends", question=question, user=user)
         except Exception as error:  # storing is a bonus; the report stands without it
