@@ -4,6 +4,7 @@ reported, then repaired so that retrieval and the Memory list agree again."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from copilot.features.chat import chat_for
 from copilot.features.memory import doctor
@@ -43,3 +44,42 @@ def test_doctor_reports_then_repairs_each_kind_of_mismatch(services):
     assert hit.id == ids["lost"] and hit.metadata["sources"] == paper                # retrievable again
     assert {t["id"] for t in memory.list()} == {ids["live"], ids["lost"]}
     assert doctor(services)["mismatches"] == 0
+
+
+def test_migration_keeps_one_current_job_per_turn_and_retracts_the_others(tmp_path):
+    """Data from before issue #12: a turn with two thoughts (vote changed), a swept turn later voted both bad."""
+    import sqlite3
+
+    from copilot.store import migrations
+    from copilot.store.db import Database
+
+    path = tmp_path / "copilot.db"
+    index = next(i for i, (name, _) in enumerate(migrations.MIGRATIONS) if name == "chat_0003_one_thought_per_turn")
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    for name, statements in migrations.MIGRATIONS[:index]:
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, 0)", (name,))
+    for turn in ("changed", "bad"):
+        conn.execute("INSERT INTO chat_turns (id, user, created_at, question, question_chars, comparison, side_a,"
+                     " backend, model, embedder) VALUES (?, 'u', 0, 'q', 1, 'yes', 'raw', 'b', 'm', 'e')", (turn,))
+    for n, (turn, answer, thought) in enumerate([("changed", "raw", "T1"), ("changed", "thoughts", "T2"),
+                                                 ("bad", "thoughts", "T3")]):
+        conn.execute("INSERT INTO thoughts (id, text, origin, level, created_at) VALUES (?, 'x', 'chat', 2, 0)",
+                     (thought,))
+        conn.execute("INSERT INTO chat_thought_jobs (turn_id, answer, trigger, status, thought_id, queued_at)"
+                     " VALUES (?, ?, 'vote', 'stored', ?, ?)", (turn, answer, thought, n))
+    conn.execute("INSERT INTO chat_votes (turn_id, user, choice, label, voted_at) VALUES ('bad', 'u', 'bad', 'bad', 9)")
+    conn.commit()
+    conn.close()
+
+    db = Database(path)
+    jobs = db.query("SELECT turn_id, answer, status, superseded_at IS NULL AS current FROM chat_thought_jobs ORDER BY id")
+    assert [(j["turn_id"], j["answer"], j["status"], j["current"]) for j in jobs] == [
+        ("changed", "raw", "retracted", 0), ("changed", "thoughts", "stored", 1), ("bad", "thoughts", "retracted", 0)]
+    retracted = {r["id"] for r in db.query("SELECT id FROM thoughts WHERE retracted_at IS NOT NULL")}
+    assert retracted == {"T1", "T3"}
+    with pytest.raises(sqlite3.IntegrityError):   # one current job per turn, from now on
+        db.execute("INSERT INTO chat_thought_jobs (turn_id, answer, trigger, queued_at) VALUES ('changed', 'raw',"
+                   " 'vote', 1)")
