@@ -103,16 +103,17 @@ ANSWER_VERBS = ("shows that", "reports that", "finds that", "proposes", "introdu
 
 
 def answer_grammar(labels: int) -> str:
-    """GBNF for a grammar-obeying (small, local) model: the cannot-answer sentence, or one or two one-sentence
-    statements that each open with the source they come from ("Source [2] shows that …"). Opening with the
-    source makes a small model continue from that source's text instead of inventing; the bound on length and
-    count leaves no room for a loop."""
+    """GBNF for a grammar-obeying (small, local) model: one or two one-sentence statements that each open with
+    the source they come from ("Source [2] shows that …"). Opening with the source makes a small model continue
+    from that source's text instead of inventing; the bound on length and count leaves no room for a loop.
+    The cannot-answer sentence is not offered: given the choice, the 135M model opened every answer with
+    "I" and so always declined; whether the sources can answer is decided from retrieval instead
+    (thought_retriever.MIN_ANSWERABLE_SCORE)."""
     choices = " | ".join(f'"{n}"' for n in range(1, max(1, labels) + 1))
     verbs = " | ".join(f'"{verb}"' for verb in ANSWER_VERBS)
     optional = "".join(" statement?" for _ in range(ANSWER_STATEMENTS - 1))
     return "\n".join([
-        f"root ::= cannot | statement{optional}",
-        f'cannot ::= "{CANNOT_ANSWER}"',
+        f"root ::= statement{optional}",
         'statement ::= "Source [" label "] " verb " " words ".\\n"',
         f"verb ::= {verbs}",
         f"words ::= [^\\[\\]\\n<>.]{{20,{ANSWER_STATEMENT_CHARS}}}",

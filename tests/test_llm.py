@@ -98,13 +98,13 @@ def test_two_prompts_sharing_a_beginning_reuse_its_cache(local_services):
 
 
 def test_the_answer_grammar_holds_the_local_model_to_cited_statements(local_services):
-    from copilot.prompts import CANNOT_ANSWER, answer_grammar
+    from copilot.prompts import answer_grammar
 
     prompt = Prompt("g", "Answer from the numbered sources.", "Sources: [1] Mars is red. [2] Venus is hot.\n"
                     "Question: which planet is red?").render()
     text = local_services.llm.complete(prompt, max_tokens=120, grammar=answer_grammar(2), temperature=0.0)
     statement = r"Source \[[12]\] (?:shows that|reports that|finds that|proposes|introduces|studies|describes) [^\[\]\n<>.]{20,200}\.\n"
-    assert text == CANNOT_ANSWER or re.fullmatch(f"(?:{statement}){{1,2}}", text), text
+    assert re.fullmatch(f"(?:{statement}){{1,2}}", text), text
 
 
 def test_a_file_that_is_not_a_gguf_stops_start_up_naming_the_variable(tmp_path):

@@ -58,5 +58,7 @@ def test_five_questions_get_grounded_answers_from_the_local_model(services):
                 assert not cut_loop(text)[1], (question, text)
                 assert not drop_echo(text, [CHAT_ANSWER.system])[1], (question, text)
             assert answer.text == CANNOT_ANSWER or cited(answer.text), (question, answer.text)
-            answered += 1
+            answered += bool(cited(answer.text))
+    # these questions are about topics the 300 papers cover: most answers must say something, with a source
+    # (a grammar that let the model decline made every answer the cannot-answer sentence once)
     assert answered >= len(QUESTIONS)

@@ -233,3 +233,19 @@ def test_both_retrievals_give_the_same_number_of_sources(services, memory):
     # the thought ranks third in the union and does not reach the answers: both get the same papers
     assert [e.id for e in found.raw] == [e.id for e in found.augmented] == ["2502.00001", "2502.00002"]
     assert found.same_items
+
+
+def test_a_grammar_held_model_is_not_asked_when_nothing_retrieved_is_close(services):
+    from copilot.methods.thought_retriever import MIN_ANSWERABLE_SCORE
+
+    llm, backend = scripted_llm(services.db, ["Source [1] shows that this is about bread."])
+    backend.obeys_grammar = True
+    far = [Evidence("2501.00001", "paper", "T", "Graph neural networks.", MIN_ANSWERABLE_SCORE - 0.05)]
+    assert "".join(stream_answer(llm, "How do I bake bread?", far, max_tokens=50)) == CANNOT_ANSWER
+    assert backend.calls == []
+    near = [Evidence("2501.00001", "paper", "T", "Bread baking.", MIN_ANSWERABLE_SCORE + 0.05)]
+    assert "".join(stream_answer(llm, "How do I bake bread?", near, max_tokens=50)).startswith("Source [1]")
+    backend.obeys_grammar = False                                    # a capable endpoint judges for itself
+    backend.replies.append(CANNOT_ANSWER)
+    assert "".join(stream_answer(llm, "How do I bake bread?", far, max_tokens=50)).strip() == CANNOT_ANSWER
+    assert len(backend.calls) == 2

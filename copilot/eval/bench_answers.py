@@ -90,7 +90,7 @@ def _flags(text: str, allowed: set[str], instructions: list[str]) -> dict:
 
     keys = cited(text)
     cannot = CANNOT_ANSWER.lower().rstrip(".") in " ".join(text.lower().split())
-    return {"grounded": cannot or any(k in allowed for k in keys),
+    return {"grounded": cannot or any(k in allowed for k in keys), "cannot": cannot,
             "invented": any(k not in allowed for k in keys),
             "loop": cut_loop(text)[1],
             "echo": drop_echo(text, instructions)[1]}
@@ -167,7 +167,7 @@ def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | Non
     }
     for view in ("raw", "shown"):
         flags = [a[f"{view}_flags"] for a in ok]
-        for key in ("grounded", "invented", "loop", "echo"):
+        for key in ("grounded", "cannot", "invented", "loop", "echo"):
             summary[f"{view}_{key}_share"] = _share(flags, key)
     return {"summary": summary, "turns": turns, "answers": answers, "load_avg": list(os.getloadavg())}
 
@@ -181,6 +181,7 @@ MARKDOWN_ROWS = [
     ("prompt tok/s p50 (tokens not reused from the cache)", "prompt_tok_s_p50", None),
     ("generation tok/s p50", "gen_tok_s_p50", None),
     ("cites a retrieved item or says it cannot answer (raw / shown)", "raw_grounded_share", "shown_grounded_share"),
+    ("of which: says it cannot answer (raw / shown)", "raw_cannot_share", "shown_cannot_share"),
     ("cites an item that was not retrieved (raw / shown)", "raw_invented_share", "shown_invented_share"),
     ("repetition loop (raw / shown)", "raw_loop_share", "shown_loop_share"),
     ("echoes its instructions (raw / shown)", "raw_echo_share", "shown_echo_share"),
@@ -199,7 +200,7 @@ def to_markdown(result: dict, title: str = "answers") -> str:
     return "\n".join(lines) + "\n"
 
 
-def standalone(data_dir: Path, papers_path: Path, count: int = 2000) -> dict:
+def standalone(data_dir: Path, papers_path: Path, count: int = 2000, questions: int = len(QUESTIONS)) -> dict:
     """The whole bench in a fresh data dir (used by `bench --parts answers` and to measure an older checkout)."""
     from copilot.config import load_settings
     from copilot.services import Services
@@ -209,20 +210,18 @@ def standalone(data_dir: Path, papers_path: Path, count: int = 2000) -> dict:
     services = Services(load_settings(data_dir=data_dir, scheduler=False))
     with papers_path.open(encoding="utf-8") as rows:
         papers = [paper_from_row(json.loads(line)) for _, line in zip(range(count), rows)]
-    result = answers_bench(services, QUESTIONS, papers)
+    result = answers_bench(services, QUESTIONS[:questions], papers)
     result["settings"] = {k: str(v) for k, v in services.settings.model_dump().items()
                           if k.startswith(("local", "context", "answer", "source", "top_k"))}
     return result
 
 
-if __name__ == "__main__":   # python -m copilot.eval.bench_answers OUT_DIR [PAPERS_JSONL]
+if __name__ == "__main__":   # python -m copilot.eval.bench_answers OUT_DIR PAPERS_JSONL [QUESTIONS]
     import json
     import sys
 
     out = Path(sys.argv[1])
-    papers_file = Path(sys.argv[2]) if len(sys.argv) > 2 else (
-        Path(__file__).resolve().parents[3] / "shared" / "data" / "arxiv-cs-2025-2026" / "papers.jsonl")
-    outcome = standalone(out / "data", papers_file)
+    outcome = standalone(out / "data", Path(sys.argv[2]), questions=int(sys.argv[3]) if len(sys.argv) > 3 else 20)
     (out / "answers.json").write_text(json.dumps(outcome, indent=1, default=str))
     (out / "answers.md").write_text(to_markdown(outcome))
     print(to_markdown(outcome))

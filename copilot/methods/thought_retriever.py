@@ -414,11 +414,19 @@ def answer_prompt(question: str, items: Sequence[Evidence], reader: str = "") ->
     return prompts.CHAT_ANSWER.render(sources=blocks, question=question, reader=reader_line)
 
 
+# Below this cosine between the question and its closest item, a grammar-held (small) model is not asked: the
+# sources cannot answer. Measured with the packaged MiniLM on 300 real abstracts: 19 of 20 research questions
+# had a closest paper at 0.37-0.70 (the 20th, 0.20, asked about a topic none of them covers), 10 off-topic
+# questions at 0.09-0.30.
+MIN_ANSWERABLE_SCORE = 0.33
+
+
 def stream_answer(llm: LLM, question: str, items: Sequence[Evidence], max_tokens: int,
                   reader: str = "", usage: Usage | None = None) -> Iterator[str]:
-    """Answer from the retrieved items only, citing them as [1]..[n]; the model says CANNOT_ANSWER when they are
-    not enough. A grammar-obeying model (the local one) is held to the answer grammar."""
-    if not items:
+    """Answer from the retrieved items only, citing them as [1]..[n]. A capable model says CANNOT_ANSWER itself
+    when they are not enough; a grammar-obeying model (the small local one) is held to the answer grammar and
+    is not asked at all when no item is close to the question."""
+    if not items or (llm.obeys_grammar and max(item.score for item in items) < MIN_ANSWERABLE_SCORE):
         yield CANNOT_ANSWER
         return
     grammar = prompts.answer_grammar(len(items)) if llm.obeys_grammar else None
