@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 from copilot.llm import LLMError, Usage
 from copilot.methods.followup import PreviousTurn, standalone_question
-from copilot.methods.thought_retriever import (ThoughtMemory, check_answer, mark_retracted, new_thought_id,
-                                               retrieve_both, stream_answer, think)
+from copilot.methods.thought_retriever import (ThoughtMemory, check_answer, labels_to_ids, mark_retracted,
+                                               new_thought_id, retrieve_both, stream_answer, think)
 from copilot.prompts import CANNOT_ANSWER
 from copilot.records import Evidence, storable_text
 from copilot.services import Services
@@ -367,8 +367,9 @@ class Chat:
                 answer = job["answer"]
                 sources = [Evidence(id=s["id"], kind=s["kind"], title=s["title"], text="", score=s.get("score", 0.0))
                            for s in json.loads(turn[f"{answer}_sources"])]
-                outcome = think(self.services.llm, self.memory, turn["question"], turn[f"{answer}_answer"] or "",
-                                sources, origin="chat", user=turn["user"], max_tokens=self.settings.answer_tokens,
+                # the answer cites [n] labels of its sources; a thought outlives the turn, so it keeps real ids
+                text = labels_to_ids(turn[f"{answer}_answer"] or "", sources)
+                outcome = think(self.services.llm, self.memory, turn["question"], text, sources, origin="chat", user=turn["user"], max_tokens=self.settings.answer_tokens,
                                 thought_id=planned)
                 values.update(status=outcome.status, thought_id=outcome.thought_id, similarity=outcome.similarity,
                               reason=outcome.draft.reason or None)
