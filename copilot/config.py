@@ -37,9 +37,9 @@ class Settings(BaseSettings):
     local_model: Path | None = Field(
         None, description="Path to a GGUF file for the local backend. Default: the packaged SmolLM2-135M-Instruct.")
     local_context: int = Field(4096, ge=512, le=131072, description="Context window (tokens) of the local model.")
-    local_threads: int | None = Field(
-        None, ge=1, le=64, description="CPU threads the local model generates with. Default: chosen per call, one per "
-        "core that is idle at that moment (a thread sharing its core with another process slows all of them).")
+    local_threads: int = Field(1, ge=1, le=64, description="CPU threads the local model generates with. One: with "
+                               "sleeping OpenMP threads a second one gains nothing for a small model, and spinning "
+                               "ones collapse when another process is busy (README \"Local model\").")
     local_batch_threads: int | None = Field(
         None, ge=1, le=64, description="CPU threads for evaluating a prompt in batches. Default: the machine's cores, "
         "at most 4.")

@@ -146,23 +146,6 @@ class _quiet_stderr:
         os.close(self._saved)
 
 
-def idle_cores(window: float = 0.05) -> float:
-    """Cores left idle by every process over a short window (Linux /proc/stat); the machine's cores elsewhere."""
-    def sample() -> tuple[int, int]:
-        with open("/proc/stat", encoding="ascii") as stat:
-            values = [int(v) for v in stat.readline().split()[1:]]
-        return values[3] + values[4], sum(values[:8])
-
-    cores = os.cpu_count() or 1
-    try:
-        idle0, total0 = sample()
-        time.sleep(window)
-        idle1, total1 = sample()
-    except (OSError, ValueError, IndexError):
-        return float(cores)
-    return cores * (idle1 - idle0) / (total1 - total0) if total1 > total0 else float(cores)
-
-
 @dataclass
 class _LoadedModel:
     llama: object
@@ -185,19 +168,19 @@ class LocalBackend:
     name = "local"
     obeys_grammar = True
 
-    def __init__(self, model_path: Path, n_ctx: int, threads: int | None, timeout: float,
+    def __init__(self, model_path: Path, n_ctx: int, threads: int, timeout: float,
                  batch_threads: int | None = None, n_batch: int = 256, cache_dir: Path | None = None) -> None:
         self.path = Path(model_path)
         self.model = self.path.stem
         self.n_ctx = n_ctx
-        self.threads = threads              # None: chosen per call from the idle cores (see _generation_threads)
-        self.batch_threads = batch_threads or threads or 1
+        self.threads = threads
+        self.batch_threads = batch_threads or threads
         self.n_batch = n_batch
         self.timeout = timeout
         self.cache_dir = cache_dir
 
     def _loaded(self) -> _LoadedModel:
-        key = (str(self.path), self.n_ctx, self.batch_threads, self.n_batch)
+        key = (str(self.path), self.n_ctx, self.threads, self.batch_threads, self.n_batch)
         with _load_lock:
             if key not in _loaded_models:
                 _loaded_models[key] = self._load()
@@ -216,19 +199,14 @@ class LocalBackend:
             n_batch = 1
         path = fast_copy(self.path, self.cache_dir) if n_batch > 1 else self.path
         try:
-            llama = Llama(model_path=str(path), n_ctx=self.n_ctx, n_threads=self.threads or 1,
+            llama = Llama(model_path=str(path), n_ctx=self.n_ctx, n_threads=self.threads,
                           n_threads_batch=self.batch_threads, n_batch=n_batch, n_ubatch=n_batch, verbose=False,
                           seed=0)
         except (ValueError, RuntimeError) as error:
             raise LLMError(f"cannot load the local model {self.path} ({error}): check COPILOT_LOCAL_MODEL") from None
         return _LoadedModel(llama, _chat_formatter(llama), threading.Lock())
 
-    def _generation_threads(self, llama) -> None:
-        """Generate with every idle core, but never more: a thread that has to share its core with another
-        process makes the others spin-wait, and generation on 2 cores became 3x slower than on 1 (measured)."""
-        llama_cpp = _llama_cpp()
-        threads = self.threads or max(1, min(self.batch_threads, int(idle_cores() + 0.25)))
-        llama_cpp.llama_set_n_threads(llama.ctx, threads, self.batch_threads)
+
 
     def stream(self, messages, max_tokens, temperature, usage, grammar=None):
         loaded = self._loaded()               # once per process; the deadline is for the call itself
@@ -243,7 +221,6 @@ class LocalBackend:
 
     def _generate(self, loaded, messages, max_tokens, temperature, usage, grammar, deadline, started):
         llama = loaded.llama
-        self._generation_threads(llama)
         tokens = self._prompt_tokens(loaded, messages, usage)
         usage.prompt_tokens = len(tokens)
         room = self.n_ctx - len(tokens) - 8
