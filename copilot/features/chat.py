@@ -352,7 +352,11 @@ class Chat:
             return dict(tx.execute("SELECT * FROM chat_thought_jobs WHERE id = ?", (job_id,)).fetchone())
 
     def _run_thought_job(self, job_id: int) -> str:
-        job = self._claim(job_id)
+        try:
+            job = self._claim(job_id)
+        except Exception:  # e.g. the database stayed locked: the job stays queued, resumable later
+            log.exception("thought job %s could not be claimed", job_id)
+            raise
         if job is None:
             return "skipped"
         planned = job["planned_thought_id"]
