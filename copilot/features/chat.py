@@ -373,8 +373,8 @@ class Chat:
                            for s in json.loads(turn[f"{answer}_sources"])]
                 # the answer cites [n] labels of its sources; a thought outlives the turn, so it keeps real ids
                 text = labels_to_ids(turn[f"{answer}_answer"] or "", sources)
-                outcome = think(self.services.llm, self.memory, turn["question"], text, sources, origin="chat", user=turn["user"], max_tokens=self.settings.answer_tokens,
-                                thought_id=planned)
+                outcome = think(self.services.llm, self.memory, turn["question"], text, sources, origin="chat",
+                                user=turn["user"], max_tokens=self.settings.answer_tokens, thought_id=planned)
                 values.update(status=outcome.status, thought_id=outcome.thought_id, similarity=outcome.similarity,
                               reason=outcome.draft.reason or None)
         except Exception as error:  # the job fails alone: logged, the turn and its vote stay
