@@ -7,8 +7,9 @@ into the answer; capable models rarely do, and pass through unchanged.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from copilot.prompts import CANNOT_ANSWER
@@ -35,10 +36,12 @@ class Checked:
     cut_loop: bool = False
     dropped_urls: list[str] = field(default_factory=list)
     echoed: bool = False
+    moved_citations: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return bool(self.dropped_citations or self.cut_loop or self.dropped_urls or self.echoed)
+        return bool(self.dropped_citations or self.cut_loop or self.dropped_urls or self.echoed
+                    or self.moved_citations)
 
 
 def citation_key(token: str) -> str | None:
@@ -175,11 +178,52 @@ def drop_echo(text: str, instructions: Iterable[str], n: int = ECHO_NGRAM) -> tu
     return "".join(kept).strip(), echoed
 
 
+_STEM_CHARS = 6           # "complexities" and "complexity" meet at "comple": crude, and enough here
+_SINGLE_LABEL = re.compile(r"\[(\d{1,3})\]")
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:_STEM_CHARS] for w in _words(text) if len(w) >= 4 and not w.isdigit()}
+
+
+def reattribute(text: str, source_texts: Sequence[str]) -> tuple[str, list[tuple[str, str]]]:
+    """Move a sentence's citation [n] to the source its words come from, when that is clearly another one.
+
+    A small model picks a label and then writes about whichever source it read best. Each sentence that cites
+    exactly one label is compared with every source: shared word stems, weighted by how rare they are among the
+    sources (words all sources share, such as "language models", count for nothing). The label moves when
+    another source scores at least twice as high as the cited one and above a floor."""
+    stems = [_stems(source) for source in source_texts]
+    count = len(stems)
+    if count < 2:
+        return text, []
+    frequency: dict[str, int] = {}
+    for group in stems:
+        for stem in group:
+            frequency[stem] = frequency.get(stem, 0) + 1
+    weight = {stem: math.log(count / n) for stem, n in frequency.items()}
+    moved: list[tuple[str, str]] = []
+    pieces = []
+    for sentence in _split_keeping(text):
+        labels = _SINGLE_LABEL.findall(sentence)
+        if len(set(labels)) == 1 and 1 <= int(labels[0]) <= count:
+            cited = int(labels[0]) - 1
+            words = _stems(_SINGLE_LABEL.sub(" ", sentence)) - {"source"}
+            scores = [sum(weight[w] for w in words & group) for group in stems]
+            best = max(range(count), key=scores.__getitem__)
+            if best != cited and scores[best] >= max(2.0, 2 * scores[cited]):
+                sentence = sentence.replace(f"[{cited + 1}]", f"[{best + 1}]")
+                moved.append((str(cited + 1), str(best + 1)))
+        pieces.append(sentence)
+    return "".join(pieces), moved
+
+
 def check(text: str, *, allowed: Collection[str] | None, source_texts: Iterable[str] = (),
-          instructions: Iterable[str] = ()) -> Checked:
+          instructions: Iterable[str] = (), attribute: bool = False) -> Checked:
     """All checks, in the order that keeps the most of a good answer: loops first (a loop may contain bad
     citations many times), then echoes, citations and links. The sentinel passes untouched. `allowed=None`
-    leaves citations to the caller (Trends and Profile check theirs against the papers they quoted)."""
+    leaves citations to the caller (Trends and Profile check theirs against the papers they quoted).
+    `attribute` also moves [n] labels to the numbered source a sentence's words come from (see reattribute)."""
     original = (text or "").strip()
     if original == CANNOT_ANSWER:
         return Checked(original)
@@ -188,6 +232,8 @@ def check(text: str, *, allowed: Collection[str] | None, source_texts: Iterable[
     result.text, result.echoed = drop_echo(result.text, instructions)
     if allowed is not None:
         result.text, result.dropped_citations = drop_invalid_citations(result.text, allowed)
+        if attribute:
+            result.text, result.moved_citations = reattribute(result.text, list(source_texts))
     result.text, result.dropped_urls = drop_unsourced_urls(result.text, source_texts)
     result.text = result.text.strip()
     if result.cut_loop:
@@ -197,6 +243,9 @@ def check(text: str, *, allowed: Collection[str] | None, source_texts: Iterable[
     if result.dropped_citations:
         shown = ", ".join(dict.fromkeys(result.dropped_citations))
         result.notes.append(f"Removed citation(s) of sources that were not retrieved: {shown[:120]}.")
+    if result.moved_citations:
+        shown = ", ".join(f"[{a}] → [{b}]" for a, b in result.moved_citations)
+        result.notes.append(f"Citation(s) moved to the source the statement's words come from: {shown}.")
     if result.dropped_urls:
         result.notes.append(f"Removed {len(result.dropped_urls)} link(s) found in none of the sources.")
     return result

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from copilot.grounding import check, cited, cut_loop, drop_echo, drop_invalid_citations, drop_unsourced_urls
+from copilot.grounding import (check, cited, cut_loop, drop_echo, drop_invalid_citations, drop_unsourced_urls,
+                               reattribute)
 from copilot.prompts import CANNOT_ANSWER, CHAT_ANSWER, TRENDS_PERIOD_SUMMARY
 
 # The same paragraph seven times (a loop seen in the browser).
@@ -94,3 +95,33 @@ def test_a_clean_grounded_answer_is_unchanged():
     result = check(answer, allowed=["1", "2"], source_texts=["x"], instructions=[CHAT_ANSWER.system])
     assert result.text == answer.strip()
     assert not result.changed
+
+
+# Recorded in the browser (local model, 2026-11-23): the statement is about source 6 (BigO(Bench)), cited as [1].
+SOURCES = [
+    "Stop Overthinking: A Survey on Efficient Reasoning for Large Language Models. Large language models (LLMs) "
+    "have demonstrated remarkable capabilities in complex tasks.",
+    "From Chaos to Order: The Atomic Reasoner Framework for Fine-grained Reasoning in Large Language Models.",
+    "Evaluating Test-Time Scaling LLMs for Legal Reasoning: OpenAI o1, DeepSeek-R1, and Beyond.",
+    "Only a Little to the Left: A Theory-grounded Measure of Political Bias in Large Language Models.",
+    "CodeReviewQA: The Code Review Comprehension Assessment for Large Language Models.",
+    "BigO(Bench) -- Can LLMs Generate Code with Controlled Time and Space Complexity? We introduce BigO(Bench), a "
+    "novel coding benchmark designed to evaluate the capabilities of generative language models.",
+]
+MISCITED = ("Source [1] proposes a new approach to evaluate the performance of large language models (LLMs) based on "
+            "their ability to generate code with specified time and space complexities.\n")
+
+
+def test_a_statement_about_another_source_gets_that_source_s_label():
+    text, moved = reattribute(MISCITED, SOURCES)
+    assert text == MISCITED.replace("Source [1]", "Source [6]")
+    assert moved == [("1", "6")]
+    result = check(MISCITED, allowed=[str(n) for n in range(1, 7)], source_texts=SOURCES, attribute=True)
+    assert result.notes == ["Citation(s) moved to the source the statement's words come from: [1] → [6]."]
+
+
+def test_a_statement_that_fits_its_source_keeps_its_label():
+    fitting = "Source [6] introduces a benchmark of code with controlled time and space complexity.\n"
+    assert reattribute(fitting, SOURCES) == (fitting, [])
+    vague = "Source [2] shows that large language models are capable.\n"      # nothing specific: left alone
+    assert reattribute(vague, SOURCES) == (vague, [])

@@ -438,7 +438,7 @@ def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
     """The output checks for a chat answer: only labels 1..n, no invented links, no loop, no echoed rules.
     An id of a retrieved item (copied from a thought's text, say) becomes that item's label first."""
     return check(ids_to_labels(text, items), allowed=[str(n) for n in range(1, len(items) + 1)],
-                 source_texts=[i.text for i in items], instructions=[prompts.CHAT_ANSWER.system])
+                 source_texts=[i.text for i in items], instructions=[prompts.CHAT_ANSWER.system], attribute=True)
 
 
 def ids_to_labels(text: str, items: Sequence[Evidence]) -> str:
