@@ -61,3 +61,14 @@ def test_a_follow_up_in_chat_retrieves_for_the_paper_it_refers_to(services):
                               previous_turn=first.id)
     assert other_user.asked == "" and cited_title not in other_user.question   # another user's turn is not read
     assert len(papers) == 60
+
+
+def test_ask_after_a_turn_reads_the_follow_up_in_its_context(services):
+    import_papers(services, 30)
+    services.llm, _ = scripted_llm(services.db, [lambda m: "Source [1] shows that it works well."] * 4)
+    chat = Chat(services)
+    first = chat.ask("How do vision-language models handle hallucination?", "local")
+    follow = chat.ask("Tell me more about that.", "local", previous_turn=first["turn_id"])
+    assert follow["asked"] == "Tell me more about that."
+    assert follow["question"] == ("Tell me more about that. (follow-up to: How do vision-language models handle "
+                                  "hallucination?)")

@@ -493,11 +493,11 @@ class Chat:
             " ORDER BY t.created_at DESC LIMIT ?", (user, limit))
 
     def ask(self, question: str, user: str, personalize: bool = False, wait: bool = True,
-            vote: str | None = None) -> dict:
+            vote: str | None = None, previous_turn: str | None = None) -> dict:
         """The whole turn without a UI. A comparison gets no thought here: with `vote` (for scripts) the vote
         decides it, as a user's would; without, the turn waits for a vote or its grace period (`sweep_unvoted`).
         A turn with one answer gets its thought at once. With `wait`, blocks until the thought job is done."""
-        turn = self.prepare(question, user, personalize)
+        turn = self.prepare(question, user, personalize, previous_turn=previous_turn)
         for _ in self.stream(turn):
             pass
         voted = None
@@ -513,6 +513,8 @@ class Chat:
             record["vote"] = voted
         if turn.notice:
             record["notice"] = turn.notice
+        if turn.asked:
+            record["asked"], record["question"] = turn.asked, turn.question
         return record
 
 
@@ -585,7 +587,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from copilot.cli import UserError, print_json, services
 
     try:
-        record = chat_for(services()).ask(args.question, args.user, personalize=args.personalize, vote=args.vote)
+        record = chat_for(services()).ask(args.question, args.user, personalize=args.personalize, vote=args.vote,
+                                          previous_turn=args.after)
     except ChatError as error:
         raise UserError(str(error)) from None
     if args.json:
@@ -639,6 +642,8 @@ def add_chat_commands(sub: argparse._SubParsersAction) -> None:
                    help="for scripts: vote once the answers are done, then wait for the thought job (thoughts = the "
                    "thought-augmented answer was better; A/B = the side as shown). Without it a comparison makes "
                    "no thought until it is voted on or its grace period ends")
+    p.add_argument("--after", default=None, metavar="TURN_ID",
+                   help="the previous turn of this chat: a follow-up question is read in its context")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_ask)
 
