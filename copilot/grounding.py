@@ -122,7 +122,7 @@ def cut_loop(text: str, n: int = LOOP_NGRAM) -> tuple[str, bool]:
     seen_grams: set[tuple[str, ...]] = set()
     for sentence in sentences:
         words = _words(sentence)
-        norm = " ".join(words)
+        norm = " ".join(_words(_BRACKET.sub(" ", sentence)))     # the same sentence under another label repeats
         grams = {tuple(words[i:i + n]) for i in range(max(0, len(words) - n + 1))}
         # a run of n words seen before, or repeated within this very sentence
         inner_repeat = len(words) >= 2 * n and len(grams) < len(words) - n + 1

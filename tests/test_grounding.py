@@ -125,3 +125,12 @@ def test_a_statement_that_fits_its_source_keeps_its_label():
     assert reattribute(fitting, SOURCES) == (fitting, [])
     vague = "Source [2] shows that large language models are capable.\n"      # nothing specific: left alone
     assert reattribute(vague, SOURCES) == (vague, [])
+
+
+def test_one_sentence_written_again_under_another_label_is_a_loop():
+    # recorded in the answers bench (local model, 2026-11-23)
+    raw = ("Source [1] introduces and climate change are two of the most pressing issues that require immediate "
+           "attention.\nSource [2] introduces and climate change are two of the most pressing issues that require "
+           "immediate attention.\n")
+    text, cut = cut_loop(raw)
+    assert cut and text == raw.split("\n")[0]
