@@ -29,12 +29,15 @@ def test_first_and_last_and_numbered_references():
 
 
 def test_a_vague_follow_up_carries_the_previous_question():
+    assert standalone_question("How does it compare with BM25?", PREVIOUS).rewritten
     rewrite = standalone_question("Tell me more about that.", PREVIOUS)
     assert rewrite.question == "Tell me more about that. (follow-up to: How do language models retrieve evidence?)"
 
 
 def test_a_new_question_is_left_alone():
-    for question in ("What is RLHF?", "Which benchmarks measure code generation?"):
+    long_with_pronouns = ("This is a question about evaluation: how do benchmarks measure whether it is the "
+                          "reasoning or the memorisation that improves?")
+    for question in ("What is RLHF?", "Which benchmarks measure code generation?", long_with_pronouns):
         assert standalone_question(question, PREVIOUS) == type(standalone_question(question, None))(question, False)
 
 

@@ -18,10 +18,14 @@ _ORDINAL_REF = re.compile(
     r"\b(?:the\s+)?(" + "|".join(ORDINALS) + r")\s+(?:paper|source|study|one|work|article|result|reference|item)"
     r"(?:\s+(?:you|that\s+you)\s+(?:mentioned|cited|listed|gave|used))?", re.I)
 _NUMBER_REF = re.compile(r"\b(?:paper|source|reference|item)\s*\[?(\d{1,2})\]?|\[(\d{1,2})\]", re.I)
-_BACK_REFERENCE = re.compile(
-    r"\b(?:it|its|they|them|their|this|that|these|those|the above|above|you mentioned|you said|you cited|"
-    r"say more|tell me more|more about|more detail|elaborate|expand on|go on|what about|how about|and what|"
-    r"why is that|why\?|how so|same|previous|earlier)\b", re.I)
+# Phrases that point back whatever the question's length; pronouns only in a short question ("Why is that?",
+# "How does it compare with BM25?"), since a long one usually names its own subject.
+_BACK_PHRASE = re.compile(
+    r"\b(?:the above|you mentioned|you said|you cited|say more|tell me more|more about (?:it|this|that|them)|"
+    r"more detail|elaborate|expand on|go on|what about|how about|and what|why is that|how so|previous answer|"
+    r"your answer)\b", re.I)
+_BACK_PRONOUN = re.compile(r"\b(?:it|its|they|them|their|this|that|these|those|why|same)\b", re.I)
+SHORT_QUESTION_WORDS = 12
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,6 @@ def standalone_question(question: str, previous: PreviousTurn | None) -> Rewrite
         if title:
             rewritten = text[:number.start()] + f'the paper "{title}"' + text[number.end():]
             return Rewrite(rewritten, True, "a source of the previous answer")
-    if _BACK_REFERENCE.search(text):
+    if _BACK_PHRASE.search(text) or (len(text.split()) <= SHORT_QUESTION_WORDS and _BACK_PRONOUN.search(text)):
         return Rewrite(f"{text} (follow-up to: {previous.question})", True, "refers to the previous question")
     return Rewrite(text, False)
