@@ -87,6 +87,28 @@ def drop_invalid_citations(text: str, allowed: Collection[str]) -> tuple[str, li
     return re.sub(r"[ \t]+([.,;:])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)), dropped
 
 
+def ids_to_labels(text: str, ids: Sequence[str]) -> str:
+    """[id] citations of the given items (exactly, or by arXiv id without version) become their [n] labels
+    (1-based positions in `ids`); any other bracket is left as it is."""
+    labels = {item_id: n for n, item_id in enumerate(ids, 1)}
+
+    def replace_id(match: re.Match) -> str:
+        inner = match.group(1).strip()
+        number = labels.get(inner) or labels.get(citation_key(inner) or "")
+        return f"[{number}]" if number else match.group(0)
+
+    return re.sub(r"\[([^\[\]\n]{1,40})\]", replace_id, text or "")
+
+
+def labels_to_ids(text: str, ids: Sequence[str]) -> str:
+    """[n] labels replaced by the ids they stand for (n-th of `ids`); a number beyond them stays as it is."""
+    def replace_label(match: re.Match) -> str:
+        number = int(match.group(1))
+        return f"[{ids[number - 1]}]" if 1 <= number <= len(ids) else match.group(0)
+
+    return re.sub(r"\[(\d{1,3})\]", replace_label, text or "")
+
+
 def drop_unsourced_urls(text: str, source_texts: Iterable[str]) -> tuple[str, list[str]]:
     """Remove links that appear in none of the sources (small models invent plausible ones)."""
     corpus = " ".join(source_texts).lower()

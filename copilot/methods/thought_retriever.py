@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from copilot import prompts
+from copilot import grounding, prompts
 from copilot.embed import Embedder
-from copilot.grounding import Checked, check, citation_key
+from copilot.grounding import Checked, check
 from copilot.llm import LLM, Usage
 from copilot.prompts import CANNOT_ANSWER, RenderedPrompt, source_block, strip_quoting_tags
 from copilot.records import Evidence
@@ -443,22 +443,12 @@ def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
 
 def ids_to_labels(text: str, items: Sequence[Evidence]) -> str:
     """[id] citations of the given items replaced by their [n] labels; other brackets untouched."""
-    labels = {item.id: n for n, item in enumerate(items, 1)}
-
-    def replace_id(match: re.Match) -> str:
-        key = citation_key(match.group(1))
-        return f"[{labels[key]}]" if key in labels else match.group(0)
-
-    return re.sub(r"\[([^\[\]\n]{1,40})\]", replace_id, text or "")
+    return grounding.ids_to_labels(text, [item.id for item in items])
 
 
 def labels_to_ids(text: str, items: Sequence[Evidence]) -> str:
     """[n] labels replaced by the ids of the items they stand for (for thoughts and the command line)."""
-    def replace_label(match: re.Match) -> str:
-        number = int(match.group(1))
-        return f"[{items[number - 1].id}]" if 1 <= number <= len(items) else match.group(0)
-
-    return re.sub(r"\[(\d{1,3})\]", replace_label, text or "")
+    return grounding.labels_to_ids(text, [item.id for item in items])
 
 
 def is_cannot_answer(answer: str) -> bool:

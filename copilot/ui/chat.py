@@ -17,6 +17,7 @@ from copilot.features.limits import RateLimited, check_rate
 from copilot.features.memory import delete_thought, memory_view
 from copilot.features.stats import chat_stats
 from copilot.services import Services
+from copilot.grounding import ids_to_labels
 from copilot.ui.common import arxiv_link, current_user, escape
 
 VOTE_BUTTONS = [("A is better", "A", "chat-vote-a"), ("B is better", "B", "chat-vote-b"),
@@ -24,7 +25,6 @@ VOTE_BUTTONS = [("A is better", "A", "chat-vote-a"), ("B is better", "B", "chat-
 CHOICE_TEXT = {"thoughts": "the thought-augmented answer was better", "raw": "the papers-only answer was better",
                "tie": "tie", "bad": "both bad"}
 _LABEL = re.compile(r"\[(\d{1,3})\]")                        # a neutral citation label [i]
-_BRACKETED = re.compile(r"\[([A-Za-z0-9./\-]{4,40})\]")          # an id cited in place of a label
 PREVIEW_CHARS = 150
 _STREAM_EVERY_S = 0.15
 THOUGHT_STATUS = {"queued": "queued", "running": "being written", "stored": "stored in memory",
@@ -46,12 +46,6 @@ def _when(timestamp: float | None) -> str:
     return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _neutral_labels(text: str, sources: list[dict]) -> str:
-    """Source ids the model wrote instead of labels ([2401.01234], [T…]) become that source's label [i]."""
-    label_of = {source["id"]: str(i) for i, source in enumerate(sources, 1)}
-    return _BRACKETED.sub(lambda m: f"[{label_of[m.group(1)]}]" if m.group(1) in label_of else m.group(0), text)
-
-
 def _answer_text_html(text: str, sources: list[dict], reveal: bool) -> str:
     """Escaped answer. A citation [i] of one of the answer's sources is marked the same way on both sides; after
     the vote a paper's citation links to arXiv. Any other bracketed text stays plain text."""
@@ -65,7 +59,9 @@ def _answer_text_html(text: str, sources: list[dict], reveal: bool) -> str:
             return f'<span class="chat-cite">{arxiv_link(source["id"], f"[{number}]")}</span>'
         return f'<span class="chat-cite">[{number}]</span>'
 
-    return _LABEL.sub(cite, escape(_neutral_labels(text, sources))).replace("\n", "<br>")
+    # an endpoint may copy a source's id from a thought's text while streaming: shown as that source's label
+    neutral = ids_to_labels(text, [source["id"] for source in sources])
+    return _LABEL.sub(cite, escape(neutral)).replace("\n", "<br>")
 
 
 def _preview(source: dict) -> str:
