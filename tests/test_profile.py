@@ -366,11 +366,11 @@ def test_generation_with_the_real_local_model(svc, fake_arxiv):
 def test_cli_build_then_show(svc, fake_arxiv, capsys, monkeypatch):
     """`profile build` runs the same generation and validation (scripted model here; the real model is
     exercised above) and saves; `profile show` reads it back."""
-    import copilot.cli
+    import copilot.cli.profile
 
     svc.llm, backend = scripted_llm(svc.db, ["I study quantum field theory [1707.08567] and [2222.22222].\n"
                                              "Keywords: gravity, black holes"])
-    monkeypatch.setattr(copilot.cli, "services", lambda: svc)
+    monkeypatch.setattr(copilot.cli.profile, "Services", lambda: svc)
     code, out, err = run_cli(capsys, "profile", "build", "--ids", "1707.08567", "--user", "zoe",
                              "--max-tokens", "32", "--json")
     assert code == 0 and set(out) == {"user", "text", "keywords", "paper_ids", "version"}

@@ -217,7 +217,7 @@ def test_resumed_job_of_a_stopped_process_runs_once_and_never_stores_twice(chat,
 
 
 def test_cli_ask_makes_no_thought_unless_voted(chat, shared, monkeypatch, capsys):
-    monkeypatch.setattr("copilot.cli.services", lambda: shared)
+    monkeypatch.setattr("copilot.cli.chat.Services", lambda: shared)
 
     def ask(*extra: str) -> dict:
         assert main(["ask", QUESTION + f" {len(extra)}", "--json", *extra]) == 0

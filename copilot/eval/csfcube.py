@@ -270,38 +270,3 @@ def output_name(fold_prefix: str, mode: str, limit: int | None, facets: Sequence
     if limit is not None:
         name += f"-limit{limit}"
     return name
-
-
-# --- command line: `python -m copilot eval csfcube --data DIR …`
-def cmd_eval_csfcube(args) -> int:
-    from copilot.cli import UserError, print_json, services
-
-    facets = [f.strip() for f in args.facets.split(",") if f.strip()]
-    svc = services()
-    try:
-        report = run(svc, Path(args.data), facets, args.limit, args.mode, args.aspect_tokens)
-    except EvalDataError as error:
-        raise UserError(str(error)) from None
-    name = output_name(report.meta["fold"], args.mode, args.limit, facets)
-    paths = write_outputs(report, svc.settings.data_dir / "eval", name)
-    _log(markdown_table(report))
-    _log("wrote " + ", ".join(str(p) for p in paths.values()))
-    if args.json:
-        print_json(report.results)
-    else:
-        print(markdown_table(report))
-    return 0
-
-
-def add_csfcube_command(eval_names) -> None:
-    p = eval_names.add_parser("csfcube", help="faceted paper-to-paper retrieval on CSFCube (NDCG@20, MAP, Recall@20)")
-    p.add_argument("--data", required=True, help="directory with abstracts-csfcube-from-readable.jsonl and "
-                   "*-pid2anns-{background,method,result}.json")
-    p.add_argument("--facets", default=",".join(FACETS), help="comma-separated facets (default: all three)")
-    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N queries (facet order)")
-    p.add_argument("--mode", choices=prism.MODES, default=prism.SEPARATE,
-                   help="aspect descriptions: one LLM call per aspect (separate) or one JSON call (json)")
-    p.add_argument("--aspect-tokens", type=int, default=prism.ASPECT_MAX_TOKENS,
-                   help="most tokens per aspect description")
-    p.add_argument("--json", action="store_true", help="print one JSON object (the Markdown table goes to stderr)")
-    p.set_defaults(func=cmd_eval_csfcube)

@@ -7,39 +7,33 @@ change of vote is logged. The UI and the CLI call the same functions here.
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
 import logging
 import os
 import random
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field, replace
 
 from copilot.llm import LLMError, Usage
 from copilot.methods.followup import PreviousTurn, standalone_question
-from copilot.methods.thought_retriever import (ThoughtMemory, check_answer, labels_to_ids, mark_retracted,
-                                               new_thought_id, retrieve_both, stream_answer, think)
+from copilot.methods.thought_retriever import (ThoughtMemory, check_answer, labels_to_ids, new_thought_id,
+                                               retrieve_both, stream_answer, think)
 from copilot.prompts import CANNOT_ANSWER
 from copilot.records import Evidence, storable_text
 from copilot.services import Services
+from copilot.store.chat_log import RAW, THOUGHTS, AnswerOutcome, JobOutcome, NewTurn, SourceRecord, ThoughtJob
 
 log = logging.getLogger(__name__)
 
-THOUGHTS, RAW = "thoughts", "raw"
 CHOICES = (THOUGHTS, RAW, "tie", "bad")
 VOTE_CHOICES = (*CHOICES, "A", "B")     # A/B: the side as shown
 # The answer a vote makes the turn's thought from: the preferred one; a tie prefers the thought-augmented answer
 # (Algorithm 1's own); "both bad" makes none.
 THOUGHT_FROM = {THOUGHTS: THOUGHTS, "tie": THOUGHTS, RAW: RAW, "bad": None}
 SWEEP_AFTER_S = 15 * 60          # unvoted turns older than this get their (no-vote) thought job
-PREVIEW_CHARS = 200
 
 _sides = random.SystemRandom()
 
@@ -93,9 +87,7 @@ class Turn:
 
 
 def source_record(item: Evidence) -> dict:
-    preview = " ".join(item.text.split())[:PREVIEW_CHARS]
-    title = item.title if item.kind == "paper" else preview[:120]
-    return {"id": item.id, "kind": item.kind, "title": title, "preview": preview, "score": round(item.score, 4)}
+    return SourceRecord.of(item).as_dict()
 
 
 def clean_question(question: str | None, max_chars: int) -> tuple[str, str]:
@@ -110,16 +102,13 @@ def clean_question(question: str | None, max_chars: int) -> tuple[str, str]:
 
 
 class Chat:
-    """One per Services (see `chat_for`). Thought jobs run on one background thread per process."""
-
-    _executor: ThreadPoolExecutor | None = None
-    _executor_lock = threading.Lock()
-    _futures: dict[int, Future] = {}              # job id → its run in this process; guarded by _futures_lock
-    _futures_lock = threading.Lock()
+    """The chat use cases over one Services; its thought jobs run on the Services' background pool (one thread)."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
         self.settings = services.settings
+        self.log = services.chat_log
+        self.jobs = services.thought_jobs
         self.memory = ThoughtMemory(services.db, services.store, services.embedder, services.settings.merge_threshold,
                                     private=services.settings.private_thoughts)
 
@@ -159,14 +148,12 @@ class Chat:
                     answers=answers, retrieval_s=retrieval_s, reader=self._reader(user) if personalize else "",
                     asked=asked)
         info = self.services.llm_info()
-        self.db.execute(
-            "INSERT INTO chat_turns (id, user, created_at, question, question_chars, comparison, side_a, backend,"
-            " model, embedder, personalized, retrieval_s, raw_sources, thoughts_sources)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (turn.id, user, turn.created_at, text, len(question or ""), comparison, side_a, info["backend"],
-             info["model"], self.services.embedder.name, int(bool(turn.reader)), retrieval_s,
-             json.dumps([source_record(e) for e in found.raw]),
-             json.dumps([source_record(e) for e in found.augmented])))
+        self.log.add_turn(NewTurn(
+            id=turn.id, user=user, created_at=turn.created_at, question=text, question_chars=len(question or ""),
+            comparison=comparison, side_a=side_a, backend=info["backend"], model=info["model"],
+            embedder=self.services.embedder.name, personalized=bool(turn.reader), retrieval_s=retrieval_s,
+            raw_sources=tuple(SourceRecord.of(e) for e in found.raw),
+            thoughts_sources=tuple(SourceRecord.of(e) for e in found.augmented)))
         return turn
 
     def _previous(self, turn_id: str | None, user: str) -> PreviousTurn | None:
@@ -183,14 +170,9 @@ class Chat:
         return PreviousTurn(view["question"], chosen["text"] or "", titles)
 
     def _reader(self, user: str) -> str:
-        from copilot.features.profile import load_profile
+        from copilot.features.profile import reader_profile
 
-        try:
-            profile = load_profile(self.services, user)
-        except Exception:
-            log.exception("could not load the profile of %s", user)
-            return ""
-        return " ".join(profile.text.split())[:600] if profile else ""
+        return reader_profile(self.services, user)
 
     def stream(self, turn: Turn) -> Iterator[Turn]:
         """Generate the answers one after the other (the local model runs one call at a time), yielding the turn
@@ -237,12 +219,8 @@ class Chat:
                 answer.done = True
         if turn.comparison == "pending":  # a same-items turn stays one (its single answer shows any error)
             turn.comparison = "failed" if any(a.error for a in turn.answers) else "yes"
-        values: dict = {"comparison": turn.comparison, "finished_at": time.time()}
-        for answer in turn.answers:
-            values.update({f"{answer.kind}_answer": answer.text, f"{answer.kind}_error": answer.error,
-                           f"{answer.kind}_s": answer.seconds})
-        columns = ", ".join(f"{name} = ?" for name in values)
-        self.db.execute(f"UPDATE chat_turns SET {columns} WHERE id = ?", (*values.values(), turn.id))
+        outcomes = {a.kind: AnswerOutcome(a.text, a.error, a.seconds) for a in turn.answers}
+        self.log.finish_turn(turn.id, turn.comparison, raw=outcomes.get(RAW), thoughts=outcomes.get(THOUGHTS))
         if turn.comparison != "yes":
             # nothing to vote on: the thought comes from the answer we have (the thought-augmented one if any)
             usable = [a for a in turn.answers if not a.error and a.text]
@@ -256,100 +234,71 @@ class Chat:
         at once leave one final vote and two log rows). In the same transaction the vote decides the turn's one
         thought (`_choose_thought`); the thought job runs in the background."""
         turn_id = storable_text(turn_id).strip()
-        row = self.db.query_one("SELECT id, user, comparison, side_a FROM chat_turns WHERE id = ?", (turn_id,))
-        if row is None:
+        turn = self.log.turn(turn_id)
+        if turn is None:
             raise ChatError(f"no turn with id {turn_id[:40]!r}")
-        if row["user"] != user:
+        if turn.user != user:
             raise ChatError("this turn belongs to another user")
-        choice = _normalise_choice(choice, row["side_a"])
-        if row["comparison"] != "yes":
+        choice = _normalise_choice(choice, turn.side_a)
+        if turn.comparison != "yes":
             reason = {"same_items": "both retrievals found the same items, so there was one answer",
                       "failed": "one of the answers failed", "pending": "the answers are not finished"}
-            raise ChatError(f"this turn cannot be voted on: {reason.get(row['comparison'], row['comparison'])}")
-        label = _label(choice, row["side_a"])
+            raise ChatError(f"this turn cannot be voted on: {reason.get(turn.comparison, turn.comparison)}")
+        label = _label(choice, turn.side_a)
         now = time.time()
-        with self.db.transaction() as tx:
-            existing = tx.execute("SELECT choice FROM chat_votes WHERE turn_id = ?", (turn_id,)).fetchone()
-            previous = existing[0] if existing else None
-            if existing is None:
-                tx.execute("INSERT INTO chat_votes (turn_id, user, choice, label, voted_at) VALUES (?,?,?,?,?)",
-                           (turn_id, user, choice, label, now))
-            elif previous != choice:
-                tx.execute("UPDATE chat_votes SET choice = ?, label = ?, changed_at = ?, changes = changes + 1"
-                           " WHERE turn_id = ?", (choice, label, now, turn_id))
-            tx.execute("INSERT INTO chat_vote_log (turn_id, user, choice, previous, at) VALUES (?,?,?,?,?)",
-                       (turn_id, user, choice, previous, now))
-            job_id, retracted = self._choose_thought(tx, turn_id, THOUGHT_FROM[choice], "vote")
+        with self.db.transaction():   # the vote, its log row and the turn's thought commit together
+            previous = self.log.record_vote(turn_id, user, choice, label, now)
+            job_id, retracted = self._choose_thought(turn_id, THOUGHT_FROM[choice], "vote")
         self._after_choice(job_id, retracted)
         return {"turn_id": turn_id, "choice": choice, "label": label, "previous": previous,
                 "changed": previous is not None and previous != choice, "recorded": True}
 
     # --- the one thought of a turn
-    @classmethod
-    def _pool(cls) -> ThreadPoolExecutor:
-        with cls._executor_lock:
-            if cls._executor is None:
-                cls._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thought-job")
-            return cls._executor
-
     def request_thought(self, turn_id: str, answer: str | None, trigger: str) -> Future | None:
         """Make `answer` the source of the turn's one thought (None: no thought); never waits for the job."""
-        with self.db.transaction() as tx:
-            job_id, retracted = self._choose_thought(tx, turn_id, answer, trigger)
+        with self.db.transaction():
+            job_id, retracted = self._choose_thought(turn_id, answer, trigger)
         return self._after_choice(job_id, retracted)
 
-    def _choose_thought(self, tx, turn_id: str, answer: str | None, trigger: str) -> tuple[int | None, list[str]]:
+    def _choose_thought(self, turn_id: str, answer: str | None, trigger: str) -> tuple[int | None, list[str]]:
         """Inside the caller's transaction: make `answer` (THOUGHTS, RAW, or None) the source of the turn's one
         thought. A current job that already makes it is kept (unless it failed: then it is tried again). Otherwise
         the current job is superseded: its thought retracted, or, queued, cancelled, or, running, left to retract
         what it makes (`_settle`). Returns (the new job's id, thought ids whose vectors must go)."""
-        current = tx.execute("SELECT id, answer, status, thought_id FROM chat_thought_jobs"
-                             " WHERE turn_id = ? AND superseded_at IS NULL", (turn_id,)).fetchone()
-        if current is not None and current["answer"] == answer and current["status"] != "failed":
+        current = self.log.current_job(turn_id)
+        if current is not None and current.answer == answer and current.status != "failed":
             return None, []
         now = time.time()
         retracted: list[str] = []
         if current is not None:
-            status = current["status"]
-            if current["thought_id"]:
-                retracted = mark_retracted(tx, [current["thought_id"]], now)
+            status = current.status
+            if current.thought_id:
+                retracted = self.memory.thoughts.mark_retracted([current.thought_id], now)
                 status = "retracted"
             elif status == "queued":
                 status = "cancelled"
-            tx.execute("UPDATE chat_thought_jobs SET superseded_at = ?, status = ? WHERE id = ?",
-                       (now, status, current["id"]))
+            self.log.supersede_job(current.id, status, now)
         if answer is None:
             return None, retracted
-        cursor = tx.execute("INSERT INTO chat_thought_jobs (turn_id, answer, trigger, queued_at, planned_thought_id,"
-                            " runner) VALUES (?,?,?,?,?,?)",
-                            (turn_id, answer, trigger, now, new_thought_id(), _runner()))
-        return cursor.lastrowid, retracted
+        return self.log.queue_job(turn_id, answer, trigger, new_thought_id(), _runner(), now), retracted
 
     def _after_choice(self, job_id: int | None, retracted: list[str]) -> Future | None:
         self.memory.drop_vectors(retracted)   # after the commit: a crash before this is fixed by memory.repair
         return self._submit(job_id) if job_id else None
 
     def _submit(self, job_id: int) -> Future:
-        future = self._pool().submit(self._run_thought_job, job_id)
-        with self._futures_lock:
-            for finished in [key for key, done in self._futures.items() if done.done()]:
-                del self._futures[finished]
-            self._futures[job_id] = future
-        return future
+        return self.jobs.submit(job_id, self._run_thought_job, job_id)
 
-    def _claim(self, job_id: int) -> dict | None:
+    def _claim(self, job_id: int) -> ThoughtJob | None:
         """Take a job to run: a queued one of this process, or one whose process has stopped."""
-        with self.db.transaction() as tx:
-            job = tx.execute("SELECT * FROM chat_thought_jobs WHERE id = ?", (job_id,)).fetchone()
-            if job is None or job["status"] not in ("queued", "running"):
+        with self.db.transaction():
+            job = self.log.job(job_id)
+            if job is None or job.status not in ("queued", "running"):
                 return None
-            if job["runner"] != _runner() or job["status"] == "running":
-                if _runner_alive(job["runner"]):
+            if job.runner != _runner() or job.status == "running":
+                if _runner_alive(job.runner):
                     return None
-            tx.execute("UPDATE chat_thought_jobs SET status = 'running', started_at = ?, runner = ?,"
-                       " planned_thought_id = COALESCE(planned_thought_id, ?) WHERE id = ?",
-                       (time.time(), _runner(), new_thought_id(), job_id))
-            return dict(tx.execute("SELECT * FROM chat_thought_jobs WHERE id = ?", (job_id,)).fetchone())
+            return self.log.start_job(job_id, _runner(), new_thought_id())
 
     def _run_thought_job(self, job_id: int) -> str:
         try:
@@ -359,48 +308,47 @@ class Chat:
             raise
         if job is None:
             return "skipped"
-        planned = job["planned_thought_id"]
-        values: dict = {"status": "failed", "thought_id": None, "similarity": None, "error": None, "reason": None}
+        planned = job.planned_thought_id
+        outcome = JobOutcome(status="failed", thought_id=None, similarity=None, error=None, reason=None)
         try:
-            if self.db.query_one("SELECT 1 AS x FROM thoughts WHERE id = ?", (planned,)):
-                values.update(status="stored", thought_id=planned)    # stored before a crash: not made twice
-            elif job["superseded_at"] is not None:
-                values["status"] = "cancelled"                        # its vote changed while it was down
+            if self.memory.thoughts.exists(planned):
+                outcome = replace(outcome, status="stored", thought_id=planned)   # stored before a crash: not twice
+            elif job.superseded_at is not None:
+                outcome = replace(outcome, status="cancelled")                     # its vote changed while it was down
             else:
-                turn = self.db.query_one("SELECT * FROM chat_turns WHERE id = ?", (job["turn_id"],))
-                answer = job["answer"]
-                sources = [Evidence(id=s["id"], kind=s["kind"], title=s["title"], text="", score=s.get("score", 0.0))
-                           for s in json.loads(turn[f"{answer}_sources"])]
-                # the answer cites [n] labels of its sources; a thought outlives the turn, so it keeps real ids
-                text = labels_to_ids(turn[f"{answer}_answer"] or "", sources)
-                outcome = think(self.services.llm, self.memory, turn["question"], text, sources, origin="chat",
-                                user=turn["user"], max_tokens=self.settings.answer_tokens, thought_id=planned)
-                values.update(status=outcome.status, thought_id=outcome.thought_id, similarity=outcome.similarity,
-                              reason=outcome.draft.reason or None)
+                outcome = self._make_thought(job)
         except Exception as error:  # the job fails alone: logged, the turn and its vote stay
-            log.exception("thought job %s for turn %s failed", job_id, job["turn_id"])
-            values["error"] = f"{type(error).__name__}: {error}"[:500]
-        if values["thought_id"] is None:
+            log.exception("thought job %s for turn %s failed", job_id, job.turn_id)
+            outcome = replace(outcome, error=f"{type(error).__name__}: {error}"[:500])
+        if outcome.thought_id is None:
             self.memory.drop_vectors([planned])   # an attempt killed between its two writes may have left one
-        return self._settle(job_id, values)
+        return self._settle(job_id, outcome)
 
-    def _settle(self, job_id: int, values: dict) -> str:
+    def _make_thought(self, job: ThoughtJob) -> JobOutcome:
+        turn = self.log.turn(job.turn_id)
+        answer = turn.answer(job.answer)
+        sources = [Evidence(id=s.id, kind=s.kind, title=s.title, text="", score=s.score) for s in answer.sources]
+        # the answer cites [n] labels of its sources; a thought outlives the turn, so it keeps real ids
+        text = labels_to_ids(answer.text or "", sources)
+        made = think(self.services.llm, self.memory, turn.question, text, sources, origin="chat", user=turn.user,
+                     max_tokens=self.settings.answer_tokens, thought_id=job.planned_thought_id)
+        return JobOutcome(status=made.status, thought_id=made.thought_id, similarity=made.similarity, error=None,
+                          reason=made.draft.reason or None)
+
+    def _settle(self, job_id: int, outcome: JobOutcome) -> str:
         """Record the job's outcome; if a vote superseded it meanwhile, retract what it stored."""
-        with self.db.transaction() as tx:
-            superseded = tx.execute("SELECT superseded_at FROM chat_thought_jobs WHERE id = ?", (job_id,)).fetchone()[0]
-            retracted: list[str] = []
-            if superseded is not None and values["thought_id"]:
-                retracted = mark_retracted(tx, [values["thought_id"]]) or [values["thought_id"]]
-                values["status"] = "retracted"
-            tx.execute("UPDATE chat_thought_jobs SET status = ?, thought_id = ?, similarity = ?, error = ?, reason = ?,"
-                       " finished_at = ? WHERE id = ?", (*values.values(), time.time(), job_id))
+        retracted: list[str] = []
+        with self.db.transaction():
+            if self.log.job(job_id).superseded_at is not None and outcome.thought_id:
+                retracted = self.memory.thoughts.mark_retracted([outcome.thought_id]) or [outcome.thought_id]
+                outcome = replace(outcome, status="retracted")
+            self.log.finish_job(job_id, outcome)
         self.memory.drop_vectors(retracted)
-        return values["status"]
+        return outcome.status
 
     def stale_jobs(self) -> list[int]:
         """Thought jobs left queued or running by a process that has stopped (a crash or a restart)."""
-        rows = self.db.query("SELECT id, runner FROM chat_thought_jobs WHERE status IN ('queued', 'running')")
-        return [row["id"] for row in rows if not _runner_alive(row["runner"])]
+        return [job.id for job in self.log.open_jobs() if not _runner_alive(job.runner)]
 
     def resume_jobs(self) -> list[int]:
         """Run the stale jobs again in this process."""
@@ -411,58 +359,52 @@ class Chat:
 
     def wait_for_thoughts(self, turn_id: str, timeout: float | None = None) -> list[dict]:
         """Block until this turn's thought jobs started in this process are done (the CLI does; the UI never does)."""
-        job_ids = {row["id"] for row in self.thought_jobs(turn_id)}
-        with self._futures_lock:
-            futures = [future for job_id, future in self._futures.items() if job_id in job_ids]
-        for future in futures:
-            try:
-                future.result(timeout=timeout)
-            except FutureTimeout:
-                log.warning("thought job of turn %s still running after %s s", turn_id, timeout)
+        job_ids = [job.id for job in self.log.jobs_of(turn_id)]
+        for job_id in self.jobs.wait(job_ids, timeout):
+            log.warning("thought job %s of turn %s still running after %s s", job_id, turn_id, timeout)
         return self.thought_jobs(turn_id)
 
-    @classmethod
-    def wait_for_all(cls, timeout: float | None = None) -> None:
-        """Block until every thought job started in this process is done (tests, `doctor --repair`)."""
-        with cls._futures_lock:
-            futures = list(cls._futures.values())
-        for future in futures:
-            future.result(timeout=timeout)
+    def wait_for_all(self, timeout: float | None = None) -> None:
+        """Block until every thought job started by this process's Services is done (tests, `doctor --repair`)."""
+        self.jobs.wait_all(timeout)
 
     def thought_jobs(self, turn_id: str) -> list[dict]:
-        """Every job of the turn, oldest first; the current one has `superseded_at` NULL."""
-        return self.db.query("SELECT * FROM chat_thought_jobs WHERE turn_id = ? ORDER BY id", (turn_id,))
+        """Every job of the turn, oldest first; the current one has `superseded_at` None."""
+        return [job.as_dict() for job in self.log.jobs_of(turn_id)]
 
     def sweep_unvoted(self, user: str | None) -> int:
         """Unvoted comparison turns get their thought from the thought-augmented answer (Algorithm 1's own) once
         their grace period is over: SWEEP_AFTER_S for anyone's turn; for `user`'s own turns, when they ask the
         next question. A later vote still decides: it replaces or retracts that thought."""
-        rows = self.db.query(
-            "SELECT t.id FROM chat_turns t WHERE t.comparison = 'yes'"
-            " AND NOT EXISTS (SELECT 1 FROM chat_votes v WHERE v.turn_id = t.id)"
-            " AND NOT EXISTS (SELECT 1 FROM chat_thought_jobs j WHERE j.turn_id = t.id)"
-            " AND (t.user = ? OR t.created_at < ?)", (user, time.time() - SWEEP_AFTER_S))
-        for row in rows:
-            self.request_thought(row["id"], THOUGHTS, "no_vote")
-        return len(rows)
+        turn_ids = self.log.unvoted_comparisons(user, time.time() - SWEEP_AFTER_S)
+        for turn_id in turn_ids:
+            self.request_thought(turn_id, THOUGHTS, "no_vote")
+        return len(turn_ids)
 
     # --- reading
     def view(self, turn_id: str) -> dict | None:
         """A stored turn for display: answers in A/B order with full source records, the vote, thought jobs."""
-        row = self.db.query_one("SELECT * FROM chat_turns WHERE id = ?", (turn_id,))
-        if row is None:
+        turn = self.log.turn(turn_id)
+        if turn is None:
             return None
-        kinds = [RAW] if row["comparison"] == "same_items" or row["thoughts_sources"] == row["raw_sources"] else (
-            [THOUGHTS, RAW] if row["side_a"] == THOUGHTS else [RAW, THOUGHTS])
-        answers = [{"label": label, "kind": kind, "text": row[f"{kind}_answer"] or "", "error": row[f"{kind}_error"],
-                    "seconds": row[f"{kind}_s"], "done": row["finished_at"] is not None,
-                    "thought_augmented": kind == THOUGHTS and row["comparison"] != "same_items",
-                    "sources": json.loads(row[f"{kind}_sources"])} for label, kind in zip("AB", kinds)]
-        vote = self.db.query_one("SELECT choice, label, changes FROM chat_votes WHERE turn_id = ?", (turn_id,))
-        return {"turn_id": turn_id, "comparison": row["comparison"], "question": row["question"],
-                "user": row["user"], "answers": answers, "vote": vote, "retrieval_s": row["retrieval_s"],
-                "thought_jobs": self.thought_jobs(turn_id), "created_at": row["created_at"],
-                "models": {"backend": row["backend"], "model": row["model"], "embedder": row["embedder"]}}
+        if turn.comparison == "same_items" or turn.thoughts.sources == turn.raw.sources:
+            kinds = [RAW]
+        else:
+            kinds = [THOUGHTS, RAW] if turn.side_a == THOUGHTS else [RAW, THOUGHTS]
+        answers = []
+        for label, kind in zip("AB", kinds):
+            stored = turn.answer(kind)
+            answers.append({"label": label, "kind": kind, "text": stored.text or "", "error": stored.error,
+                            "seconds": stored.seconds, "done": turn.finished_at is not None,
+                            "thought_augmented": kind == THOUGHTS and turn.comparison != "same_items",
+                            "sources": [s.as_dict() for s in stored.sources]})
+        vote = self.log.vote(turn_id)
+        return {"turn_id": turn_id, "comparison": turn.comparison, "question": turn.question,
+                "user": turn.user, "answers": answers,
+                "vote": {"choice": vote.choice, "label": vote.label, "changes": vote.changes} if vote else None,
+                "retrieval_s": turn.retrieval_s, "thought_jobs": self.thought_jobs(turn_id),
+                "created_at": turn.created_at,
+                "models": {"backend": turn.backend, "model": turn.model, "embedder": turn.embedder}}
 
     def turn_record(self, turn_id: str) -> dict | None:
         """A stored turn in the CLI's JSON shape."""
@@ -486,11 +428,7 @@ class Chat:
         }
 
     def recent_turns(self, user: str, limit: int = 10) -> list[dict]:
-        return self.db.query(
-            "SELECT t.id, t.created_at, t.question, t.comparison, t.side_a, v.choice, v.label, v.changes,"
-            " (SELECT j.status FROM chat_thought_jobs j WHERE j.turn_id = t.id AND j.superseded_at IS NULL) AS thought"
-            " FROM chat_turns t LEFT JOIN chat_votes v ON v.turn_id = t.id WHERE t.user = ?"
-            " ORDER BY t.created_at DESC LIMIT ?", (user, limit))
+        return [asdict(summary) for summary in self.log.recent_turns(user, limit)]
 
     def ask(self, question: str, user: str, personalize: bool = False, wait: bool = True,
             vote: str | None = None, previous_turn: str | None = None) -> dict:
@@ -571,94 +509,9 @@ def _runner_alive(runner: str | None) -> bool:
     return True
 
 
-_chats: dict[int, Chat] = {}
-_chats_lock = threading.Lock()
-
-
 def chat_for(services: Services) -> Chat:
-    with _chats_lock:
-        if id(services) not in _chats:
-            _chats[id(services)] = Chat(services)
-        return _chats[id(services)]
-
-
-# --- CLI -----------------------------------------------------------------------------------------------------
-def cmd_ask(args: argparse.Namespace) -> int:
-    from copilot.cli import UserError, print_json, services
-
-    try:
-        record = chat_for(services()).ask(args.question, args.user, personalize=args.personalize, vote=args.vote,
-                                          previous_turn=args.after)
-    except ChatError as error:
-        raise UserError(str(error)) from None
-    if args.json:
-        print_json(record)
-        return 0
-    if record.get("notice"):
-        print(record["notice"], file=sys.stderr)
-    if record.get("vote") and not record["vote"]["recorded"]:
-        print(f"vote not recorded: {record['vote']['error']}", file=sys.stderr)
-    print(f"turn {record['turn_id']}" + ("" if record["comparison"] else " (no comparison)"))
-    for answer in record["answers"]:
-        print(f"\n--- Answer {answer['label']}\n{answer['error'] or answer['text']}")
-        for source in answer["sources"]:
-            print(f"  [{source['id']}] {source['title']}")
-    return 0
-
-
-def cmd_vote(args: argparse.Namespace) -> int:
-    from copilot.cli import UserError, print_json, services
-
-    chat = chat_for(services())
-    try:
-        result = chat.vote(args.turn_id, args.choice, args.user)
-    except ChatError as error:
-        raise UserError(str(error)) from None
-    result["thought_jobs"] = [job_record(job) for job in chat.wait_for_thoughts(args.turn_id)]
-    print_json(result) if args.json else print(f"vote recorded: {result['choice']} (answer {result['label']})")
-    return 0
-
-
-def cmd_stats(args: argparse.Namespace) -> int:
-    from copilot.cli import print_json, services
-    from copilot.features.stats import chat_stats
-
-    result = chat_stats(services().db)
-    if args.json:
-        print_json(result)
-    else:
-        for key, value in result.items():
-            if not isinstance(value, (list, dict)):
-                print(f"{key}: {value}")
-    return 0
-
-
-def add_chat_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ask", help="answer a question twice (papers only vs papers + thoughts)")
-    p.add_argument("question", help="the question")
-    p.add_argument("--user", default="local", help="user id the turn belongs to (default: local)")
-    p.add_argument("--personalize", action="store_true", help="adapt the answers to the user's saved profile")
-    p.add_argument("--vote", choices=VOTE_CHOICES, default=None,
-                   help="for scripts: vote once the answers are done, then wait for the thought job (thoughts = the "
-                   "thought-augmented answer was better; A/B = the side as shown). Without it a comparison makes "
-                   "no thought until it is voted on or its grace period ends")
-    p.add_argument("--after", default=None, metavar="TURN_ID",
-                   help="the previous turn of this chat: a follow-up question is read in its context")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_ask)
-
-    p = sub.add_parser("vote", help="vote on a turn: which answer was better")
-    p.add_argument("turn_id", help="turn id printed by `ask`")
-    p.add_argument("choice", choices=VOTE_CHOICES, help="thoughts = the thought-augmented answer was better; "
-                   "A/B = the side as shown; bad = both bad (no thought)")
-    p.add_argument("--user", default="local", help="user id the turn belongs to (default: local)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_vote)
-
-    p = sub.add_parser("stats", help="thought-augmented win rate with a Wilson 95%% interval, by position, user "
-                       "and day")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_stats)
+    """The chat use cases over `services` (cheap: the state lives in Services)."""
+    return Chat(services)
 
 
 def resume_jobs(services: Services, repair: bool = True) -> dict:

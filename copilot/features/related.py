@@ -6,8 +6,6 @@ Reciprocal Rank Fusion merges them. The abstract-only list is kept as a baseline
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,6 +16,13 @@ from copilot.sources.arxiv_api import ArxivSourceError
 
 RESULT_LIMIT = 20
 SEARCH_DEPTH = 60          # candidates each of the four queries retrieves before fusion
+
+# The method's names the UI and the CLI show, so they need not reach into methods/prism.py
+ASPECTS = prism.ASPECTS                       # the three aspect descriptions, in display order
+ABSTRACT = prism.ABSTRACT                     # the fourth query: the abstract itself (also the baseline)
+QUERY_LABELS = prism.ASPECT_LABELS            # aspect or ABSTRACT → its label
+ONE_CALL_PER_ASPECT, ONE_JSON_CALL = prism.SEPARATE, prism.JSON    # how the descriptions are written
+MODES = prism.MODES                           # (ONE_CALL_PER_ASPECT, ONE_JSON_CALL)
 
 
 class RelatedError(ValueError):
@@ -118,7 +123,7 @@ def _row(evidence: Evidence, score: float, ranks: dict[str, int] | None = None) 
     return row
 
 
-def find_related(services: Services, query: QueryInfo, limit: int = RESULT_LIMIT, mode: str = prism.SEPARATE,
+def find_related(services: Services, query: QueryInfo, limit: int = RESULT_LIMIT, mode: str = ONE_CALL_PER_ASPECT,
                  progress: Callable[[str], None] | None = None) -> RelatedResult:
     """PRISM over the paper store: aspect descriptions (cached), four searches, RRF; plus the abstract baseline."""
     if services.store.count("paper") == 0:
@@ -139,45 +144,3 @@ def find_related(services: Services, query: QueryInfo, limit: int = RESULT_LIMIT
     baseline_ids = ranking.lists[prism.ABSTRACT][:limit]
     baseline = [_row(seen[item], seen[item].score) for item in baseline_ids]
     return RelatedResult(query, aspects, results, baseline)
-
-
-# --- command line: `python -m copilot related …` and `python -m copilot eval csfcube …`
-def cmd_related(args: argparse.Namespace) -> int:
-    from copilot.cli import UserError, print_json, services
-
-    svc = services()
-    try:
-        query = parse_query(svc, args.arxiv_id or "", args.title or "", args.abstract or args.text or "")
-        result = find_related(svc, query, args.limit, args.mode, lambda step: print(step, file=sys.stderr))
-    except RelatedError as error:
-        raise UserError(str(error)) from None
-    if result.missing_notice:
-        print(result.missing_notice, file=sys.stderr)
-    if args.json:
-        print_json(result.as_dict())
-        return 0
-    print(f"Query: {query.paper.title or '(untitled)'} [{query.source}]")
-    for aspect, text in result.aspects.descriptions.items():
-        print(f"  {prism.ASPECT_LABELS[aspect]}: {text}")
-    for n, row in enumerate(result.results, start=1):
-        ranks = " ".join(f"{prism.ASPECT_LABELS[k][:3]}={v}" for k, v in row["ranks"].items())
-        print(f"{n:2d}. {row['score']:.4f} {row['id']} {row['title'][:70]} ({ranks})")
-    return 0
-
-
-def add_related_commands(sub: argparse._SubParsersAction) -> None:
-    from copilot.cli import eval_group
-    from copilot.eval.csfcube import add_csfcube_command
-
-    p = sub.add_parser("related", help="papers related to a query paper (PRISM: aspect queries fused by RRF)")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--arxiv-id", help="arXiv id or URL of the query paper (library first, else arXiv)")
-    source.add_argument("--title", help="title of the query paper (with --abstract)")
-    source.add_argument("--text", help="pasted text of the query paper (a short first line is taken as title)")
-    p.add_argument("--abstract", help="abstract of the query paper (with --title)")
-    p.add_argument("--limit", type=int, default=RESULT_LIMIT, help="number of results")
-    p.add_argument("--mode", choices=prism.MODES, default=prism.SEPARATE,
-                   help="aspect descriptions: one LLM call per aspect, or one JSON call")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_related)
-    add_csfcube_command(eval_group(sub))

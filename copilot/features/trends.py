@@ -8,11 +8,8 @@ retrieval from papers and thoughts) → store (summaries and ideas become though
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import re
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -20,20 +17,22 @@ from datetime import date, timedelta
 
 import numpy as np
 
-from copilot.grounding import check
+from copilot.grounding import check, ids_to_labels, keep_paper_citations, labels_to_ids, prose_words, reattribute, tidy
 from copilot.llm import LLMError
 from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion
 from copilot.methods.rat import RATResult, run_rat, split_steps
 from copilot.methods.topics import Topic, build_topics, previous_window
 from copilot.prompts import (RAT_DRAFT, RAT_REVISE, TRENDS_IDEAS_TASK, TRENDS_PERIOD_SUMMARY, TRENDS_TOPIC_SUMMARY,
-                             Prompt, source_block, strip_quoting_tags)
+                             Prompt, ideas_grammar, source_block, statements_grammar)
 from copilot.records import Evidence, Paper, date_number, number_to_date
 from copilot.services import Services
 
 log = logging.getLogger(__name__)
 
 PRESETS = {"day": 1, "week": 7, "month": 30}
-_CITATION = re.compile(r"\[?\s*(?:arXiv:\s*)?(\d{4}\.\d{4,5})(?:v\d+)?\s*\]?", re.I)
+MIN_PROSE_WORDS = 4       # less than this left after the checks is a fragment, not a summary: show nothing
+TOPIC_STATEMENTS = 2      # statements in a grammar-bound topic summary
+PERIOD_STATEMENTS = 3
 
 
 class TrendsError(ValueError):
@@ -215,48 +214,26 @@ def select_papers(services: Services, start: date, end: date, categories: Sequen
 
 
 # --- citations -----------------------------------------------------------------------------------------------
-def check_citations(text: str, allowed: Sequence[str]) -> tuple[str, list[str], list[str]]:
-    """Keep citations of papers that were given to the model; drop any other arXiv id from the text.
-
-    Returns (text with only allowed citations, cited allowed ids in order, dropped ids)."""
-    allowed_set = set(allowed)
-    cited: list[str] = []
-    dropped: list[str] = []
-
-    def keep_or_drop(match: re.Match) -> str:
-        paper_id = match.group(1)
-        if paper_id in allowed_set:
-            if paper_id not in cited:
-                cited.append(paper_id)
-            return f"[{paper_id}]"
-        dropped.append(paper_id)
-        return ""
-
-    cleaned = _CITATION.sub(keep_or_drop, text or "")
-    cleaned = re.sub(r"\(\s*[,;]?\s*\)|\[\s*[,;]?\s*\]", "", cleaned)
-    cleaned = re.sub(r"[ \t]+([.,;:])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
-    return cleaned, cited, dropped
+class TooLittleLeft(LLMError):
+    """The output checks left only a fragment of what the model wrote."""
 
 
-def tidy(text: str) -> str:
-    """A small model's summary without repeated sentences or lines and without a cut-off citation at the end."""
-    text = re.sub(r"\[[\d.\s,]*$", "", strip_quoting_tags(text))
-    kept: list[str] = []
-    seen: set[str] = set()
-    for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
-        key = re.sub(r"\W+", " ", sentence).strip().lower()
-        if sentence.strip() and key not in seen:
-            seen.add(key)
-            kept.append(sentence.strip())
-    return " ".join(kept)
-
-
-def cite_or_credit(text: str, given: Sequence[str], prompt: Prompt | None = None) -> tuple[str, list[str]]:
+def cite_or_credit(text: str, given: Sequence[str], prompt: Prompt | None = None,
+                   source_texts: Sequence[str] = ()) -> tuple[str, list[str]]:
     """Checked text (no loop, no echo of `prompt`'s instructions, no unsourced link, citations only of the given
-    papers); when the model cited none of them, credit them all (they are what it read)."""
+    papers, each statement's one citation moved to the paper its words come from when `source_texts` — the
+    given papers' texts, in order — show that clearly); when the model cited none of them, credit them all
+    (they are what it read). Raises TooLittleLeft when the checks leave only a fragment."""
     instructions = [prompt.system, prompt.user] if prompt else []
     text = check(text, allowed=None, instructions=instructions).text
-    cleaned, cited, _ = check_citations(tidy(text), given)
+    cleaned, cited, _ = keep_paper_citations(tidy(text, paragraphs=False), given)
+    if source_texts:
+        labelled, moved = reattribute(ids_to_labels(cleaned, given), source_texts)
+        if moved:
+            cleaned, cited, _ = keep_paper_citations(labels_to_ids(labelled, given), given)
+    if prose_words(cleaned) < MIN_PROSE_WORDS:
+        raise TooLittleLeft("too little of the model's text passed the output checks (repetition, echoed "
+                            "instructions, invented citations) to show")
     if not cited:
         cited = list(given)
         cleaned = f"{cleaned} (from {', '.join(f'[{i}]' for i in cited)})".strip()
@@ -269,16 +246,21 @@ def _abstract_block(paper: Paper, chars: int) -> str:
     return source_block(paper.id, f"{paper.title}\n{text}")
 
 
+def _paper_text(paper: Paper) -> str:
+    return f"{paper.title}\n{paper.abstract}"
+
+
 def summarize_topic(services: Services, topic: Topic, papers: dict[str, Paper], opts: TrendsOptions) -> list[str]:
     """Write topic.summary (or say it failed); returns the ids given to the model."""
     given = [papers[i] for i in topic.paper_ids[:opts.papers_per_summary]]
     ids = [p.id for p in given]
     prompt = TRENDS_TOPIC_SUMMARY.render(sources="\n".join(_abstract_block(p, opts.quote_chars) for p in given),
                                          label=topic.label, example_id=ids[0])
-    text = services.llm.complete(prompt, max_tokens=opts.summary_tokens, temperature=0.2).strip()
+    grammar = statements_grammar(ids, TOPIC_STATEMENTS, opener="Paper") if services.llm.obeys_grammar else None
+    text = services.llm.complete(prompt, max_tokens=opts.summary_tokens, temperature=0.2, grammar=grammar).strip()
     if not text:
         raise LLMError("the model returned an empty summary")
-    topic.summary, cited = cite_or_credit(text, ids, TRENDS_TOPIC_SUMMARY)
+    topic.summary, cited = cite_or_credit(text, ids, TRENDS_TOPIC_SUMMARY, [_paper_text(p) for p in given])
     topic.extra["summary_ids"] = cited
     return cited
 
@@ -295,10 +277,13 @@ def summarize_period(services: Services, report: TrendsReport, papers: dict[str,
     prompt = TRENDS_PERIOD_SUMMARY.render(period=period_label(report), topics="\n".join(lines),
                                           sources="\n".join(_abstract_block(p, opts.quote_chars // 2) for p in given),
                                           example_id=given[0].id)
-    text = services.llm.complete(prompt, max_tokens=opts.summary_tokens, temperature=0.2).strip()
+    ids = [p.id for p in given]
+    grammar = statements_grammar(ids, PERIOD_STATEMENTS, opener="Paper") if services.llm.obeys_grammar else None
+    text = services.llm.complete(prompt, max_tokens=opts.summary_tokens, temperature=0.2, grammar=grammar).strip()
     if not text:
         raise LLMError("the model returned an empty summary")
-    report.summary, report.summary_ids = cite_or_credit(text, [p.id for p in given], TRENDS_PERIOD_SUMMARY)
+    report.summary, report.summary_ids = cite_or_credit(text, ids, TRENDS_PERIOD_SUMMARY,
+                                                        [_paper_text(p) for p in given])
     return [p.id for p in given]
 
 
@@ -334,9 +319,9 @@ def ideas_from_rat(result: RATResult, allowed_papers: set[str], count: int) -> l
     ideas = []
     for i, paragraph in enumerate(paragraphs):
         step = result.steps[i] if aligned else None
-        paragraph = check(paragraph, allowed=None, instructions=[RAT_DRAFT.user, RAT_REVISE.user]).text
-        text, cited, _ = check_citations(tidy(paragraph), sorted(allowed_papers))
-        if not text or any(text == idea.text for idea in ideas):
+        paragraph = check(paragraph, allowed=None, instructions=[RAT_DRAFT.user, RAT_REVISE.user, result.task]).text
+        text, cited, _ = keep_paper_citations(tidy(paragraph, paragraphs=False), sorted(allowed_papers))
+        if prose_words(text) < MIN_PROSE_WORDS or any(text == idea.text for idea in ideas):
             continue
         if not cited:  # grounded in what its step retrieved: credit those papers
             grounding = step.retrieved if step else result.retrieved
@@ -351,11 +336,17 @@ def generate_ideas(services: Services, report: TrendsReport, papers: dict[str, P
     were made from (the context papers and everything RAT retrieved), the ones an idea cites first."""
     context_papers = [papers[t.paper_ids[0]] for t in report.topics[:4]]
     context = "\n".join(_abstract_block(p, opts.quote_chars // 2) for p in context_papers)
+    draft_grammar = revise_grammar = None
+    if services.llm.obeys_grammar:   # a small local model: "Idea: … Support: [id] shows that …", one per step
+        draft_grammar = ideas_grammar(opts.ideas)
+
+        def revise_grammar(retrieved: Sequence[Evidence]) -> str:
+            return ideas_grammar(opts.ideas, [e.id for e in retrieved if e.kind == "paper"])
     result = run_rat(services.llm, ideas_task(report, profile, opts.ideas),
                      retriever(services, opts.retrieve_k, report.user),
                      context=context, max_steps=opts.ideas, draft_tokens=opts.draft_tokens,
                      query_tokens=opts.query_tokens, revise_tokens=opts.revise_tokens,
-                     evidence_chars=opts.quote_chars)
+                     evidence_chars=opts.quote_chars, draft_grammar=draft_grammar, revise_grammar=revise_grammar)
     allowed = {p.id for p in context_papers} | {e.id for e in result.retrieved if e.kind == "paper"}
     ideas = ideas_from_rat(result, allowed, opts.ideas)
     out = []
@@ -553,49 +544,3 @@ def run_trends(services: Services, start: date, end: date, categories: Sequence[
         if on_stage:
             on_stage(report)
     return report
-
-
-# --- CLI -----------------------------------------------------------------------------------------------------
-def cmd_trends(args: argparse.Namespace) -> int:
-    from copilot.cli import UserError, print_json, services
-
-    svc = services()
-    categories = [c.strip() for c in (args.categories or "").split(",") if c.strip()]
-    try:
-        start, end = resolve_range(svc, args.range, args.start, args.end)
-        opts = TrendsOptions.from_settings(svc.settings, cap=args.cap, summarized_topics=args.summaries,
-                                           ideas=args.ideas)
-        report = run_trends(svc, start, end, categories, args.user, opts,
-                            refresh=args.refresh,
-                            on_stage=lambda r: print(f"[trends] {r.stage}", file=sys.stderr, flush=True))
-    except TrendsError as error:
-        raise UserError(str(error)) from None
-    for notice in report.notices + report.failures:
-        print(f"[trends] {notice}", file=sys.stderr)
-    print("[trends] seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in report.timings.items()), file=sys.stderr)
-    if args.json:
-        print_json(report.as_json())
-    else:
-        print(f"{report.papers} papers, {report.start} … {report.end}")
-        for topic in report.topics:
-            print(f"- {topic.label} ({topic.size}{', rising' if topic.rising else ''}): {topic.summary}")
-        print(f"\n{report.summary}\n")
-        for idea in report.ideas:
-            print(f"* {idea.text}")
-    return 0
-
-
-def add_trends_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("trends", help="topics, summaries and research ideas of a time range")
-    p.add_argument("--from", dest="start", default=None, help="first day, YYYY-MM-DD")
-    p.add_argument("--to", dest="end", default=None, help="last day, YYYY-MM-DD")
-    p.add_argument("--range", choices=sorted(PRESETS), default=None,
-                   help="instead of --from/--to: the last day, week or month of the corpus")
-    p.add_argument("--categories", default=None, help="comma-separated primary categories, e.g. cs.CL,cs.IR")
-    p.add_argument("--user", default="local", help="whose profile ranks the papers (default: local)")
-    p.add_argument("--cap", type=int, default=300, help="most papers analysed (default 300)")
-    p.add_argument("--summaries", type=int, default=5, help="topics summarized by the LLM, largest first (default 5)")
-    p.add_argument("--ideas", type=int, default=3, help="research ideas = RAT steps (default 3; 0 = none)")
-    p.add_argument("--refresh", action="store_true", help="recompute even when a cached report exists")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_trends)

@@ -8,13 +8,13 @@ import threading
 import gradio as gr
 
 from copilot.features import related
-from copilot.methods import prism
 from copilot.services import Services
 from copilot.features.limits import RateLimited, check_rate
 from copilot.ui.common import arxiv_link, current_user, escape
 
-MODE_LABELS = {"Three aspect prompts (PRISM)": prism.SEPARATE, "One JSON prompt (cheaper)": prism.JSON}
-RANK_COLUMNS = [*prism.ASPECTS, prism.ABSTRACT]
+MODE_LABELS = {"Three aspect prompts (PRISM)": related.ONE_CALL_PER_ASPECT,
+               "One JSON prompt (cheaper)": related.ONE_JSON_CALL}
+RANK_COLUMNS = [*related.ASPECTS, related.ABSTRACT]
 
 
 def query_html(result: related.RelatedResult) -> str:
@@ -34,7 +34,7 @@ def query_html(result: related.RelatedResult) -> str:
 def results_html(rows: list[dict]) -> str:
     if not rows:
         return "<p>No related papers found.</p>"
-    head = "".join(f"<th>{escape(prism.ASPECT_LABELS[c])} rank</th>" for c in RANK_COLUMNS)
+    head = "".join(f"<th>{escape(related.QUERY_LABELS[c])} rank</th>" for c in RANK_COLUMNS)
     body = []
     for n, row in enumerate(rows, start=1):
         ranks = "".join(f"<td class='rank-{c}'>{row['ranks'].get(c, '–')}</td>" for c in RANK_COLUMNS)
@@ -58,8 +58,8 @@ def baseline_html(rows: list[dict]) -> str:
 def aspects_html(result: related.RelatedResult) -> str:
     source = arxiv_link(result.query.paper.id) if result.query.paper.id else "the pasted text"
     parts = [f"<p>Written by the LLM from {source} at temperature 0; each is one search query.</p>"]
-    for aspect in prism.ASPECTS:
-        label = escape(prism.ASPECT_LABELS[aspect])
+    for aspect in related.ASPECTS:
+        label = escape(related.QUERY_LABELS[aspect])
         if aspect in result.aspects.descriptions:
             cached = " (cached)" if aspect in result.aspects.from_cache else ""
             parts.append(f"<h4>{label}{cached}</h4><p class='aspect-{aspect}'>"

@@ -1,0 +1,83 @@
+"""`ask`, `vote` and `stats`: the blind comparison from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from copilot.cli.output import print_json
+from copilot.errors import UserError
+from copilot.features.chat import VOTE_CHOICES, ChatError, chat_for, job_record
+from copilot.features.stats import chat_stats
+from copilot.services import Services
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    try:
+        record = chat_for(Services()).ask(args.question, args.user, personalize=args.personalize, vote=args.vote,
+                                          previous_turn=args.after)
+    except ChatError as error:
+        raise UserError(str(error)) from None
+    if args.json:
+        print_json(record)
+        return 0
+    if record.get("notice"):
+        print(record["notice"], file=sys.stderr)
+    if record.get("vote") and not record["vote"]["recorded"]:
+        print(f"vote not recorded: {record['vote']['error']}", file=sys.stderr)
+    print(f"turn {record['turn_id']}" + ("" if record["comparison"] else " (no comparison)"))
+    for answer in record["answers"]:
+        print(f"\n--- Answer {answer['label']}\n{answer['error'] or answer['text']}")
+        for source in answer["sources"]:
+            print(f"  [{source['id']}] {source['title']}")
+    return 0
+
+
+def cmd_vote(args: argparse.Namespace) -> int:
+    chat = chat_for(Services())
+    try:
+        result = chat.vote(args.turn_id, args.choice, args.user)
+    except ChatError as error:
+        raise UserError(str(error)) from None
+    result["thought_jobs"] = [job_record(job) for job in chat.wait_for_thoughts(args.turn_id)]
+    print_json(result) if args.json else print(f"vote recorded: {result['choice']} (answer {result['label']})")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    result = chat_stats(Services().db)
+    if args.json:
+        print_json(result)
+    else:
+        for key, value in result.items():
+            if not isinstance(value, (list, dict)):
+                print(f"{key}: {value}")
+    return 0
+
+
+def add_chat_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ask", help="answer a question twice (papers only vs papers + thoughts)")
+    p.add_argument("question", help="the question")
+    p.add_argument("--user", default="local", help="user id the turn belongs to (default: local)")
+    p.add_argument("--personalize", action="store_true", help="adapt the answers to the user's saved profile")
+    p.add_argument("--vote", choices=VOTE_CHOICES, default=None,
+                   help="for scripts: vote once the answers are done, then wait for the thought job (thoughts = the "
+                   "thought-augmented answer was better; A/B = the side as shown). Without it a comparison makes "
+                   "no thought until it is voted on or its grace period ends")
+    p.add_argument("--after", default=None, metavar="TURN_ID",
+                   help="the previous turn of this chat: a follow-up question is read in its context")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("vote", help="vote on a turn: which answer was better")
+    p.add_argument("turn_id", help="turn id printed by `ask`")
+    p.add_argument("choice", choices=VOTE_CHOICES, help="thoughts = the thought-augmented answer was better; "
+                   "A/B = the side as shown; bad = both bad (no thought)")
+    p.add_argument("--user", default="local", help="user id the turn belongs to (default: local)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_vote)
+
+    p = sub.add_parser("stats", help="thought-augmented win rate with a Wilson 95%% interval, by position, user "
+                       "and day")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_stats)

@@ -1,0 +1,54 @@
+"""`trends`: topics, rising and falling, summaries and research ideas of a period."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from copilot.cli.output import print_json
+from copilot.errors import UserError
+from copilot.features.trends import PRESETS, TrendsError, TrendsOptions, resolve_range, run_trends
+from copilot.services import Services
+
+
+def cmd_trends(args: argparse.Namespace) -> int:
+    services = Services()
+    categories = [c.strip() for c in (args.categories or "").split(",") if c.strip()]
+    try:
+        start, end = resolve_range(services, args.range, args.start, args.end)
+        opts = TrendsOptions.from_settings(services.settings, cap=args.cap, summarized_topics=args.summaries,
+                                           ideas=args.ideas)
+        report = run_trends(services, start, end, categories, args.user, opts,
+                            refresh=args.refresh,
+                            on_stage=lambda r: print(f"[trends] {r.stage}", file=sys.stderr, flush=True))
+    except TrendsError as error:
+        raise UserError(str(error)) from None
+    for notice in report.notices + report.failures:
+        print(f"[trends] {notice}", file=sys.stderr)
+    print("[trends] seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in report.timings.items()), file=sys.stderr)
+    if args.json:
+        print_json(report.as_json())
+    else:
+        print(f"{report.papers} papers, {report.start} … {report.end}")
+        for topic in report.topics:
+            print(f"- {topic.label} ({topic.size}{', rising' if topic.rising else ''}): {topic.summary}")
+        print(f"\n{report.summary}\n")
+        for idea in report.ideas:
+            print(f"* {idea.text}")
+    return 0
+
+
+def add_trends_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("trends", help="topics, summaries and research ideas of a time range")
+    p.add_argument("--from", dest="start", default=None, help="first day, YYYY-MM-DD")
+    p.add_argument("--to", dest="end", default=None, help="last day, YYYY-MM-DD")
+    p.add_argument("--range", choices=sorted(PRESETS), default=None,
+                   help="instead of --from/--to: the last day, week or month of the corpus")
+    p.add_argument("--categories", default=None, help="comma-separated primary categories, e.g. cs.CL,cs.IR")
+    p.add_argument("--user", default="local", help="whose profile ranks the papers (default: local)")
+    p.add_argument("--cap", type=int, default=300, help="most papers analysed (default 300)")
+    p.add_argument("--summaries", type=int, default=5, help="topics summarized by the LLM, largest first (default 5)")
+    p.add_argument("--ideas", type=int, default=3, help="research ideas = RAT steps (default 3; 0 = none)")
+    p.add_argument("--refresh", action="store_true", help="recompute even when a cached report exists")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_trends)
