@@ -1,0 +1,189 @@
+"""The import graph keeps the layers of DESIGN.md: every import points down, no cycle, also inside functions.
+
+Every module under copilot/ (and app.py) is parsed with `ast`; each `import`/`from … import` anywhere in it (top
+level, inside functions, under TYPE_CHECKING) is an edge to the project module it names.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+
+# The layer order, top to bottom: the one place it is written down. A module may import modules of its own layer
+# (as long as no cycle forms) and of any layer below it, never one above. From DESIGN.md's "Shape" and the code:
+# the command line and the evaluations sit on top (nothing in the product imports them); `services` and the
+# ingestion scheduler are the per-process parts features are handed, so they sit under features and over the
+# methods; ingest.py embeds papers, so it sits with the methods, over the models; grounding.py and prompts.py are
+# the text rules the LLM layer and everything above share; the stores and sources use only the foundation.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("entry points", ("app", "copilot.__main__")),
+    ("command line", ("copilot.cli",)),
+    ("evaluations", ("copilot.eval",)),
+    ("ui", ("copilot.ui",)),
+    ("features", ("copilot.features",)),
+    ("per-process parts", ("copilot.services", "copilot.scheduler")),
+    ("methods and ingestion", ("copilot.methods", "copilot.ingest")),
+    ("models and text rules", ("copilot.llm", "copilot.embed", "copilot.grounding", "copilot.prompts")),
+    ("stores and sources", ("copilot.store", "copilot.sources")),
+    ("foundation", ("copilot", "copilot.config", "copilot.records", "copilot.errors")),
+]
+
+# The UI goes through features: a tab may not reach past them into the parts that compute or store.
+UI_SKIPS = ("copilot.methods", "copilot.ingest", "copilot.llm", "copilot.embed", "copilot.store", "copilot.sources")
+
+# Who may import the top layers (besides modules of the same package).
+ONLY_IMPORTED_BY = {"copilot.cli": ("copilot.__main__",), "copilot.eval": ("copilot.cli",)}
+
+
+def module_names() -> dict[str, Path]:
+    found = {"app": ROOT / "app.py"}
+    for path in sorted((ROOT / "copilot").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def nearest_module(dotted: str, known: set[str]) -> str | None:
+    """`copilot.features.chat.Chat` → `copilot.features.chat`: the longest known module the name starts with."""
+    while dotted and dotted not in known:
+        dotted = dotted.rpartition(".")[0]
+    return dotted or None
+
+
+def imported_names(tree: ast.Module, package: str) -> set[str]:
+    """Every dotted name an import statement anywhere in the tree brings in (relative ones resolved)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = module_names()
+    known = set(modules)
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        targets = {nearest_module(n, known) for n in imported_names(tree, package)
+                   if n == "app" or n.startswith("copilot")}
+        # `from copilot.features import chat` names both the package and the module: keep the module
+        targets = {t for t in targets if t and not any(o.startswith(t + ".") for o in targets)}
+        graph[name] = targets - {name}
+    return graph
+
+
+def within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def layer_of(module: str) -> int | None:
+    matches = [(len(prefix), index) for index, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes
+               if within(module, prefix)]
+    return max(matches)[1] if matches else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            here, there = layer_of(module), layer_of(target)
+            if there < here:
+                found.append(f"{module} ({LAYERS[here][0]}) imports {target} ({LAYERS[there][0]}, a layer above)")
+            elif within(module, "copilot.ui") and any(within(target, skipped) for skipped in UI_SKIPS):
+                found.append(f"{module} (ui) imports {target}: the UI goes through features")
+            for top, allowed in ONLY_IMPORTED_BY.items():
+                if within(target, top) and not within(module, top) and not any(within(module, a) for a in allowed):
+                    found.append(f"{module} imports {target}: only {', '.join(allowed)} may import {top}")
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    lowest: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = lowest[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in index:
+                visit(target)
+                lowest[module] = min(lowest[module], lowest[target])
+            elif target in on_stack:
+                lowest[module] = min(lowest[module], index[target])
+        if lowest[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return import_graph()
+
+
+def test_every_module_has_a_layer(graph):
+    assert not [m for m in graph if layer_of(m) is None], "add new packages to LAYERS"
+
+
+def test_imports_point_down_only(graph):
+    assert upward_imports(graph) == []
+
+
+def test_no_import_cycle(graph):
+    assert cycles(graph) == []
+
+
+def test_imports_inside_functions_count(graph):
+    assert "copilot.cli" in graph["copilot.__main__"]
+    assert graph["copilot.features.related"] >= {"copilot.methods.prism", "copilot.services"}
+
+
+@pytest.mark.parametrize("edge, complaint", [
+    (("copilot.store.db", "copilot.features.chat"), "a layer above"),
+    (("copilot.features.chat", "copilot.cli.output"), "only copilot.__main__ may import copilot.cli"),
+    (("copilot.features.related", "copilot.eval.csfcube"), "a layer above"),
+    (("copilot.ui.related", "copilot.methods.prism"), "the UI goes through features"),
+])
+def test_the_check_catches_a_wrong_import(edge, complaint):
+    module, target = edge
+    found = upward_imports({module: {target}})
+    assert any(complaint in line for line in found), found
+
+
+def test_the_check_finds_a_cycle():
+    assert cycles({"copilot.features.a": {"copilot.features.b"}, "copilot.features.b": {"copilot.features.a"},
+                   "copilot.features.c": {"copilot.features.a"}}) == [["copilot.features.a", "copilot.features.b"]]
+
+
+def test_relative_imports_are_resolved():
+    tree = ast.parse("from . import output\nfrom ..errors import UserError\n")
+    assert imported_names(tree, "copilot.cli") >= {"copilot.cli.output", "copilot.errors.UserError"}
