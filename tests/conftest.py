@@ -12,14 +12,15 @@ import pytest
 from copilot.config import load_settings
 from copilot.services import Services
 from copilot.sources.snapshot import paper_from_row
+from tests.helpers import clean_env
+from tests.helpers import (ARXIV_RESPONSES, CSFCUBE, DATA, KAGGLE_JSONL, PAPERS_JSONL, ROOT,  # noqa: F401
+                           SHARED)  # the data paths, still importable from here
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-DATA = SHARED / "data"
-PAPERS_JSONL = DATA / "arxiv-cs-2025-2026" / "papers.jsonl"
-KAGGLE_JSONL = DATA / "arxiv-kaggle-sample" / "arxiv-metadata-oai-snapshot.head.jsonl"
-ARXIV_RESPONSES = DATA / "arxiv-api-responses"
-CSFCUBE = DATA / "csfcube"
+# Modules of the `unit` tier: no model, no embedder, no server, no subprocess; seconds in all. tests/e2e/ is the
+# `browser` tier; every other module is `integration` unless it sets its own `pytestmark`.
+UNIT_MODULES = {"test_authors", "test_chat_blinding", "test_config", "test_db", "test_grounding", "test_layers",
+                "test_prompts", "test_rat", "test_stats", "test_thought_confidence"}
+TIERS = ("unit", "integration", "browser")
 
 
 def make_settings(data_dir: Path, **overrides):
@@ -29,10 +30,22 @@ def make_settings(data_dir: Path, **overrides):
     return load_settings(**values)
 
 
+def tier_of(path: Path) -> str:
+    if path.parent.name == "e2e":
+        return "browser"
+    return "unit" if path.stem in UNIT_MODULES else "integration"
+
+
+@pytest.hookimpl(tryfirst=True)      # before `-m` deselects
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if not any(item.get_closest_marker(tier) for tier in TIERS):
+            item.add_marker(tier_of(item.path))
+
+
 @pytest.fixture
 def settings(tmp_path, monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "COPILOT_LLM", "COPILOT_DATA_DIR"):
-        monkeypatch.delenv(name, raising=False)
+    clean_env(monkeypatch)
     return make_settings(tmp_path / "data")
 
 

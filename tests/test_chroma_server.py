@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -16,12 +15,7 @@ from copilot.features.library import status
 from copilot.services import Services
 from copilot.store.vectors import VectorStoreError
 from tests.conftest import import_papers, make_settings, stop_process
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.helpers import free_port
 
 
 def chroma_command() -> list[str]:

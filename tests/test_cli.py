@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from tests.conftest import KAGGLE_JSONL, ROOT
+from tests import helpers
+from tests.helpers import KAGGLE_JSONL, subprocess_env
 
 
 def run_cli(data_dir, *args, env_extra=None):
-    import os
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COPILOT_", "OPENAI_"))}
-    env.update(COPILOT_DATA_DIR=str(data_dir), COPILOT_LLM="local", **(env_extra or {}))
-    return subprocess.run([sys.executable, "-m", "copilot", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = subprocess_env(data_dir, COPILOT_LLM="local", **(env_extra or {}))
+    return helpers.run_cli(list(args), env, timeout=300)
 
 
 def test_import_then_status_json(tmp_path):

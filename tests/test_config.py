@@ -6,13 +6,13 @@ import pytest
 
 from copilot.cli import build_parser
 from copilot.config import SettingsError, load_settings, settings_table
-from tests.conftest import ROOT
+from tests import helpers
+from tests.helpers import ROOT
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "COPILOT_LLM", "COPILOT_CATEGORIES"):
-        monkeypatch.delenv(name, raising=False)
+    helpers.clean_env(monkeypatch, "COPILOT_CATEGORIES")
 
 
 def test_defaults_pick_local_model_without_key():

@@ -20,6 +20,7 @@ from copilot.features.chat import Chat, ChatError
 from copilot.services import Services
 from tests.conftest import PAPERS_JSONL, ROOT, import_papers, make_settings, read_rows
 from tests.doubles import scripted_llm
+from tests.helpers import subprocess_env
 
 FULL_ANSWER = "Retrieval grounds the answer in the retrieved papers [x]."
 
@@ -69,10 +70,8 @@ def reply(messages) -> str:
 
 
 def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COPILOT_", "OPENAI_"))}
-    env.update(COPILOT_DATA_DIR=str(data_dir), COPILOT_LLM="local", COPILOT_SCHEDULER="false", HF_HUB_OFFLINE="1",
-               PYTHONUNBUFFERED="1", **extra)
-    return env
+    return subprocess_env(data_dir, COPILOT_LLM="local", COPILOT_SCHEDULER="false", HF_HUB_OFFLINE="1",
+                          PYTHONUNBUFFERED="1", **extra)
 
 
 def kill_when(proc: subprocess.Popen, ready, timeout: float = 300) -> None:

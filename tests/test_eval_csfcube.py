@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 
 from copilot.eval import csfcube
 from copilot.eval.metrics import average_precision, mean_metrics, ndcg_at_k, query_metrics, recall_at_k
-from tests.conftest import CSFCUBE, ROOT
+from tests.conftest import CSFCUBE
 from tests.doubles import scripted_llm
+from tests.helpers import run_cli, subprocess_env
 
 
 # --- metrics
@@ -95,11 +93,9 @@ def test_dev_fold_loads_by_glob():
 
 # --- the real command on a 3-query slice
 def test_eval_command_on_a_three_query_slice(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COPILOT_", "OPENAI_"))}
-    env.update(COPILOT_DATA_DIR=str(tmp_path), COPILOT_LLM="local")
-    run = subprocess.run([sys.executable, "-m", "copilot", "eval", "csfcube", "--data", str(CSFCUBE), "--limit", "3",
-                          "--aspect-tokens", "48", "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=1200)   # seconds on an idle machine; minutes when the 2 cores are shared
+    run = run_cli(["eval", "csfcube", "--data", str(CSFCUBE), "--limit", "3", "--aspect-tokens", "48", "--json"],
+                  subprocess_env(tmp_path, COPILOT_LLM="local"),
+                  timeout=1200)   # seconds on an idle machine; minutes when the 2 cores are shared
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.strip().splitlines()
     assert len(lines) == 1

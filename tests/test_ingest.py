@@ -19,6 +19,7 @@ from copilot.features.library import import_snapshot, ingest_history
 from copilot.services import Services
 from copilot.sources.snapshot import paper_from_row
 from tests.conftest import KAGGLE_JSONL, PAPERS_JSONL, ROOT, make_settings, read_rows
+from tests.helpers import run_cli, subprocess_env
 
 
 def store_dump(services: Services) -> dict[str, tuple[str, dict]]:
@@ -100,14 +101,7 @@ def test_malformed_lines_are_reported_by_number_and_skipped(services, tmp_path):
 
 
 def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COPILOT_", "OPENAI_"))}
-    env.update(COPILOT_DATA_DIR=str(data_dir), COPILOT_LLM="local", COPILOT_SCHEDULER="false", **extra)
-    return env
-
-
-def run_cli(args: list[str], env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "copilot", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess_env(data_dir, COPILOT_LLM="local", COPILOT_SCHEDULER="false", **extra)
 
 
 def test_cli_import_reports_bad_lines(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -22,15 +21,10 @@ from copilot.prompts import HEALTH_CHECK, Prompt
 from copilot.services import Services
 from tests.conftest import make_settings, stop_process
 from tests.doubles import scripted_llm
+from tests.helpers import clean_env, free_port
 
 KEY = "sk-test-Zq9-never-log-me-4711"
 PROMPT = Prompt("test_llm", "You are a terse assistant.", "Name one planet of the solar system.")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def llm_calls(services_or_db) -> list[dict]:
@@ -40,8 +34,7 @@ def llm_calls(services_or_db) -> list[dict]:
 
 @pytest.fixture
 def local_services(tmp_path, monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "COPILOT_LLM"):
-        monkeypatch.delenv(name, raising=False)
+    clean_env(monkeypatch)
     # one thread: with two, llama.cpp's spinning thread barrier crawls when the box is shared with other jobs
     return Services(make_settings(tmp_path / "data", local_threads=1))
 

@@ -3,7 +3,6 @@ grouping, papers by id, draft validation, save/reload, per-user isolation, CLI, 
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import date
 
@@ -14,6 +13,8 @@ from copilot.records import Paper
 from copilot.services import Services
 from tests.conftest import ARXIV_RESPONSES, make_settings, sample_papers
 from tests.doubles import scripted_llm
+from tests.helpers import clean_env
+from tests.helpers import run_cli_in_process as run_cli
 from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
 
 DEL_MAESTRO = ARXIV_RESPONSES / "arxiv.py_2016_xml" / "search_query=au_del_maestro.xml"
@@ -25,8 +26,7 @@ PAGE_ONE_IDS = {"1201.4869", "cond-mat/0412498", "cond-mat/0603029", "1005.5383"
 
 @pytest.fixture
 def svc(tmp_path, fake_arxiv, monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "COPILOT_LLM", "COPILOT_DATA_DIR"):
-        monkeypatch.delenv(name, raising=False)
+    clean_env(monkeypatch)
     # a generous LLM timeout: the machine running the tests may be busy; the tests assert no timing
     return Services(make_settings(tmp_path / "data", arxiv_api_url=fake_arxiv.url, arxiv_timeout=2.0,
                                   llm_timeout=600.0))
@@ -321,14 +321,6 @@ def test_ui_group_toggle_unchecks_and_rechecks_its_papers():
 
 
 # --- CLI ----------------------------------------------------------------------------------------------------------
-def run_cli(capsys, *argv) -> tuple[int, dict | None, str]:
-    from copilot.cli import main
-
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, (json.loads(out) if out.strip() else None), err
-
-
 def test_cli_lookup_build_show(svc, fake_arxiv, capsys, monkeypatch):
     monkeypatch.setenv("COPILOT_DATA_DIR", str(svc.settings.data_dir))
     monkeypatch.setenv("COPILOT_ARXIV_API_URL", fake_arxiv.url)

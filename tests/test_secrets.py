@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
-import sys
 import threading
 import time
 import traceback
@@ -23,7 +21,9 @@ from copilot.features.chat import Chat
 from copilot.llm import LLMError
 from copilot.prompts import HEALTH_CHECK
 from copilot.services import Services
-from tests.conftest import ROOT, import_papers, make_settings
+from tests import helpers
+from tests.conftest import import_papers, make_settings
+from tests.helpers import subprocess_env
 
 KEY = "sk-canary-7f3d9c1e5b2a48d6a0c4e8f1b3d5a7c9"
 MODES = ("ok", "echo400", "echo500", "unauthorized", "garbage", "hang")
@@ -196,12 +196,10 @@ def test_chat_turns_never_show_the_key(fake_openai, corpus, tmp_path, caplog):
 
 
 def run_cli(args: list[str], data_dir: Path, url: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COPILOT_", "OPENAI_"))}
-    env.update(COPILOT_DATA_DIR=str(data_dir), OPENAI_API_KEY=KEY, OPENAI_BASE_URL=url, COPILOT_LLM_MODEL="fake",
-               COPILOT_LLM_TIMEOUT="2", COPILOT_LLM_RETRIES="0", COPILOT_ANSWER_MAX_TOKENS="32",
-               COPILOT_SCHEDULER="false", OPENAI_LOG="debug", HF_HUB_OFFLINE="1")
-    return subprocess.run([sys.executable, "-m", "copilot", "-v", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=240)
+    env = subprocess_env(data_dir, OPENAI_API_KEY=KEY, OPENAI_BASE_URL=url, COPILOT_LLM_MODEL="fake",
+                         COPILOT_LLM_TIMEOUT="2", COPILOT_LLM_RETRIES="0", COPILOT_ANSWER_MAX_TOKENS="32",
+                         COPILOT_SCHEDULER="false", OPENAI_LOG="debug", HF_HUB_OFFLINE="1")
+    return helpers.run_cli(["-v", *args], env, timeout=240)
 
 
 def test_cli_with_debug_logging_never_prints_the_key(fake_openai, corpus, tmp_path):

@@ -19,6 +19,7 @@ from copilot.services import Services
 from tests.conftest import ROOT, make_settings, read_rows
 from tests.doubles import scripted_llm
 from tests.e2e.conftest import base_env
+from tests.helpers import clean_env
 
 # Rows of the shared corpus listed 2025-05-05 … 2025-05-16: two arXiv weeks (~100 papers each).
 WEEK_ROWS = (1745, 1953)
@@ -45,8 +46,7 @@ def tr_path():
 
 @pytest.fixture
 def week(week_dir, tmp_path, monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "COPILOT_LLM", "COPILOT_DATA_DIR"):
-        monkeypatch.delenv(name, raising=False)
+    clean_env(monkeypatch)
     data = tmp_path / "week-data"
     shutil.copytree(week_dir, data)
     return Services(make_settings(data))

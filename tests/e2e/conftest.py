@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -13,26 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PAPERS_JSONL, ROOT
+from tests.helpers import PAPERS_JSONL, PROJECT_PREFIXES, ROOT, free_port, subprocess_env
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def base_env(data_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COPILOT_", "OPENAI_", "GRADIO_"))}
-    env.update(COPILOT_DATA_DIR=str(data_dir), COPILOT_LLM="local", COPILOT_ANSWER_MAX_TOKENS="64", COPILOT_LOCAL_THREADS="1",
-               # no real arXiv from tests: an unused loopback port unless a test passes its fake server
-               COPILOT_ARXIV_API_URL=f"http://127.0.0.1:{free_port()}/api/query",
-               GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
-    return env
+    return subprocess_env(data_dir, strip=(*PROJECT_PREFIXES, "GRADIO_"), COPILOT_LLM="local",
+                          COPILOT_ANSWER_MAX_TOKENS="64", COPILOT_LOCAL_THREADS="1",
+                          # no real arXiv from tests: an unused loopback port unless a test passes its fake server
+                          COPILOT_ARXIV_API_URL=f"http://127.0.0.1:{free_port()}/api/query",
+                          GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
 
 
 @pytest.fixture(scope="session")
