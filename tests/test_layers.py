@@ -15,9 +15,9 @@ from tests.helpers import ROOT
 
 # The layer order, top to bottom: the one place it is written down. A module may import modules of its own layer
 # (as long as no cycle forms) and of any layer below it, never one above. From DESIGN.md's "Shape" and the code:
-# the command line and the evaluations sit on top (nothing in the product imports them); `services` and the
-# ingestion scheduler are the per-process parts features are handed, so they sit under features and over the
-# methods; ingest.py embeds papers, so it sits with the methods, over the models; grounding.py and prompts.py are
+# the command line and the evaluations sit on top (nothing in the product imports them); `services`, the
+# ingestion scheduler and the rate limiter are the per-process parts features are handed, so they sit under
+# features and over the methods; ingest.py embeds papers, so it sits with the methods, over the models; grounding.py and prompts.py are
 # the text rules the LLM layer and everything above share; the stores and sources use only the foundation.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("entry points", ("app", "copilot.__main__")),
@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("evaluations", ("copilot.eval",)),
     ("ui", ("copilot.ui",)),
     ("features", ("copilot.features",)),
-    ("per-process parts", ("copilot.services", "copilot.scheduler")),
+    ("per-process parts", ("copilot.services", "copilot.scheduler", "copilot.ratelimit")),
     ("methods and ingestion", ("copilot.methods", "copilot.ingest")),
     ("models and text rules", ("copilot.llm", "copilot.embed", "copilot.grounding", "copilot.prompts")),
     ("stores and sources", ("copilot.store", "copilot.sources")),
@@ -90,8 +90,9 @@ def within(module: str, prefix: str) -> bool:
 
 
 def layer_of(module: str) -> int | None:
+    """The layer of the longest prefix the module falls under; the root package `copilot` places only itself."""
     matches = [(len(prefix), index) for index, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes
-               if within(module, prefix)]
+               if module == prefix or (prefix != "copilot" and within(module, prefix))]
     return max(matches)[1] if matches else None
 
 
@@ -152,6 +153,7 @@ def graph() -> dict[str, set[str]]:
 
 def test_every_module_has_a_layer(graph):
     assert not [m for m in graph if layer_of(m) is None], "add new packages to LAYERS"
+    assert layer_of("copilot.something_new") is None and layer_of("copilot") == len(LAYERS) - 1
 
 
 def test_imports_point_down_only(graph):
