@@ -13,11 +13,11 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from copilot.prompts import CANNOT_ANSWER
+from copilot.records import ARXIV_ID, ARXIV_ID_PATTERN
 
 # One bracket group such as [2], [1, 3], [2501.01234v2], [hep-th/9901001], [Source 4], [T0a1b2c3d4e].
 _BRACKET = re.compile(r"\[([^\[\]\n]{1,80})\]")
 _LABEL_WORD = re.compile(r"^(?:source|src|ref|paper|item|no\.?)\s*#?\s*", re.I)
-_ARXIV_ID = re.compile(r"^(?:arxiv:\s*)?(\d{4}\.\d{4,5}|[a-z][a-z\-]*(?:\.[A-Z]{2})?/\d{7})(?:v\d+)?$", re.I)
 _THOUGHT_ID = re.compile(r"^T[0-9a-f]{10}$")
 _NUMBER = re.compile(r"^[1-9]\d{0,2}$")
 _URL = re.compile(r"(?:https?://|www\.)[^\s<>\"'\])]+", re.I)
@@ -27,6 +27,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 MOVE_FLOOR = 3.0         # a word found in one of 8 sources weighs ln 8 ≈ 2.1: a move needs more than one such word
 LOOP_NGRAM = 8            # a run of this many words seen before marks the start of a loop
 ECHO_NGRAM = 7            # a sentence sharing this many consecutive words with the instructions is an echo
+SHORT_ECHO_RUN = 3        # …or, when shorter than that, made mostly of a run of this many instruction words
 
 
 @dataclass
@@ -50,9 +51,9 @@ def citation_key(token: str) -> str | None:
     token = _LABEL_WORD.sub("", token.strip().strip("'\"` "))
     if _NUMBER.match(token):
         return str(int(token))
-    match = _ARXIV_ID.match(token)
+    match = ARXIV_ID.fullmatch(token)
     if match:
-        return match.group(1)
+        return match.group("base")
     if _THOUGHT_ID.match(token):
         return token
     return None
@@ -85,6 +86,77 @@ def drop_invalid_citations(text: str, allowed: Collection[str]) -> tuple[str, li
 
     cleaned = _BRACKET.sub(keep, text)
     return re.sub(r"[ \t]+([.,;:])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)), dropped
+
+
+# Citations written by id, as Trends and Profile ask for them: [id], [id1, id2], (arXiv:id …) or a bare id.
+_PAPER_CITATION = re.compile(
+    rf"\s?\[(?P<inner>[^\[\]\n]{{0,200}})\]"
+    rf"|\s?\((?P<paren>(?:arxiv:\s*)?(?:{ARXIV_ID_PATTERN})[^()\n]{{0,100}})\)"
+    rf"|(?:arxiv:\s*)?(?P<bare>{ARXIV_ID_PATTERN})(?:v\d+)?", re.I)
+_NUMBERED_ONLY = re.compile(r"\s*(?:(?:paper|source|ref)\s*)?\d+(?:\s*[,;]\s*\d+)*\s*", re.I)
+
+
+def keep_paper_citations(text: str, allowed: Collection[str]) -> tuple[str, list[str], list[str]]:
+    """Citations by arXiv id kept only for `allowed` papers, each written as [id] (several as [id1, id2]);
+    other ids and numbered citations ([1], [paper 2]: no numbered sources were given) are removed; brackets
+    that are not citations, such as [sic], stay. → (text, cited allowed ids in order, dropped citations)."""
+    allowed = set(allowed)
+    cited: list[str] = []
+    dropped: list[str] = []
+
+    def replace(match: re.Match) -> str:
+        inner = match.group("inner") if match.group("inner") is not None else match.group("paren")
+        found = ([m.group("base") for m in ARXIV_ID.finditer(inner)] if inner is not None
+                 else [match.group("bare")])
+        if inner is not None and not found:
+            if not _NUMBERED_ONLY.fullmatch(inner):
+                return match.group(0)          # an ordinary bracket, not a citation
+            dropped.append(inner.strip())
+            return ""
+        keep = [pid for pid in dict.fromkeys(found) if pid in allowed]
+        dropped.extend(pid for pid in dict.fromkeys(found) if pid not in allowed)
+        cited.extend(pid for pid in keep if pid not in cited)
+        if not keep:
+            return ""
+        lead = " " if match.group(0)[:1].isspace() else ""
+        return f"{lead}[{', '.join(keep)}]"
+
+    cleaned = _PAPER_CITATION.sub(replace, text or "")
+    cleaned = re.sub(r"[ \t]+([.,;:])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned))
+    return cleaned.strip(), cited, dropped
+
+
+_MARKUP_TAG = re.compile(r"</?[a-zA-Z][^<>]{0,200}>")
+_CUT_OFF_CITATION = re.compile(r"\[[^\]\n]{0,40}$")
+
+
+def tidy(text: str, *, paragraphs: bool = True) -> str:
+    """A model's prose made presentable: markup tags removed (left-over angle brackets neutralised), a citation
+    cut off by the token limit removed, repeated sentences dropped, an unfinished last sentence cut.
+    `paragraphs=False` joins everything into one paragraph."""
+    text = _MARKUP_TAG.sub("", text or "").replace("<", "‹").replace(">", "›")
+    text = _CUT_OFF_CITATION.sub("", text.rstrip())
+    seen: set[str] = set()
+    kept_paragraphs = []
+    for paragraph in re.split(r"\n\s*\n" if paragraphs else r"\n+", text):
+        kept = []
+        for sentence in _SENTENCE_END.split(" ".join(paragraph.split())):
+            key = re.sub(r"\W+", " ", sentence.lower()).strip()
+            if key and key not in seen:
+                seen.add(key)
+                kept.append(sentence.strip())
+        if kept:
+            kept_paragraphs.append(" ".join(kept))
+    text = ("\n\n" if paragraphs else " ").join(kept_paragraphs).strip()
+    if text and text[-1] not in ".!?)]\"'":
+        cut = max(text.rfind(". "), text.rfind(".\n"), text.rfind("! "), text.rfind("? "))
+        text = text[:cut + 1] if cut > 0 else text + "."
+    return text
+
+
+def prose_words(text: str) -> int:
+    """Words of a text outside its citations: what a reader gets beyond a list of ids."""
+    return len(_words(_BRACKET.sub(" ", text or "")))
 
 
 def ids_to_labels(text: str, ids: Sequence[str]) -> str:
@@ -185,20 +257,35 @@ def _split_keeping(text: str) -> list[str]:
 def drop_echo(text: str, instructions: Iterable[str], n: int = ECHO_NGRAM) -> tuple[str, bool]:
     """Remove sentences that copy a run of `n` words from the instructions the model was given."""
     grams: set[tuple[str, ...]] = set()
+    short_grams: set[tuple[str, ...]] = set()
     for instruction in instructions:
         words = _words(instruction)
         grams |= {tuple(words[i:i + n]) for i in range(max(0, len(words) - n + 1))}
+        short_grams |= {tuple(words[i:i + SHORT_ECHO_RUN]) for i in range(max(0, len(words) - SHORT_ECHO_RUN + 1))}
     if not grams:
         return text, False
     kept, echoed = [], False
     sentinel = _words(CANNOT_ANSWER)
     for sentence in _split_keeping(text):
-        words = _words(sentence)
-        if words != sentinel and any(tuple(words[i:i + n]) in grams for i in range(max(0, len(words) - n + 1))):
+        words = _words(_BRACKET.sub(" ", sentence))
+        if words != sentinel and (any(tuple(words[i:i + n]) in grams for i in range(max(0, len(words) - n + 1)))
+                                  or _short_echo(words, n, short_grams)):
             echoed = True
             continue
         kept.append(sentence)
     return "".join(kept).strip(), echoed
+
+
+def _short_echo(words: list[str], n: int, short_grams: set[tuple[str, ...]]) -> bool:
+    """A sentence too short for the n-word test whose words are mostly runs of instruction words, such as
+    "Cite papers by and." left when the ids of "Cite papers by id [2503.13309] and …" were removed."""
+    if not SHORT_ECHO_RUN <= len(words) < n:
+        return False
+    covered: set[int] = set()
+    for i in range(len(words) - SHORT_ECHO_RUN + 1):
+        if tuple(words[i:i + SHORT_ECHO_RUN]) in short_grams:
+            covered.update(range(i, i + SHORT_ECHO_RUN))
+    return len(covered) >= 0.6 * len(words)
 
 
 _STEM_CHARS = 6           # "complexities" and "complexity" meet at "comple": crude, and enough here

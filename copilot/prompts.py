@@ -109,16 +109,42 @@ def answer_grammar(labels: int) -> str:
     The cannot-answer sentence is not offered: given the choice, the 135M model opened every answer with
     "I" and so always declined; whether the sources can answer is decided from retrieval instead
     (thought_retriever.MIN_ANSWERABLE_SCORE)."""
-    choices = " | ".join(f'"{n}"' for n in range(1, max(1, labels) + 1))
-    verbs = " | ".join(f'"{verb}"' for verb in ANSWER_VERBS)
-    optional = "".join(" statement?" for _ in range(ANSWER_STATEMENTS - 1))
+    return statements_grammar([str(n) for n in range(1, max(1, labels) + 1)], ANSWER_STATEMENTS, opener="Source")
+
+
+def _choices(texts) -> str:
+    return " | ".join('"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"' for text in texts)
+
+
+def statements_grammar(citations, statements: int, opener: str) -> str:
+    """GBNF: 1..`statements` one-sentence statements, each "<opener> [<citation>] <verb> <words>." on its own
+    line, where <citation> is one of `citations` (labels or paper ids) and the words hold no bracket, markup
+    or full stop."""
+    optional = "".join(" statement?" for _ in range(max(1, statements) - 1))
     return "\n".join([
         f"root ::= statement{optional}",
-        'statement ::= "Source [" label "] " verb " " words ".\\n"',
-        f"verb ::= {verbs}",
-        f"words ::= [^\\[\\]\\n<>.]{{20,{ANSWER_STATEMENT_CHARS}}}",
-        f"label ::= {choices}",
+        f'statement ::= "{opener} [" citation "] " verb " " words ".\\n"',
+        f"verb ::= {_choices(ANSWER_VERBS)}",
+        f"words ::= [^\\[\\]\\n<>.…]{{20,{ANSWER_STATEMENT_CHARS}}}",
+        f"citation ::= {_choices(citations)}",
     ])
+
+
+IDEA_CHARS = 160                # most characters of an idea's proposal, and of the finding that supports it
+IDEA_ACTIONS = ("Combine", "Apply", "Extend", "Adapt", "Test whether", "Use")
+
+
+def ideas_grammar(ideas: int, support=()) -> str:
+    """GBNF for research ideas: 1..`ideas` paragraphs separated by a blank line, each a proposal that opens with
+    an action ("Idea: Combine …"; a small model otherwise restates its task) and, when `support` ids are given,
+    the finding that supports it: "Support: [<id>] <verb> <finding>.", citing one of them."""
+    idea = '"Idea: " action " " words "."'
+    rules = [f"action ::= {_choices(IDEA_ACTIONS)}", f"words ::= [^\\[\\]\\n<>.…?!]{{20,{IDEA_CHARS}}}"]
+    if support:
+        idea += ' " Support: [" citation "] " verb " " words "."'
+        rules += [f"verb ::= {_choices(ANSWER_VERBS)}", f"citation ::= {_choices(support)}"]
+    more = "".join(' ("\\n\\n" idea)?' for _ in range(max(1, ideas) - 1))
+    return "\n".join([f"root ::= idea{more}", f"idea ::= {idea}"] + rules)
 
 
 # The paper's thought-and-confidence prompt (Fig. 13), in our words and with the same decision structure:
@@ -143,6 +169,22 @@ PROFILE_DRAFT = register(Prompt(
           "words: what I study, my methods, my results. Cite my papers by id in square brackets, e.g. "
           "[{example_id}]. Then, on the last line, write 'Keywords:' and 5 to 10 keywords, separated by commas."),
 ))
+
+
+PROFILE_VERBS = ("study", "show that", "propose", "introduce", "develop", "find that", "work on")
+PROFILE_STATEMENT_CHARS = 300
+
+
+def profile_grammar(paper_ids) -> str:
+    """GBNF for a small model's profile draft: one first-person statement per quoted paper, in the order they
+    were quoted ("In [<id>] I study …."); a paper-less draft gets two or three "I …" statements. No keyword
+    line: the 135M model's keywords were invented words, so keywords come from the papers' TF-IDF terms."""
+    words = f"[^\\[\\]\\n<>.…]{{30,{PROFILE_STATEMENT_CHARS}}}"
+    if paper_ids:
+        body = " ".join(f'"In [{pid}] I " verb " " words ".\\n"' for pid in paper_ids)
+    else:
+        body = '"I " verb " " words ".\\n" "I " verb " " words ".\\n" ("I " verb " " words ".\\n")?'
+    return "\n".join([f"root ::= {body}", f"verb ::= {_choices(PROFILE_VERBS)}", f"words ::= {words}"])
 
 
 # --- Trends (issue #5): RAT (reusable: Chat's deep answer uses the same three), topic and period summaries
@@ -180,7 +222,8 @@ TRENDS_PERIOD_SUMMARY = register(Prompt(
     name="trends_period_summary",
     system="You summarize what moved in a research field over a period, in plain words. " + QUOTED_MATERIAL_RULE,
     user=("Topics of the period {period}, largest first:\n{topics}\n\n{sources}\n\nIn two or three short sentences, "
-          "say what the field worked on in this period. Cite papers by id in square brackets, e.g. [{example_id}]."),
+          "say what the papers of the largest topics found. Cite papers by id in square brackets, e.g. "
+          "[{example_id}]."),
 ))
 
 TRENDS_IDEAS_TASK = ("Propose {count} new research ideas for {who}, building on what moved in the period {period}: "

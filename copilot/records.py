@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from datetime import date
 
 _WS = re.compile(r"\s+")
-_ARXIV_ID = re.compile(
-    r"^(?:arxiv:)?(?P<base>\d{4}\.\d{4,5}|[a-z][a-z\-]*(?:\.[A-Z]{2})?/\d{7})(?:v(?P<version>\d+))?$", re.I)
+# The one arXiv id pattern: new style (2401.01234) or old style (hep-th/9901001, math.GT/0309136), no version.
+ARXIV_ID_PATTERN = r"\d{4}\.\d{4,5}|[a-z][a-z\-]*(?:\.[A-Z]{2})?/\d{7}"
+# An id as written in text: an optional "arXiv:" prefix and version suffix around the base id.
+ARXIV_ID = re.compile(rf"(?:arxiv:\s*)?(?P<base>{ARXIV_ID_PATTERN})(?:v(?P<version>\d+))?", re.I)
 _ARXIV_URL = re.compile(r"arxiv\.org/(?:abs|pdf|html)/(?P<id>[^?#\s]+?)(?:\.pdf)?/?(?:[?#].*)?$", re.I)
 
 
@@ -32,7 +34,7 @@ def parse_arxiv_id(text: str) -> tuple[str, int | None] | None:
     url = _ARXIV_URL.search(text)
     if url:
         text = url.group("id")
-    match = _ARXIV_ID.match(text)
+    match = ARXIV_ID.fullmatch(text)
     if not match:
         return None
     version = match.group("version")

@@ -134,3 +134,36 @@ def test_one_sentence_written_again_under_another_label_is_a_loop():
            "immediate attention.\n")
     text, cut = cut_loop(raw)
     assert cut and text == raw.split("\n")[0]
+
+
+# --- citations by arXiv id (Trends, Profile) and the output tidier ---------------------------------------------
+def test_paper_citations_keep_only_given_ids_in_any_written_form():
+    from copilot.grounding import keep_paper_citations
+
+    text, cited_ids, dropped = keep_paper_citations(
+        "I did [1] and [sic] things [hep-th/9901001, 2505.01234v2] (arXiv:2505.01234, 2020), not 2601.99999.",
+        ["2505.01234", "hep-th/9901001"])
+    assert text == "I did and [sic] things [hep-th/9901001, 2505.01234] [2505.01234], not."
+    assert cited_ids == ["hep-th/9901001", "2505.01234"] and dropped == ["1", "2601.99999"]
+
+
+def test_tidy_removes_markup_repeats_and_an_unfinished_sentence():
+    from copilot.grounding import tidy
+
+    # a topic summary the 135M model wrote (recorded): it ended with a stray closing tag
+    raw = ("It uses vision-language models to learn 3D scenes. </pre>\n\nIt uses vision-language models to learn "
+           "3D scenes.\n\nA second paragraph that stops in the mid")
+    assert tidy(raw) == "It uses vision-language models to learn 3D scenes."
+    assert tidy("One. <b>Two</b> three. [2503.1") == "One. Two three."
+    assert tidy("First.\n\nSecond.", paragraphs=False) == "First. Second."
+
+
+def test_a_short_fragment_of_the_instructions_is_an_echo():
+    from copilot.grounding import drop_echo, prose_words
+
+    # recorded: the period summary "Cite papers by [id] and [id]." whose ids were then removed
+    instruction = "Cite papers by id in square brackets, e.g. [2503.13309]."
+    assert drop_echo("Cite papers by [2503.13309] and [2503.13861].", [instruction]) == ("", True)
+    assert drop_echo("No citation at all.", [instruction]) == ("No citation at all.", False)
+    assert drop_echo("Paper [1] shows that sparse retrieval by papers helps.", [instruction])[1] is False
+    assert prose_words("[2503.13309] and [2503.13861].") == 1

@@ -95,8 +95,9 @@ def test_rrf_arithmetic_on_hand_made_lists():
 
 
 def test_citation_check_drops_an_invented_id():
-    text, cited, dropped = tr.check_citations("Uses graphs [2505.01234] and tricks [9999.99999], see 2505.04321.",
-                                              ["2505.01234", "2505.04321"])
+    from copilot.grounding import keep_paper_citations   # the one checker of id citations (Trends and Profile)
+    text, cited, dropped = keep_paper_citations("Uses graphs [2505.01234] and tricks [9999.99999], see 2505.04321.",
+                                                ["2505.01234", "2505.04321"])
     assert cited == ["2505.01234", "2505.04321"] and dropped == ["9999.99999"]
     assert "9999.99999" not in text and "[2505.01234]" in text and "tricks," in text
     credited, ids = tr.cite_or_credit("No citation at all [1234.56789].", ["2505.00001", "2505.00002"])
@@ -242,6 +243,12 @@ def test_week_of_real_papers_with_the_local_model_through_the_cli(week, monkeypa
     summarized = [t for t in out["topics"] if t["summary"]]
     assert summarized and all(t["summary"].strip() for t in summarized)
     assert "failed" not in out["summary"] and out["summary"].strip()
+    # the local model writes under a grammar: statements that open with a paper it was given, ideas that propose
+    from copilot.grounding import cited
+    for topic in summarized:
+        assert topic["summary"].startswith("Paper [") and set(cited(topic["summary"])) <= set(topic["paper_ids"][:3])
+    assert out["summary"].startswith("Paper [") and "Cite papers" not in out["summary"]
+    assert all(idea["text"].startswith("Idea: ") for idea in out["ideas"])
     for topic in out["topics"]:
         assert sum(topic["counts"].values()) == len(topic["paper_ids"])
     assert "seconds:" in captured.err
@@ -261,6 +268,7 @@ def test_page_escapes_model_text_and_links_only_citations():
 def test_tidy_drops_repeats_and_a_cut_off_citation():
     raw = ("Topic: A new way to learn!\n\n[2606.26535]\n\nThis is a summary.\n\n[2606.26535]\n\n"
            "This is a summary.\n\n[2606.2")
-    assert tr.tidy(raw) == "Topic: A new way to learn! [2606.26535] This is a summary."
+    from copilot.grounding import tidy                     # the one output tidier (Trends and Profile)
+    assert tidy(raw, paragraphs=False) == "Topic: A new way to learn! [2606.26535] This is a summary."
     text, ids = tr.cite_or_credit(raw, ["2606.26535"])
     assert ids == ["2606.26535"] and text.count("2606.26535") == 1

@@ -127,15 +127,20 @@ def to_query(llm: LLM | None, task: str, text: str, max_tokens: int = 32) -> str
 
 def run_rat(llm: LLM, task: str, retrieve: Retriever, *, context: str = "", max_steps: int = 3,
             draft_tokens: int = 160, query_tokens: int = 32, revise_tokens: int = 192, llm_queries: bool = True,
-            evidence_chars: int = 320, on_step: StepListener | None = None, draft: str | None = None) -> RATResult:
+            evidence_chars: int = 320, on_step: StepListener | None = None, draft: str | None = None,
+            draft_grammar: str | None = None,
+            revise_grammar: Callable[[Sequence[Evidence]], str | None] | None = None) -> RATResult:
     """Run RAT for one task. `context` is quoted material for the draft prompt (e.g. source blocks).
 
     `evidence_chars` cuts each retrieved item quoted to the reviser (prompt length is time on a local model).
-    `draft` skips the draft call (a caller that already has one). Raises LLMError only when the draft fails;
+    `draft` skips the draft call (a caller that already has one). `draft_grammar` and `revise_grammar` (made
+    from the items a step retrieved) bind the output's shape on a backend that obeys grammars; the query is
+    never bound. Raises LLMError only when the draft fails;
     a failed query or revision step keeps the draft so far and records the error in its step.
     """
     if draft is None:
-        draft = llm.complete(RAT_DRAFT.render(task=task, context=context), max_tokens=draft_tokens, temperature=0.2)
+        draft = llm.complete(RAT_DRAFT.render(task=task, context=context), max_tokens=draft_tokens, temperature=0.2,
+                             grammar=draft_grammar)
     raw_steps = split_steps(draft, max_steps)
     result = RATResult(task=task, draft=draft, raw_steps=raw_steps, text="")
     revised = ""
@@ -147,7 +152,8 @@ def run_rat(llm: LLM, task: str, retrieve: Retriever, *, context: str = "", max_
         try:
             output = clean_output(llm.complete(
                 RAT_REVISE.render(task=task, sources=quote_evidence(retrieved, evidence_chars) or "(nothing retrieved)",
-                                  draft=before), max_tokens=revise_tokens, temperature=0.0))
+                                  draft=before), max_tokens=revise_tokens, temperature=0.0,
+                grammar=revise_grammar(retrieved) if revise_grammar else None))
         except LLMError as caught:
             output, error = "", str(caught)
             log.warning("RAT revision %d failed (%s); keeping the draft", index, caught)
