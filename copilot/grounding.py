@@ -288,6 +288,16 @@ def _short_echo(words: list[str], n: int, short_grams: set[tuple[str, ...]]) -> 
     return len(covered) >= 0.6 * len(words)
 
 
+def is_loop(text: str, n: int = LOOP_NGRAM) -> bool:
+    """Whether cut_loop would cut the text."""
+    return cut_loop(text, n)[1]
+
+
+def echoes(text: str, instructions: Iterable[str], n: int = ECHO_NGRAM) -> bool:
+    """Whether drop_echo would remove a sentence of the text."""
+    return drop_echo(text, instructions, n)[1]
+
+
 _STEM_CHARS = 6           # "complexities" and "complexity" meet at "comple": crude, and enough here
 _SINGLE_LABEL = re.compile(r"\[(\d{1,3})\]")
 

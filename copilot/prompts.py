@@ -123,10 +123,10 @@ def statements_grammar(citations, statements: int, opener: str) -> str:
     optional = "".join(" statement?" for _ in range(max(1, statements) - 1))
     return "\n".join([
         f"root ::= statement{optional}",
-        f'statement ::= "{opener} [" citation "] " verb " " words ".\\n"',
+        f'statement ::= "{opener} [" label "] " verb " " words ".\\n"',
         f"verb ::= {_choices(ANSWER_VERBS)}",
         f"words ::= [^\\[\\]\\n<>.…]{{20,{ANSWER_STATEMENT_CHARS}}}",
-        f"citation ::= {_choices(citations)}",
+        f"label ::= {_choices(citations)}",
     ])
 
 
@@ -141,8 +141,8 @@ def ideas_grammar(ideas: int, support=()) -> str:
     idea = '"Idea: " action " " words "."'
     rules = [f"action ::= {_choices(IDEA_ACTIONS)}", f"words ::= [^\\[\\]\\n<>.…?!]{{20,{IDEA_CHARS}}}"]
     if support:
-        idea += ' " Support: [" citation "] " verb " " words "."'
-        rules += [f"verb ::= {_choices(ANSWER_VERBS)}", f"citation ::= {_choices(support)}"]
+        idea += ' " Support: [" label "] " verb " " words "."'
+        rules += [f"verb ::= {_choices(ANSWER_VERBS)}", f"label ::= {_choices(support)}"]
     more = "".join(' ("\\n\\n" idea)?' for _ in range(max(1, ideas) - 1))
     return "\n".join([f"root ::= idea{more}", f"idea ::= {idea}"] + rules)
 

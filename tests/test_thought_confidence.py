@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from copilot.methods.thought_retriever import (draft_thought, is_loop, judge_thought, parse_thought,
+from copilot.grounding import is_loop
+from copilot.methods.thought_retriever import (draft_thought, judge_thought, parse_thought,
                                                passage_problem)
 from copilot.prompts import CANNOT_ANSWER
 from tests.doubles import scripted_llm
