@@ -263,6 +263,8 @@ def test_page_escapes_model_text_and_links_only_citations():
     html = linked('<img src=x onerror=alert(1)> see [2505.01234] and [not-an-id]')
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     assert 'href="https://arxiv.org/abs/2505.01234"' in html and html.count("<a ") == 1
+    several = linked("as [2505.01234, hep-th/9901001] show")
+    assert several.count("<a ") == 2 and 'href="https://arxiv.org/abs/hep-th/9901001"' in several
 
 
 def test_tidy_drops_repeats_and_a_cut_off_citation():

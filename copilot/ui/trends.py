@@ -9,17 +9,20 @@ import plotly.graph_objects as go
 
 from copilot.features import trends
 from copilot.features.limits import RateLimited, check_rate
+from copilot.records import ARXIV_ID_PATTERN
 from copilot.services import Services
 from copilot.ui.common import arxiv_link, current_user, escape
 
 RANGES = {"Last day": "day", "Last week": "week", "Last month": "month", "Custom": "custom"}
-_ID_REF = re.compile(r"\[(\d{4}\.\d{4,5})\]")
+_ID_REF = re.compile(rf"\[((?:{ARXIV_ID_PATTERN})(?:,\s*(?:{ARXIV_ID_PATTERN}))*)\]")
 MAX_PLOTTED = 8
 
 
 def linked(text: str) -> str:
-    """Escape model text, then turn [2501.01234] citations into arXiv links."""
-    return _ID_REF.sub(lambda m: "[" + arxiv_link(m.group(1)) + "]", escape(text))
+    """Escape model text, then turn [2501.01234] and [2501.01234, hep-th/9901001] citations into arXiv links."""
+    def links(match: re.Match) -> str:
+        return "[" + ", ".join(arxiv_link(pid.strip()) for pid in match.group(1).split(",")) + "]"
+    return _ID_REF.sub(links, escape(text))
 
 
 def status_html(report: trends.TrendsReport) -> str:
