@@ -1,23 +1,76 @@
-"""The parts every feature uses, built once from the settings. Heavy parts load on first use."""
+"""The parts every feature uses, built once from the settings, and the state one process keeps. Heavy parts load
+on first use."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from functools import cached_property
 
 from copilot.config import Settings, load_settings
 from copilot.embed import Embedder
-from copilot.llm import LLM, build_llm
+from copilot.llm import LLM, Backend, build_llm
+from copilot.ratelimit import RateLimiter
 from copilot.sources.arxiv_api import ArxivSource
+from copilot.store.chat_log import ChatLog
 from copilot.store.db import Database
+from copilot.store.failures import FailureLog
+from copilot.store.profiles import ProfileStore
+from copilot.store.thoughts import ThoughtStore
 from copilot.store.vectors import VectorStore, chroma_client
 
 
+class BackgroundJobs:
+    """Jobs run one at a time on one background thread, remembered by key until done (so callers can wait)."""
+
+    def __init__(self, thread_name: str) -> None:
+        self._thread_name = thread_name
+        self._executor: ThreadPoolExecutor | None = None
+        self._futures: dict[int, Future] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, key: int, function: Callable, *args) -> Future:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._thread_name)
+            future = self._executor.submit(function, *args)
+            for finished in [k for k, done in self._futures.items() if done.done()]:
+                del self._futures[finished]
+            self._futures[key] = future
+        return future
+
+    def wait(self, keys: Iterable[int], timeout: float | None = None) -> list[int]:
+        """Wait for the given jobs submitted here; returns the keys still running after `timeout`."""
+        wanted = set(keys)
+        with self._lock:
+            futures = {key: future for key, future in self._futures.items() if key in wanted}
+        late = []
+        for key, future in futures.items():
+            try:
+                future.result(timeout=timeout)
+            except FutureTimeout:
+                late.append(key)
+        return late
+
+    def wait_all(self, timeout: float | None = None) -> None:
+        """Wait for every job submitted here; a job's exception is raised."""
+        with self._lock:
+            futures = list(self._futures.values())
+        for future in futures:
+            future.result(timeout=timeout)
+
+
 class Services:
-    def __init__(self, settings: Settings | None = None) -> None:
+    """One per process in the app and the CLI. `llm_backend` replaces the configured model (a test double, a
+    benchmark's recorder); it is called without retries, since its replies are scripted."""
+
+    def __init__(self, settings: Settings | None = None, *, llm_backend: Backend | None = None) -> None:
         self.settings = settings or load_settings()
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        self._llm_backend = llm_backend
 
     @cached_property
     def db(self) -> Database:
@@ -29,16 +82,45 @@ class Services:
             return VectorStore(chroma_client(self.settings))
 
     @cached_property
+    def chat_log(self) -> ChatLog:
+        return ChatLog(self.db)
+
+    @cached_property
+    def thoughts(self) -> ThoughtStore:
+        return ThoughtStore(self.db, self.store)
+
+    @cached_property
+    def profiles(self) -> ProfileStore:
+        return ProfileStore(self.db)
+
+    @cached_property
+    def failures(self) -> FailureLog:
+        return FailureLog(self.db)
+
+    @cached_property
     def embedder(self) -> Embedder:
         return Embedder(self.settings.embed_model, batch_size=self.settings.embed_batch_size)
 
     @cached_property
     def llm(self) -> LLM:
+        if self._llm_backend is not None:
+            return LLM(self._llm_backend, self.db, retries=0)
         return build_llm(self.settings, self.db)
 
     @cached_property
     def arxiv(self) -> ArxivSource:
         return ArxivSource(self.settings)
+
+    # --- state of this process
+    @cached_property
+    def thought_jobs(self) -> BackgroundJobs:
+        """Chat's thought jobs: one background thread."""
+        return BackgroundJobs("thought-job")
+
+    @cached_property
+    def rate_limiter(self) -> RateLimiter:
+        """The limit on LLM-backed actions per session (the web app has one Services, so one per process)."""
+        return RateLimiter(self.settings.rate_limit, self.settings.rate_window)
 
     def llm_info(self) -> dict[str, str]:
         """Backend and model, without loading the model."""

@@ -42,10 +42,9 @@ def shared(tmp_path_factory):
 @pytest.fixture
 def chat(shared):
     """A fresh Chat over the shared papers; afterwards every turn, vote, job and thought is removed."""
-    yield Chat(shared)
-    Chat.wait_for_all(timeout=120)
-    with Chat._futures_lock:
-        Chat._futures.clear()
+    chat = Chat(shared)
+    yield chat
+    chat.wait_for_all(timeout=120)
     ids = shared.store.thoughts.get()["ids"]
     if ids:
         shared.store.thoughts.delete(ids=ids)

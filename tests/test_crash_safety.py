@@ -174,7 +174,7 @@ def test_burst_of_votes_killed_then_every_confirmed_vote_is_present(chat_dir, tm
         if turn.comparison == "yes":
             turns.append(turn.id)
     assert len(turns) >= 5, "the setup must give comparisons to vote on"
-    Chat.wait_for_all(timeout=60)
+    chat.wait_for_all(timeout=60)
     (tmp_path / "turns.json").write_text(json.dumps(turns))
 
     proc = start_worker(tmp_path, data_dir, "votes", 0.0, str(tmp_path / "turns.json"))

@@ -60,9 +60,7 @@ def chat(services):
     chat = Chat(services)
     services.llm, backend = scripted_llm(services.db, [answering] * 200)
     yield chat
-    for future in list(Chat._futures.values()):
-        future.result(timeout=120)
-    Chat._futures.clear()
+    chat.wait_for_all(timeout=120)
 
 
 # --- text inputs ---------------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ def chat(shared):
     seed = chat.services.store.search("paper", shared.embedder.embed_one(QUESTION), 1)[0]
     chat.memory.add(QUESTION, [(seed.id, "paper")], origin="test", check_redundant=False)   # makes comparisons
     yield chat
-    Chat.wait_for_all(timeout=120)
+    chat.wait_for_all(timeout=120)
     ids = shared.store.thoughts.get()["ids"]
     if ids:
         shared.store.thoughts.delete(ids=ids)
@@ -142,6 +142,7 @@ def test_a_vote_that_changes_while_the_job_runs_retracts_what_it_stores(chat):
 def test_two_votes_at_once_leave_one_final_vote_both_logged_and_its_thought(chat, shared):
     other = Services(shared.settings)                  # a second connection, as a second tab's request would be
     other.llm, _ = scripted_llm(other.db, [reply] * 20)
+    other.thought_jobs = shared.thought_jobs           # one process: its thought jobs run on one thread
     tabs = [chat, Chat(other)]
     for round_no in range(3):
         turn_id = comparison(chat, f"{QUESTION} Round {round_no}.")

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 
+from copilot.features.profile import reader_text
 from copilot.llm import LLMError, Usage
 from copilot.methods.followup import PreviousTurn, standalone_question
 from copilot.methods.thought_retriever import (ThoughtMemory, check_answer, labels_to_ids, new_thought_id,
@@ -144,9 +145,10 @@ class Chat:
             side_b = RAW if side_a == THOUGHTS else THOUGHTS
             answers = [AnswerState("A", side_a, by_kind[side_a]), AnswerState("B", side_b, by_kind[side_b])]
             comparison = "pending"
-        turn = Turn(id=uuid.uuid4().hex[:12], user=user, question=text, notice=notice, comparison=comparison,
-                    answers=answers, retrieval_s=retrieval_s, reader=self._reader(user) if personalize else "",
-                    asked=asked)
+        reader, profile_notice = reader_text(self.services, user) if personalize else ("", "")
+        turn = Turn(id=uuid.uuid4().hex[:12], user=user, question=text,
+                    notice=" ".join(n for n in (notice, profile_notice) if n), comparison=comparison,
+                    answers=answers, retrieval_s=retrieval_s, reader=reader, asked=asked)
         info = self.services.llm_info()
         self.log.add_turn(NewTurn(
             id=turn.id, user=user, created_at=turn.created_at, question=text, question_chars=len(question or ""),
@@ -168,11 +170,6 @@ class Chat:
             chosen = next((a for a in view["answers"] if a["label"] == view["vote"]["label"]), chosen)
         titles = [s.get("title") or s.get("preview") or "" for s in chosen["sources"]]
         return PreviousTurn(view["question"], chosen["text"] or "", titles)
-
-    def _reader(self, user: str) -> str:
-        from copilot.features.profile import reader_profile
-
-        return reader_profile(self.services, user)
 
     def stream(self, turn: Turn) -> Iterator[Turn]:
         """Generate the answers one after the other (the local model runs one call at a time), yielding the turn

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from copilot.features.chat import chat_for
+from copilot.features.chat import chat_for, resume_jobs
 from copilot.methods.thought_retriever import THOUGHT_ID_PREFIX
 from copilot.records import storable_text
 from copilot.services import Services
@@ -40,8 +40,6 @@ def memory_count(services: Services) -> int:
 def doctor(services: Services, repair: bool = False, wait_s: float = 600) -> dict:
     """Where SQLite and Chroma disagree about thoughts, and thought jobs a stopped process left behind. With
     `repair`: fix both (`chat.resume_jobs`), wait for the resumed jobs, and check again."""
-    from copilot.features.chat import Chat, resume_jobs
-
     chat = chat_for(services)
     found = chat.memory.check()
     stale = chat.stale_jobs()
@@ -49,7 +47,7 @@ def doctor(services: Services, repair: bool = False, wait_s: float = 600) -> dic
               "mismatches": found.mismatches + len(stale)}
     if repair:
         report["repair"] = resume_jobs(services)
-        Chat.wait_for_all(timeout=wait_s)
+        chat.wait_for_all(timeout=wait_s)
         after = chat.memory.check()
         left = chat.stale_jobs()
         report["after_repair"] = {"thoughts": after.as_dict(), "stale_jobs": left,
@@ -60,10 +58,7 @@ def doctor(services: Services, repair: bool = False, wait_s: float = 600) -> dic
 def _lineage_papers(services: Services) -> dict:
     """Papers in Chroma, and the papers thoughts were made from that are not there (not repairable here:
     import them again)."""
-    cited = [row["source_id"] for row in services.db.query(
-        "SELECT DISTINCT source_id FROM thought_edges WHERE source_kind = 'paper' ORDER BY source_id")]
-    present: set[str] = set()
-    for start in range(0, len(cited), 500):
-        present |= set(services.store.papers.get(ids=cited[start:start + 500], include=[])["ids"])
+    cited = services.thoughts.source_papers()
+    present = services.store.existing_papers(cited)
     return {"stored": services.store.count("paper"), "sources_of_thoughts": len(cited),
             "missing_sources": sorted(set(cited) - present)}

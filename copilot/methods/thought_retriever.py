@@ -11,13 +11,11 @@ still resolves to root papers.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -29,12 +27,11 @@ from copilot.llm import LLM, Usage
 from copilot.prompts import CANNOT_ANSWER, RenderedPrompt, source_block, strip_quoting_tags
 from copilot.records import Evidence
 from copilot.store.db import Database
+from copilot.store.thoughts import PAPER, THOUGHT, ThoughtRow, ThoughtStore
 from copilot.store.vectors import VectorStore
 
 log = logging.getLogger(__name__)
 
-PAPER = "paper"
-THOUGHT = "thought"
 THOUGHT_ID_PREFIX = "T"
 
 
@@ -63,9 +60,6 @@ def merge_check(store: VectorStore, embedding: np.ndarray, threshold: float) -> 
 
 
 # --- the memory --------------------------------------------------------------------------------------------
-LIVE = "deleted_at IS NULL AND retracted_at IS NULL"   # SQL: a thought that retrieval may find
-
-
 @dataclass
 class MemoryCheck:
     """Where SQLite (the registry) and Chroma (what retrieval searches) disagree about thoughts."""
@@ -90,28 +84,16 @@ class MemoryCheck:
 class ThoughtMemory:
     """Thoughts with lineage. Shared by Chat and Trends: `add` is the one way a thought enters memory.
 
-    Write order, so that a crash at any point leaves at worst a state `repair` fixes and no thought that is
-    listed but cannot be retrieved: `add` writes the vector, then the row; `delete` and `retract` mark the row,
-    then remove the vector. `repair` runs under an exclusive file lock that every `add` holds shared, so it never
-    mistakes an add in progress (in any process) for a crashed one."""
+    The records and their crash-safe write order belong to `ThoughtStore`; this class makes the decisions: the
+    merge test, the abstraction level, what a user may see, and how a repair makes Chroma agree with SQLite."""
 
     def __init__(self, db: Database, store: VectorStore, embedder: Embedder, merge_threshold: float = 0.85,
                  private: bool = False) -> None:
         self.private = private      # new thoughts are seen only by their user (COPILOT_PRIVATE_THOUGHTS)
-        self.db = db
+        self.thoughts = ThoughtStore(db, store)
         self.store = store
         self.embedder = embedder
         self.merge_threshold = merge_threshold
-        self.lock_path = db.path.parent / "thought-memory.lock"
-
-    @contextmanager
-    def _locked(self, exclusive: bool) -> Iterator[None]:
-        with open(self.lock_path, "a+b") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
 
     # writing
     def add(self, text: str, sources: Sequence[tuple[str, str]], *, origin: str, question: str = "",
@@ -133,68 +115,45 @@ class ThoughtMemory:
         if not text:
             return None, None
         sources = _dedupe_sources(sources)
-        if thought_id and self.db.query_one("SELECT 1 AS x FROM thoughts WHERE id = ?", (thought_id,)):
+        if thought_id and self.thoughts.exists(thought_id):
             return thought_id, None
         vector = np.asarray(embedding if embedding is not None else self.embedder.embed_one(text), dtype=np.float32)
-        with self._locked(exclusive=False):
+        with self.thoughts.locked(exclusive=False):
             if thought_id:  # a vector under this id without a row is left from a crashed attempt: not a neighbour
-                self.store.thoughts.delete(ids=[thought_id])
+                self.thoughts.drop_vectors([thought_id])
             merge = merge_check(self.store, vector, self.merge_threshold) if check_redundant else None
             if merge is not None and merge.redundant:
                 return None, merge
-            thought_id = thought_id or new_thought_id()
-            created = time.time()
             level = 1.0 + (float(np.mean([self._level(sid, kind, {}) for sid, kind in sources])) if sources else 0.0)
-            self.store.thoughts.upsert(ids=[thought_id], embeddings=vector[None, :], documents=[text],
-                                       metadatas=[self._metadata(origin, question, user, level, created,
-                                                                 self.private, sources)])
-            try:
-                with self.db.transaction() as tx:
-                    tx.execute("INSERT INTO thoughts (id, text, origin, question, user, level, created_at, private)"
-                               " VALUES (?,?,?,?,?,?,?,?)",
-                               (thought_id, text, origin, question, user, level, created, int(self.private)))
-                    tx.executemany("INSERT INTO thought_edges (thought_id, source_id, source_kind, position)"
-                                   " VALUES (?,?,?,?)",
-                                   [(thought_id, sid, kind, pos) for pos, (sid, kind) in enumerate(sources)])
-            except Exception:
-                self.store.thoughts.delete(ids=[thought_id])  # no row, so no vector either
-                raise
-        return thought_id, merge
-
-    @staticmethod
-    def _metadata(origin: str, question: str, user: str, level: float, created: float, private: bool,
-                  sources: Sequence[tuple[str, str]]) -> dict:
-        return {"created": created, "origin": origin, "question": question[:1000], "level": level, "user": user,
-                "private": bool(private), "sources": " ".join(sid for sid, _ in sources)[:2000]}
+            thought = ThoughtRow(id=thought_id or new_thought_id(), text=text, origin=origin, question=question,
+                                 user=user, level=level, created_at=time.time(), private=self.private)
+            self.thoughts.add(thought, sources, vector)
+        return thought.id, merge
 
     def delete(self, thought_id: str, user: str | None = None) -> bool:
         """Remove a thought from retrieval; its row and edges stay so dependent lineage still resolves.
         With `user`, only a thought that user can see (shared, or their own private one)."""
-        row = self.db.query_one(f"SELECT private, user FROM thoughts WHERE id = ? AND {LIVE}", (thought_id,))
-        if row is None or not _visible(row, user):
+        row = self.thoughts.get(thought_id)
+        if row is None or not row.visible_to(user) or not self.thoughts.mark_deleted(thought_id):
             return False
-        self.db.execute("UPDATE thoughts SET deleted_at = ? WHERE id = ?", (time.time(), thought_id))
-        self.drop_vectors([thought_id])
+        self.thoughts.drop_vectors([thought_id])
         return True
 
     def retract(self, thought_ids: Sequence[str]) -> list[str]:
         """Take thoughts out of retrieval and the Memory list because the vote that made them changed."""
-        with self.db.transaction() as tx:
-            retracted = mark_retracted(tx, thought_ids)
+        retracted = self.thoughts.mark_retracted(thought_ids)
         self.drop_vectors(retracted)
         return retracted
 
     def drop_vectors(self, thought_ids: Sequence[str]) -> None:
-        if thought_ids:
-            self.store.thoughts.delete(ids=list(thought_ids))
+        self.thoughts.drop_vectors(thought_ids)
 
     # consistency between the two stores
     def check(self) -> MemoryCheck:
-        vectors = set(self.store.thoughts.get(include=[])["ids"])   # read before the rows: see `add`'s order
-        rows = self.db.query("SELECT id, deleted_at IS NULL AND retracted_at IS NULL AS live FROM thoughts")
-        live = {r["id"] for r in rows if r["live"]}
-        hidden = {r["id"] for r in rows} - live
-        return MemoryCheck(rows=len(rows), live=len(live), hidden=len(hidden), vectors=len(vectors),
+        vectors = self.thoughts.vector_ids()   # read before the rows: see ThoughtStore.add's order
+        rows = self.thoughts.liveness()
+        live, hidden = set(rows.live), set(rows.hidden)
+        return MemoryCheck(rows=len(live) + len(hidden), live=len(live), hidden=len(hidden), vectors=len(vectors),
                            orphan_vectors=sorted(vectors - live - hidden),
                            hidden_with_vector=sorted(vectors & hidden),
                            missing_vectors=sorted(live - vectors))
@@ -202,7 +161,7 @@ class ThoughtMemory:
     def repair(self) -> MemoryCheck:
         """Make Chroma agree with SQLite, the record of what exists: drop vectors without a live row, re-add the
         vector of a live row that lacks one. Returns what was found before the repair."""
-        with self._locked(exclusive=True):
+        with self.thoughts.locked(exclusive=True):
             found = self.check()
             self.drop_vectors(found.orphan_vectors + found.hidden_with_vector)
             for thought_id in found.missing_vectors:
@@ -212,24 +171,18 @@ class ThoughtMemory:
         return found
 
     def _restore_vector(self, thought_id: str) -> None:
-        row = self.db.query_one(f"SELECT * FROM thoughts WHERE id = ? AND {LIVE}", (thought_id,))
+        row = self.thoughts.get(thought_id)
         if row is None:
             return
-        vector = np.asarray(self.embedder.embed_one(row["text"]), dtype=np.float32)
-        metadata = self._metadata(row["origin"], row["question"], row["user"], row["level"], row["created_at"],
-                                  bool(row["private"]), self.direct_sources(thought_id))
-        self.store.thoughts.upsert(ids=[thought_id], embeddings=vector[None, :], documents=[row["text"]],
-                                   metadatas=[metadata])
+        vector = np.asarray(self.embedder.embed_one(row.text), dtype=np.float32)
+        self.thoughts.put_vector(row, self.direct_sources(thought_id), vector)
 
     # lineage
     def kind_of(self, item_id: str) -> str:
-        row = self.db.query_one("SELECT 1 AS x FROM thoughts WHERE id = ?", (item_id,))
-        return THOUGHT if row else PAPER
+        return THOUGHT if self.thoughts.exists(item_id) else PAPER
 
     def direct_sources(self, thought_id: str) -> list[tuple[str, str]]:
-        rows = self.db.query("SELECT source_id, source_kind FROM thought_edges WHERE thought_id = ? ORDER BY position",
-                             (thought_id,))
-        return [(r["source_id"], r["source_kind"]) for r in rows]
+        return self.thoughts.sources(thought_id)
 
     def root_sources(self, thought_id: str) -> list[str]:
         """Papers reached by expanding thoughts recursively (first-seen order, no duplicates)."""
@@ -255,9 +208,9 @@ class ThoughtMemory:
         if kind == PAPER:
             return 1.0
         if item_id not in memo:
-            row = self.db.query_one("SELECT level FROM thoughts WHERE id = ?", (item_id,))
-            if row is not None:
-                memo[item_id] = float(row["level"])  # stored at creation; sources never change afterwards
+            stored = self.thoughts.level(item_id)   # stored at creation; sources never change afterwards
+            if stored is not None:
+                memo[item_id] = stored
             else:
                 sources = self.direct_sources(item_id)
                 memo[item_id] = 1.0 + (float(np.mean([self._level(s, k, memo) for s, k in sources]))
@@ -273,30 +226,18 @@ class ThoughtMemory:
     # reading
     def get(self, thought_id: str, user: str | None = None, include_hidden: bool = False) -> dict | None:
         """A thought `user` may see; with `include_hidden` also a deleted or retracted one (for lineage)."""
-        where = "" if include_hidden else f" AND {LIVE}"
-        row = self.db.query_one(f"SELECT * FROM thoughts WHERE id = ?{where}", (thought_id,))
-        return self._describe(row) if row and _visible(row, user) else None
+        row = self.thoughts.get(thought_id, include_hidden=include_hidden)
+        return self._describe(row) if row and row.visible_to(user) else None
 
-    def _describe(self, row: dict) -> dict:
-        state = "deleted" if row["deleted_at"] else "retracted" if row.get("retracted_at") else "live"
-        return {"id": row["id"], "text": row["text"], "origin": row["origin"], "question": row["question"],
-                "user": row["user"], "level": row["level"], "created_at": row["created_at"], "state": state,
-                "sources": [{"id": s, "kind": k} for s, k in self.direct_sources(row["id"])],
-                "root_sources": self.root_sources(row["id"])}
+    def _describe(self, row: ThoughtRow) -> dict:
+        return {"id": row.id, "text": row.text, "origin": row.origin, "question": row.question,
+                "user": row.user, "level": row.level, "created_at": row.created_at, "state": row.state,
+                "sources": [{"id": s, "kind": k} for s, k in self.direct_sources(row.id)],
+                "root_sources": self.root_sources(row.id)}
 
     def list(self, limit: int = 50, offset: int = 0, contains: str = "", user: str | None = None) -> list[dict]:
         """Newest first; `contains` filters by a case-insensitive substring of text or question."""
-        sql = f"SELECT * FROM thoughts WHERE {LIVE}"
-        params: list = []
-        if user is not None:
-            sql += " AND (private = 0 OR user = ?)"
-            params.append(user)
-        if contains.strip():
-            sql += " AND (text LIKE ? ESCAPE '\\' OR question LIKE ? ESCAPE '\\')"
-            pattern = "%" + contains.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            params += [pattern, pattern]
-        sql += " ORDER BY created_at DESC LIMIT ? OFFSET ?"
-        return [self._describe(r) for r in self.db.query(sql, (*params, limit, offset))]
+        return [self._describe(row) for row in self.thoughts.list_live(limit, offset, contains, user)]
 
     def search(self, query: str, k: int = 20, user: str | None = None) -> list[dict]:
         """Thoughts nearest in meaning to `query`, each with its similarity."""
@@ -312,24 +253,7 @@ class ThoughtMemory:
         return found
 
     def count(self) -> int:
-        row = self.db.query_one(f"SELECT COUNT(*) AS n FROM thoughts WHERE {LIVE}")
-        return int(row["n"]) if row else 0
-
-
-def mark_retracted(tx, thought_ids: Sequence[str], at: float | None = None) -> list[str]:
-    """Inside the caller's transaction: mark live thoughts retracted (row and lineage kept). The caller removes
-    their vectors after the commit (`ThoughtMemory.drop_vectors`); a crash before that is fixed by `repair`."""
-    marked = []
-    for thought_id in thought_ids:
-        cursor = tx.execute("UPDATE thoughts SET retracted_at = ? WHERE id = ? AND retracted_at IS NULL",
-                            (at or time.time(), thought_id))
-        if cursor.rowcount:
-            marked.append(thought_id)
-    return marked
-
-
-def _visible(row: dict, user: str | None) -> bool:
-    return user is None or not row.get("private") or row.get("user") == user
+        return self.thoughts.count_live()
 
 
 def _dedupe_sources(sources: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -462,7 +386,7 @@ def is_cannot_answer(answer: str) -> bool:
 # real passage. A small model mixes the two steps of the prompt, so "0" may come in any position or after any
 # label ("Step 1: 0\nStep 2: N/A"), and it may echo the instructions, loop, or write almost nothing.
 MIN_THOUGHT_WORDS = 8          # words of two or more letters: less cannot state a question and what was found
-LOOP_NGRAM, LOOP_REPEATS = 4, 3
+LOOP_NGRAM = 4                 # stricter than for a shown answer (grounding.LOOP_NGRAM): a thought is reused
 ECHO_NGRAM = 6                 # this many words in a row from the prompt's own instructions is an echo
 
 _NEGATIVE = r"(?:0|n/?a|none|no|false|invalid|nothing)"
@@ -486,31 +410,10 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", text.lower())
 
 
-def _ngrams(words: Sequence[str], n: int) -> list[tuple[str, ...]]:
-    return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
-
-
-def is_loop(text: str) -> bool:
-    """A repeated word n-gram or a repeated sentence: what a small model writes when it runs in circles."""
-    counts: dict[tuple[str, ...], int] = {}
-    for gram in _ngrams(_words(text), LOOP_NGRAM):
-        counts[gram] = counts.get(gram, 0) + 1
-        if counts[gram] >= LOOP_REPEATS:
-            return True
-    sentences = [" ".join(_words(s)) for s in re.split(r"[.!?\n]+", text)]
-    sentences = [s for s in sentences if len(s.split()) >= LOOP_NGRAM]
-    return len(sentences) != len(set(sentences))
-
-
 def instruction_text(prompt: prompts.Prompt | str) -> str:
     """A prompt's own wording, without the material filled into its placeholders."""
     text = prompt if isinstance(prompt, str) else f"{prompt.system}\n{prompt.user}"
     return re.sub(r"\{[^{}]*\}", " ", text)
-
-
-def echoes(text: str, instructions: Sequence[str]) -> bool:
-    grams = set(_ngrams(_words(text), ECHO_NGRAM))
-    return any(grams & set(_ngrams(_words(source), ECHO_NGRAM)) for source in instructions)
 
 
 def passage_problem(text: str, instructions: Sequence[str] = (), question: str = "",
@@ -526,9 +429,9 @@ def passage_problem(text: str, instructions: Sequence[str] = (), question: str =
         return "a step answers 0 or N/A"
     if len(re.findall(r"[A-Za-z]{2,}", text)) < min_words:
         return "too short"
-    if is_loop(text):
+    if grounding.is_loop(text, LOOP_NGRAM):
         return "repeats itself (a loop)"
-    if echoes(text, instructions):
+    if grounding.echoes(text, instructions, ECHO_NGRAM):
         return "echoes the prompt's instructions"
     if (question and _words(text) == _words(question)) or (text.endswith("?") and not re.search(r"[.!]\s", text)):
         return "only restates the question"
@@ -551,7 +454,7 @@ def judge_thought(output: str, question: str = "") -> ThoughtDraft:
     if _NEGATIVE_STEP.search(whole) or _NOT_APPLICABLE.search(whole) or _TRAILING_ZERO.search(whole):
         rejected.reason = "a step answers 0 or N/A"
         return rejected
-    if echoes(whole, [instruction_text(prompts.CHAT_THOUGHT)]):
+    if grounding.echoes(whole, [instruction_text(prompts.CHAT_THOUGHT)], ECHO_NGRAM):
         rejected.reason = "echoes the prompt's instructions"
         return rejected
     steps = _STEP_TWO.split(whole)
@@ -578,7 +481,7 @@ def draft_thought(llm: LLM, question: str, answer: str, max_tokens: int = 160) -
     """(T, c) = LLM(Q, A). An answer that is the cannot-answer sentinel, or a loop, gets c = 0 without an LLM call."""
     if is_cannot_answer(answer):
         return ThoughtDraft(0, "", "", llm_called=False, reason="the answer says it cannot answer")
-    if is_loop(answer):
+    if grounding.is_loop(answer, LOOP_NGRAM):
         return ThoughtDraft(0, "", "", llm_called=False, reason="the answer repeats itself (a loop)")
     rendered = prompts.CHAT_THOUGHT.render(question=question, answer=source_block("answer", answer))
     output = llm.complete(rendered, max_tokens=max_tokens, temperature=0.1)

@@ -37,16 +37,24 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction (BEGIN IMMEDIATE … COMMIT); rolled back on error."""
+        """A write transaction (BEGIN IMMEDIATE … COMMIT); rolled back on error. Opened inside another one on
+        the same thread, it joins it: the stores' writes then commit or roll back together with the caller's."""
         conn = self._connection()
+        if getattr(self._local, "in_transaction", False):
+            yield conn
+            return
         with self._write_lock:
             conn.execute("BEGIN IMMEDIATE")
+            self._local.in_transaction = True
             try:
                 yield conn
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
+            else:
+                conn.execute("COMMIT")
+            finally:
+                self._local.in_transaction = False
 
     def execute(self, sql: str, params: tuple | dict = ()) -> int:
         """Run one write statement in its own transaction; returns lastrowid."""

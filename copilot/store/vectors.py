@@ -72,6 +72,13 @@ class VectorStore:
                  for pid, doc, meta in zip(found["ids"], found["documents"], found["metadatas"])}
         return [by_id[pid] for pid in ids if pid in by_id]
 
+    def existing_papers(self, ids: Sequence[str], chunk: int = 500) -> set[str]:
+        """Those of `ids` that are stored (looked up `chunk` at a time)."""
+        present: set[str] = set()
+        for start in range(0, len(ids), chunk):
+            present |= set(self.papers.get(ids=list(ids[start:start + chunk]), include=[])["ids"])
+        return present
+
     def paper_embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids:
             return {}
