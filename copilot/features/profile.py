@@ -5,47 +5,34 @@ Shared interface (Trends and Chat import it): `Profile`, `load_profile`, `save_p
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from copilot.grounding import check
+from copilot.grounding import check, keep_paper_citations, tidy
 from copilot.llm import LLMError
 from copilot.methods.authors import (AuthorName, AuthorNameError, NamesakeGroup, author_queries, fold,
                                      group_namesakes, matching_author, parse_author_name)
-from copilot.prompts import PROFILE_DRAFT, source_block
+from copilot.prompts import PROFILE_DRAFT, profile_grammar, source_block
 from copilot.records import Paper, date_number, parse_arxiv_id, storable_text
 from copilot.services import Services
 from copilot.sources.arxiv_api import ArxivSourceError
+from copilot.store.profiles import Profile   # Trends and Chat import it from here
 
 log = logging.getLogger(__name__)
 
 MAX_KEYWORDS = 10
 MAX_PROFILE_CHARS = 20000
 DEFAULT_USER = "local"        # the single local user; equals copilot.ui.common.LOCAL_USER
+PROFILE_UNREADABLE = "profile_unreadable"                  # failure kinds counted in `status --json`
+PROFILE_PAPERS_NOT_STORED = "profile_papers_not_stored"
 
 
 class ProfileError(ValueError):
     """Bad input or a fault the user can act on; the message says what to do."""
-
-
-@dataclass
-class Profile:
-    user: str
-    text: str
-    keywords: list[str]
-    paper_ids: list[str]
-    version: int
-    saved_at: float
-
-    def as_dict(self) -> dict:
-        return {"user": self.user, "text": self.text, "keywords": list(self.keywords),
-                "paper_ids": list(self.paper_ids), "version": self.version, "saved_at": self.saved_at}
 
 
 def _check_user(user: str) -> str:
@@ -56,15 +43,31 @@ def _check_user(user: str) -> str:
 
 
 def load_profile(services: Services, user: str) -> Profile | None:
-    """The latest saved version of `user`'s profile, None if they never saved one."""
-    row = services.db.query_one(
-        "SELECT user, version, text, keywords, paper_ids, saved_at FROM profiles WHERE user = ? "
-        "ORDER BY version DESC LIMIT 1", (_check_user(user),))
-    if row is None:
-        return None
-    return Profile(user=row["user"], text=row["text"], keywords=json.loads(row["keywords"]),
-                   paper_ids=json.loads(row["paper_ids"]), version=int(row["version"]),
-                   saved_at=float(row["saved_at"]))
+    """The latest saved version of `user`'s profile, None if they never saved one (BrokenProfile: unreadable)."""
+    return services.profiles.latest(_check_user(user))
+
+
+def profile_for_personalizing(services: Services, user: str) -> tuple[Profile | None, str]:
+    """(profile, notice) for adapting answers to `user`. A profile that cannot be read is not used: the notice
+    says so, and the failure is logged and counted (`status --json`)."""
+    try:
+        return load_profile(services, user), ""
+    except Exception as error:
+        reason = f"{type(error).__name__}: {error}"
+        log.warning("profile of %s not read, so not used: %s", user, reason)
+        services.failures.record(PROFILE_UNREADABLE, f"user {user}: {reason}")
+        return None, "Your saved profile could not be read, so this is not personalized. Save your profile again."
+
+
+def reader_text(services: Services, user: str, max_chars: int = 600) -> tuple[str, str]:
+    """(the profile text a chat answer is adapted to, notice)."""
+    profile, notice = profile_for_personalizing(services, user)
+    return (" ".join(profile.text.split())[:max_chars] if profile else ""), notice
+
+
+def saved_papers(services: Services, profile: Profile) -> list[Paper]:
+    """The stored papers of a saved profile (those not in the library are left out)."""
+    return services.store.get_papers(profile.paper_ids)
 
 
 def _clean_keywords(keywords: Sequence[str] | str) -> list[str]:
@@ -94,12 +97,16 @@ def _paper_ids(papers: Sequence[str | Paper]) -> tuple[list[str], dict[str, Pape
     return ids, given
 
 
-def upsert_selected(services: Services, ids: Sequence[str], given: dict[str, Paper] | None = None) -> int:
-    """Put the selected papers into the paper store (those not already there); returns how many were added.
+def upsert_selected(services: Services, user: str, ids: Sequence[str], given: dict[str, Paper] | None = None) -> int:
+    """Put the selected papers into the paper store (those not already there) through the ingestion pipeline
+    (its lock and its run record); returns how many were added.
 
     Papers given as objects are used as they are; missing ids are fetched from arXiv (ArxivSourceError
-    propagates). Stored papers are left alone: the scheduled ingestion keeps them current.
+    propagates; IngestBusy when another ingestion is running). Stored papers are left alone: the scheduled
+    ingestion keeps them current.
     """
+    from copilot.features.library import ingestor
+
     given = given or {}
     stored = services.store.paper_versions(list(ids))
     missing = [pid for pid in ids if pid not in stored]
@@ -109,14 +116,16 @@ def upsert_selected(services: Services, ids: Sequence[str], given: dict[str, Pap
     to_fetch = [pid for pid in missing if pid not in given]
     if to_fetch:
         papers += services.arxiv.by_ids(to_fetch)
-    if papers:
-        services.store.upsert_papers(papers, services.embedder.embed([p.document for p in papers]))
-    return len(papers)
+    if not papers:
+        return 0
+    return ingestor(services).run(f"profile:{user}", papers).added
 
 
 def save_profile(services: Services, user: str, text: str, keywords: Sequence[str] | str,
                  paper_ids: Sequence[str | Paper]) -> Profile:
-    """Save a new version of `user`'s profile and upsert the selected papers into the paper store."""
+    """Save a new version of `user`'s profile and upsert the selected papers into the paper store. Papers that
+    cannot be stored now do not stop the save: the returned profile's `notice` says so, and the failure is
+    logged and counted (`status --json`)."""
     user = _check_user(user)
     text = storable_text(text).strip()
     if not text:
@@ -125,19 +134,18 @@ def save_profile(services: Services, user: str, text: str, keywords: Sequence[st
         raise ProfileError(f"the profile text is too long ({len(text)} characters; at most {MAX_PROFILE_CHARS})")
     ids, given = _paper_ids(paper_ids)
     words = _clean_keywords(keywords)
+    notice = ""
     if ids:
         try:
-            upsert_selected(services, ids, given)
-        except Exception as error:  # the profile is still worth saving; the papers come later
-            log.warning("selected papers not upserted: %s", error)
-    now = time.time()
-    with services.db.transaction() as conn:
-        row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM profiles WHERE user = ?", (user,)).fetchone()
-        version = int(row[0]) + 1
-        conn.execute("INSERT INTO profiles (user, version, text, keywords, paper_ids, saved_at) "
-                     "VALUES (?, ?, ?, ?, ?, ?)",
-                     (user, version, text, json.dumps(words), json.dumps(ids), now))
-    return Profile(user=user, text=text, keywords=words, paper_ids=ids, version=version, saved_at=now)
+            upsert_selected(services, user, ids, given)
+        except Exception as error:  # the profile is still worth saving; the papers can come later
+            reason = f"{type(error).__name__}: {error}"
+            log.warning("selected papers of %s not stored: %s", user, reason)
+            services.failures.record(PROFILE_PAPERS_NOT_STORED, f"user {user}: {reason}"[:500])
+            notice = (f"Saved, but your papers could not be added to the library now ({error}). They stay listed "
+                      "in your profile; save again later to add them.")
+    profile = services.profiles.save(user, text, words, ids)
+    return replace(profile, notice=notice)
 
 
 # --- lookup by author name ------------------------------------------------------------------------------------
@@ -284,13 +292,7 @@ MIN_KEYWORDS, TARGET_KEYWORDS = 5, 8
 PROMPT_ABSTRACT_CHARS = 240
 DRAFT_NOTICE = "This is a draft written by a small language model: check it, edit it, then save."
 TEXT_SOURCE_ID = "text"
-_NEW_ID = r"\d{4}\.\d{4,5}"
-_OLD_ID = r"[a-z][a-z\-]*(?:\.[A-Z]{2})?/\d{7}"
-_ID_IN_TEXT = re.compile(rf"(?:arXiv:\s*)?(?P<id>{_NEW_ID}|{_OLD_ID})(?:v\d+)?", re.I)
-_CITATION = re.compile(rf"\s?\[(?P<inner>[^\[\]\n]{{0,200}})\]|\s?\((?P<paren>(?:arXiv:\s*)?(?:{_NEW_ID}|{_OLD_ID})"
-                       rf"[^()\n]{{0,100}})\)|(?:arXiv:\s*)?(?P<bare>{_NEW_ID}|{_OLD_ID})(?:v\d+)?", re.I)
 _KEYWORDS_LINE = re.compile(r"^[\s*#_\-]*key\s*-?\s*words?\s*[*_]*\s*:?[*_]*\s*(?P<rest>.*)$", re.I | re.M)
-_TAG = re.compile(r"</?[a-zA-Z][^<>]{0,200}>")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _STOP = {"paper", "papers", "propose", "proposed", "proposes", "results", "result", "show", "shows", "approach",
          "approaches", "method", "methods", "using", "based", "novel", "new", "study", "work", "present",
@@ -384,55 +386,8 @@ def split_keywords(raw: str) -> tuple[str, list[str]]:
     return raw[:last.start()].rstrip(), [w for w in words if w]
 
 
-def _clean_citations(text: str, allowed: set[str]) -> tuple[str, set[str], int]:
-    """Keep citations of allowed ids (normalized to [id]); drop the others. → (text, cited ids, dropped)."""
-    cited: set[str] = set()
-    dropped = 0
-
-    def ids_in(fragment: str) -> list[str]:
-        return [m.group("id") for m in _ID_IN_TEXT.finditer(fragment)]
-
-    def replace(match: re.Match) -> str:
-        nonlocal dropped
-        inner = match.group("inner") if match.group("inner") is not None else match.group("paren")
-        found = ids_in(inner) if inner is not None else [match.group("bare")]
-        if inner is not None and not found and not re.fullmatch(r"\s*(?:\d+|(?:paper|source|ref)\s*\d+)"
-                                                                r"(?:\s*[,;]\s*\d+)*\s*", inner, re.I):
-            return match.group(0)          # an ordinary bracket, not a citation
-        keep = [pid for pid in dict.fromkeys(found) if pid in allowed]
-        dropped += len(set(found)) - len(keep) if found else 1
-        cited.update(keep)
-        if not keep:
-            return ""
-        lead = " " if match.group(0)[:1].isspace() else ""
-        return f"{lead}[{', '.join(keep)}]"
-
-    return _CITATION.sub(replace, text), cited, dropped
-
-
 def _sentences(paragraph: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(paragraph) if s.strip()]
-
-
-def _tidy(text: str) -> str:
-    """Markup removed, repeated sentences dropped, an unfinished last sentence cut."""
-    text = _TAG.sub("", text).replace("<", "‹").replace(">", "›")
-    seen: set[str] = set()
-    paragraphs = []
-    for paragraph in re.split(r"\n\s*\n", text):
-        kept = []
-        for sentence in _sentences(" ".join(paragraph.split())):
-            key = re.sub(r"\W+", " ", sentence.lower()).strip()
-            if key and key not in seen:
-                seen.add(key)
-                kept.append(sentence)
-        if kept:
-            paragraphs.append(" ".join(kept))
-    text = "\n\n".join(paragraphs).strip()
-    if text and text[-1] not in ".!?)]\"'":
-        cut = max(text.rfind(". "), text.rfind(".\n"), text.rfind("! "), text.rfind("? "))
-        text = text[:cut + 1] if cut > 0 else text + "."
-    return text
 
 
 def _limit_words(text: str, max_words: int) -> str:
@@ -463,10 +418,11 @@ def finalize_draft(raw: str, papers: Sequence[Paper], pasted: str = "") -> Draft
     checked = check(body, allowed=None, source_texts=[f"{p.title} {p.abstract}" for p in papers] + [pasted],
                     instructions=[PROFILE_DRAFT.system, PROFILE_DRAFT.user])
     notes += [note[0].lower() + note[1:].rstrip(".") for note in checked.notes]
-    text, cited, dropped = _clean_citations(checked.text, allowed)
+    text, cited_ids, dropped = keep_paper_citations(checked.text, allowed)
+    cited = set(cited_ids)
     if dropped:
-        notes.append(f"removed {dropped} citation(s) of papers that are not among the selected ones")
-    text = _limit_words(_tidy(text), MAX_WORDS)
+        notes.append(f"removed {len(dropped)} citation(s) of papers that are not among the selected ones")
+    text = _limit_words(tidy(text), MAX_WORDS)
     if text and not re.search(r"\b(I|my|me|My)\b", text):
         notes.append("the model's text is not in the first person; please rewrite it")
     if len(text.split()) < MIN_WORDS and papers:
@@ -506,10 +462,12 @@ def stream_draft(services: Services, papers: Sequence[Paper], pasted: str = "",
         raise ProfileError("select at least one paper or paste a text about your research. " + NOT_FOUND_HINT)
     prompt = draft_prompt(papers, pasted or "", services.settings.max_input_chars,
                           services.settings.profile_prompt_papers)
+    quoted = [p.id for p in papers[:services.settings.profile_prompt_papers]]
+    grammar = profile_grammar(quoted) if services.llm.obeys_grammar else None
     raw = ""
     try:
         for piece in services.llm.stream(prompt, max_tokens=max_tokens or services.settings.profile_max_tokens,
-                                         temperature=0.3):
+                                         temperature=0.3, grammar=grammar):
             raw += piece
             yield raw
     except LLMError as error:

@@ -193,4 +193,14 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         "CREATE UNIQUE INDEX chat_thought_jobs_current ON chat_thought_jobs(turn_id) WHERE superseded_at IS NULL",
         "CREATE INDEX chat_thought_jobs_status ON chat_thought_jobs(status)",
     ]),
+    # Issue #17: failures the product works around are counted (`status --json`), not only logged.
+    ("reliability_0002_failures", [
+        """CREATE TABLE failures (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            at REAL NOT NULL
+        )""",
+        "CREATE INDEX failures_kind ON failures(kind, at)",
+    ]),
 ]
