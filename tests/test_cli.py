@@ -41,3 +41,20 @@ def test_bad_setting_is_one_clear_line(tmp_path):
     result = run_cli(tmp_path, "status", "--json", env_extra={"COPILOT_TOP_K": "lots"})
     assert result.returncode == 2
     assert "COPILOT_TOP_K" in result.stderr and result.stdout == ""
+
+
+def test_related_json_from_a_stored_paper(tmp_path):
+    """`related` through the command line: the query paper from the library, PRISM's one-call variant with the real
+    local model (an aspect it fails to write is reported as missing; the abstract query still ranks)."""
+    from tests.conftest import read_rows
+
+    assert run_cli(tmp_path, "import", str(KAGGLE_JSONL), "--limit", "25", "--json").returncode == 0
+    query_id = read_rows(KAGGLE_JSONL, 0, 1)[0]["id"]
+    related = run_cli(tmp_path, "related", "--arxiv-id", query_id, "--limit", "5", "--mode", "json", "--json")
+    assert related.returncode == 0, related.stderr
+    [line] = related.stdout.strip().splitlines()
+    result = json.loads(line)
+    assert set(result) == {"query", "aspects", "missing_aspects", "results", "baseline"}
+    assert (result["query"]["id"], result["query"]["source"]) == (query_id, "library")
+    assert 0 < len(result["results"]) <= 5 and query_id not in {row["id"] for row in result["results"]}
+    assert all(set(row) == {"id", "title", "score", "date", "url", "ranks"} for row in result["results"])
