@@ -17,8 +17,9 @@ from tests.helpers import ROOT
 # (as long as no cycle forms) and of any layer below it, never one above. From DESIGN.md's "Shape" and the code:
 # the command line and the evaluations sit on top (nothing in the product imports them); `services`, the
 # ingestion scheduler and the rate limiter are the per-process parts features are handed, so they sit under
-# features and over the methods; ingest.py embeds papers, so it sits with the methods, over the models; grounding.py and prompts.py are
-# the text rules the LLM layer and everything above share; the stores and sources use only the foundation.
+# features and over the methods; ingest.py embeds papers, so it sits with the methods, over the models;
+# grounding.py and prompts.py are the text rules the LLM layer and everything above share; the stores and
+# sources use only the foundation (config, records, errors).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("entry points", ("app", "copilot.__main__")),
     ("command line", ("copilot.cli",)),
