@@ -274,3 +274,21 @@ def test_tidy_drops_repeats_and_a_cut_off_citation():
     assert tidy(raw, paragraphs=False) == "Topic: A new way to learn! [2606.26535] This is a summary."
     text, ids = tr.cite_or_credit(raw, ["2606.26535"])
     assert ids == ["2606.26535"] and text.count("2606.26535") == 1
+
+
+def test_ideas_keep_their_support_with_the_paper_it_comes_from_and_drop_copies():
+    from copilot.methods.rat import RATResult
+
+    # recorded from the 135M model under the ideas grammar: the second idea copied the first one's support
+    # sentence and gave it another retrieved id
+    text = ("Idea: Adapt AI-driven triage to emergency departments. Support: [2503.14917] introduces a case study "
+            "on how AI can be used for healthcare in Finland.\n\n"
+            "Idea: Extend retrieval to multilingual clinical notes. Support: [2503.14917] introduces a case study "
+            "on how AI can be used for healthcare in Finland.")
+    papers = {"2503.14828": "Healthcare AI in Finland: a case study of hospitals adopting machine learning triage",
+              "2503.14917": "Sparse autoencoders for judging language model outputs on benchmarks",
+              "2503.15168": "Vision-language models for scene maps in autonomous driving"}
+    result = RATResult(task="Propose ideas", draft=text, raw_steps=[], text=text)
+    ideas = tr.ideas_from_rat(result, papers, 3)
+    assert len(ideas) == 1 and ideas[0].paper_ids == ["2503.14828"]
+    assert ideas[0].text.startswith("Idea: Adapt") and "[2503.14828] introduces a case study" in ideas[0].text

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 
 PRESETS = {"day": 1, "week": 7, "month": 30}
 MIN_PROSE_WORDS = 4       # less than this left after the checks is a fragment, not a summary: show nothing
+_IDEA_SUPPORT = re.compile(r"\bSupport:")
 TOPIC_STATEMENTS = 2      # statements in a grammar-bound topic summary
 PERIOD_STATEMENTS = 3
 
@@ -310,19 +312,31 @@ def ideas_task(report: TrendsReport, profile, count: int) -> str:
     return TRENDS_IDEAS_TASK.format(count=count, who=who, period=period_label(report), topics=topics)
 
 
-def ideas_from_rat(result: RATResult, allowed_papers: set[str], count: int) -> list[Idea]:
+def ideas_from_rat(result: RATResult, allowed_papers: dict[str, str], count: int) -> list[Idea]:
     """One idea per revised step when the revision kept one paragraph per step; else one per paragraph,
-    each carrying the whole trace. Citations are checked against what the model was given."""
+    each carrying the whole trace. Citations are checked against what the model was given (`allowed_papers`:
+    id → text), and a statement's one citation moves to the paper its words come from. An idea whose supporting
+    statement repeats an earlier idea's is a copy, and is left out."""
     trace = [step.as_dict() for step in result.steps]
     paragraphs = split_steps(result.text)[:max(count, 1)]
     aligned = len(paragraphs) == len(result.steps)
-    ideas = []
+    ids = sorted(allowed_papers)
+    texts = [allowed_papers[i] for i in ids]
+    ideas: list[Idea] = []
+    supports: set[str] = set()
     for i, paragraph in enumerate(paragraphs):
         step = result.steps[i] if aligned else None
         paragraph = check(paragraph, allowed=None, instructions=[RAT_DRAFT.user, RAT_REVISE.user, result.task]).text
-        text, cited, _ = keep_paper_citations(tidy(paragraph, paragraphs=False), sorted(allowed_papers))
-        if prose_words(text) < MIN_PROSE_WORDS or any(text == idea.text for idea in ideas):
+        text, cited, _ = keep_paper_citations(tidy(paragraph, paragraphs=False), ids)
+        labelled, moved = reattribute(ids_to_labels(text, ids), texts)
+        if moved:
+            text, cited, _ = keep_paper_citations(labels_to_ids(labelled, ids), ids)
+        support = " ".join(_IDEA_SUPPORT.split(text)[1:])
+        support = " ".join(re.sub(r"\[[^\]]*\]", " ", support).lower().split())
+        if prose_words(text) < MIN_PROSE_WORDS or any(text == idea.text for idea in ideas) or support in supports:
             continue
+        if support:
+            supports.add(support)
         if not cited:  # grounded in what its step retrieved: credit those papers
             grounding = step.retrieved if step else result.retrieved
             cited = [e.id for e in grounding if e.kind == "paper" and e.id in allowed_papers]
@@ -347,7 +361,8 @@ def generate_ideas(services: Services, report: TrendsReport, papers: dict[str, P
                      context=context, max_steps=opts.ideas, draft_tokens=opts.draft_tokens,
                      query_tokens=opts.query_tokens, revise_tokens=opts.revise_tokens,
                      evidence_chars=opts.quote_chars, draft_grammar=draft_grammar, revise_grammar=revise_grammar)
-    allowed = {p.id for p in context_papers} | {e.id for e in result.retrieved if e.kind == "paper"}
+    allowed = {p.id: _paper_text(p) for p in context_papers}
+    allowed.update({e.id: f"{e.title}\n{e.text}" for e in result.retrieved if e.kind == "paper"})
     ideas = ideas_from_rat(result, allowed, opts.ideas)
     out = []
     for idea in ideas:
