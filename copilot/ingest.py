@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -18,6 +17,7 @@ from copilot.embed import Embedder
 from copilot.records import Paper, date_number
 from copilot.sources.snapshot import BadLine
 from copilot.store.db import Database
+from copilot.store.runs import RunCounts, RunLog
 from copilot.store.vectors import VectorStore
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,9 @@ class IngestCounts:
         return {"seen": self.seen, "added": self.added, "updated": self.updated, "unchanged": self.unchanged,
                 "skipped": self.skipped}
 
+    def totals(self) -> RunCounts:
+        return RunCounts(self.seen, self.added, self.updated, self.unchanged, self.skipped)
+
 
 def _is_newer(paper: Paper, stored: tuple[int, int, str]) -> bool | None:
     """True: replace; False: keep stored (it is newer); None: identical, nothing to do."""
@@ -59,7 +62,7 @@ class Ingestor:
     _running = threading.Lock()
 
     def __init__(self, db: Database, store: VectorStore, embedder: Embedder, batch_size: int = 64) -> None:
-        self.db = db
+        self.runs = RunLog(db)
         self.store = store
         self.embedder = embedder
         self.batch_size = batch_size
@@ -120,30 +123,22 @@ class Ingestor:
             self.store.upsert_papers(to_write, self.embedder.embed([p.document for p in to_write]))
         counts.added += added
         counts.updated += len(to_write) - added
-        self.db.execute("UPDATE ingest_runs SET seen=?, added=?, updated=?, unchanged=?, skipped=? WHERE id=?",
-                        (counts.seen, counts.added, counts.updated, counts.unchanged, counts.skipped, run_id))
+        self.runs.update_counts(run_id, counts.totals())
         if progress:
             progress(counts)
 
     def _finish(self, run_id: int, counts: IngestCounts, status: str, error: str | None) -> None:
-        self.db.execute(
-            "UPDATE ingest_runs SET finished_at=?, status=?, seen=?, added=?, updated=?, unchanged=?, skipped=?,"
-            " error=? WHERE id=?",
-            (time.time(), status, counts.seen, counts.added, counts.updated, counts.unchanged, counts.skipped,
-             error, run_id))
+        self.runs.finish(run_id, status, counts.totals(), error)
 
     def _start_run(self, source: str) -> int:
         """Record a new run. A 'running' row of a dead process was killed mid-way: mark it interrupted.
         A 'running' row of another live process means a run is going on elsewhere: refuse."""
-        with self.db.transaction() as conn:
-            for row in conn.execute("SELECT id, pid FROM ingest_runs WHERE status='running'").fetchall():
-                if row["pid"] and row["pid"] != os.getpid() and _alive(row["pid"]):
-                    raise IngestBusy(f"an ingestion is already running in process {row['pid']}")
-                conn.execute("UPDATE ingest_runs SET status='interrupted', finished_at=?, "
-                             "error='the process stopped before the run finished' WHERE id=?",
-                             (time.time(), row["id"]))
-            return conn.execute("INSERT INTO ingest_runs (started_at, source, pid) VALUES (?, ?, ?)",
-                                (time.time(), source, os.getpid())).lastrowid
+        with self.runs.db.transaction():
+            for run in self.runs.running():
+                if run.pid and run.pid != os.getpid() and _alive(run.pid):
+                    raise IngestBusy(f"an ingestion is already running in process {run.pid}")
+                self.runs.mark_interrupted(run.id)
+            return self.runs.start(source, os.getpid())
 
 
 def _alive(pid: int) -> bool:
@@ -154,7 +149,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def recent_runs(db: Database, limit: int = 20) -> list[dict]:
-    return db.query("SELECT * FROM ingest_runs ORDER BY id DESC LIMIT ?", (limit,))

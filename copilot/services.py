@@ -14,10 +14,12 @@ from copilot.embed import Embedder
 from copilot.llm import LLM, Backend, build_llm
 from copilot.ratelimit import RateLimiter
 from copilot.sources.arxiv_api import ArxivSource
+from copilot.store.caches import AspectCache, TrendsCache
 from copilot.store.chat_log import ChatLog
 from copilot.store.db import Database
 from copilot.store.failures import FailureLog
 from copilot.store.profiles import ProfileStore
+from copilot.store.runs import RunLog
 from copilot.store.thoughts import ThoughtStore
 from copilot.store.vectors import VectorStore, chroma_client
 
@@ -92,6 +94,18 @@ class Services:
     @cached_property
     def profiles(self) -> ProfileStore:
         return ProfileStore(self.db)
+
+    @cached_property
+    def aspect_cache(self) -> AspectCache:
+        return AspectCache(self.db)
+
+    @cached_property
+    def trends_cache(self) -> TrendsCache:
+        return TrendsCache(self.db)
+
+    @cached_property
+    def runs(self) -> RunLog:
+        return RunLog(self.db)
 
     @cached_property
     def failures(self) -> FailureLog:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from copilot.ingest import IngestCounts, Ingestor, Progress, recent_runs
+from copilot.ingest import IngestCounts, Ingestor, Progress
 from copilot.services import Services
 from copilot.sources.snapshot import read_snapshot
+from copilot.store.runs import IngestRun
 
 
 def ingestor(services: Services) -> Ingestor:
@@ -31,15 +32,14 @@ def _iso(timestamp: float | None) -> str | None:
     return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds") if timestamp else None
 
 
-def run_summary(run: dict) -> dict:
-    return {"id": run["id"], "source": run["source"], "status": run["status"], "started": _iso(run["started_at"]),
-            "finished": _iso(run["finished_at"]), "seen": run["seen"], "added": run["added"],
-            "updated": run["updated"], "unchanged": run["unchanged"], "skipped": run["skipped"],
-            "error": run["error"]}
+def run_summary(run: IngestRun) -> dict:
+    return {"id": run.id, "source": run.source, "status": run.status, "started": _iso(run.started_at),
+            "finished": _iso(run.finished_at), "seen": run.seen, "added": run.added, "updated": run.updated,
+            "unchanged": run.unchanged, "skipped": run.skipped, "error": run.error}
 
 
 def ingest_history(services: Services, limit: int = 20) -> list[dict]:
-    return [run_summary(run) for run in recent_runs(services.db, limit)]
+    return [run_summary(run) for run in services.runs.recent(limit)]
 
 
 def next_scheduled(services: Services) -> datetime | None:
@@ -53,7 +53,7 @@ def next_scheduled(services: Services) -> datetime | None:
 
 
 def status(services: Services, next_ingest: datetime | None = None) -> dict:
-    runs = recent_runs(services.db, 1)
+    runs = services.runs.recent(1)
     next_ingest = next_ingest or next_scheduled(services)
     return {
         "papers": services.store.count("paper"),
@@ -64,4 +64,11 @@ def status(services: Services, next_ingest: datetime | None = None) -> dict:
         "llm": services.llm_info(),
         "embedder": services.embedder.name,
         "categories": services.settings.categories,
+        "failures": failure_counts(services),
     }
+
+
+def failure_counts(services: Services) -> dict:
+    """Failures the product worked around (logged where they happened), by kind: how many, the latest and why."""
+    return {f.kind: {"count": f.count, "last": _iso(f.last_at), "last_reason": f.last_reason}
+            for f in services.failures.counts()}

@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
+from copilot.services import Services
+from copilot.store.chat_log import ChatLog, ComparisonVote
 from copilot.store.db import Database
 
 Z95 = 1.959963984540054
@@ -60,40 +62,43 @@ def _day(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, timezone.utc).date().isoformat()
 
 
-def _rate(votes: Sequence[dict]) -> dict:
+def _rate(votes: Sequence[ComparisonVote]) -> dict:
     """Decisive votes, thought wins, win rate and its interval for a group of votes."""
-    decisive = [v for v in votes if v["choice"] in ("thoughts", "raw")]
-    wins = sum(v["choice"] == "thoughts" for v in decisive)
+    decisive = [v for v in votes if v.choice in ("thoughts", "raw")]
+    wins = sum(v.choice == "thoughts" for v in decisive)
     low, high = wilson_interval(wins, len(decisive))
     return {"decisive_votes": len(decisive), "thought_wins": wins,
             "win_rate": wins / len(decisive) if decisive else None, "ci_low": low, "ci_high": high}
 
 
-def _grouped(votes: Sequence[dict], key: Callable[[dict], str]) -> dict[str, list[dict]]:
+def _grouped(votes: Sequence[ComparisonVote], key: Callable[[ComparisonVote], str]) -> dict[str, list[ComparisonVote]]:
     groups: dict[str, list[dict]] = {}
     for vote in votes:
         groups.setdefault(key(vote), []).append(vote)
     return groups
 
 
+def vote_stats(services: Services) -> dict:
+    return chat_stats(services.db)
+
+
 def chat_stats(db: Database) -> dict:
-    votes = db.query("SELECT v.choice, v.voted_at, v.user, t.side_a FROM chat_votes v"
-                     " JOIN chat_turns t ON t.id = v.turn_id WHERE t.comparison = 'yes' ORDER BY v.voted_at")
-    counts = {choice: sum(1 for v in votes if v["choice"] == choice) for choice in ("thoughts", "raw", "tie", "bad")}
-    turns = {row["comparison"]: row["n"] for row in
-             db.query("SELECT comparison, COUNT(*) AS n FROM chat_turns GROUP BY comparison")}
+    log = ChatLog(db)
+    votes = log.comparison_votes()
+    counts = {choice: sum(1 for v in votes if v.choice == choice) for choice in ("thoughts", "raw", "tie", "bad")}
+    turns = log.turn_counts()
     decisive = counts["thoughts"] + counts["raw"]
     low, high = wilson_interval(counts["thoughts"], decisive)
     over_time, wins, seen = [], 0, 0
     for vote in votes:
-        if vote["choice"] not in ("thoughts", "raw"):
+        if vote.choice not in ("thoughts", "raw"):
             continue
         seen += 1
-        wins += vote["choice"] == "thoughts"
+        wins += vote.choice == "thoughts"
         point_low, point_high = wilson_interval(wins, seen)
-        over_time.append({"at": _iso(vote["voted_at"]), "decisive_votes": seen, "win_rate": wins / seen,
+        over_time.append({"at": _iso(vote.voted_at), "decisive_votes": seen, "win_rate": wins / seen,
                           "ci_low": point_low, "ci_high": point_high})
-    by_user = _grouped([v for v in votes if v["choice"] in ("thoughts", "raw")], lambda v: v["user"])
+    by_user = _grouped([v for v in votes if v.choice in ("thoughts", "raw")], lambda v: v.user)
     per_user = sorted((len(group) for group in by_user.values()), reverse=True)
     return {
         "decisive_votes": decisive,
@@ -110,13 +115,13 @@ def chat_stats(db: Database) -> dict:
         "unvoted_comparisons": turns.get("yes", 0) - len(votes),
         "turns": sum(turns.values()),
         # the thought-augmented answer shown as A vs as B: equal rates (within their intervals) = no position bias
-        "by_position": {side: _rate([v for v in votes if (v["side_a"] == "thoughts") == (side == "A")])
+        "by_position": {side: _rate([v for v in votes if (v.side_a == "thoughts") == (side == "A")])
                         for side in ("A", "B")},
         # how many people the decisive votes come from; the share of the most active voter
         "voters": len(by_user),
         "decisive_votes_per_user": per_user,
         "top_voter_share": per_user[0] / decisive if decisive else None,
         "by_user": {user: _rate(group) for user, group in sorted(by_user.items())},
-        "by_day": [{"day": day, **_rate(group)} for day, group in _grouped(votes, lambda v: _day(v["voted_at"])).items()],
+        "by_day": [{"day": day, **_rate(group)} for day, group in _grouped(votes, lambda v: _day(v.voted_at)).items()],
         "over_time": over_time,
     }

@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -23,7 +22,7 @@ import numpy as np
 from copilot import prompts
 from copilot.llm import LLM, LLMError
 from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion
-from copilot.store.db import Database
+from copilot.store.caches import AspectCache   # re-exported: callers build prism.AspectCache(db)
 
 log = logging.getLogger(__name__)
 
@@ -75,25 +74,6 @@ class AspectSet:
 
 class AspectParseError(ValueError):
     """The JSON variant's output held no usable JSON object."""
-
-
-class AspectCache:
-    """Aspect descriptions keyed by (paper content hash, model, variant, aspect) in SQLite."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-
-    def get(self, content_hash: str, model: str, variant: str) -> dict[str, str]:
-        rows = self.db.query("SELECT aspect, text FROM related_aspect_cache WHERE content_hash=? AND model=? "
-                             "AND variant=?", (content_hash, model, variant))
-        return {row["aspect"]: row["text"] for row in rows}
-
-    def put(self, content_hash: str, model: str, variant: str, descriptions: Mapping[str, str]) -> None:
-        with self.db.transaction() as conn:
-            for aspect, text in descriptions.items():
-                conn.execute("INSERT OR REPLACE INTO related_aspect_cache (content_hash, model, variant, aspect, text,"
-                             " created_at) VALUES (?,?,?,?,?,?)",
-                             (content_hash, model, variant, aspect, text, time.time()))
 
 
 def paper_block(paper: QueryPaper, max_chars: int = 6000) -> str:
