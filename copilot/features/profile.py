@@ -12,15 +12,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from copilot.grounding import check, keep_paper_citations, tidy
+from copilot.grounding import check, close_cut_statements, keep_paper_citations, tidy
 from copilot.llm import LLMError
 from copilot.methods.authors import (AuthorName, AuthorNameError, NamesakeGroup, author_queries, fold,
                                      group_namesakes, matching_author, parse_author_name)
-from copilot.prompts import PROFILE_DRAFT, profile_grammar, source_block
+from copilot.prompts import PROFILE_DRAFT, PROFILE_STATEMENT_CHARS, profile_grammar, source_block
 from copilot.records import Paper, date_number, parse_arxiv_id, storable_text
 from copilot.services import Services
 from copilot.sources.arxiv_api import ArxivSourceError
-from copilot.store.profiles import Profile   # Trends and Chat import it from here
+from copilot.store.profiles import BrokenProfile, Profile   # Trends, Chat and the Profile tab import them here
 
 log = logging.getLogger(__name__)
 
@@ -472,6 +472,8 @@ def stream_draft(services: Services, papers: Sequence[Paper], pasted: str = "",
             yield raw
     except LLMError as error:
         raise ProfileError(f"the language model failed ({error}); your saved profile is unchanged") from None
+    if grammar:   # the grammar's length cap may have cut a statement in the middle of a word
+        raw = close_cut_statements(raw, PROFILE_STATEMENT_CHARS)
     yield finalize_draft(raw, papers, pasted or "")
 
 

@@ -15,7 +15,7 @@ import gradio as gr
 from copilot.features.chat import ChatError, chat_for
 from copilot.features.limits import RateLimited, check_rate
 from copilot.features.memory import delete_thought, memory_view
-from copilot.features.stats import chat_stats
+from copilot.features.stats import vote_stats
 from copilot.services import Services
 from copilot.grounding import ids_to_labels
 from copilot.ui.common import arxiv_link, current_user, escape
@@ -303,7 +303,7 @@ def build(services: Services) -> None:
         return f"<p>{escape(note)}</p>", memory_html(memory_view(services, query, user=user))
 
     def show_stats():
-        stats = chat_stats(services.db)
+        stats = vote_stats(services)
         return stats_html(stats), stats_figure(stats)
 
     with gr.Tabs(elem_id="chat-tabs"):

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import html
+import logging
 
 import gradio as gr
+
+log = logging.getLogger(__name__)
 
 LOCAL_USER = "local"
 
 
+class SignInError(gr.Error):
+    """The Hugging Face sign-in of this session could not be read: refused, never mapped to the local user."""
+
+
 def current_user(request: gr.Request | None) -> str:
-    """The logged-in user (COPILOT_AUTH password login, or Hugging Face OAuth), else the single local user."""
+    """The logged-in user (COPILOT_AUTH password login, or Hugging Face OAuth), else the single local user.
+    Raises SignInError when the session holds a Hugging Face sign-in that is expired or unreadable."""
     if request is None:
         return LOCAL_USER
     username = getattr(request, "username", None)
@@ -21,15 +29,32 @@ def current_user(request: gr.Request | None) -> str:
 
 
 def _oauth_username(request: gr.Request) -> str | None:
-    """The Hugging Face account of a session logged in through gr.LoginButton, if any."""
+    """The Hugging Face account of a session logged in through gr.LoginButton; None when the app has no OAuth
+    (no session middleware) or nobody signed in."""
     try:
+        session = request.session
+    except (AssertionError, AttributeError):   # starlette asserts the middleware; a detached request has no session
+        return None
+    try:
+        if session.get("oauth_info") is None:
+            return None
         from gradio.oauth import _get_valid_oauth_info_from_session
 
-        info = _get_valid_oauth_info_from_session(request.session)
-    except Exception:  # no session middleware: the app runs without OAuth
-        return None
-    userinfo = (info or {}).get("userinfo") or {}
-    return userinfo.get("preferred_username")
+        info = _get_valid_oauth_info_from_session(session)
+        if info is None:
+            raise SignInError("Your Hugging Face sign-in has expired. Sign in again to use your own profile, "
+                              "questions and votes.")
+        name = (info.get("userinfo") or {}).get("preferred_username")
+    except SignInError:
+        raise
+    except Exception as error:
+        log.warning("Hugging Face sign-in unreadable: %s: %s", type(error).__name__, error)
+        raise SignInError("Your Hugging Face sign-in could not be read. Sign out and sign in again.") from None
+    if not isinstance(name, str) or not name.strip():
+        log.warning("Hugging Face sign-in without a user name")
+        raise SignInError("Your Hugging Face sign-in did not say which account you are. Sign out and sign in "
+                          "again.")
+    return name
 
 
 def escape(text: object) -> str:

@@ -132,16 +132,21 @@ def save_view(services: Services, user: str, text: str, keywords: str, state: di
         profile = feature.save_profile(services, user, text, keywords, papers)
     except feature.ProfileError as error:
         return f"**Not saved: {escape(error)}**"
-    return saved_markdown(profile, papers)
+    notice = f"**{escape(profile.notice)}**\n\n" if profile.notice else ""
+    return notice + saved_markdown(profile, papers)
 
 
 def load_view(services: Services, user: str):
     """On page load: (text, keywords, saved markdown, papers update, state) of the user's saved profile."""
-    profile = feature.load_profile(services, user)
+    try:
+        profile = feature.load_profile(services, user)
+    except feature.BrokenProfile as error:
+        return "", "", f"**Your saved profile could not be read ({escape(error)}). Write and save it again.**", \
+            gr.update(), gr.update()
     if profile is None:
         return "", "", saved_markdown(None), gr.update(), gr.update()
     try:
-        papers = services.store.get_papers(profile.paper_ids)
+        papers = feature.saved_papers(services, profile)
     except Exception:  # the store is optional here; the saved text still shows
         papers = []
     state = _candidates_state(papers, {p.id: PASTED_GROUP for p in papers}, {})
