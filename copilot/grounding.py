@@ -154,6 +154,26 @@ def tidy(text: str, *, paragraphs: bool = True) -> str:
     return text
 
 
+_LEADING_VERB = re.compile(r"^(?:I )?(?:\w+ that|work on|\w+) ")
+
+
+def close_cut_statements(text: str, max_chars: int) -> str:
+    """A grammar ends a statement with "." when its words reach `max_chars`, even in the middle of a word
+    ("… which is known as “S."): such a statement is cut back to its last clause, or its last whole word."""
+    lines = []
+    for line in (text or "").split("\n"):
+        body = line.rstrip()
+        words = _LEADING_VERB.sub("", body[body.rfind("] ") + 2:] if "] " in body else body)
+        if body.endswith(".") and len(words) >= max_chars:
+            kept = body[:-1]
+            cut = kept.rfind(", ")
+            if cut < len(kept) - len(words) + len(words) // 3:     # no clause boundary in the statement's words
+                cut = kept.rfind(" ")
+            line = kept[:cut].rstrip(" ,;:-–—(\"'“‘") + "."
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def prose_words(text: str) -> int:
     """Words of a text outside its citations: what a reader gets beyond a list of ids."""
     return len(_words(_BRACKET.sub(" ", text or "")))

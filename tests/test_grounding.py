@@ -167,3 +167,18 @@ def test_a_short_fragment_of_the_instructions_is_an_echo():
     assert drop_echo("No citation at all.", [instruction]) == ("No citation at all.", False)
     assert drop_echo("Paper [1] shows that sparse retrieval by papers helps.", [instruction])[1] is False
     assert prose_words("[2503.13309] and [2503.13861].") == 1
+
+
+def test_a_statement_cut_by_the_grammar_length_cap_ends_at_its_last_clause():
+    from copilot.grounding import close_cut_statements
+
+    # recorded: the period summary's statement reached the 200-character cap inside a word
+    words = ("a new approach to evaluate LLM-based judges in context by using an advanced algorithm that leverages "
+             "the ability of vision-language models (VLMs) to learn from their own behavior, which is known as “S")
+    assert len(words) == 200
+    assert close_cut_statements(f"Paper [2503.14530] proposes {words}.\nPaper [2] studies short things.", 200) == (
+        "Paper [2503.14530] proposes a new approach to evaluate LLM-based judges in context by using an advanced "
+        "algorithm that leverages the ability of vision-language models (VLMs) to learn from their own behavior."
+        "\nPaper [2] studies short things.")
+    natural = "Source [1] shows that " + "x" * 190 + "."
+    assert close_cut_statements(natural, 200) == natural

@@ -18,13 +18,14 @@ from datetime import date, timedelta
 
 import numpy as np
 
-from copilot.grounding import check, ids_to_labels, keep_paper_citations, labels_to_ids, prose_words, reattribute, tidy
+from copilot.grounding import (check, close_cut_statements, ids_to_labels, keep_paper_citations, labels_to_ids,
+                               prose_words, reattribute, tidy)
 from copilot.llm import LLMError
 from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion
 from copilot.methods.rat import RATResult, run_rat, split_steps
 from copilot.methods.topics import Topic, build_topics, previous_window
 from copilot.prompts import (RAT_DRAFT, RAT_REVISE, TRENDS_IDEAS_TASK, TRENDS_PERIOD_SUMMARY, TRENDS_TOPIC_SUMMARY,
-                             Prompt, ideas_grammar, source_block, statements_grammar)
+                             ANSWER_STATEMENT_CHARS, Prompt, ideas_grammar, source_block, statements_grammar)
 from copilot.records import Evidence, Paper, date_number, number_to_date
 from copilot.services import Services
 
@@ -98,6 +99,8 @@ class TrendsReport:
     notices: list[str] = field(default_factory=list)
     thought_ids: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    writer: str = ""                             # the model that wrote summaries and ideas
+    small_writer: bool = False                   # a small local model under grammars: the page cautions
     stage: str = "starting"
     done: bool = False
     cached: bool = False
@@ -221,12 +224,15 @@ class TooLittleLeft(LLMError):
 
 
 def cite_or_credit(text: str, given: Sequence[str], prompt: Prompt | None = None,
-                   source_texts: Sequence[str] = ()) -> tuple[str, list[str]]:
+                   source_texts: Sequence[str] = (), grammar_bound: bool = False) -> tuple[str, list[str]]:
     """Checked text (no loop, no echo of `prompt`'s instructions, no unsourced link, citations only of the given
     papers, each statement's one citation moved to the paper its words come from when `source_texts` — the
     given papers' texts, in order — show that clearly); when the model cited none of them, credit them all
-    (they are what it read). Raises TooLittleLeft when the checks leave only a fragment."""
+    (they are what it read). `grammar_bound`: written under statements_grammar, whose length cap may have cut
+    the last statement. Raises TooLittleLeft when the checks leave only a fragment."""
     instructions = [prompt.system, prompt.user] if prompt else []
+    if grammar_bound:
+        text = close_cut_statements(text, ANSWER_STATEMENT_CHARS)
     text = check(text, allowed=None, instructions=instructions).text
     cleaned, cited, _ = keep_paper_citations(tidy(text, paragraphs=False), given)
     if source_texts:
@@ -262,7 +268,8 @@ def summarize_topic(services: Services, topic: Topic, papers: dict[str, Paper], 
     text = services.llm.complete(prompt, max_tokens=opts.summary_tokens, temperature=0.2, grammar=grammar).strip()
     if not text:
         raise LLMError("the model returned an empty summary")
-    topic.summary, cited = cite_or_credit(text, ids, TRENDS_TOPIC_SUMMARY, [_paper_text(p) for p in given])
+    topic.summary, cited = cite_or_credit(text, ids, TRENDS_TOPIC_SUMMARY, [_paper_text(p) for p in given],
+                                          grammar_bound=grammar is not None)
     topic.extra["summary_ids"] = cited
     return cited
 
@@ -285,7 +292,7 @@ def summarize_period(services: Services, report: TrendsReport, papers: dict[str,
     if not text:
         raise LLMError("the model returned an empty summary")
     report.summary, report.summary_ids = cite_or_credit(text, ids, TRENDS_PERIOD_SUMMARY,
-                                                        [_paper_text(p) for p in given])
+                                                        [_paper_text(p) for p in given], grammar is not None)
     return [p.id for p in given]
 
 
@@ -432,7 +439,8 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
 
     report = TrendsReport(start=start, end=end, categories=categories, user=user, cap=opts.cap,
                           selection="profile" if profile else "all",
-                          profile_version=profile.version if profile else None)
+                          profile_version=profile.version if profile else None,
+                          writer=services.llm.info["model"], small_writer=services.llm.obeys_grammar)
     clock = time.perf_counter()
     chosen, vectors, report.in_range = select_papers(services, start, end, categories, profile, opts.cap)
     if not chosen:

@@ -82,7 +82,12 @@ def ideas_html(report: trends.TrendsReport) -> str:
             f"<br><b>after</b>: {escape(step['after'])}</li>" for step in idea.trace)
         items.append(f"<li class='trends-idea'>{linked(idea.text)}<br><small>Papers: {papers}</small>"
                      f"<details><summary>Revision trace (RAT)</summary><ol>{steps}</ol></details></li>")
-    return "<h3>Research ideas</h3><ol id='trends-ideas-list'>" + "".join(items) + "</ol>"
+    caution = ""
+    if report.small_writer:
+        caution = (f"<p class='trends-caution'><small>Drafted by the small local model ({escape(report.writer)}): "
+                   "read them as starting points and check each supporting paper; an OpenAI-compatible endpoint "
+                   "(COPILOT_LLM=openai) writes far better ideas.</small></p>")
+    return "<h3>Research ideas</h3>" + caution + "<ol id='trends-ideas-list'>" + "".join(items) + "</ol>"
 
 
 def timeline_figure(report: trends.TrendsReport) -> go.Figure:
