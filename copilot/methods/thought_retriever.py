@@ -360,7 +360,10 @@ def stream_answer(llm: LLM, question: str, items: Sequence[Evidence], max_tokens
 
 def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
     """The output checks for a chat answer: only labels 1..n, no invented links, no loop, no echoed rules.
-    An id of a retrieved item (copied from a thought's text, say) becomes that item's label first."""
+    An id of a retrieved item (copied from a thought's text, say) becomes that item's label first; a statement
+    of answer_grammar's shape that its length cap cut inside a word ends at its last clause."""
+    if text.startswith("Source ["):
+        text = grounding.close_cut_statements(text, prompts.ANSWER_STATEMENT_CHARS)
     return check(ids_to_labels(text, items), allowed=[str(n) for n in range(1, len(items) + 1)],
                  source_texts=[i.text for i in items], instructions=[prompts.CHAT_ANSWER.system], attribute=True)
 
