@@ -174,6 +174,25 @@ def close_cut_statements(text: str, max_chars: int) -> str:
     return "\n".join(lines)
 
 
+def repeats_a_statement(text: str, min_words: int = 6) -> bool:
+    """Whether the text's last line, so far, opens with the same `min_words` or more words as an earlier line
+    (citations aside): a small model copying its first statement under another label. Checked while the text
+    streams, so generation can stop before the copy is written out."""
+    lines = (text or "").split("\n")
+    current = _words(_BRACKET.sub(" ", lines[-1]))
+    if len(current) < min_words:
+        return False
+    return any(_words(_BRACKET.sub(" ", line))[:len(current)] == current for line in lines[:-1])
+
+
+def drop_unfinished_statement(text: str) -> str:
+    """Statements one per line: a last line that never reached its full stop goes when a whole one precedes it."""
+    lines = (text or "").rstrip().split("\n")
+    if len(lines) > 1 and not lines[-1].rstrip().endswith((".", "!", "?")):
+        lines.pop()
+    return "\n".join(lines)
+
+
 def prose_words(text: str) -> int:
     """Words of a text outside its citations: what a reader gets beyond a list of ids."""
     return len(_words(_BRACKET.sub(" ", text or "")))

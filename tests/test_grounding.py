@@ -182,3 +182,16 @@ def test_a_statement_cut_by_the_grammar_length_cap_ends_at_its_last_clause():
         "\nPaper [2] studies short things.")
     natural = "Source [1] shows that " + "x" * 190 + "."
     assert close_cut_statements(natural, 200) == natural
+
+
+def test_a_statement_copied_under_another_label_is_seen_while_it_streams():
+    from copilot.grounding import drop_unfinished_statement, repeats_a_statement
+
+    # recorded from the 135M model: its second statement copied the first under label [2]
+    first = ("Source [1] proposes that the most efficient way to make large language model inference faster is by "
+             "using a combination of techniques.\n")
+    assert not repeats_a_statement(first + "Source [2] proposes that the most")
+    assert repeats_a_statement(first + "Source [2] proposes that the most efficient")
+    assert not repeats_a_statement(first + "Source [2] shows that speculative decoding")
+    assert drop_unfinished_statement(first + "Source [2] proposes that the most efficient") == first.rstrip()
+    assert drop_unfinished_statement("Source [1] shows that a cut") == "Source [1] shows that a cut"

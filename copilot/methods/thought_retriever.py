@@ -353,17 +353,27 @@ def stream_answer(llm: LLM, question: str, items: Sequence[Evidence], max_tokens
     if not items or (llm.obeys_grammar and max(item.score for item in items) < MIN_ANSWERABLE_SCORE):
         yield CANNOT_ANSWER
         return
-    grammar = prompts.answer_grammar(len(items)) if llm.obeys_grammar else None
-    yield from llm.stream(answer_prompt(question, items, reader), max_tokens=max_tokens, temperature=0.1,
-                          grammar=grammar, usage=usage)
+    if not llm.obeys_grammar:
+        yield from llm.stream(answer_prompt(question, items, reader), max_tokens=max_tokens, temperature=0.1,
+                              usage=usage)
+        return
+    text = ""
+    for piece in llm.stream(answer_prompt(question, items, reader), max_tokens=max_tokens, temperature=0.1,
+                            grammar=prompts.answer_grammar(len(items)), usage=usage):
+        text += piece
+        yield piece
+        if grounding.repeats_a_statement(text):   # the small model copies its first statement: stop it there
+            return
 
 
 def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
     """The output checks for a chat answer: only labels 1..n, no invented links, no loop, no echoed rules.
-    An id of a retrieved item (copied from a thought's text, say) becomes that item's label first; a statement
-    of answer_grammar's shape that its length cap cut inside a word ends at its last clause."""
+    An id of a retrieved item (copied from a thought's text, say) becomes that item's label first. Statements of
+    answer_grammar's shape: an unfinished last one goes (stopped as a copy, or at the token limit) and one that
+    the length cap cut inside a word ends at its last clause."""
     if text.startswith("Source ["):
-        text = grounding.close_cut_statements(text, prompts.ANSWER_STATEMENT_CHARS)
+        text = grounding.close_cut_statements(grounding.drop_unfinished_statement(text),
+                                              prompts.ANSWER_STATEMENT_CHARS)
     return check(ids_to_labels(text, items), allowed=[str(n) for n in range(1, len(items) + 1)],
                  source_texts=[i.text for i in items], instructions=[prompts.CHAT_ANSWER.system], attribute=True)
 
