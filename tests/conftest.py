@@ -16,10 +16,12 @@ from tests.helpers import clean_env
 from tests.helpers import (ARXIV_RESPONSES, CSFCUBE, DATA, KAGGLE_JSONL, PAPERS_JSONL, ROOT,  # noqa: F401
                            SHARED)  # the data paths, still importable from here
 
-# Modules of the `unit` tier: no model, no embedder, no server, no subprocess; seconds in all. tests/e2e/ is the
-# `browser` tier; every other module is `integration` unless it sets its own `pytestmark`.
+# Modules of the `unit` tier: no model, no embedder, no server, no subprocess, stores only small and in a temporary
+# dir; seconds in all. tests/e2e/ is the `browser` tier; every other module is `integration` unless it sets its own
+# `pytestmark`.
 UNIT_MODULES = {"test_authors", "test_chat_blinding", "test_config", "test_db", "test_grounding", "test_layers",
-                "test_prompts", "test_rat", "test_stats", "test_thought_confidence"}
+                "test_prompts", "test_rat", "test_stats", "test_store_chat_log", "test_store_profiles",
+                "test_store_runs_caches", "test_store_thoughts", "test_thought_confidence"}
 TIERS = ("unit", "integration", "browser")
 
 
