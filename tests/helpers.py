@@ -37,6 +37,15 @@ def subprocess_env(data_dir: Path, strip: tuple[str, ...] = PROJECT_PREFIXES, **
     return env
 
 
+def app_env(data_dir: Path) -> dict[str, str]:
+    """The environment of the app or CLI in a child process as the browser tests run it: the local model with short
+    answers, no Gradio settings from outside, and no real arXiv (an unused loopback port unless a test overrides it)."""
+    return subprocess_env(data_dir, strip=(*PROJECT_PREFIXES, "GRADIO_"), COPILOT_LLM="local",
+                          COPILOT_ANSWER_MAX_TOKENS="64", COPILOT_LOCAL_THREADS="1",
+                          COPILOT_ARXIV_API_URL=f"http://127.0.0.1:{free_port()}/api/query",
+                          GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+
+
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
     """`python -m copilot ARGS` in a child process, from the repository root, output captured as text."""
     return subprocess.run([sys.executable, "-m", "copilot", *args], cwd=ROOT, env=env, capture_output=True,

@@ -18,8 +18,7 @@ from copilot.methods.fusion import reciprocal_rank_fusion
 from copilot.services import Services
 from tests.conftest import ROOT, make_settings, read_rows
 from tests.doubles import scripted_llm
-from tests.e2e.conftest import base_env
-from tests.helpers import clean_env
+from tests.helpers import app_env, clean_env
 
 # Rows of the shared corpus listed 2025-05-05 … 2025-05-16: two arXiv weeks (~100 papers each).
 WEEK_ROWS = (1745, 1953)
@@ -34,7 +33,7 @@ def week_dir(tmp_path_factory):
     rows = read_rows(tr_path(), WEEK_ROWS[0], WEEK_ROWS[1] - WEEK_ROWS[0])
     snapshot.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     data = root / "data"
-    subprocess.run([sys.executable, "-m", "copilot", "import", str(snapshot)], cwd=ROOT, env=base_env(data),
+    subprocess.run([sys.executable, "-m", "copilot", "import", str(snapshot)], cwd=ROOT, env=app_env(data),
                    check=True, capture_output=True, timeout=600)
     return data
 

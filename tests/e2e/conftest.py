@@ -11,19 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PAPERS_JSONL, PROJECT_PREFIXES, ROOT, free_port, subprocess_env
+from tests.helpers import PAPERS_JSONL, ROOT, app_env, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def base_env(data_dir: Path) -> dict[str, str]:
-    return subprocess_env(data_dir, strip=(*PROJECT_PREFIXES, "GRADIO_"), COPILOT_LLM="local",
-                          COPILOT_ANSWER_MAX_TOKENS="64", COPILOT_LOCAL_THREADS="1",
-                          # no real arXiv from tests: an unused loopback port unless a test passes its fake server
-                          COPILOT_ARXIV_API_URL=f"http://127.0.0.1:{free_port()}/api/query",
-                          GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +27,7 @@ def preloaded(tmp_path_factory):
         if count not in built:
             target = tmp_path_factory.mktemp(f"preloaded-{count}")
             subprocess.run([sys.executable, "-m", "copilot", "import", str(PAPERS_JSONL), "--limit", str(count)],
-                           cwd=ROOT, env=base_env(target), check=True, capture_output=True, timeout=600)
+                           cwd=ROOT, env=app_env(target), check=True, capture_output=True, timeout=600)
             built[count] = target
         return built[count]
 
@@ -52,7 +44,7 @@ def app_server(tmp_path, preloaded):
         if preload:
             shutil.copytree(preloaded(preload), data_dir)
         port = free_port()
-        full_env = base_env(data_dir)
+        full_env = app_env(data_dir)
         full_env.update(GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1")
         full_env.update(env or {})
         log = (tmp_path / f"app-{port}.log").open("w")
