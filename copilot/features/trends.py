@@ -27,7 +27,9 @@ from copilot.methods.topics import Topic, build_topics, previous_window
 from copilot.prompts import (RAT_DRAFT, RAT_REVISE, TRENDS_IDEAS_TASK, TRENDS_PERIOD_SUMMARY, TRENDS_TOPIC_SUMMARY,
                              ANSWER_STATEMENT_CHARS, Prompt, ideas_grammar, source_block, statements_grammar)
 from copilot.records import Evidence, Paper, date_number, number_to_date
+from copilot.features.profile import profile_for_personalizing
 from copilot.services import Services
+from copilot.store.caches import CachedReport
 
 log = logging.getLogger(__name__)
 
@@ -170,18 +172,6 @@ def resolve_range(services: Services, preset: str | None = None, start: str | da
 
 
 # --- selection -----------------------------------------------------------------------------------------------
-def _profile(services: Services, user: str):
-    try:
-        from copilot.features.profile import load_profile
-    except ImportError:  # the Profile feature is not part of this build
-        return None
-    try:
-        return load_profile(services, user)
-    except Exception as error:  # a broken profile must not break Trends
-        log.warning("profile of %s not loaded: %s", user, error)
-        return None
-
-
 def rank_by_profile(ids: Sequence[str], vectors: np.ndarray, queries: Sequence[np.ndarray],
                     k: int = RRF_K) -> list[str]:
     """Each query ranks the papers by cosine; the rankings are fused by Reciprocal Rank Fusion."""
@@ -388,22 +378,26 @@ def _memory(services: Services):
 
 
 def corpus_version(services: Services) -> str:
-    row = services.db.query_one("SELECT COALESCE(MAX(id), 0) AS run FROM ingest_runs")
-    return f"{services.store.count('paper')}:{row['run'] if row else 0}"
+    return f"{services.store.count('paper')}:{services.runs.latest_id()}"
+
+
+# Part of every cache key: bump it when what a report says for the same inputs changes (prompts, grammars,
+# checks), so a report written by older code is not shown as current.
+REPORT_FORMAT = 2
 
 
 def cache_key(user: str, profile_version: int | None, start: date, end: date, categories: Sequence[str],
-              corpus: str, opts: TrendsOptions) -> str:
+              corpus: str, opts: TrendsOptions, writer: str = "") -> str:
     return json.dumps([user, profile_version, str(start), str(end), sorted(categories), corpus, opts.cap,
-                       opts.ideas, opts.summarized_topics])
+                       opts.ideas, opts.summarized_topics, writer, REPORT_FORMAT])
 
 
 def cached_report(services: Services, key: str) -> TrendsReport | None:
-    row = services.db.query_one("SELECT report FROM trends_cache WHERE key = ?", (key,))
-    if not row:
+    record = services.trends_cache.get(key)
+    if record is None:
         return None
     try:
-        report = TrendsReport.from_record(row["report"])
+        report = TrendsReport.from_record(record)
     except (TypeError, ValueError, KeyError) as error:
         log.warning("unreadable cached trends report ignored: %s", error)
         return None
@@ -412,11 +406,10 @@ def cached_report(services: Services, key: str) -> TrendsReport | None:
 
 
 def save_report(services: Services, key: str, report: TrendsReport, corpus: str) -> None:
-    services.db.execute(
-        "INSERT OR REPLACE INTO trends_cache (key, user, profile_version, start, end, categories, corpus_version,"
-        " created_at, report) VALUES (?,?,?,?,?,?,?,?,?)",
-        (key, report.user, report.profile_version, str(report.start), str(report.end),
-         ",".join(report.categories), corpus, time.time(), report.to_record()))
+    services.trends_cache.put(CachedReport(
+        key=key, user=report.user, profile_version=report.profile_version, start=str(report.start),
+        end=str(report.end), categories=",".join(report.categories), corpus_version=corpus,
+        report=report.to_record()))
 
 
 # --- the whole run -------------------------------------------------------------------------------------------
@@ -428,9 +421,10 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
     Raises TrendsError before the first yield when the range holds no papers."""
     opts = opts or TrendsOptions.from_settings(services.settings)
     categories = list(categories or [])
-    profile = _profile(services, user)
+    profile, profile_notice = profile_for_personalizing(services, user)   # an unreadable one is told and counted
     corpus = corpus_version(services)
-    key = cache_key(user, profile.version if profile else None, start, end, categories, corpus, opts)
+    key = cache_key(user, profile.version if profile else None, start, end, categories, corpus, opts,
+                    services.llm.info["model"])
     if opts.use_cache and not refresh:
         hit = cached_report(services, key)
         if hit is not None:
@@ -441,6 +435,8 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
                           selection="profile" if profile else "all",
                           profile_version=profile.version if profile else None,
                           writer=services.llm.info["model"], small_writer=services.llm.obeys_grammar)
+    if profile_notice:
+        report.notices.append(profile_notice)
     clock = time.perf_counter()
     chosen, vectors, report.in_range = select_papers(services, start, end, categories, profile, opts.cap)
     if not chosen:
