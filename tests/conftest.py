@@ -21,7 +21,7 @@ from tests.helpers import (ARXIV_RESPONSES, CSFCUBE, DATA, KAGGLE_JSONL, PAPERS_
 # `pytestmark`.
 UNIT_MODULES = {"test_authors", "test_chat_blinding", "test_config", "test_db", "test_grounding", "test_layers",
                 "test_prompts", "test_rat", "test_stats", "test_store_chat_log", "test_store_profiles",
-                "test_store_runs_caches", "test_store_thoughts", "test_thought_confidence"}
+                "test_store_runs_caches", "test_store_thoughts", "test_thought_confidence", "test_metrics"}
 TIERS = ("unit", "integration", "browser")
 
 
