@@ -345,31 +345,36 @@ def _stems(text: str) -> set[str]:
     return {w[:_STEM_CHARS] for w in _words(text) if len(w) >= 4 and not w.isdigit()}
 
 
-def reattribute(text: str, source_texts: Sequence[str]) -> tuple[str, list[tuple[str, str]]]:
-    """Move a sentence's citation [n] to the source its words come from, when that is clearly another one.
-
-    A small model picks a label and then writes about whichever source it read best. Each sentence that cites
-    exactly one label is compared with every source: shared word stems, weighted by how rare they are among the
-    sources (words all sources share, such as "language models", count for nothing). The label moves when
-    another source scores at least twice as high as the cited one and above MOVE_FLOOR. The 135M model writes
-    its labels in order ([1], then [2]) whatever it writes about, so this is where attribution really happens."""
+def overlap_scores(sentence: str, source_texts: Sequence[str]) -> list[float]:
+    """How much of the sentence's wording each source holds: shared word stems, each weighted by how rare it is
+    among the sources (a stem every source has, such as "language models", counts for nothing)."""
     stems = [_stems(source) for source in source_texts]
     count = len(stems)
-    if count < 2:
-        return text, []
     frequency: dict[str, int] = {}
     for group in stems:
         for stem in group:
             frequency[stem] = frequency.get(stem, 0) + 1
-    weight = {stem: math.log(count / n) for stem, n in frequency.items()}
+    words = _stems(_BRACKET.sub(" ", sentence)) - {"source"}
+    return [sum(math.log(count / frequency[w]) for w in words & group) for group in stems]
+
+
+def reattribute(text: str, source_texts: Sequence[str]) -> tuple[str, list[tuple[str, str]]]:
+    """Move a sentence's citation [n] to the source its words come from, when that is clearly another one.
+
+    A small model picks a label and then writes about whichever source it read best. Each sentence that cites
+    exactly one label is scored against every source (overlap_scores). The label moves when another source
+    scores at least twice as high as the cited one and above MOVE_FLOOR. The 135M model writes its labels in
+    order ([1], then [2]) whatever it writes about, so this is where attribution really happens."""
+    count = len(source_texts)
+    if count < 2:
+        return text, []
     moved: list[tuple[str, str]] = []
     pieces = []
     for sentence in _split_keeping(text):
         labels = _SINGLE_LABEL.findall(sentence)
         if len(set(labels)) == 1 and 1 <= int(labels[0]) <= count:
             cited = int(labels[0]) - 1
-            words = _stems(_SINGLE_LABEL.sub(" ", sentence)) - {"source"}
-            scores = [sum(weight[w] for w in words & group) for group in stems]
+            scores = overlap_scores(sentence, source_texts)
             best = max(range(count), key=scores.__getitem__)
             if best != cited and scores[best] >= max(MOVE_FLOOR, 2 * scores[cited]):
                 sentence = sentence.replace(f"[{cited + 1}]", f"[{best + 1}]")

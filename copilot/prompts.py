@@ -226,8 +226,8 @@ TRENDS_PERIOD_SUMMARY = register(Prompt(
           "[{example_id}]."),
 ))
 
-TRENDS_IDEAS_TASK = ("Propose {count} new research ideas for {who}, building on what moved in the period {period}: "
-                     "{topics}. Each idea is one step: what to try, and why it could work.")
+TRENDS_IDEAS_TASK = ("Propose {count} new research ideas for {who}. The topics that grew in {period} were: {topics}. "
+                     "Each idea is one step: what to try, and why it could work.")
 
 
 # --- Related papers (PRISM): aspect descriptions used as search queries ---------------------------------

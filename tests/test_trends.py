@@ -280,9 +280,11 @@ def test_ideas_keep_their_support_with_the_paper_it_comes_from_and_drop_copies()
 
     # recorded from the 135M model under the ideas grammar: the second idea copied the first one's support
     # sentence and gave it another retrieved id
-    text = ("Idea: Adapt AI-driven triage to emergency departments. Support: [2503.14917] introduces a case study "
+    text = ("Idea: Adapt machine learning triage of hospitals in Finland to emergency departments. Support: "
+            "[2503.14917] introduces a case study "
             "on how AI can be used for healthcare in Finland.\n\n"
-            "Idea: Extend retrieval to multilingual clinical notes. Support: [2503.14917] introduces a case study "
+            "Idea: Extend sparse autoencoders for judging language model outputs. Support: [2503.14917] introduces "
+            "a case study "
             "on how AI can be used for healthcare in Finland.")
     papers = {"2503.14828": "Healthcare AI in Finland: a case study of hospitals adopting machine learning triage",
               "2503.14917": "Sparse autoencoders for judging language model outputs on benchmarks",
@@ -291,3 +293,17 @@ def test_ideas_keep_their_support_with_the_paper_it_comes_from_and_drop_copies()
     ideas = tr.ideas_from_rat(result, papers, 3)
     assert len(ideas) == 1 and ideas[0].paper_ids == ["2503.14828"]
     assert ideas[0].text.startswith("Idea: Adapt") and "[2503.14828] introduces a case study" in ideas[0].text
+
+
+def test_an_idea_must_share_its_words_with_the_papers_and_its_support_with_the_cited_one():
+    ids = ["2503.14828", "2503.14917", "2503.15168"]
+    texts = ["Healthcare AI in Finland: a case study of hospitals adopting machine learning triage",
+             "Sparse autoencoders for judging language model outputs on benchmarks",
+             "Vision-language models for scene maps in autonomous driving"]
+    grounded = ("Idea: Adapt machine learning triage of hospitals in Finland to emergency departments. Support: "
+                "[2503.14828] introduces a case study of hospitals in Finland adopting machine learning triage.")
+    assert tr.grounded_idea(grounded, ids, texts)
+    # recorded from the 135M model: a proposal about nothing in the papers, and a support in another language
+    assert not tr.grounded_idea("Idea: Adapt to the new way of thinking, and I am ready. Support: [2503.14917] "
+                                "introduces de la ciencia y aprenden el cual es más lindo.", ids, texts)
+    assert not tr.grounded_idea(grounded.replace("[2503.14828]", "[2503.15168]"), ids, texts)

@@ -7,7 +7,7 @@ import sys
 
 from copilot.cli.output import print_json
 from copilot.errors import UserError
-from copilot.features.trends import PRESETS, TrendsError, TrendsOptions, resolve_range, run_trends
+from copilot.features.trends import PRESETS, TrendsError, TrendsOptions, default_ideas, resolve_range, run_trends
 from copilot.services import Services
 
 
@@ -17,7 +17,8 @@ def cmd_trends(args: argparse.Namespace) -> int:
     try:
         start, end = resolve_range(services, args.range, args.start, args.end)
         opts = TrendsOptions.from_settings(services.settings, cap=args.cap, summarized_topics=args.summaries,
-                                           ideas=args.ideas)
+                                           ideas=default_ideas(services.settings) if args.ideas is None
+                                           else args.ideas)
         report = run_trends(services, start, end, categories, args.user, opts,
                             refresh=args.refresh,
                             on_stage=lambda r: print(f"[trends] {r.stage}", file=sys.stderr, flush=True))
@@ -48,7 +49,8 @@ def add_trends_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--user", default="local", help="whose profile ranks the papers (default: local)")
     p.add_argument("--cap", type=int, default=300, help="most papers analysed (default 300)")
     p.add_argument("--summaries", type=int, default=5, help="topics summarized by the LLM, largest first (default 5)")
-    p.add_argument("--ideas", type=int, default=3, help="research ideas = RAT steps (default 3; 0 = none)")
+    p.add_argument("--ideas", type=int, default=None,
+                   help="research ideas = RAT steps (default 3 with an endpoint, 0 with the local model; 0 = none)")
     p.add_argument("--refresh", action="store_true", help="recompute even when a cached report exists")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_trends)

@@ -18,8 +18,8 @@ from datetime import date, timedelta
 
 import numpy as np
 
-from copilot.grounding import (check, close_cut_statements, ids_to_labels, keep_paper_citations, labels_to_ids,
-                               prose_words, reattribute, tidy)
+from copilot.grounding import (MOVE_FLOOR, check, close_cut_statements, ids_to_labels, keep_paper_citations,
+                               labels_to_ids, overlap_scores, prose_words, reattribute, tidy)
 from copilot.llm import LLMError
 from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion
 from copilot.methods.rat import RATResult, run_rat, split_steps
@@ -38,6 +38,18 @@ MIN_PROSE_WORDS = 4       # less than this left after the checks is a fragment, 
 _IDEA_SUPPORT = re.compile(r"\bSupport:")
 TOPIC_STATEMENTS = 2      # statements in a grammar-bound topic summary
 PERIOD_STATEMENTS = 3
+NO_IDEA_PASSED = ("No idea is shown: none of the model's ideas passed the checks (an idea must propose something "
+                  "found in the period's papers, and cite a retrieved paper that supports it).")
+
+
+def default_ideas(settings) -> int:
+    """Research ideas are off by default on the packaged small model (see IDEAS_OFF_NOTICE), on otherwise."""
+    return 0 if settings.llm_backend == "local" else 3
+
+
+IDEAS_OFF_NOTICE = ("Research ideas are off by default with the packaged small local model: its ideas were rarely "
+                    "grounded in the papers (most failed the checks, the rest were vague). Raise 'Research ideas' to "
+                    "try anyway, or configure an OpenAI-compatible endpoint (COPILOT_LLM=openai).")
 
 
 class TrendsError(ValueError):
@@ -97,6 +109,7 @@ class TrendsReport:
     summary_ids: list[str] = field(default_factory=list)
     ideas: list[Idea] = field(default_factory=list)
     ideas_error: str | None = None
+    ideas_trace: list[dict] = field(default_factory=list)   # the RAT steps, also when no idea passed the checks
     failures: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     thought_ids: list[str] = field(default_factory=list)
@@ -323,11 +336,16 @@ def ideas_from_rat(result: RATResult, allowed_papers: dict[str, str], count: int
     supports: set[str] = set()
     for i, paragraph in enumerate(paragraphs):
         step = result.steps[i] if aligned else None
+        proposed = paragraph.lstrip().startswith("Idea:")
         paragraph = check(paragraph, allowed=None, instructions=[RAT_DRAFT.user, RAT_REVISE.user, result.task]).text
+        if proposed and not paragraph.startswith("Idea:"):   # the checks removed the proposal itself (an echo)
+            continue
         text, cited, _ = keep_paper_citations(tidy(paragraph, paragraphs=False), ids)
         labelled, moved = reattribute(ids_to_labels(text, ids), texts)
         if moved:
             text, cited, _ = keep_paper_citations(labels_to_ids(labelled, ids), ids)
+        if proposed and not grounded_idea(text, ids, texts):
+            continue
         support = " ".join(_IDEA_SUPPORT.split(text)[1:])
         support = " ".join(re.sub(r"\[[^\]]*\]", " ", support).lower().split())
         if prose_words(text) < MIN_PROSE_WORDS or any(text == idea.text for idea in ideas) or support in supports:
@@ -339,6 +357,22 @@ def ideas_from_rat(result: RATResult, allowed_papers: dict[str, str], count: int
             cited = [e.id for e in grounding if e.kind == "paper" and e.id in allowed_papers]
         ideas.append(Idea(text=text, paper_ids=cited, trace=[trace[i]] if aligned else trace))
     return ideas
+
+
+def grounded_idea(text: str, ids: Sequence[str], texts: Sequence[str]) -> bool:
+    """An "Idea: … Support: [id] …" of the ideas grammar is shown only when its proposal shares distinctive words
+    with the papers it was made from, and its support with the paper it cites (the 135M model otherwise writes
+    "Adapt to the new way of thinking" supported by a sentence in another language)."""
+    if len(texts) < 2:
+        return True
+    proposal, _, support = text.partition(" Support:")
+    if max(overlap_scores(proposal, texts)) < MOVE_FLOOR:
+        return False
+    if not support:
+        return True
+    supported = [ids.index(pid) for pid in keep_paper_citations(support, ids)[1]]
+    scores = overlap_scores(support, texts)
+    return any(scores[i] >= MOVE_FLOOR for i in supported)
 
 
 def generate_ideas(services: Services, report: TrendsReport, papers: dict[str, Paper], profile,
@@ -361,6 +395,7 @@ def generate_ideas(services: Services, report: TrendsReport, papers: dict[str, P
     allowed = {p.id: _paper_text(p) for p in context_papers}
     allowed.update({e.id: f"{e.title}\n{e.text}" for e in result.retrieved if e.kind == "paper"})
     ideas = ideas_from_rat(result, allowed, opts.ideas)
+    report.ideas_trace = [step.as_dict() for step in result.steps]
     out = []
     for idea in ideas:
         sources = ([(pid, "paper") for pid in idea.paper_ids] + [(p.id, "paper") for p in context_papers]
@@ -437,6 +472,8 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
                           writer=services.llm.info["model"], small_writer=services.llm.obeys_grammar)
     if profile_notice:
         report.notices.append(profile_notice)
+    if opts.ideas == 0 and default_ideas(services.settings) == 0:
+        report.notices.append(IDEAS_OFF_NOTICE)
     clock = time.perf_counter()
     chosen, vectors, report.in_range = select_papers(services, start, end, categories, profile, opts.cap)
     if not chosen:
@@ -499,6 +536,8 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
                 for pid in idea.paper_ids:
                     report.titles.setdefault(pid, "")
                 lineage.append((idea.text, sources, f"Research idea from trends {period_label(report)}"))
+            if not report.ideas:
+                report.ideas_error = NO_IDEA_PASSED
         except LLMError as error:
             report.ideas_error = f"Ideas failed: {error}"
             report.failures.append(f"ideas: {error}")

@@ -68,20 +68,25 @@ def summary_html(report: trends.TrendsReport) -> str:
     return f"<h3>The period</h3><div id='trends-overall'>{linked(report.summary)}</div>"
 
 
+def trace_html(trace: list[dict], title: str = "Revision trace (RAT)") -> str:
+    steps = "".join(
+        f"<li>query: <code>{escape(step['query'])}</code> · retrieved: {escape(', '.join(step['retrieved']))}"
+        f"{' · kept the draft' if step.get('kept') else ''}<br><b>before</b>: {escape(step['before'])}"
+        f"<br><b>after</b>: {escape(step['after'])}</li>" for step in trace)
+    return f"<details><summary>{escape(title)}</summary><ol>{steps}</ol></details>"
+
+
 def ideas_html(report: trends.TrendsReport) -> str:
     if report.ideas_error:
-        return f"<h3>Research ideas</h3><p class='trends-failure'>{escape(report.ideas_error)}</p>"
+        shown = trace_html(report.ideas_trace, "What the model wrote (RAT trace)") if report.ideas_trace else ""
+        return f"<h3>Research ideas</h3><p class='trends-failure'>{escape(report.ideas_error)}</p>{shown}"
     if not report.ideas:
         return ""
     items = []
     for idea in report.ideas:
         papers = ", ".join(arxiv_link(pid, report.titles.get(pid) or pid) for pid in idea.paper_ids) or "none"
-        steps = "".join(
-            f"<li>query: <code>{escape(step['query'])}</code> · retrieved: {escape(', '.join(step['retrieved']))}"
-            f"{' · kept the draft' if step.get('kept') else ''}<br><b>before</b>: {escape(step['before'])}"
-            f"<br><b>after</b>: {escape(step['after'])}</li>" for step in idea.trace)
         items.append(f"<li class='trends-idea'>{linked(idea.text)}<br><small>Papers: {papers}</small>"
-                     f"<details><summary>Revision trace (RAT)</summary><ol>{steps}</ol></details></li>")
+                     f"{trace_html(idea.trace)}</li>")
     caution = ""
     if report.small_writer:
         caution = (f"<p class='trends-caution'><small>Drafted by the small local model ({escape(report.writer)}): "
@@ -139,7 +144,8 @@ def build(services: Services) -> None:
                                       elem_id="trends-categories")
     with gr.Row():
         summarized = gr.Slider(0, 8, value=5, step=1, label="Topics to summarize (LLM)", elem_id="trends-summaries")
-        idea_count = gr.Slider(0, 5, value=3, step=1, label="Research ideas (RAT steps)", elem_id="trends-ideas-count")
+        idea_count = gr.Slider(0, 5, value=trends.default_ideas(services.settings), step=1,
+                               label="Research ideas (RAT steps)", elem_id="trends-ideas-count")
     with gr.Row():
         run = gr.Button("Show trends", variant="primary", elem_id="trends-run")
         refresh = gr.Button("Refresh (recompute)", elem_id="trends-refresh")

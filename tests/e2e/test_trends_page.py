@@ -37,8 +37,12 @@ def test_trends_tab_shows_topics_plots_summaries_and_ideas(app_server, page):
     links = page.locator("#trends-summary a, #trends-topic-table a").evaluate_all("els => els.map(e => e.href)")
     assert links and all(h.startswith("https://arxiv.org/abs/") for h in links)
     assert {h.rsplit("/", 1)[1] for h in links} <= ids                 # only papers of the analysed range
+    # an idea with its RAT trace, or (the packaged 135M model's ideas often fail the grounding checks) the
+    # page says no idea passed and still shows what the model wrote
     ideas = page.locator("li.trends-idea")
-    assert ideas.count() >= 1
-    ideas.first.locator("summary").click()
-    ideas.first.get_by_text("query:").first.wait_for()
+    shown = ideas.first if ideas.count() else page.locator("#trends-ideas")
+    if not ideas.count():
+        assert "No idea is shown" in page.locator("#trends-ideas").inner_text()
+    shown.locator("summary").first.click()
+    shown.get_by_text("query:").first.wait_for()
     page.screenshot(path="/tmp/trends-week.png", full_page=True)
