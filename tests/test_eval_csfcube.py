@@ -1,40 +1,17 @@
-"""CSFCube evaluation: metric functions against hand-computed values, the protocol on a toy fold, and the
-real command on a 3-query slice of the dev fold with the local model and the default embedder."""
+"""CSFCube evaluation: the protocol on a toy fold (whose query sits in its own pool), and the real command on a
+3-query slice of the dev fold with the local model and the default embedder. The metrics: tests/test_metrics.py."""
 
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
 from copilot.eval import csfcube
-from copilot.eval.metrics import average_precision, mean_metrics, ndcg_at_k, query_metrics, recall_at_k
+from copilot.eval.metrics import METRICS, TESTED_METRICS
 from tests.conftest import CSFCUBE
 from tests.doubles import scripted_llm
 from tests.helpers import run_cli, subprocess_env
-
-
-# --- metrics
-def test_metrics_hand_computed():
-    grades = [3, 0, 2, 1]
-    dcg = 3 / math.log2(2) + 2 / math.log2(4) + 1 / math.log2(5)
-    ideal = 3 / math.log2(2) + 2 / math.log2(3) + 1 / math.log2(4)
-    assert ndcg_at_k(grades, 20) == pytest.approx(dcg / ideal) == pytest.approx(0.930451, abs=1e-6)
-    assert average_precision(grades) == pytest.approx((1 / 1 + 2 / 3) / 2)
-    assert recall_at_k(grades, 20) == 1.0 and recall_at_k(grades, 2) == 0.5
-    assert query_metrics([2, 2, 0]) == {"ndcg@20": 1.0, "map": 1.0, "recall@20": 1.0}
-
-
-def test_metrics_cutoff_and_no_relevant():
-    late = [0] * 20 + [3] + [0] * 4
-    assert ndcg_at_k(late, 20) == 0.0 and recall_at_k(late, 20) == 0.0
-    assert average_precision(late) == pytest.approx(1 / 21)
-    assert ndcg_at_k(late, 21) == pytest.approx(1 / math.log2(22))
-    assert query_metrics([1, 1, 0]) == {"ndcg@20": 1.0, "map": 0.0, "recall@20": 0.0}   # grade 1 is not relevant
-    assert ndcg_at_k([0, 0], 20) == 0.0
-    assert mean_metrics([{"ndcg@20": 1, "map": 0.5, "recall@20": 0}, {"ndcg@20": 0, "map": 0.5, "recall@20": 1}]) == \
-        {"ndcg@20": 0.5, "map": 0.5, "recall@20": 0.5, "queries": 2}
 
 
 # --- the protocol on a toy fold
@@ -48,7 +25,7 @@ def _write_toy_fold(folder):
             {"paper_id": "c2", "title": "Protein folding in yeast", "abstract": "We study chaperones in yeast."},
             {"paper_id": "c3", "title": "Bird migration", "abstract": "Birds fly south in autumn."}]
     (folder / csfcube.ABSTRACTS_FILE).write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    anns = {"q1": {"cands": ["c2", "c3", "c1"], "relevance_adju": [0, 0, 3]}}
+    anns = {"q1": {"cands": ["c2", "q1", "c3", "c1"], "relevance_adju": [0, 3, 0, 3]}}     # q1 in its own pool
     (folder / "toy-pid2anns-background.json").write_text(json.dumps(anns))
     return rows
 
@@ -63,17 +40,42 @@ def test_protocol_on_a_toy_fold_ranks_only_the_query_candidates(services, tmp_pa
     report = csfcube.run(services, tmp_path / "toy", facets=["background"])
     assert len(backend.calls) == 3 and all(c.temperature == 0.0 for c in backend.calls)
     assert set(report.results) == set(csfcube.METHODS)
-    assert report.results["abstract"]["overall"] == {"ndcg@20": 1.0, "map": 1.0, "recall@20": 1.0, "queries": 1}
+    # the query paper is out of its own pool: c1, its twin, is the one grade-3 hit, ranked first
+    assert report.meta["query_in_own_pool_removed"] == ["q1_background"] and report.meta["candidates"] == 3
+    assert report.results["abstract"]["overall"] == {**dict.fromkeys(METRICS, 1.0), "queries": 1} | \
+        {"upstream_ndcg%20": 0.0}                                      # 3 candidates: NDCG%20 cuts at rank 0
     # three aspect lists put the protein paper first, so the fused ranking no longer has c1 on top
     assert report.results["prism"]["background"]["map"] < 1.0
     assert list(report.per_query["prism"]) == ["q1_background"]
-    assert report.meta["fold"] == "toy" and report.meta["candidates"] == 3
+    assert report.meta["fold"] == "toy" and report.meta["llm_calls"] == 3
+    assert set(report.vs_baseline) == {"facet-sentences", "prism", "prism-facet"}
+    loss = report.vs_baseline["prism"]["map"]
+    assert (loss["wins"], loss["losses"], loss["ties"], loss["sign_test_p"]) == (0, 1, 0, 1.0)
+    assert set(report.vs_baseline["prism"]) == set(TESTED_METRICS)
 
     again = csfcube.run(services, tmp_path / "toy", facets=["background"])     # aspects cached: no call
     assert len(backend.calls) == 3 and again.results == report.results
     table = csfcube.markdown_table(report)
-    assert table.splitlines()[0].startswith("| method | overall ndcg@20 | overall map | overall recall@20 |")
-    assert "| abstract | 100.00 | 100.00 | 100.00 |" in table
+    assert table.splitlines()[0] == ("| method | NDCG@20 (ours) | NDCG%20 (upstream) | NDCG@20 (upstream) | MAP | "
+                                     "Recall@20 |")
+    assert "| abstract | 100.00 | 0.00 | 100.00 | 100.00 | 100.00 |" in table
+    assert "| prism | MAP | -" in table and "| q1_background | 100.0 / 0.0 / 100.0 |" in table
+    assert "taken out of their own pool: q1_background" in table
+
+
+def test_embedder_only_methods_call_no_llm(services, tmp_path):
+    _write_toy_fold(tmp_path / "toy")
+    llm, backend = scripted_llm(services.db, [])
+    services.llm = llm
+    report = csfcube.run(services, tmp_path / "toy", facets=["background"], methods=["facet-sentences"])
+    assert backend.calls == [] and report.meta["llm"] is None and report.meta["llm_calls"] == 0
+    assert list(report.results) == ["abstract", "facet-sentences"] and list(report.vs_baseline) == ["facet-sentences"]
+    assert "no LLM (embedder-only methods)" in csfcube.markdown_table(report)
+    assert csfcube.output_name("dev", "json", None, csfcube.FACETS, ["abstract", "facet-sentences"]) == \
+        "csfcube-dev-facet-sentences"
+    assert csfcube.output_name("dev", "json", 3, csfcube.FACETS, csfcube.METHODS) == "csfcube-dev-json-limit3"
+    with pytest.raises(csfcube.EvalDataError, match="unknown method 'bm25'"):
+        csfcube.run(services, tmp_path / "toy", facets=["background"], methods=["bm25"])
 
 
 def test_missing_files_are_reported(tmp_path):
@@ -89,6 +91,9 @@ def test_dev_fold_loads_by_glob():
     assert fold.prefix == "dev" and len(fold.queries) == 24
     assert [q.facet for q in fold.queries[:9]] == ["background"] * 8 + ["method"]
     assert all(len(q.cands) == len(q.grades) for q in fold.queries)
+    # upstream's result pool of 8781666 lists the query paper itself, graded 3: it is no candidate here
+    assert fold.in_own_pool == ["8781666_result"]
+    assert all(q.pid not in q.cands and q.pid not in q.grades for q in fold.queries)
 
 
 # --- the real command on a 3-query slice
@@ -99,19 +104,21 @@ def test_eval_command_on_a_three_query_slice(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.strip().splitlines()
     assert len(lines) == 1
-    results = json.loads(lines[0])
+    printed = json.loads(lines[0])
+    assert list(printed) == ["results", "vs_abstract", "per_query", "meta"]
+    results = printed["results"]
     assert list(results) == list(csfcube.METHODS)
     for entry in results.values():
         assert set(entry) == {"overall", "background", "method", "result"}
         assert entry["overall"]["queries"] == 3 and entry["background"]["queries"] == 3
         assert entry["method"]["queries"] == 0
-        assert all(0.0 <= entry["overall"][m] <= 1.0 for m in ("ndcg@20", "map", "recall@20"))
+        assert all(0.0 <= entry["overall"][m] <= 1.0 for m in METRICS)
     # measured here: abstract 0.66 on this slice, a random order 0.36 on average (300 shuffles)
     assert results["abstract"]["overall"]["ndcg@20"] > 0.5
-    assert "| method | overall ndcg@20" in run.stderr
+    assert "| method | NDCG@20 (ours) | NDCG%20 (upstream)" in run.stderr and "sign test p" in run.stderr
     written = json.loads((tmp_path / "eval" / "csfcube-dev-limit3.json").read_text())
-    assert written == results
+    assert written == printed
     assert (tmp_path / "eval" / "csfcube-dev-limit3.md").read_text().startswith("| method |")
-    per_query = json.loads((tmp_path / "eval" / "csfcube-dev-limit3-per-query.json").read_text())
-    assert len(per_query["per_query"]["prism"]) == 3 and per_query["meta"]["llm_calls"] == 9
+    assert len(printed["per_query"]["prism"]) == 3 and printed["meta"]["llm_calls"] == 9
+    assert printed["vs_abstract"]["prism"]["ndcg@20"]["queries"] == 3
     assert list((tmp_path / "eval" / "cache").glob("csfcube-*.npz"))
