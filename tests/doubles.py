@@ -48,3 +48,15 @@ class ScriptedBackend:
 def scripted_llm(db, replies: Iterable = ()) -> tuple[LLM, ScriptedBackend]:
     backend = ScriptedBackend(list(replies))
     return LLM(backend, db, retries=0), backend
+
+
+def rescript(services, replies: Iterable = ()) -> ScriptedBackend:
+    """The scripted backend a Services was built with (`Services(settings, llm_backend=ScriptedBackend())`), its
+    queue replaced by `replies` and its record of calls cleared: one Services over a module's data, a script per
+    test."""
+    backend = services.llm.backend
+    if not isinstance(backend, ScriptedBackend):
+        raise TypeError("this Services was not built with a ScriptedBackend")
+    backend.replies[:] = list(replies)
+    backend.calls.clear()
+    return backend

@@ -16,7 +16,7 @@ from copilot.features.stats import chat_stats, wilson_interval
 from copilot.llm import LLMError
 from copilot.services import Services
 from tests.conftest import import_papers, make_settings
-from tests.doubles import scripted_llm
+from tests.doubles import ScriptedBackend, rescript
 
 QUESTION = "How do large language models use retrieval to answer questions?"
 THOUGHT = "1\nLanguage models answer better when they retrieve supporting passages first [{}]."
@@ -34,7 +34,7 @@ def reply(messages) -> str:
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     """One data dir with 40 real papers for the scripted tests (importing per test is slow on 2 cores)."""
-    services = Services(make_settings(tmp_path_factory.mktemp("chat") / "data"))
+    services = Services(make_settings(tmp_path_factory.mktemp("chat") / "data"), llm_backend=ScriptedBackend())
     import_papers(services, 40)
     return services
 
@@ -55,9 +55,7 @@ def chat(shared):
 
 @pytest.fixture
 def scripted(chat):
-    llm, backend = scripted_llm(chat.services.db, [reply] * 50)
-    chat.services.llm = llm
-    return backend
+    return rescript(chat.services, [reply] * 50)
 
 
 def run(chat: Chat, question: str, user: str = "local"):
@@ -151,8 +149,7 @@ def test_sides_are_random_per_turn(chat, scripted):
 
 def test_one_side_failing_keeps_the_other_and_blocks_voting(chat):
     seed_thought(chat)
-    llm, backend = scripted_llm(chat.db, [LLMError("endpoint down"), reply, reply])
-    chat.services.llm = llm
+    rescript(chat.services, [LLMError("endpoint down"), reply, reply])
     turn = run(chat, QUESTION)
     failed, ok = turn.answers[0], turn.answers[1]
     assert failed.error == "endpoint down" and failed.text == ""
@@ -169,8 +166,7 @@ def test_one_side_failing_keeps_the_other_and_blocks_voting(chat):
 
 def test_failed_thought_job_is_logged_and_the_vote_kept(chat):
     seed_thought(chat)
-    llm, _ = scripted_llm(chat.db, [reply, reply, LLMError("model crashed")])
-    chat.services.llm = llm
+    rescript(chat.services, [reply, reply, LLMError("model crashed")])
     turn = run(chat, QUESTION)
     chat.vote(turn.id, "thoughts", "local")
     jobs = chat.wait_for_thoughts(turn.id, timeout=60)
@@ -273,9 +269,9 @@ def test_end_to_end_with_the_real_local_model(services, settings, monkeypatch, c
     assert memory.level(thought_id) == 2.0
 
 
-def test_empty_library_is_refused_before_any_model_runs(services):
-    llm, backend = scripted_llm(services.db, [])
-    services.llm = llm
+def test_empty_library_is_refused_before_any_model_runs(settings):
+    backend = ScriptedBackend([])
+    services = Services(settings, llm_backend=backend)
     with pytest.raises(ChatError, match="library is empty"):
         Chat(services).prepare("What is new in retrieval?", "local")
     assert backend.calls == [] and services.db.query("SELECT * FROM chat_turns") == []

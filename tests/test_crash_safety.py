@@ -19,7 +19,7 @@ import pytest
 from copilot.features.chat import Chat, ChatError
 from copilot.services import Services
 from tests.conftest import PAPERS_JSONL, ROOT, import_papers, make_settings, read_rows
-from tests.doubles import scripted_llm
+from tests.doubles import ScriptedBackend
 from tests.helpers import subprocess_env
 
 FULL_ANSWER = "Retrieval grounds the answer in the retrieved papers [x]."
@@ -32,10 +32,9 @@ sys.path.insert(0, sys.argv[1])
 from copilot.config import load_settings
 from copilot.services import Services
 from copilot.features.chat import Chat
-from tests.doubles import scripted_llm
+from tests.doubles import ScriptedBackend
 
 mode, data_dir, answer_delay = sys.argv[2], sys.argv[3], float(sys.argv[4])
-services = Services(load_settings(data_dir=data_dir, llm="local", scheduler=False))
 
 def reply(messages):
     if "Step 1:" in messages[-1]["content"]:
@@ -43,7 +42,8 @@ def reply(messages):
     time.sleep(answer_delay)
     return %r
 
-services.llm, _ = scripted_llm(services.db, [reply] * 100000)
+services = Services(load_settings(data_dir=data_dir, llm="local", scheduler=False),
+                    llm_backend=ScriptedBackend([reply] * 100000))
 chat = Chat(services)
 print("ready", flush=True)
 if mode == "votes":
@@ -163,8 +163,7 @@ def test_burst_of_votes_killed_then_every_confirmed_vote_is_present(chat_dir, tm
 
     data_dir = tmp_path / "data"
     shutil.copytree(chat_dir, data_dir)
-    services = Services(make_settings(data_dir))
-    services.llm, _ = scripted_llm(services.db, [reply] * 100)
+    services = Services(make_settings(data_dir), llm_backend=ScriptedBackend([reply] * 100))
     chat = Chat(services)
     turns = []
     for i in range(12):
@@ -245,23 +244,31 @@ def test_burst_of_questions_killed_leaves_no_half_written_turn(chat_dir, tmp_pat
 # A process that votes and is SIGKILLed at a chosen point of the thought memory's two writes. The stores are
 # paused by wrapping the Chroma collection in this child process only; the product code runs unchanged.
 MEMORY_WORKER = r'''
-import sys, time
+import sys, threading, time
 sys.path.insert(0, sys.argv[1])
 from copilot.config import load_settings
 from copilot.services import Services
 from copilot.features.chat import Chat
-from tests.doubles import scripted_llm
+from tests.doubles import ScriptedBackend
 
 mode, data_dir, turn_id, choice = sys.argv[2:6]
-services = Services(load_settings(data_dir=data_dir, llm="local", scheduler=False))
+said = threading.Lock()
+
+def say(word):
+    """One whole line: the job thread's "paused" and the main thread's "voted" must not share a line."""
+    with said:
+        print(word, flush=True)
 
 def reply(messages):
     if "Step 1:" in messages[-1]["content"]:
         if mode == "mid_thought":
-            print("paused", flush=True)
+            say("paused")
             time.sleep(300)
         return %r
     return "Retrieval grounds the answer in the retrieved papers [1]."
+
+services = Services(load_settings(data_dir=data_dir, llm="local", scheduler=False),
+                    llm_backend=ScriptedBackend([reply] * 100))
 
 class Paused:
     """The thoughts collection, stopping for good after (upsert) or before (delete) the chosen write."""
@@ -274,7 +281,7 @@ class Paused:
         def paused(*args, **kwargs):
             if self.after:
                 real(*args, **kwargs)
-            print("paused", flush=True)
+            say("paused")
             time.sleep(300)
         return paused
 
@@ -282,10 +289,9 @@ if mode == "between_add":           # the vector is written, the row is not
     services.store.thoughts = Paused(services.store.thoughts, "upsert", after=True)
 elif mode == "between_retract":     # the row is marked retracted, the vector is not yet removed
     services.store.thoughts = Paused(services.store.thoughts, "delete", after=False)
-services.llm, _ = scripted_llm(services.db, [reply] * 100)
 chat = Chat(services)
 chat.vote(turn_id, choice, "crash-user")
-print("voted", flush=True)
+say("voted")
 time.sleep(300)
 ''' % ("1\n" + "Citation-aware decoding lets small models point to the abstract behind every claim they write.")
 KILLED_THOUGHT = "Citation-aware decoding lets small models point to the abstract behind every claim they write."
@@ -307,9 +313,8 @@ def test_killed_inside_a_thought_write_then_restart_repairs(chat_dir, tmp_path, 
 
     data_dir = tmp_path / "data"
     shutil.copytree(chat_dir, data_dir)
-    services = Services(make_settings(data_dir))
-    services.llm, _ = scripted_llm(services.db, [lambda m: "1\n" + KILLED_THOUGHT if "Step 1:" in m[-1]["content"]
-                                                 else CITED_ANSWER] * 20)
+    services = Services(make_settings(data_dir), llm_backend=ScriptedBackend(
+        [lambda m: "1\n" + KILLED_THOUGHT if "Step 1:" in m[-1]["content"] else CITED_ANSWER] * 20))
     chat = Chat(services)
     turn = chat.prepare("How do language models retrieve evidence before they answer?", "crash-user")
     for _ in chat.stream(turn):
@@ -343,8 +348,8 @@ def test_killed_inside_a_thought_write_then_restart_repairs(chat_dir, tmp_path, 
         assert thoughts["mismatches"] == 0 and len(report["stale_jobs"]) == 1
     assert code == 1 and report["mismatches"] >= 1 and thoughts["missing_vectors"] == []  # never invisible
 
-    restarted = Services(make_settings(data_dir))         # restart: repair, resume the job (scripted model)
-    restarted.llm, _ = scripted_llm(restarted.db, ["1\n" + KILLED_THOUGHT] * 5)
+    restarted = Services(make_settings(data_dir),          # restart: repair, resume the job (scripted model)
+                         llm_backend=ScriptedBackend(["1\n" + KILLED_THOUGHT] * 5))
     repaired = doctor(restarted, repair=True)
     assert repaired["after_repair"]["mismatches"] == 0
     code, report = memory_doctor_cli(data_dir)

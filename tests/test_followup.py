@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from copilot.features.chat import Chat
 from copilot.methods.followup import PreviousTurn, standalone_question
+from copilot.services import Services
 from tests.conftest import import_papers
-from tests.doubles import scripted_llm
+from tests.doubles import ScriptedBackend
 
 PREVIOUS = PreviousTurn(
     question="How do language models retrieve evidence?",
@@ -46,10 +47,11 @@ def test_a_reference_beyond_the_sources_is_not_invented():
     assert "fifth" in rewrite.question and '"' not in rewrite.question
 
 
-def test_a_follow_up_in_chat_retrieves_for_the_paper_it_refers_to(services):
+def test_a_follow_up_in_chat_retrieves_for_the_paper_it_refers_to(settings):
+    backend = ScriptedBackend([lambda messages: "Source [1] shows that it works well.",
+                               lambda messages: "Source [1] reports more detail here."])
+    services = Services(settings, llm_backend=backend)
     papers = import_papers(services, 60)
-    services.llm, backend = scripted_llm(services.db, [lambda messages: "Source [1] shows that it works well.",
-                                                      lambda messages: "Source [1] reports more detail here."])
     chat = Chat(services)
     first = chat.prepare("How do vision-language models handle hallucination?", "local")
     for _ in chat.stream(first):
@@ -66,9 +68,10 @@ def test_a_follow_up_in_chat_retrieves_for_the_paper_it_refers_to(services):
     assert len(papers) == 60
 
 
-def test_ask_after_a_turn_reads_the_follow_up_in_its_context(services):
+def test_ask_after_a_turn_reads_the_follow_up_in_its_context(settings):
+    backend = ScriptedBackend([lambda m: "Source [1] shows that it works well."] * 4)
+    services = Services(settings, llm_backend=backend)
     import_papers(services, 30)
-    services.llm, _ = scripted_llm(services.db, [lambda m: "Source [1] shows that it works well."] * 4)
     chat = Chat(services)
     first = chat.ask("How do vision-language models handle hallucination?", "local")
     follow = chat.ask("Tell me more about that.", "local", previous_turn=first["turn_id"])

@@ -27,7 +27,7 @@ from copilot.records import Evidence, Paper, storable_text
 from copilot.services import Services
 from copilot.sources.snapshot import BadLine, read_snapshot
 from tests.conftest import import_papers, make_settings, read_rows, PAPERS_JSONL
-from tests.doubles import scripted_llm
+from tests.doubles import ScriptedBackend, rescript
 
 HUGE = ("retrieval " * 10_000)[:-1] + "?"        # 100,000 characters
 BINARY = "\x00\x01\x07\x08\x1b[2J\x7f\ufffe\u202e\udc80 é\r\n\x0c\x9f" * 20
@@ -43,7 +43,8 @@ def tried(kind: str, where: str) -> None:
 
 @pytest.fixture(scope="module")
 def services(tmp_path_factory):
-    services = Services(make_settings(tmp_path_factory.mktemp("hostile") / "data", max_input_chars=2000))
+    services = Services(make_settings(tmp_path_factory.mktemp("hostile") / "data", max_input_chars=2000),
+                        llm_backend=ScriptedBackend())
     import_papers(services, 30)
     return services
 
@@ -58,7 +59,7 @@ def answering(messages) -> str:
 @pytest.fixture
 def chat(services):
     chat = Chat(services)
-    services.llm, backend = scripted_llm(services.db, [answering] * 200)
+    rescript(services, [answering] * 200)
     yield chat
     chat.wait_for_all(timeout=120)
 
@@ -202,7 +203,7 @@ def test_chat_survives_empty_or_garbage_llm_output(services, index):
     output = GARBAGE_OUTPUTS[index]
     TRIED.append(f"llm-output:{index}")
     chat = Chat(services)
-    services.llm, backend = scripted_llm(services.db, [output] * 6)
+    rescript(services, [output] * 6)
     # a thought close to the question makes the turn a comparison whatever ran before this test
     chat.memory.add("Retrieval-augmented language models work by retrieving papers and answering from them.",
                     [], origin="test", user="garbage-user", check_redundant=False)
@@ -227,7 +228,7 @@ def test_chat_survives_empty_or_garbage_llm_output(services, index):
 def test_llm_failing_on_one_side_leaves_the_other_answer(services):
     TRIED.append("llm-output:error")
     chat = Chat(services)
-    services.llm, _ = scripted_llm(services.db, [LLMError("endpoint exploded"), "A fine answer [x].", "0"] * 2)
+    rescript(services, [LLMError("endpoint exploded"), "A fine answer [x].", "0"] * 2)
     record = chat.ask("What do benchmarks for language models measure?", "garbage-user", wait=True)
     errors = [a["error"] for a in record["answers"]]
     assert any(e and "exploded" in e for e in errors)
@@ -258,7 +259,7 @@ def test_injected_abstract_is_quoted_in_the_chat_prompt(services):
                     authors=["Mallory"], categories=["cs.CL"], published=date(2025, 3, 1))
     ingestor(services).run("hostile", [hostile])
     chat = Chat(services)
-    services.llm, backend = scripted_llm(services.db, [answering] * 6)
+    backend = rescript(services, [answering] * 6)
     record = chat.ask("retrieval-augmented question answering", "injection-user", wait=True)
     assert any(s["id"] == hostile.id for a in record["answers"] for s in a["sources"])
     answer_calls = [c for c in backend.calls if "Question:" in c.messages[-1]["content"]

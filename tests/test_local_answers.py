@@ -9,6 +9,7 @@ from __future__ import annotations
 from copilot.features.chat import Chat
 from copilot.grounding import cited, cut_loop, drop_echo
 from copilot.prompts import CANNOT_ANSWER, CHAT_ANSWER
+from copilot.services import Services
 from tests.conftest import import_papers
 
 QUESTIONS = [
@@ -38,12 +39,12 @@ class RawOutputs:
             yield piece
 
 
-def test_five_questions_get_grounded_answers_from_the_local_model(services):
-    from copilot.llm import LLM
+def test_five_questions_get_grounded_answers_from_the_local_model(settings):
+    from copilot.llm import build_llm
 
+    raw = RawOutputs(build_llm(settings, None).backend)   # the configured local model, its outputs recorded
+    services = Services(settings, llm_backend=raw)
     import_papers(services, 300)
-    raw = RawOutputs(services.llm.backend)
-    services.llm = LLM(raw, services.db, retries=0)
     chat = Chat(services)
     answered = 0
     for question in QUESTIONS:

@@ -15,7 +15,7 @@ from copilot.methods.fusion import reciprocal_rank_fusion
 from copilot.services import Services
 from tests.conftest import import_papers, make_settings
 from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
-from tests.doubles import scripted_llm
+from tests.doubles import ScriptedBackend, scripted_llm
 
 PAPER = prism.QueryPaper("Sparse Mixture Routing for Translation",
                          "We route tokens to experts. We evaluate on WMT and beat dense baselines.", id="2501.00001")
@@ -161,11 +161,12 @@ def library(services):
     return import_papers(services, 40)
 
 
-def test_find_related_fuses_available_queries_and_names_the_missing_aspect(services, library):
+def test_find_related_fuses_available_queries_and_names_the_missing_aspect(settings):
+    backend = ScriptedBackend()
+    services = Services(settings, llm_backend=backend)
+    library = import_papers(services, 40)
     query_paper = library[0]
-    llm, backend = scripted_llm(services.db, [f"{library[5].title}. {library[5].abstract}", LLMError("down"),
-                                              library[9].abstract])
-    services.llm = llm
+    backend.replies += [f"{library[5].title}. {library[5].abstract}", LLMError("down"), library[9].abstract]
     query = related.parse_query(services, f"https://arxiv.org/abs/{query_paper.id}v1")
     assert query.source == "library" and query.paper.id == query_paper.id
     result = related.find_related(services, query, limit=39)

@@ -12,7 +12,7 @@ from copilot.features import profile as P
 from copilot.records import Paper
 from copilot.services import Services
 from tests.conftest import ARXIV_RESPONSES, make_settings, sample_papers
-from tests.doubles import scripted_llm
+from tests.doubles import ScriptedBackend, rescript
 from tests.helpers import clean_env
 from tests.helpers import run_cli_in_process as run_cli
 from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
@@ -24,12 +24,24 @@ PAGE_ONE_IDS = {"1201.4869", "cond-mat/0412498", "cond-mat/0603029", "1005.5383"
                 "1412.6529", "cond-mat/0607501", "cond-mat/0702661", "0807.2873"}
 
 
+def profile_services(data_dir, arxiv_url: str, llm_backend=None) -> Services:
+    # a generous LLM timeout: the machine running the tests may be busy; the tests assert no timing
+    return Services(make_settings(data_dir, arxiv_api_url=arxiv_url, arxiv_timeout=2.0, llm_timeout=600.0),
+                    llm_backend=llm_backend)
+
+
 @pytest.fixture
 def svc(tmp_path, fake_arxiv, monkeypatch):
+    """Services with the real local model."""
     clean_env(monkeypatch)
-    # a generous LLM timeout: the machine running the tests may be busy; the tests assert no timing
-    return Services(make_settings(tmp_path / "data", arxiv_api_url=fake_arxiv.url, arxiv_timeout=2.0,
-                                  llm_timeout=600.0))
+    return profile_services(tmp_path / "data", fake_arxiv.url)
+
+
+@pytest.fixture
+def scripted_svc(tmp_path, fake_arxiv, monkeypatch):
+    """Services built with a scripted model (`rescript` gives it a test's replies)."""
+    clean_env(monkeypatch)
+    return profile_services(tmp_path / "data", fake_arxiv.url, llm_backend=ScriptedBackend())
 
 
 def author_params(query: str, start: int) -> dict:
@@ -231,32 +243,32 @@ def test_finalize_flags_text_not_in_first_person():
     assert any("first person" in n for n in draft.notes)
 
 
-def test_stream_draft_streams_then_validates(svc):
-    svc.llm, backend = scripted_llm(svc.db, ["I study sparse retrieval [2501.00001] and [3333.33333].\n"
-                                             "Keywords: sparse retrieval, query expansion"])
-    items = list(P.stream_draft(svc, PAPERS, max_tokens=80))
+def test_stream_draft_streams_then_validates(scripted_svc):
+    backend = rescript(scripted_svc, ["I study sparse retrieval [2501.00001] and [3333.33333].\n"
+                                      "Keywords: sparse retrieval, query expansion"])
+    items = list(P.stream_draft(scripted_svc, PAPERS, max_tokens=80))
     assert all(isinstance(i, str) for i in items[:-1]) and len(items) > 3
     assert items[-2].endswith("query expansion") and isinstance(items[-1], P.Draft)
     assert "3333.33333" not in items[-1].text
     prompt = backend.calls[0].text
     assert '<source id="2501.00001">' in prompt and "first person" in prompt and backend.calls[0].max_tokens == 80
-    assert svc.db.query_one("SELECT prompt_name FROM llm_calls")["prompt_name"] == "profile_draft"
+    assert scripted_svc.db.query_one("SELECT prompt_name FROM llm_calls")["prompt_name"] == "profile_draft"
 
 
-def test_stream_draft_needs_material_and_reports_model_failure(svc):
+def test_stream_draft_needs_material_and_reports_model_failure(scripted_svc):
     with pytest.raises(P.ProfileError, match="select at least one paper"):
-        list(P.stream_draft(svc, [], "  "))
+        list(P.stream_draft(scripted_svc, [], "  "))
     from copilot.llm import LLMError
 
-    svc.llm, _ = scripted_llm(svc.db, [LLMError("model crashed")])
+    rescript(scripted_svc, [LLMError("model crashed")])
     with pytest.raises(P.ProfileError, match="language model failed.*saved profile is unchanged"):
-        list(P.stream_draft(svc, PAPERS))
+        list(P.stream_draft(scripted_svc, PAPERS))
 
 
-def test_pasted_text_alone_gives_keywords_and_no_citations(svc):
-    svc.llm, _ = scripted_llm(svc.db, ["I work on protein folding with graph networks [2501.00001]."])
+def test_pasted_text_alone_gives_keywords_and_no_citations(scripted_svc):
+    rescript(scripted_svc, ["I work on protein folding with graph networks [2501.00001]."])
     text = "I work on protein folding.\n\nGraph neural networks predict protein structure and folding paths."
-    draft = P.generate_draft(svc, [], text)
+    draft = P.generate_draft(scripted_svc, [], text)
     assert "2501.00001" not in draft.text and draft.paper_ids == []
     assert "protein" in " ".join(draft.keywords)
 
@@ -356,14 +368,14 @@ def test_generation_with_the_real_local_model(svc, fake_arxiv):
     assert P.load_profile(svc, P.DEFAULT_USER).text == draft.text and profile.paper_ids == [p.id for p in papers]
 
 
-def test_cli_build_then_show(svc, fake_arxiv, capsys, monkeypatch):
+def test_cli_build_then_show(scripted_svc, fake_arxiv, capsys, monkeypatch):
     """`profile build` runs the same generation and validation (scripted model here; the real model is
     exercised above) and saves; `profile show` reads it back."""
     import copilot.cli.profile
 
-    svc.llm, backend = scripted_llm(svc.db, ["I study quantum field theory [1707.08567] and [2222.22222].\n"
-                                             "Keywords: gravity, black holes"])
-    monkeypatch.setattr(copilot.cli.profile, "Services", lambda: svc)
+    backend = rescript(scripted_svc, ["I study quantum field theory [1707.08567] and [2222.22222].\n"
+                                      "Keywords: gravity, black holes"])
+    monkeypatch.setattr(copilot.cli.profile, "Services", lambda: scripted_svc)
     code, out, err = run_cli(capsys, "profile", "build", "--ids", "1707.08567", "--user", "zoe",
                              "--max-tokens", "32", "--json")
     assert code == 0 and set(out) == {"user", "text", "keywords", "paper_ids", "version"}

@@ -14,7 +14,7 @@ from copilot.features.profile import load_profile, save_profile
 from copilot.services import Services
 from copilot.ui.common import LOCAL_USER, current_user
 from tests.conftest import import_papers, make_settings
-from tests.doubles import scripted_llm
+from tests.doubles import ScriptedBackend
 
 QUESTION = "How do language models retrieve evidence before they answer?"
 THOUGHT_TEXT = "Language models retrieve evidence from papers before they answer questions about them."
@@ -32,9 +32,7 @@ def data_dir(tmp_path_factory):
 
 
 def services_for(data_dir, **overrides) -> Services:
-    services = Services(make_settings(data_dir, **overrides))
-    services.llm, _ = scripted_llm(services.db, [reply] * 100)
-    return services
+    return Services(make_settings(data_dir, **overrides), llm_backend=ScriptedBackend([reply] * 100))
 
 
 def finished_turn(chat: Chat, user: str, question: str = QUESTION):

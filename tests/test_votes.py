@@ -16,7 +16,7 @@ from copilot.cli import main
 from copilot.features.chat import SWEEP_AFTER_S, THOUGHT_FROM, Chat, ChatError
 from copilot.services import Services
 from tests.conftest import import_papers, make_settings
-from tests.doubles import scripted_llm
+from tests.doubles import ScriptedBackend, rescript
 
 QUESTION = "How do large language models use retrieval to answer questions?"
 THOUGHT = "1\nLanguage models answer questions better when they first retrieve supporting passages from papers."
@@ -30,14 +30,14 @@ def reply(messages) -> str:
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    services = Services(make_settings(tmp_path_factory.mktemp("votes") / "data"))
+    services = Services(make_settings(tmp_path_factory.mktemp("votes") / "data"), llm_backend=ScriptedBackend())
     import_papers(services, 40)
     return services
 
 
 @pytest.fixture
 def chat(shared):
-    shared.llm, _ = scripted_llm(shared.db, [reply] * 200)
+    rescript(shared, [reply] * 200)
     chat = Chat(shared)
     seed = chat.services.store.search("paper", shared.embedder.embed_one(QUESTION), 1)[0]
     chat.memory.add(QUESTION, [(seed.id, "paper")], origin="test", check_redundant=False)   # makes comparisons
@@ -127,7 +127,7 @@ def test_a_vote_that_changes_while_the_job_runs_retracts_what_it_stores(chat):
         release.wait(30)
         return THOUGHT
 
-    chat.services.llm, _ = scripted_llm(chat.db, [slow_thought] * 20)
+    rescript(chat.services, [slow_thought] * 20)
     turn_id = comparison(chat)
     chat.vote(turn_id, "thoughts", "local")
     assert started.wait(30)
@@ -140,8 +140,8 @@ def test_a_vote_that_changes_while_the_job_runs_retracts_what_it_stores(chat):
 
 
 def test_two_votes_at_once_leave_one_final_vote_both_logged_and_its_thought(chat, shared):
-    other = Services(shared.settings)                  # a second connection, as a second tab's request would be
-    other.llm, _ = scripted_llm(other.db, [reply] * 20)
+    other = Services(shared.settings, llm_backend=ScriptedBackend([reply] * 20))   # a second connection, as a
+                                                                                    # second tab's request would be
     other.thought_jobs = shared.thought_jobs           # one process: its thought jobs run on one thread
     tabs = [chat, Chat(other)]
     for round_no in range(3):

@@ -25,7 +25,8 @@ class AspectCache:
         with self.db.transaction() as tx:
             for aspect, text in descriptions.items():
                 tx.execute("INSERT OR REPLACE INTO related_aspect_cache (content_hash, model, variant, aspect, text,"
-                           " created_at) VALUES (?,?,?,?,?,?)", (content_hash, model, variant, aspect, text, time.time()))
+                           " created_at) VALUES (?,?,?,?,?,?)",
+                           (content_hash, model, variant, aspect, text, time.time()))
 
 
 @dataclass(frozen=True)

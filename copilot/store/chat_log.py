@@ -310,7 +310,7 @@ class ChatLog:
             return _job(tx.execute(f"SELECT {_JOB_COLUMNS} FROM chat_thought_jobs WHERE id = ?", (job_id,)).fetchone())
 
     def finish_job(self, job_id: int, outcome: JobOutcome, at: float | None = None) -> None:
-        self.db.execute("UPDATE chat_thought_jobs SET status = ?, thought_id = ?, similarity = ?, error = ?, reason = ?,"
-                        " finished_at = ? WHERE id = ?",
+        self.db.execute("UPDATE chat_thought_jobs SET status = ?, thought_id = ?, similarity = ?, error = ?,"
+                        " reason = ?, finished_at = ? WHERE id = ?",
                         (outcome.status, outcome.thought_id, outcome.similarity, outcome.error, outcome.reason,
                          at or time.time(), job_id))

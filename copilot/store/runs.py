@@ -54,7 +54,8 @@ class RunLog:
                         " error = 'the process stopped before the run finished' WHERE id = ?", (time.time(), run_id))
 
     def update_counts(self, run_id: int, counts: RunCounts) -> None:
-        self.db.execute("UPDATE ingest_runs SET seen = ?, added = ?, updated = ?, unchanged = ?, skipped = ? WHERE id = ?",
+        self.db.execute("UPDATE ingest_runs SET seen = ?, added = ?, updated = ?, unchanged = ?, skipped = ?"
+                        " WHERE id = ?",
                         (counts.seen, counts.added, counts.updated, counts.unchanged, counts.skipped, run_id))
 
     def finish(self, run_id: int, status: str, counts: RunCounts, error: str | None) -> None:
