@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from copilot.features.library import ingestor
 from copilot.grounding import check, close_cut_statements, keep_paper_citations, tidy
 from copilot.llm import LLMError
 from copilot.methods.authors import (AuthorName, AuthorNameError, NamesakeGroup, author_queries, fold,
@@ -105,8 +106,6 @@ def upsert_selected(services: Services, user: str, ids: Sequence[str], given: di
     propagates; IngestBusy when another ingestion is running). Stored papers are left alone: the scheduled
     ingestion keeps them current.
     """
-    from copilot.features.library import ingestor
-
     given = given or {}
     stored = services.store.paper_versions(list(ids))
     missing = [pid for pid in ids if pid not in stored]
