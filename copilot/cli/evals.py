@@ -1,13 +1,16 @@
-"""`eval NAME …`: evaluations that write JSON + Markdown under the data dir (today: `eval csfcube`)."""
+"""`eval NAME …`: evaluations that write JSON + Markdown under the data dir (`eval csfcube`, `eval thoughts`)."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from pathlib import Path
 
 from copilot.cli.output import print_json
+from copilot.config import load_settings
 from copilot.errors import UserError
+from copilot.eval import thoughts_eval
 from copilot.eval.csfcube import FACETS, METHODS, EvalDataError, markdown_table, output_name, run, write_outputs
 from copilot.methods.prism import ASPECT_MAX_TOKENS, MODES, SEPARATE
 from copilot.services import Services
@@ -29,6 +32,36 @@ def cmd_eval_csfcube(args: argparse.Namespace) -> int:
         print_json(report.as_json())
     else:
         print(markdown_table(report))
+    return 0
+
+
+def thoughts_store_dir(eval_dir: Path, data: Path, warmup: int, k: int, seed: int) -> Path:
+    """The evaluation's own store: one per data directory, warm-up size, K and seed, so a rerun resumes it."""
+    digest = hashlib.sha1(str(data.resolve()).encode("utf-8")).hexdigest()[:8]
+    return eval_dir / "thoughts-store" / f"{data.resolve().name}-{digest}-w{warmup}-k{k}-s{seed}"
+
+
+def cmd_eval_thoughts(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    eval_dir = settings.data_dir / "eval"
+    store_dir = thoughts_store_dir(eval_dir, Path(args.data), args.warmup, args.k, args.seed)
+    services = Services(settings.model_copy(update={"data_dir": store_dir, "top_k": args.k}))
+    try:
+        report = thoughts_eval.run(services, Path(args.data), args.warmup, args.k, args.seed, progress=_to_stderr)
+    except thoughts_eval.EvalDataError as error:
+        raise UserError(str(error)) from None
+    except KeyboardInterrupt:
+        _to_stderr(f"interrupted: the warm-up so far is saved in {store_dir}; run the same command to resume "
+                   "(no report was written)")
+        return 130
+    name = f"thoughts-{report.meta['fold'] or 'fold'}-w{args.warmup}-k{args.k}-s{args.seed}"
+    paths = thoughts_eval.write_outputs(report, eval_dir, name)
+    _to_stderr(thoughts_eval.markdown(report))
+    _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
+    if args.json:
+        print_json(report.as_json())
+    else:
+        print(thoughts_eval.markdown(report))
     return 0
 
 
@@ -57,3 +90,15 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object: results, vs_abstract, per_query, meta "
                    "(the Markdown tables go to stderr)")
     p.set_defaults(func=cmd_eval_csfcube)
+
+    p = names.add_parser("thoughts", help="does thought memory help? root-source precision/recall of papers vs "
+                         "papers + thoughts on CSFCube, after 0, N/4, N/2 and N warm-up questions")
+    p.add_argument("--data", required=True, help="directory with abstracts-csfcube-from-readable.jsonl and one "
+                   "*-qrels-cited.tsv (query_pid, cand_pid, cited)")
+    p.add_argument("--warmup", type=int, default=40, help="warm-up questions asked through the chat path "
+                   "(default 40)")
+    p.add_argument("--k", type=int, default=8, help="items retrieved per query and per warm-up question (default 8)")
+    p.add_argument("--seed", type=int, default=13, help="seed of the warm-up papers' draw")
+    p.add_argument("--json", action="store_true", help="print one JSON object: curve, warmup, meta "
+                   "(the Markdown table goes to stderr)")
+    p.set_defaults(func=cmd_eval_thoughts)

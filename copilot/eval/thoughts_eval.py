@@ -1,0 +1,270 @@
+"""Does thought memory help? Thought-Retriever's Related-multi setting (§2.2, §4.6, Fig. 7) on CSFCube, offline.
+
+The CSFCube abstracts are the papers of a fresh store (one abstract = one chunk). Thought memory is built by the
+product's own chat path (`features.chat.Chat`: retrieve both ways, answer, thought + confidence, merge test,
+lineage) from N warm-up questions. Each is written from the title of a paper drawn at random (seeded) from the
+collection, the evaluation's query papers left out; no relevance judgement or citation is read to make them.
+
+Evaluation: for each query paper of `*-qrels-cited.tsv` (title + abstract as the query, the paper itself left
+out) take the top-K papers, and the top-K of papers ∪ thoughts; expand each thought to its root papers; score
+the root papers against the papers the query paper cites (`cited = 1`): precision, recall, and the mean
+abstraction level of the K items (a paper is 1, a thought 1 + its sources' mean). The same numbers after 0, ¼N,
+½N and N warm-up questions form the self-evolution curve (Fig. 5's shape).
+
+The warm-up is resumable: after every question its count is saved beside the store, so a killed run continues
+where it stopped when the same command runs again; until all N are done no report is written.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+from copilot.eval.csfcube import ABSTRACTS_FILE, EvalDataError, machine, paper_text, read_abstracts
+from copilot.features.chat import Chat
+from copilot.methods.thought_retriever import ThoughtMemory
+from copilot.records import Evidence, Paper
+from copilot.services import Services
+from copilot.store.chat_log import THOUGHTS
+from copilot.store.thoughts import PAPER, THOUGHT
+
+QRELS_GLOB = "*-qrels-cited.tsv"
+SETTINGS = ("papers", "papers+thoughts")
+WARMUP_USER = "warmup"
+STATE_FILE = "warmup-state.json"
+
+
+# --- data
+@dataclass
+class CitedGold:
+    cited: dict[str, set[str]]                     # query paper → the papers it cites that are in the abstracts
+    unknown_ids: dict[str, int] = field(default_factory=dict)   # qrels ids not in the abstracts, by role
+    prefix: str = ""
+
+
+def load_cited(data_dir: Path, papers: dict[str, dict]) -> CitedGold:
+    """The `cited = 1` rows of the one `*-qrels-cited.tsv` in DIR. Ids missing from the abstracts are counted,
+    not fatal; a query paper missing from them is left out."""
+    found = sorted(Path(data_dir).glob(QRELS_GLOB))
+    if len(found) != 1:
+        what = "no file" if not found else f"{len(found)} files ({', '.join(p.name for p in found)})"
+        raise EvalDataError(f"{what} matching {QRELS_GLOB} in {data_dir}; need exactly one")
+    cited: dict[str, set[str]] = {}
+    unknown = {"query": 0, "cited": 0}
+    with found[0].open(encoding="utf-8", newline="") as rows:
+        for row in csv.DictReader(rows, delimiter="\t"):
+            query, cand = str(row["query_pid"]).strip(), str(row["cand_pid"]).strip()
+            if str(row.get("cited", "")).strip() != "1":
+                continue
+            if query not in papers:
+                unknown["query"] += 1
+                continue
+            if cand not in papers:
+                unknown["cited"] += 1
+                continue
+            cited.setdefault(query, set()).add(cand)
+    prefix = found[0].name[: -len("-qrels-cited.tsv")]
+    return CitedGold(cited, unknown, prefix)
+
+
+def warmup_questions(papers: dict[str, dict], exclude: set[str], count: int, seed: int) -> list[dict]:
+    """`count` questions, each from the title of a paper drawn at random (seeded) outside `exclude`."""
+    pool = sorted(pid for pid, row in papers.items() if pid not in exclude and (row.get("title") or "").strip())
+    chosen = random.Random(seed).sample(pool, min(count, len(pool)))
+    return [{"from": pid, "question": f"What is known about {papers[pid]['title'].strip().rstrip('.')}?"}
+            for pid in chosen]
+
+
+def as_paper(pid: str, row: dict) -> Paper:
+    year = row.get("year") if isinstance(row.get("year"), int) and 1 <= row["year"] <= 9999 else 2000
+    return Paper(id=pid, title=(row.get("title") or "").strip(), abstract=(row.get("abstract") or "").strip(),
+                 authors=[], categories=[], published=date(year, 1, 1))
+
+
+def fill_store(services: Services, papers: dict[str, dict], batch: int = 256) -> int:
+    """Put every abstract in the store's paper collection (once: those already there are skipped)."""
+    ids = sorted(papers)
+    missing = [pid for pid in ids if pid not in services.store.existing_papers(ids)]
+    for start in range(0, len(missing), batch):
+        chunk = [as_paper(pid, papers[pid]) for pid in missing[start:start + batch]]
+        services.store.upsert_papers(chunk, services.embedder.embed([p.document for p in chunk]))
+    return len(missing)
+
+
+# --- scoring
+def root_precision_recall(roots: Sequence[str], cited: set[str]) -> tuple[float, float]:
+    """Precision and recall of a set of root papers against the cited papers (0 for an empty side)."""
+    unique = set(roots)
+    hits = len(unique & cited)
+    return (hits / len(unique) if unique else 0.0, hits / len(cited) if cited else 0.0)
+
+
+def expand_roots(items: Sequence[Evidence], memory: ThoughtMemory, leave_out: str) -> list[str]:
+    """The root papers of retrieved items: a paper is its own root, a thought its lineage's papers."""
+    roots: list[str] = []
+    for item in items:
+        for pid in ([item.id] if item.kind == PAPER else memory.root_sources(item.id)):
+            if pid != leave_out and pid not in roots:
+                roots.append(pid)
+    return roots
+
+
+def retrieve(services: Services, vector: np.ndarray, k: int, leave_out: str) -> dict[str, list[Evidence]]:
+    """Top-K papers, and top-K of papers ∪ thoughts, without the query paper."""
+    papers = [e for e in services.store.search(PAPER, vector, k + 1) if e.id != leave_out][:k]
+    thoughts = services.store.search(THOUGHT, vector, k)
+    union = sorted(papers + thoughts, key=lambda e: e.score, reverse=True)[:k]
+    return {"papers": papers, "papers+thoughts": union}
+
+
+def evaluate(services: Services, memory: ThoughtMemory, papers: dict[str, dict], gold: CitedGold,
+             k: int) -> dict:
+    """Mean root-source precision and recall, mean abstraction level and thought share per setting."""
+    queries = sorted(gold.cited)
+    vectors = services.embedder.embed([paper_text(papers[pid]) for pid in queries])
+    rows: dict[str, list[dict]] = {name: [] for name in SETTINGS}
+    for pid, vector in zip(queries, vectors):
+        for name, items in retrieve(services, vector, k, pid).items():
+            precision, recall = root_precision_recall(expand_roots(items, memory, pid), gold.cited[pid])
+            levels = [1.0 if e.kind == PAPER else memory.level(e.id) for e in items]
+            rows[name].append({"query": pid, "precision": precision, "recall": recall,
+                               "level": float(np.mean(levels)) if levels else 0.0,
+                               "thoughts": sum(1 for e in items if e.kind == THOUGHT)})
+    summary = {name: {metric: float(np.mean([r[metric] for r in rows[name]])) if rows[name] else 0.0
+                      for metric in ("precision", "recall", "level", "thoughts")} for name in SETTINGS}
+    return {"thoughts_in_memory": memory.count(), "queries": len(queries), "mean": summary, "per_query": rows}
+
+
+# --- warm-up with the product's chat path
+def ask_warmup(chat: Chat, question: str) -> dict:
+    """One chat turn; the thought comes from the thought-augmented answer, as for a turn nobody voted on."""
+    turn = chat.prepare(question, WARMUP_USER)
+    for _ in chat.stream(turn):
+        pass
+    if turn.comparison == "yes":
+        chat.request_thought(turn.id, THOUGHTS, "no_vote")
+    jobs = chat.wait_for_thoughts(turn.id)
+    current = [job for job in jobs if job["superseded_at"] is None]
+    return {"turn": turn.id, "comparison": turn.comparison,
+            "thought": current[-1]["status"] if current else "none",
+            "reason": current[-1].get("reason") if current else None}
+
+
+def checkpoints(warmup: int) -> list[int]:
+    return sorted({0, warmup // 4, warmup // 2, warmup})
+
+
+class WarmupState:
+    """What a warm-up has done so far, saved after every question (write to a temporary name, then rename)."""
+
+    def __init__(self, path: Path, questions: list[dict]) -> None:
+        self.path = path
+        saved = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        if saved and saved.get("questions") != questions:
+            raise EvalDataError(f"{path} holds another warm-up's questions; remove its directory to start over")
+        self.questions = questions
+        self.done: list[dict] = saved.get("done", [])
+        self.curve: dict[str, dict] = saved.get("curve", {})
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"questions": self.questions, "done": self.done, "curve": self.curve}),
+                       encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+@dataclass
+class ThoughtsReport:
+    curve: dict[str, dict]          # warm-up questions so far → evaluate(…)
+    warmup: list[dict]
+    meta: dict
+
+    def as_json(self) -> dict:
+        return {"curve": self.curve, "warmup": self.warmup, "meta": self.meta}
+
+
+def run(services: Services, data_dir: Path, warmup: int = 40, k: int = 8, seed: int = 13,
+        progress=print) -> ThoughtsReport:
+    """`services` must be over the evaluation's own data dir (a fresh store the first time, the same one to
+    resume). Raises KeyboardInterrupt through, with every finished question saved."""
+    if k < 1 or warmup < 0:
+        raise EvalDataError(f"need K >= 1 and a warm-up of N >= 0 questions, not K={k}, N={warmup}")
+    started, machine_before = time.monotonic(), machine()
+    papers = read_abstracts(data_dir, QRELS_GLOB)
+    gold = load_cited(data_dir, papers)
+    if not gold.cited:
+        raise EvalDataError(f"no cited = 1 row of {QRELS_GLOB} names a query paper of {ABSTRACTS_FILE}")
+    added = fill_store(services, papers)
+    progress(f"store: {services.store.count(PAPER)} papers ({added} added)")
+    questions = warmup_questions(papers, set(gold.cited), warmup, seed)
+    state = WarmupState(services.settings.data_dir / STATE_FILE, questions)
+    chat = Chat(services)
+    chat.resume_jobs()                              # a thought job a killed run left behind
+    chat.wait_for_all()
+    marks = checkpoints(len(questions))
+    while True:
+        done = len(state.done)
+        if done in marks and str(done) not in state.curve:
+            state.curve[str(done)] = evaluate(services, chat.memory, papers, gold, k)
+            state.save()
+            mean = state.curve[str(done)]["mean"]
+            progress(f"after {done} warm-up questions: " + "; ".join(
+                f"{name} P {mean[name]['precision']:.3f} R {mean[name]['recall']:.3f}" for name in SETTINGS))
+        if done == len(questions):
+            break
+        asked = ask_warmup(chat, questions[done]["question"])
+        state.done.append(asked)
+        state.save()
+        progress(f"warm-up {done + 1}/{len(questions)}: thought {asked['thought']}")
+    meta = {"data": str(data_dir), "fold": gold.prefix, "papers": len(papers), "query_papers": len(gold.cited),
+            "cited_pairs": sum(len(c) for c in gold.cited.values()), "unknown_qrels_ids": gold.unknown_ids,
+            "warmup": len(questions), "k": k, "seed": seed, "merge_threshold": services.settings.merge_threshold,
+            "llm": services.llm_info(), "embedder": services.embedder.name,
+            "seconds": round(time.monotonic() - started, 1), "machine_at_start": machine_before,
+            "machine_at_end": machine()}
+    warm = [{**q, **d} for q, d in zip(state.questions, state.done)]
+    return ThoughtsReport({c: state.curve[c] for c in sorted(state.curve, key=int)}, warm, meta)
+
+
+def markdown(report: ThoughtsReport) -> str:
+    lines = ["| warm-up questions | thoughts in memory | setting | root precision | root recall | "
+             "mean abstraction level | thoughts among the K |", "|---|---|---|---|---|---|---|"]
+    for done, point in report.curve.items():
+        for name in SETTINGS:
+            m = point["mean"][name]
+            lines.append(f"| {done} | {point['thoughts_in_memory']} | {name} | {m['precision']:.4f} | "
+                         f"{m['recall']:.4f} | {m['level']:.3f} | {m['thoughts']:.2f} |")
+    meta = report.meta
+    made = {}
+    for turn in report.warmup:
+        made[turn["thought"]] = made.get(turn["thought"], 0) + 1
+    lines += ["", f"Fold `{meta['fold']}`: {meta['papers']} abstracts as papers, {meta['query_papers']} query papers, "
+              f"{meta['cited_pairs']} cited pairs (ids of the qrels missing from the abstracts: "
+              f"{json.dumps(meta['unknown_qrels_ids'])}). K = {meta['k']}, merge threshold {meta['merge_threshold']}, "
+              f"LLM {meta['llm']['backend']}/{meta['llm']['model']}, embedder {meta['embedder']}.",
+              f"Warm-up: {meta['warmup']} questions (seed {meta['seed']}), their thoughts: {json.dumps(made)}.",
+              f"Time: {meta['seconds']} s on {meta['machine_at_start']['cpu']} ({meta['machine_at_start']['cores']} "
+              f"cores), load average {meta['machine_at_start']['load_average'][0]} at start, "
+              f"{meta['machine_at_end']['load_average'][0]} at end."]
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(report: ThoughtsReport, out_dir: Path, name: str) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out_dir / f"{name}.json", "markdown": out_dir / f"{name}.md"}
+    contents = {"json": json.dumps(report.as_json(), indent=2), "markdown": markdown(report)}
+    for key, path in paths.items():
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(contents[key], encoding="utf-8")
+        os.replace(tmp, path)
+    return paths

@@ -1,0 +1,180 @@
+"""`eval thoughts`: root-source precision/recall on hand-made retrievals, the qrels loader, the warm-up questions,
+a scripted warm-up that is interrupted and resumed, and the real command on a 3-query slice of the dev fold
+with the local model."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+
+import numpy as np
+import pytest
+
+from copilot.eval import csfcube, thoughts_eval
+from copilot.eval.thoughts_eval import root_precision_recall
+from copilot.methods.thought_retriever import ThoughtMemory
+from copilot.records import Evidence
+from copilot.services import Services
+from tests.doubles import ScriptedBackend
+from tests.helpers import CSFCUBE, run_cli, subprocess_env
+
+
+# --- scoring
+@pytest.mark.parametrize("roots, cited, expected", [
+    (["a", "b", "c", "d"], {"a", "c", "x"}, (2 / 4, 2 / 3)),
+    (["a", "a", "b"], {"a"}, (1 / 2, 1.0)),                 # a root reached twice counts once
+    ([], {"a"}, (0.0, 0.0)),
+    (["a"], set(), (0.0, 0.0)),
+    (["x", "y"], {"a", "b"}, (0.0, 0.0)),
+])
+def test_root_precision_recall(roots, cited, expected):
+    assert root_precision_recall(roots, cited) == pytest.approx(expected)
+
+
+def _unit(seed: int, dim: int = 384) -> np.ndarray:
+    vector = np.random.default_rng(seed).normal(size=dim).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def test_thoughts_expand_to_root_papers_without_the_query_paper(services):
+    memory = ThoughtMemory(services.db, services.store, services.embedder)
+    first = memory.add("Parsers trained on treebanks beat rule-based ones.", [("p1", "paper"), ("q", "paper")],
+                       origin="chat", check_redundant=False, embedding=_unit(1))
+    second = memory.add("Treebank parsers and tagging share features.", [(first, "thought"), ("p2", "paper")],
+                        origin="chat", check_redundant=False, embedding=_unit(2))
+    items = [Evidence(id="p3", kind="paper", title="", text="", score=0.9),
+             Evidence(id=second, kind="thought", title="", text="", score=0.8),
+             Evidence(id="q", kind="paper", title="", text="", score=0.7)]
+    roots = thoughts_eval.expand_roots(items, memory, leave_out="q")
+    assert roots == ["p3", "p1", "p2"]
+    assert root_precision_recall(roots, {"p1", "p2", "p9"}) == pytest.approx((2 / 3, 2 / 3))
+    assert memory.level(second) == pytest.approx(1 + (2 + 1) / 2)
+
+
+# --- data
+def _write_dir(folder, papers: dict[str, dict], qrels: list[tuple[str, str, int]]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / csfcube.ABSTRACTS_FILE).open("w", encoding="utf-8") as out:
+        for pid, row in papers.items():
+            out.write(json.dumps({"paper_id": pid, **row}) + "\n")
+    with (folder / "toy-qrels-cited.tsv").open("w", encoding="utf-8", newline="") as out:
+        writer = csv.writer(out, delimiter="\t")
+        writer.writerow(["query_pid", "cand_pid", "cited"])
+        writer.writerows(qrels)
+
+
+TOY_PAPERS = {
+    "q1": {"title": "Neural dependency parsing", "abstract": "We train a neural parser on treebanks.", "year": 2018},
+    "c1": {"title": "Treebank annotation", "abstract": "A large annotated treebank for parsing.", "year": 2010},
+    "c2": {"title": "Transition-based parsing", "abstract": "A fast transition-based dependency parser.", "year": 2012},
+    "q2": {"title": "Protein folding in yeast", "abstract": "We study chaperones that fold proteins.", "year": 2015},
+    "c3": {"title": "Chaperone proteins", "abstract": "Heat shock proteins help proteins fold.", "year": 2008},
+    "n1": {"title": "Bird migration", "abstract": "Birds fly south in autumn, guided by stars.", "year": 2001},
+    "n2": {"title": "Ocean tides", "abstract": "The moon drives the tides of the oceans.", "year": 1999},
+    "n3": {"title": "Word embeddings for parsing", "abstract": "Word vectors help neural parsers.", "year": 2016},
+}
+TOY_QRELS = [("q1", "c1", 1), ("q1", "c2", 1), ("q1", "n1", 0), ("q2", "c3", 1), ("q2", "gone", 1), ("zz", "c1", 1)]
+
+
+def test_cited_pairs_count_ids_missing_from_the_abstracts(tmp_path):
+    _write_dir(tmp_path / "toy", TOY_PAPERS, TOY_QRELS)
+    papers = csfcube.read_abstracts(tmp_path / "toy", thoughts_eval.QRELS_GLOB)
+    gold = thoughts_eval.load_cited(tmp_path / "toy", papers)
+    assert gold.cited == {"q1": {"c1", "c2"}, "q2": {"c3"}}
+    assert gold.unknown_ids == {"query": 1, "cited": 1} and gold.prefix == "toy"
+
+
+def test_a_directory_without_the_files_is_named(tmp_path):
+    with pytest.raises(csfcube.EvalDataError, match="abstracts-csfcube-from-readable.jsonl"):
+        csfcube.read_abstracts(tmp_path, thoughts_eval.QRELS_GLOB)
+    with pytest.raises(csfcube.EvalDataError, match=r"no file matching \*-qrels-cited.tsv"):
+        thoughts_eval.load_cited(tmp_path, {})
+
+
+def test_warmup_questions_leave_out_the_query_papers_and_are_seeded():
+    questions = thoughts_eval.warmup_questions(TOY_PAPERS, {"q1", "q2"}, 4, seed=3)
+    assert len(questions) == 4 and not {q["from"] for q in questions} & {"q1", "q2"}
+    assert questions == thoughts_eval.warmup_questions(TOY_PAPERS, {"q1", "q2"}, 4, seed=3)
+    assert questions[0]["question"] == f"What is known about {TOY_PAPERS[questions[0]['from']]['title']}?"
+    assert len(thoughts_eval.warmup_questions(TOY_PAPERS, {"q1", "q2"}, 50, seed=3)) == 6
+
+
+@pytest.mark.parametrize("warmup, marks", [(0, [0]), (1, [0, 1]), (2, [0, 1, 2]), (4, [0, 1, 2, 4]),
+                                           (40, [0, 10, 20, 40]), (10, [0, 2, 5, 10])])
+def test_curve_checkpoints(warmup, marks):
+    assert thoughts_eval.checkpoints(warmup) == marks
+
+
+# --- a scripted warm-up, interrupted and resumed
+def _reply(messages) -> str:
+    text = messages[-1]["content"]
+    question = text.split("Question: ", 1)[1].split("\n", 1)[0]
+    if "Step 1:" in text:       # the thought prompt
+        return f"1\nA note on the question {question} The sources [c1] describe parsers, treebanks and their uses."
+    return "Source [1] shows that parsers are trained on annotated treebanks."
+
+
+def test_scripted_warmup_resumes_after_an_interruption(settings, tmp_path):
+    _write_dir(tmp_path / "toy", TOY_PAPERS, TOY_QRELS)
+    backend = ScriptedBackend([_reply] * 40)
+    services = Services(settings, llm_backend=backend)
+
+    def stop_after_first(line: str) -> None:
+        if line.startswith("warm-up 1/"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        thoughts_eval.run(services, tmp_path / "toy", warmup=2, k=3, seed=1, progress=stop_after_first)
+    state = json.loads((settings.data_dir / thoughts_eval.STATE_FILE).read_text())
+    assert len(state["done"]) == 1 and list(state["curve"]) == ["0"]     # checkpoint 1 is measured on resuming
+    calls_before = len(backend.calls)
+
+    again = Services(settings, llm_backend=backend)
+    report = thoughts_eval.run(again, tmp_path / "toy", warmup=2, k=3, seed=1, progress=lambda line: None)
+    assert list(report.curve) == ["0", "1", "2"] and len(report.warmup) == 2
+    assert len(backend.calls) - calls_before in (2, 3)      # only the second question was asked again
+    start, end = report.curve["0"], report.curve["2"]
+    assert start["thoughts_in_memory"] == 0 and start["mean"]["papers"] == start["mean"]["papers+thoughts"]
+    assert start["mean"]["papers"]["level"] == 1.0 and start["queries"] == 2
+    assert end["thoughts_in_memory"] == sum(1 for t in report.warmup if t["thought"] == "stored") >= 1
+    for point in report.curve.values():
+        for setting in thoughts_eval.SETTINGS:
+            assert 0.0 <= point["mean"][setting]["precision"] <= 1.0
+            assert 0.0 <= point["mean"][setting]["recall"] <= 1.0
+    assert [r["query"] for r in start["per_query"]["papers"]] == ["q1", "q2"]
+    assert report.meta["unknown_qrels_ids"] == {"query": 1, "cited": 1}
+    table = thoughts_eval.markdown(report)
+    assert table.startswith("| warm-up questions | thoughts in memory | setting | root precision |")
+
+
+# --- the real command on a 3-query slice
+def _dev_slice(folder, queries: int = 3, others: int = 60) -> None:
+    papers = csfcube.read_abstracts(CSFCUBE, thoughts_eval.QRELS_GLOB)
+    with (CSFCUBE / "dev-qrels-cited.tsv").open(encoding="utf-8") as rows:
+        qrels = [(r["query_pid"], r["cand_pid"], int(r["cited"])) for r in csv.DictReader(rows, delimiter="\t")]
+    chosen = list(dict.fromkeys(q for q, _, _ in qrels))[:queries]
+    rows = [row for row in qrels if row[0] in chosen]
+    keep = set(chosen) | {cand for _, cand, _ in rows}
+    keep |= set(random.Random(5).sample(sorted(set(papers) - keep), others))
+    _write_dir(folder, {pid: papers[pid] for pid in sorted(keep) if pid in papers}, rows)
+
+
+def test_eval_thoughts_command_on_a_three_query_slice(tmp_path):
+    _dev_slice(tmp_path / "slice")
+    run = run_cli(["eval", "thoughts", "--data", str(tmp_path / "slice"), "--warmup", "4", "--k", "8", "--json"],
+                  subprocess_env(tmp_path / "data", COPILOT_LLM="local"), timeout=1200)
+    assert run.returncode == 0, run.stderr[-3000:]
+    printed = json.loads(run.stdout)
+    assert list(printed) == ["curve", "warmup", "meta"] and list(printed["curve"]) == ["0", "1", "2", "4"]
+    assert printed["meta"]["query_papers"] == 3 and printed["meta"]["k"] == 8 and len(printed["warmup"]) == 4
+    start = printed["curve"]["0"]["mean"]
+    assert start["papers"] == start["papers+thoughts"] and start["papers"]["recall"] > 0
+    for point in printed["curve"].values():
+        assert point["queries"] == 3
+        for setting in thoughts_eval.SETTINGS:
+            assert all(0.0 <= point["mean"][setting][m] <= 1.0 for m in ("precision", "recall"))
+            assert point["mean"][setting]["level"] >= 1.0
+    written = tmp_path / "data" / "eval" / "thoughts-toy-w4-k8-s13.json"
+    assert json.loads(written.read_text()) == printed
+    assert "| warm-up questions |" in run.stderr
