@@ -20,6 +20,7 @@ from copilot.store.db import Database
 from copilot.store.failures import FailureLog
 from copilot.store.profiles import ProfileStore
 from copilot.store.runs import RunLog
+from copilot.store.slim_log import SlimLog
 from copilot.store.thoughts import ThoughtStore
 from copilot.store.vectors import VectorStore, chroma_client
 
@@ -110,6 +111,10 @@ class Services:
     @cached_property
     def failures(self) -> FailureLog:
         return FailureLog(self.db)
+
+    @cached_property
+    def slim_log(self) -> SlimLog:
+        return SlimLog(self.db)
 
     @cached_property
     def embedder(self) -> Embedder:

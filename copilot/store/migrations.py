@@ -203,4 +203,55 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         )""",
         "CREATE INDEX failures_kind ON failures(kind, at)",
     ]),
+    # Issue #14: SlimPLM's decision for each question (store/slim_log.py): skipped or not and why, the proxy's
+    # claims with their queries and verdicts, the items retrieved, and tokens and time by role.
+    ("slim_0001_decision_log", [
+        """CREATE TABLE slim_questions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user TEXT NOT NULL,
+            asked_at REAL NOT NULL,
+            question TEXT NOT NULL,
+            retrieved INTEGER NOT NULL,
+            decided_by TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            forced_rule TEXT NOT NULL DEFAULT '',
+            heuristic_answer TEXT NOT NULL DEFAULT '',
+            judge_output TEXT NOT NULL DEFAULT '',
+            verdict TEXT NOT NULL DEFAULT '',
+            decomposition TEXT NOT NULL DEFAULT '',
+            proxy_error TEXT NOT NULL DEFAULT '',
+            answer TEXT NOT NULL,
+            proxy_model TEXT NOT NULL,
+            main_model TEXT NOT NULL
+        )""",
+        "CREATE INDEX slim_questions_user ON slim_questions(user, asked_at)",
+        """CREATE TABLE slim_claims (
+            question_id INTEGER NOT NULL REFERENCES slim_questions(id),
+            position INTEGER NOT NULL,
+            claim TEXT NOT NULL,
+            query TEXT NOT NULL,
+            verdict TEXT NOT NULL,
+            judge_output TEXT NOT NULL,
+            PRIMARY KEY (question_id, position)
+        )""",
+        """CREATE TABLE slim_items (
+            question_id INTEGER NOT NULL REFERENCES slim_questions(id),
+            position INTEGER NOT NULL,
+            item_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            title TEXT NOT NULL,
+            score REAL NOT NULL,
+            query TEXT NOT NULL,
+            PRIMARY KEY (question_id, position)
+        )""",
+        """CREATE TABLE slim_roles (
+            question_id INTEGER NOT NULL REFERENCES slim_questions(id),
+            role TEXT NOT NULL,
+            calls INTEGER NOT NULL,
+            prompt_tokens INTEGER NOT NULL,
+            completion_tokens INTEGER NOT NULL,
+            seconds REAL NOT NULL,
+            PRIMARY KEY (question_id, role)
+        )""",
+    ]),
 ]
