@@ -268,3 +268,80 @@ PRISM_ASPECTS_JSON = register(Prompt(
             'string keys "research_question", "method" and "experiments". ' + QUOTED_MATERIAL_RULE),
     user="{paper}\n\nReply with the JSON object for this paper.",
 ))
+
+
+# --- SlimPLM (methods.md §4, issue #14): a small proxy decides when and what to retrieve ---------------------
+# The paper fine-tunes its judge and its query rewriter; we prompt the proxy model instead, and hold the local one
+# to grammars so its output can always be read: the judge says one word, the rewriter writes bounded lines.
+SLIM_KNOWN, SLIM_UNKNOWN = "known", "unknown"
+SLIM_MAX_CLAIMS = 3
+SLIM_CLAIM_CHARS = 160
+SLIM_QUERY_CHARS = 100
+
+SLIM_PROXY_ANSWER = register(Prompt(
+    name="slim_proxy_answer",
+    system="You answer questions about computer science and its research briefly, from what you already know.",
+    user="Question: {question}\n\nAnswer in one or two short sentences.",
+))
+
+# The same judge reads (question, draft answer) and, for the claim filter, (verification query, claim).
+SLIM_JUDGE = register(Prompt(
+    name="slim_judge",
+    system=("You decide whether a draft answer can be trusted as it is, or whether its facts have to be looked up "
+            "in papers first."),
+    user=("Question: {question}\n\nDraft answer: {answer}\n\nIs the draft answer correct and complete without "
+          f"looking anything up? Reply with one word: {SLIM_KNOWN} (it is) or {SLIM_UNKNOWN} (facts must be "
+          "looked up)."),
+))
+
+SLIM_DECOMPOSE = register(Prompt(
+    name="slim_decompose",
+    system="You split a draft answer into short factual claims and write a search query that would check each one.",
+    user=("Question: {question}\n\nDraft answer: {answer}\n\nSplit the draft answer into at most {max_claims} short "
+          "claims that matter for the question. Each claim stands alone: name things, no 'it' or 'this'. For each "
+          "claim write a short search query that would check it. One line per claim, exactly in this form:\n"
+          "Claim: <the claim> Query: <the search query>"),
+))
+
+SLIM_ANSWER_DIRECT = register(Prompt(
+    name="slim_answer_direct",
+    system=("You answer a researcher's question from your own knowledge, briefly and plainly, in one to three "
+            "short sentences. Do not cite sources and never write links."),
+    user="Question: {question}",
+))
+
+SLIM_ANSWER_WITH_REFERENCES = register(Prompt(
+    name="slim_answer_with_references",
+    system=("You answer a researcher's question. Numbered references were looked up for the facts you may not "
+            "know; use them for those and your own knowledge for the rest. " + QUOTED_MATERIAL_RULE + " Write "
+            "one to three short statements. When a statement comes from a reference, cite its number in square "
+            "brackets, like [2]. Never cite a number that is not a reference, and never write links."),
+    user="Question: {question}\n\nReferences:\n{sources}\n\nQuestion: {question}",
+))
+
+
+def slim_judge_grammar() -> str:
+    """GBNF: exactly one of the judge's two words."""
+    return f"root ::= {_choices((SLIM_KNOWN, SLIM_UNKNOWN))}"
+
+
+def slim_claims_grammar(max_claims: int = SLIM_MAX_CLAIMS) -> str:
+    """GBNF: 1..`max_claims` lines "Claim: <text> Query: <text>". Neither text holds a colon, bracket or line
+    break, so " Query: " can only be the separator and every line parses."""
+    optional = "".join(" line?" for _ in range(max(1, max_claims) - 1))
+    return "\n".join([
+        f"root ::= line{optional}",
+        'line ::= "Claim: " claim " Query: " query "\\n"',
+        f"claim ::= [^\\[\\]\\n<>:]{{8,{SLIM_CLAIM_CHARS}}}",
+        f"query ::= [^\\[\\]\\n<>:]{{4,{SLIM_QUERY_CHARS}}}",
+    ])
+
+
+def plain_sentences_grammar(sentences: int = 2, max_chars: int = 200) -> str:
+    """GBNF: 1..`sentences` plain sentences, no brackets, links or markup (a small model's answer without
+    references: the proxy's draft, or the main answer when nothing was retrieved)."""
+    optional = "".join(' (" " sentence)?' for _ in range(max(1, sentences) - 1))
+    return "\n".join([
+        f"root ::= sentence{optional}",
+        f'sentence ::= [A-Za-z0-9] [^\\[\\]\\n<>.…!?]{{15,{max_chars}}} "."',
+    ])

@@ -22,6 +22,7 @@ from tests.helpers import (ARXIV_RESPONSES, CSFCUBE, DATA, KAGGLE_JSONL, PAPERS_
 UNIT_MODULES = {"test_authors", "test_chat_blinding", "test_config", "test_db", "test_grounding", "test_layers",
                 "test_prompts", "test_rat", "test_stats", "test_store_chat_log", "test_store_profiles",
                 "test_store_runs_caches", "test_store_thoughts", "test_thought_confidence", "test_metrics"}
+UNIT_MODULES |= {"test_slim"}      # SlimPLM's decision branches, scripted models (issue #14)
 TIERS = ("unit", "integration", "browser")
 
 

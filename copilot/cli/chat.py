@@ -7,12 +7,15 @@ import sys
 
 from copilot.cli.output import print_json
 from copilot.errors import UserError
+from copilot.features.adaptive import ask_adaptive
 from copilot.features.chat import VOTE_CHOICES, ChatError, chat_for, job_record
 from copilot.features.stats import chat_stats
 from copilot.services import Services
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
+    if args.mode == "slim":
+        return ask_slim(args)
     try:
         record = chat_for(Services()).ask(args.question, args.user, personalize=args.personalize, vote=args.vote,
                                           previous_turn=args.after)
@@ -30,6 +33,27 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"\n--- Answer {answer['label']}\n{answer['error'] or answer['text']}")
         for source in answer["sources"]:
             print(f"  [{source['id']}] {source['title']}")
+    return 0
+
+
+def ask_slim(args: argparse.Namespace) -> int:
+    """One answer the SlimPLM way: the local proxy decides whether and what to retrieve."""
+    if args.vote or args.after or args.personalize:
+        raise UserError("--vote, --after and --personalize belong to the A/B mode, not to --mode slim")
+    try:
+        record = ask_adaptive(Services(), args.question, args.user)
+    except ChatError as error:
+        raise UserError(str(error)) from None
+    if args.json:
+        print_json(record)
+        return 0
+    trace = record["trace"]
+    print(record["answer"])
+    for citation in record["citations"]:
+        print(f"  [{citation['label']}] {citation['id']} {citation['title']}")
+    print(f"\nretrieval: {'yes' if trace['retrieved'] else 'skipped'} ({trace['reason']})", file=sys.stderr)
+    for claim in trace["claims"]:
+        print(f"  claim: {claim['text']} | query: {claim['query']} | {claim['verdict']}", file=sys.stderr)
     return 0
 
 
@@ -66,6 +90,9 @@ def add_chat_commands(sub: argparse._SubParsersAction) -> None:
                    "no thought until it is voted on or its grace period ends")
     p.add_argument("--after", default=None, metavar="TURN_ID",
                    help="the previous turn of this chat: a follow-up question is read in its context")
+    p.add_argument("--mode", choices=("ab", "slim"), default="ab",
+                   help="ab (default): the blind comparison of two answers; slim: one answer, the local proxy model "
+                   "deciding whether and what to retrieve first (SlimPLM), with its decision trace")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_ask)
 

@@ -1,0 +1,92 @@
+"""Adaptive retrieval (SlimPLM, issue #14): the small local model decides whether and what to look up in the
+library's papers before the main model answers, once. Each answered question is logged (store/slim_log.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from copilot import grounding
+from copilot.features.chat import clean_question
+from copilot.llm import LLM, build_llm
+from copilot.methods import slim
+from copilot.methods.slim import Retriever, SlimOptions, SlimTrace
+from copilot.records import ARXIV_ID, Evidence
+from copilot.services import Services
+from copilot.store.slim_log import SlimClaimRecord, SlimItemRecord, SlimQuestionRecord, SlimRoleRecord
+
+
+def proxy_llm(services: Services) -> LLM:
+    """The proxy: the configured model itself when it is the local one (or a test's double), otherwise a local
+    model built from the same settings (the packaged one unless COPILOT_LOCAL_MODEL names another)."""
+    if services.llm.backend.name != "openai":
+        return services.llm
+    return build_llm(services.settings.model_copy(update={"llm": "local"}), services.db)
+
+
+def paper_retriever(services: Services) -> Retriever:
+    """Papers nearest in meaning to a query; a paper the query names by arXiv id comes first when it is stored."""
+    def retrieve(query: str, k: int) -> list[Evidence]:
+        named = [m.group("base") for m in ARXIV_ID.finditer(query)]
+        exact = [Evidence(p.id, "paper", p.title, p.document, 1.0) for p in services.store.get_papers(named)]
+        found = services.store.search("paper", services.embedder.embed_one(query), k)
+        return (exact + [item for item in found if item.id not in named])[:k]
+    return retrieve
+
+
+def slim_options(services: Services) -> SlimOptions:
+    s = services.settings
+    return SlimOptions(top_k=s.top_k, budget_tokens=s.answer_budget_tokens, item_tokens=s.source_cap_tokens,
+                       answer_tokens=s.answer_tokens)
+
+
+def stream_adaptive(services: Services, question: str | None, user: str) -> Iterator[SlimTrace]:
+    """SlimPLM over the library's papers, yielding the trace after every step and piece of the answer. The
+    finished question is logged, then the trace is yielded once more with its `log_id`; a failure of the main
+    model raises LLMError and stores nothing."""
+    text, notice = clean_question(question, services.settings.max_input_chars)
+    proxy = proxy_llm(services)
+    asked_at = time.time()
+    trace = SlimTrace(text)
+    for trace in slim.stream(text, proxy=proxy, main=services.llm, retriever=paper_retriever(services),
+                             options=slim_options(services)):
+        yield trace
+    if notice:
+        trace.notes.insert(0, notice)
+    trace.log_id = services.slim_log.add(log_record(trace, user, asked_at, proxy.info["model"],
+                                                    services.llm.info["model"]))
+    yield trace
+
+
+def ask_adaptive(services: Services, question: str | None, user: str = "local") -> dict:
+    """One question answered the SlimPLM way, without a UI: the answer, its citations and the decision trace."""
+    trace = SlimTrace(question or "")
+    for trace in stream_adaptive(services, question, user):
+        pass
+    logged = services.slim_log.get(trace.log_id) if trace.log_id is not None else None
+    return {"mode": "slim", "question": trace.question, "answer": trace.answer, "citations": citations(trace),
+            "notes": trace.notes, "log_id": trace.log_id, "trace": trace.as_dict(),
+            "models": {"proxy": logged.proxy_model if logged else None, "main": services.llm.info["model"]}}
+
+
+def citations(trace: SlimTrace) -> list[dict]:
+    """The references the answer cites, by their label."""
+    cited = []
+    for key in grounding.cited(trace.answer):
+        if key.isdigit() and 1 <= int(key) <= len(trace.items):
+            item = trace.items[int(key) - 1]
+            cited.append({"label": int(key), "id": item.id, "kind": item.kind, "title": item.title, "url": item.url})
+    return cited
+
+
+def log_record(trace: SlimTrace, user: str, asked_at: float, proxy_model: str, main_model: str) -> SlimQuestionRecord:
+    return SlimQuestionRecord(
+        user=user, asked_at=asked_at, question=trace.question, retrieved=trace.retrieved,
+        decided_by=trace.decided_by, reason=trace.reason, forced_rule=trace.forced_rule,
+        heuristic_answer=trace.heuristic_answer, judge_output=trace.judge_output, verdict=trace.verdict,
+        decomposition=trace.decomposition, proxy_error=trace.proxy_error, answer=trace.answer,
+        proxy_model=proxy_model, main_model=main_model,
+        claims=tuple(SlimClaimRecord(c.text, c.query, c.verdict, c.judge_output) for c in trace.claims),
+        items=tuple(SlimItemRecord(i.id, i.kind, i.title, round(i.score, 4), i.metadata.get("slim_query", ""))
+                    for i in trace.items),
+        roles=tuple(SlimRoleRecord(role, c.calls, c.prompt_tokens, c.completion_tokens, round(c.seconds, 3))
+                    for role, c in trace.costs.items()))

@@ -1,0 +1,381 @@
+"""SlimPLM (methods.md §4): a small proxy model decides when and what to retrieve, then the main model answers once.
+
+    question ──timeliness rule fires──────────────────────────────► retrieve with the question itself
+        │
+        proxy writes a heuristic answer â ──proxy fails──────────────► retrieve with the question itself
+        │
+        judge(question, â): known ──────────────────────────────────► no retrieval
+        │ unknown, or anything unclear
+        proxy decomposes â into (claim, verification query) pairs ──none/garbage──► retrieve with the question
+        │
+        judge(query, claim) for each pair; retrieve only for the pairs not judged known; dedupe the items
+        │
+    main model answers exactly once, with the references or without
+
+The paper fine-tunes the judge and the rewriter (Llama2-7B); we prompt the proxy model for both (prompts.py,
+"SlimPLM") and hold a grammar-obeying proxy to one word for the judge and to bounded "Claim: … Query: …" lines
+for the decomposition. Every reading of the proxy's output fails safe: what is not clearly "known" retrieves.
+
+Models and the retriever come in as arguments; nothing here knows about the UI, the stores or the settings.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+
+from copilot import grounding, prompts
+from copilot.grounding import Checked
+from copilot.llm import LLM, LLMError, Usage
+from copilot.methods.thought_retriever import fit_budget
+from copilot.prompts import SLIM_KNOWN, SLIM_UNKNOWN, RenderedPrompt, source_block
+from copilot.records import ARXIV_ID, Evidence
+
+# A retriever: (query, how many) → items, best first.
+Retriever = Callable[[str, int], list[Evidence]]
+
+UNCLEAR = "unclear"             # a judge output that is neither word: treated as unknown (retrieve)
+PROXY, REWRITE, JUDGE, MAIN = "proxy", "rewrite", "judge", "main"   # the roles whose cost is counted
+ROLES = (PROXY, REWRITE, JUDGE, MAIN)
+
+# Why a question was or was not answered with retrieval (SlimTrace.reason)
+JUDGED_KNOWN = "judge: known"
+CLAIMS_ALL_KNOWN = "judge: unknown, but every claim judged known"
+CLAIMS_UNKNOWN = "judge: unknown; retrieved for the claims not judged known"
+NO_CLAIMS = "judge: unknown; no usable claims, retrieved with the question"
+FORCED = "forced by the timeliness rule"
+PROXY_FAILED = "the proxy failed: always-retrieve with the question"
+
+
+# --- the timeliness rule --------------------------------------------------------------------------------------
+# The paper's rewriter marks a question "timely" when its answer depends on the current date, and a timely question
+# is searched. A language model's knowledge stops at its training data, and this library exists to read papers
+# newer than that, so we force retrieval, without asking the proxy, when the question
+#   1. names an arXiv id or an arxiv.org link,
+#   2. names a year (1990-2099) or a date (2025-03-18, "March 2025", "18 March"),
+#   3. asks about recent work ("recent", "latest", "newest", "new papers", "this week", "last month", "today",
+#      "state of the art", "SOTA", "currently", "nowadays", "so far"),
+#   4. names a paper ("the paper", "this paper", "a paper titled/called/named", a quoted title of two or more
+#      words, "et al.").
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
+          r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
+TIMELINESS_RULES: list[tuple[str, re.Pattern]] = [
+    ("arxiv id", re.compile(rf"arxiv\.org/\S+|\barxiv:\s*\S+|(?<![\w.])(?:{ARXIV_ID.pattern})(?![\w.])", re.I)),
+    ("date", re.compile(rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b{_MONTH}\.?\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?"
+                        rf"(?:19|20)\d{{2}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}\b", re.I)),
+    ("year", re.compile(r"(?<![\w.])(?:199\d|20\d\d)(?![\w.])")),
+    ("recent work", re.compile(r"\b(?:recent(?:ly)?|latest|newest|new(?:ly published)? papers?|this (?:week|month|"
+                               r"year)|last (?:week|month|year)|past (?:week|month|year)|today|yesterday|"
+                               r"state[- ]of[- ]the[- ]art|sota|currently|nowadays|so far|up to date|"
+                               r"up-to-date)\b", re.I)),
+    ("named paper", re.compile(r"\b(?:the|this|that|a|an) (?:paper|preprint|article)\b|\b(?:titled|entitled|called|named)\s+[\"'“‘]|\bet al\b|"
+                               r"[\"“][^\"”\n]{3,}?\s[^\"”\n]{2,}?[\"”]", re.I)),
+]
+
+
+def timeliness(question: str) -> tuple[str, str] | None:
+    """(rule name, the words that matched) when the question must be answered from the library, else None."""
+    for name, pattern in TIMELINESS_RULES:
+        match = pattern.search(question or "")
+        if match:
+            return name, match.group(0).strip()
+    return None
+
+
+# --- reading the proxy's output, fail-safe ----------------------------------------------------------------------
+_KNOWN_FORMS = {SLIM_KNOWN: SLIM_KNOWN, "known true": SLIM_KNOWN, "true": SLIM_KNOWN,
+                SLIM_UNKNOWN: SLIM_UNKNOWN, "known false": SLIM_UNKNOWN, "false": SLIM_UNKNOWN}
+
+
+def read_verdict(output: str) -> str:
+    """SLIM_KNOWN or SLIM_UNKNOWN when the judge said exactly that word (or the paper's "Known (True/False)"),
+    else UNCLEAR, which retrieves."""
+    words = " ".join(re.findall(r"[a-z]+", (output or "").lower()))
+    return _KNOWN_FORMS.get(words, UNCLEAR)
+
+
+@dataclass
+class Claim:
+    text: str
+    query: str
+    verdict: str = ""              # SLIM_KNOWN | SLIM_UNKNOWN | UNCLEAR; "" while not judged
+    judge_output: str = ""
+    retrieved_ids: list[str] = field(default_factory=list)
+
+    @property
+    def needs_retrieval(self) -> bool:
+        return self.verdict != SLIM_KNOWN
+
+
+_CLAIM_LINE = re.compile(r"^[\W\d_]*claim\s*\d*\s*[:.)\-]?\s*(?P<claim>.+?)\s*[;,|]?\s*\bquery\s*\d*\s*[:.)\-]?\s*"
+                         r"(?P<query>.+?)\s*$", re.I)
+
+
+_PLACEHOLDER = re.compile(r"<\s*(?:the\s+)?(?:claim|search\s+query|query)\s*>", re.I)
+
+
+def _usable(text: str) -> bool:
+    """At least two words of letters, and not the format's unfilled placeholder ("<the claim>")."""
+    return len(re.findall(r"[A-Za-z]{2,}", text)) >= 2 and not _PLACEHOLDER.search(text)
+
+
+def read_claims(output: str, max_claims: int = prompts.SLIM_MAX_CLAIMS) -> list[Claim]:
+    """The (claim, query) pairs of the decomposition, one per "Claim: … Query: …" line; lines that are not of that
+    shape, or hold fewer than two words on either side, are skipped; a query seen before is not repeated."""
+    claims: list[Claim] = []
+    seen: set[str] = set()
+    for line in (output or "").splitlines():
+        match = _CLAIM_LINE.match(line.strip())
+        if not match:
+            continue
+        if not (_usable(match.group("claim")) and _usable(match.group("query"))):
+            continue
+        text, query = match.group("claim").strip(" .;<>"), match.group("query").strip(" .;<>")
+        key = " ".join(query.lower().split())
+        if key not in seen:
+            seen.add(key)
+            claims.append(Claim(text, query))
+        if len(claims) == max_claims:
+            break
+    return claims
+
+
+# --- the trace ----------------------------------------------------------------------------------------------------
+@dataclass
+class RoleCost:
+    """Tokens and time one role spent on a question (the paper's Table 4 counts the same roles)."""
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    def add(self, usage: Usage, seconds: float) -> None:
+        self.calls += 1
+        self.prompt_tokens += usage.prompt_tokens or 0
+        self.completion_tokens += usage.completion_tokens or 0
+        self.seconds += seconds
+
+
+@dataclass
+class SlimTrace:
+    """Everything SlimPLM decided for one question, in the order it decided it."""
+    question: str
+    step: str = "started"              # the last step done: started, proxy, judge, claims, retrieved, answered
+    retrieved: bool = False            # whether the main model got references
+    decided_by: str = ""               # "judge" | "forced" | "proxy failure"
+    reason: str = ""
+    forced_rule: str = ""              # "<rule>: <matched words>" when the timeliness rule fired
+    heuristic_answer: str = ""
+    judge_output: str = ""
+    verdict: str = ""                  # the question-level judgment: known | unknown | unclear | "" (not asked)
+    decomposition: str = ""            # the rewriter's raw output
+    claims: list[Claim] = field(default_factory=list)
+    queries: list[str] = field(default_factory=list)   # the queries actually retrieved with
+    items: list[Evidence] = field(default_factory=list)
+    proxy_error: str = ""
+    answer: str = ""
+    notes: list[str] = field(default_factory=list)
+    costs: dict[str, RoleCost] = field(default_factory=lambda: {role: RoleCost() for role in ROLES})
+    log_id: int | None = None          # set by whoever stores the finished trace
+
+    @property
+    def skipped(self) -> bool:
+        """True when the main model answered without retrieval."""
+        return not self.retrieved
+
+    @property
+    def main_calls(self) -> int:
+        return self.costs[MAIN].calls
+
+    def as_dict(self) -> dict:
+        return {"question": self.question, "step": self.step, "skipped": self.skipped, "retrieved": self.retrieved,
+                "decided_by": self.decided_by, "reason": self.reason, "forced_rule": self.forced_rule,
+                "heuristic_answer": self.heuristic_answer, "judge_output": self.judge_output,
+                "verdict": self.verdict, "decomposition": self.decomposition,
+                "claims": [asdict(claim) for claim in self.claims], "queries": self.queries,
+                "items": [{"label": n, "id": item.id, "kind": item.kind, "title": item.title,
+                           "score": round(item.score, 4), "query": item.metadata.get("slim_query", "")}
+                          for n, item in enumerate(self.items, 1)],
+                "proxy_error": self.proxy_error, "main_calls": self.main_calls, "log_id": self.log_id,
+                "costs": {role: {**asdict(cost), "seconds": round(cost.seconds, 3)}
+                          for role, cost in self.costs.items()}}
+
+
+@dataclass(frozen=True)
+class SlimOptions:
+    top_k: int = 8                     # most references the main model gets
+    per_query_k: int = 4               # items retrieved per query
+    budget_tokens: int = 2000          # token budget of the references (thought_retriever.fit_budget)
+    item_tokens: int | None = None     # each reference cut to this many tokens first
+    proxy_tokens: int = 80             # most tokens of the heuristic answer
+    claims_tokens: int = 160           # most tokens of the decomposition
+    answer_tokens: int = 400           # most tokens of the main answer
+    max_claims: int = prompts.SLIM_MAX_CLAIMS
+
+
+# --- the steps ------------------------------------------------------------------------------------------------
+def _call(llm: LLM, prompt: RenderedPrompt, cost: RoleCost, max_tokens: int, grammar: str | None) -> str:
+    usage = Usage()
+    started = time.perf_counter()
+    try:
+        return llm.complete(prompt, max_tokens=max_tokens, temperature=0.1,
+                            grammar=grammar if llm.obeys_grammar else None, usage=usage)
+    finally:
+        cost.add(usage, time.perf_counter() - started)
+
+
+def heuristic_answer(proxy: LLM, question: str, trace: SlimTrace, options: SlimOptions) -> str:
+    return _call(proxy, prompts.SLIM_PROXY_ANSWER.render(question=question), trace.costs[PROXY],
+                 options.proxy_tokens, prompts.plain_sentences_grammar()).strip()
+
+
+def judge(proxy: LLM, question: str, answer: str, trace: SlimTrace) -> tuple[str, str]:
+    """(verdict, raw output) of the judge on (question, answer); also used on (query, claim)."""
+    output = _call(proxy, prompts.SLIM_JUDGE.render(question=question, answer=answer), trace.costs[JUDGE], 4,
+                   prompts.slim_judge_grammar())
+    return read_verdict(output), output.strip()
+
+
+def decompose(proxy: LLM, question: str, answer: str, trace: SlimTrace, options: SlimOptions) -> list[Claim]:
+    output = _call(proxy, prompts.SLIM_DECOMPOSE.render(question=question, answer=answer,
+                                                        max_claims=options.max_claims),
+                   trace.costs[REWRITE], options.claims_tokens, prompts.slim_claims_grammar(options.max_claims))
+    trace.decomposition = output.strip()
+    return read_claims(output, options.max_claims)
+
+
+def retrieve(retriever: Retriever, queries: Sequence[str], options: SlimOptions) -> list[Evidence]:
+    """Items of every query, deduplicated (an item found by several queries keeps its best score and the query
+    that found it so), best first, at most `top_k`, within the token budget. Each item's metadata records the
+    query under "slim_query"."""
+    best: dict[str, Evidence] = {}
+    for query in queries:
+        for item in retriever(query, options.per_query_k):
+            if item.id not in best or item.score > best[item.id].score:
+                best[item.id] = Evidence(item.id, item.kind, item.title, item.text, item.score,
+                                         {**item.metadata, "slim_query": query})
+    ranked = sorted(best.values(), key=lambda item: item.score, reverse=True)[:options.top_k]
+    return fit_budget(ranked, options.budget_tokens, item_tokens=options.item_tokens)
+
+
+def decide(question: str, proxy: LLM, retriever: Retriever, options: SlimOptions,
+           trace: SlimTrace | None = None) -> Iterator[SlimTrace]:
+    """Everything before the main model: yields the trace after each step; at the end `trace.items` holds the
+    references (empty when retrieval was skipped)."""
+    trace = trace or SlimTrace(question)
+    forced = timeliness(question)
+    if forced:
+        trace.decided_by, trace.reason, trace.forced_rule = "forced", FORCED, f"{forced[0]}: {forced[1]}"
+        queries = [question]
+    else:
+        try:
+            queries = yield from _queries_from_proxy(question, proxy, trace, options)
+        except LLMError as error:
+            trace.proxy_error = str(error)[:300]
+            trace.decided_by, trace.reason = "proxy failure", PROXY_FAILED
+            queries = [question]
+    trace.queries = list(dict.fromkeys(queries))
+    trace.retrieved = bool(trace.queries)
+    if trace.queries:
+        trace.items = retrieve(retriever, trace.queries, options)
+        by_query: dict[str, list[str]] = {}
+        for item in trace.items:
+            by_query.setdefault(item.metadata["slim_query"], []).append(item.id)
+        for claim in trace.claims:
+            claim.retrieved_ids = by_query.get(claim.query, []) if claim.needs_retrieval else []
+    trace.step = "retrieved"
+    yield trace
+
+
+def _queries_from_proxy(question: str, proxy: LLM, trace: SlimTrace, options: SlimOptions):
+    """The proxy's part: heuristic answer → judge → (unknown) claims → per-claim judge. Returns the queries to
+    retrieve with (none when the question or every claim is judged known)."""
+    trace.heuristic_answer = heuristic_answer(proxy, question, trace, options)
+    trace.step = "proxy"
+    yield trace
+    trace.verdict, trace.judge_output = judge(proxy, question, trace.heuristic_answer or "(no answer)", trace)
+    trace.decided_by = "judge"
+    trace.step = "judge"
+    yield trace
+    if trace.verdict == SLIM_KNOWN:
+        trace.reason = JUDGED_KNOWN
+        return []
+    trace.claims = decompose(proxy, question, trace.heuristic_answer, trace, options) if trace.heuristic_answer else []
+    if not trace.claims:
+        trace.reason = NO_CLAIMS
+        return [question]
+    for claim in trace.claims:
+        claim.verdict, claim.judge_output = judge(proxy, claim.query, claim.text, trace)
+    trace.step = "claims"
+    yield trace
+    unknown = [claim.query for claim in trace.claims if claim.needs_retrieval]
+    trace.reason = CLAIMS_UNKNOWN if unknown else CLAIMS_ALL_KNOWN
+    return unknown
+
+
+# --- the main model, once ------------------------------------------------------------------------------------------
+def main_prompt(question: str, items: Sequence[Evidence]) -> RenderedPrompt:
+    if not items:
+        return prompts.SLIM_ANSWER_DIRECT.render(question=question)
+    blocks = "\n".join(source_block(str(n), item.text) for n, item in enumerate(items, 1))
+    return prompts.SLIM_ANSWER_WITH_REFERENCES.render(question=question, sources=blocks)
+
+
+def stream_main_answer(main: LLM, question: str, items: Sequence[Evidence], max_tokens: int,
+                       usage: Usage) -> Iterator[str]:
+    """The one main-model call. A grammar-obeying (small) model is held to statements that open with the
+    reference they use ("Source [2] shows that …"), or to plain sentences when it has none."""
+    grammar = None
+    if main.obeys_grammar:
+        grammar = prompts.answer_grammar(len(items)) if items else prompts.plain_sentences_grammar(3)
+    text = ""
+    for piece in main.stream(main_prompt(question, items), max_tokens=max_tokens, temperature=0.1,
+                             grammar=grammar, usage=usage):
+        text += piece
+        yield piece
+        if grammar and items and grounding.repeats_a_statement(text):   # a small model copying its first line
+            return
+
+
+def check_main_answer(text: str, items: Sequence[Evidence]) -> Checked:
+    """The shared output checks (copilot.grounding.check): citations only of the references given, no loop, no
+    echoed instructions, no invented links; a statement's label moves to the reference its words come from."""
+    if text.startswith("Source ["):
+        text = grounding.close_cut_statements(grounding.drop_unfinished_statement(text),
+                                              prompts.ANSWER_STATEMENT_CHARS)
+    system = (prompts.SLIM_ANSWER_WITH_REFERENCES if items else prompts.SLIM_ANSWER_DIRECT).system
+    return grounding.check(grounding.ids_to_labels(text, [item.id for item in items]),
+                           allowed=[str(n) for n in range(1, len(items) + 1)],
+                           source_texts=[item.text for item in items], instructions=[system], attribute=bool(items))
+
+
+def stream(question: str, *, proxy: LLM, main: LLM, retriever: Retriever,
+           options: SlimOptions = SlimOptions()) -> Iterator[SlimTrace]:
+    """SlimPLM for one question, yielding the trace after every step and every piece of the answer. The main
+    model is called exactly once; its failure raises LLMError (the trace is then incomplete: do not store it)."""
+    trace = SlimTrace(question)
+    yield from decide(question, proxy, retriever, options, trace)
+    usage = Usage()
+    started = time.perf_counter()
+    try:
+        for piece in stream_main_answer(main, question, trace.items, options.answer_tokens, usage):
+            trace.answer += piece
+            yield trace
+    finally:
+        trace.costs[MAIN].add(usage, time.perf_counter() - started)
+    checked = check_main_answer(trace.answer.strip(), trace.items)
+    trace.answer = checked.text or prompts.CANNOT_ANSWER
+    trace.notes = usage.notices + checked.notes + ([] if checked.text else ["Nothing was left after the checks."])
+    trace.step = "answered"
+    yield trace
+
+
+def run(question: str, *, proxy: LLM, main: LLM, retriever: Retriever,
+        options: SlimOptions = SlimOptions()) -> SlimTrace:
+    """`stream` to the end: the finished trace, its answer checked."""
+    trace = SlimTrace(question)
+    for trace in stream(question, proxy=proxy, main=main, retriever=retriever, options=options):
+        pass
+    return trace

@@ -1,0 +1,204 @@
+"""SlimPLM's decision branches, exactly, with scripted proxy and main models and a retriever over a few items."""
+
+from __future__ import annotations
+
+import pytest
+
+from copilot import prompts
+from copilot.features.adaptive import citations, log_record
+from copilot.llm import LLMError
+from copilot.methods import slim
+from copilot.methods.slim import SlimOptions, read_claims, read_verdict, timeliness
+from copilot.records import Evidence
+from copilot.services import Services
+from copilot.store.db import Database
+from tests.doubles import ScriptedBackend, scripted_llm
+
+QUESTION = "How does retrieval-augmented generation reduce hallucination?"
+HEURISTIC = "It retrieves documents and conditions the answer on them."
+ITEMS = {
+    "RAG retrieval documents": [Evidence("2501.00001", "paper", "RAG survey", "RAG conditions answers on documents.", 0.8),
+                                Evidence("2501.00002", "paper", "Grounding", "Grounded generation cuts errors.", 0.6)],
+    "hallucination grounding": [Evidence("2501.00002", "paper", "Grounding", "Grounded generation cuts errors.", 0.7),
+                                Evidence("2501.00003", "paper", "Faithfulness", "Faithful answers cite evidence.", 0.5)],
+    QUESTION: [Evidence("2501.00009", "paper", "Whole question", "Retrieval reduces hallucination.", 0.9)],
+}
+DECOMPOSITION = ("Claim: Retrieval conditions the answer on documents Query: RAG retrieval documents\n"
+                 "Claim: Grounded answers hallucinate less Query: hallucination grounding\n"
+                 "Claim: Retrieval augmented generation was proposed by Lewis Query: RAG original paper Lewis\n")
+
+
+class Library:
+    """A retriever over ITEMS that records the queries it was asked."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def __call__(self, query: str, k: int) -> list[Evidence]:
+        self.queries.append(query)
+        return ITEMS.get(query, [])[:k]
+
+
+@pytest.fixture
+def db(tmp_path):
+    return Database(tmp_path / "copilot.db")
+
+
+def run(db, proxy_replies, question=QUESTION, main_reply="Retrieval grounds the answer [1]."):
+    proxy, proxy_backend = scripted_llm(db, proxy_replies)
+    main, main_backend = scripted_llm(db, [main_reply])
+    library = Library()
+    trace = slim.run(question, proxy=proxy, main=main, retriever=library, options=SlimOptions(top_k=8))
+    assert len(main_backend.calls) == 1 and trace.main_calls == 1      # every branch: the main model once
+    assert not proxy_backend.replies                                     # the proxy said all it was scripted to
+    return trace, library, proxy_backend, main_backend
+
+
+def main_prompt_name(db) -> str:
+    return db.query("SELECT prompt_name FROM llm_calls ORDER BY id DESC LIMIT 1")[0]["prompt_name"]
+
+
+def test_known_question_is_answered_without_retrieval(db):
+    trace, library, proxy, main = run(db, [HEURISTIC, "known"], main_reply="It grounds answers in documents.")
+    assert trace.skipped and not trace.retrieved and library.queries == []
+    assert (trace.decided_by, trace.reason, trace.verdict) == ("judge", slim.JUDGED_KNOWN, "known")
+    assert trace.heuristic_answer == HEURISTIC and trace.claims == [] and trace.items == []
+    assert len(proxy.calls) == 2 and main_prompt_name(db) == "slim_answer_direct"
+    assert "References" not in main.calls[0].text
+    assert trace.answer == "It grounds answers in documents."
+
+
+def test_unknown_question_retrieves_only_for_claims_not_judged_known_and_dedupes(db):
+    trace, library, proxy, main = run(db, [HEURISTIC, "unknown", DECOMPOSITION, "unknown", "maybe?", "known"])
+    assert [c.verdict for c in trace.claims] == ["unknown", "unclear", "known"]
+    assert library.queries == ["RAG retrieval documents", "hallucination grounding"]   # not the known claim's
+    assert [item.id for item in trace.items] == ["2501.00001", "2501.00002", "2501.00003"]  # 00002 once
+    assert trace.items[1].score == 0.7 and trace.items[1].metadata["slim_query"] == "hallucination grounding"
+    assert trace.retrieved and trace.reason == slim.CLAIMS_UNKNOWN and trace.decided_by == "judge"
+    assert trace.claims[2].retrieved_ids == [] and trace.claims[0].retrieved_ids == ["2501.00001"]
+    assert len(proxy.calls) == 6 and main_prompt_name(db) == "slim_answer_with_references"
+    assert '<source id="3">' in main.calls[0].text and "Faithful answers cite evidence." in main.calls[0].text
+    # the claim judge reads (query, claim) in the places of (question, answer)
+    assert "Question: RAG retrieval documents" in proxy.calls[3].text
+    assert "Draft answer: Retrieval conditions the answer on documents" in proxy.calls[3].text
+
+
+def test_unknown_question_whose_claims_are_all_known_is_answered_without_retrieval(db):
+    trace, library, _, _ = run(db, [HEURISTIC, "unknown", DECOMPOSITION, "known", "known", "Known (True)"],
+                               main_reply="Plain answer.")
+    assert library.queries == [] and trace.skipped and trace.reason == slim.CLAIMS_ALL_KNOWN
+    assert main_prompt_name(db) == "slim_answer_direct"
+
+
+@pytest.mark.parametrize("judge_output", ["", "maybe", "known unknown", "I think it is known", "yes", "Unknown!?"])
+def test_a_judge_output_that_is_not_clearly_known_retrieves(db, judge_output):
+    trace, library, _, _ = run(db, [HEURISTIC, judge_output, DECOMPOSITION, "unknown", "unknown", "unknown"])
+    assert trace.retrieved and trace.verdict in ("unclear", "unknown") and library.queries
+    assert trace.verdict == ("unknown" if judge_output == "Unknown!?" else "unclear")
+
+
+@pytest.mark.parametrize("decomposition", ["", "no claims here", "Claim: <the claim> Query: <the search query>",
+                                           "Claim: x Query: y\nClaim: : Query: ?"])
+def test_garbage_decomposition_retrieves_with_the_question(db, decomposition):
+    trace, library, _, _ = run(db, [HEURISTIC, "unknown", decomposition])
+    assert library.queries == [QUESTION] and trace.claims == [] and trace.reason == slim.NO_CLAIMS
+    assert [item.id for item in trace.items] == ["2501.00009"] and trace.decomposition == decomposition.strip()
+
+
+@pytest.mark.parametrize("question, rule", [
+    ("What does 2502.01234 propose?", "arxiv id"),
+    ("Summarize https://arxiv.org/abs/2502.01234v2", "arxiv id"),
+    ("Which retrieval papers appeared in 2025?", "year"),
+    ("What was posted on 2025-03-18 about agents?", "date"),
+    ("What moved in March 2025?", "date"),
+    ("What are recent advances in retrieval-augmented generation?", "recent work"),
+    ("What is the latest work on speculative decoding?", "recent work"),
+    ("What does the paper on token merging find?", "named paper"),
+    ('What does "Attention Is All You Need" claim?', "named paper"),
+    ("What did Lewis et al. show about RAG?", "named paper"),
+])
+def test_timeliness_rule_forces_retrieval_without_the_proxy(db, question, rule):
+    trace, library, proxy, _ = run(db, [], question=question, main_reply="Answer.")
+    assert proxy.calls == [] and library.queries == [question] and trace.retrieved
+    assert trace.decided_by == "forced" and trace.reason == slim.FORCED and trace.forced_rule.startswith(rule + ":")
+
+
+@pytest.mark.parametrize("question", ["What is a transformer?", "How does dropout regularize a network?",
+                                      "Explain beam search.", "Why does batch normalization help training?"])
+def test_general_questions_are_not_forced(question):
+    assert timeliness(question) is None
+
+
+@pytest.mark.parametrize("replies", [
+    [LLMError("local model timed out after 120 s")],
+    [HEURISTIC, LLMError("local model timed out after 120 s")],
+    [HEURISTIC, "unknown", LLMError("the local model was busy")],
+    [HEURISTIC, "unknown", DECOMPOSITION, "known", LLMError("the local model was busy")],
+])
+def test_proxy_failure_falls_back_to_always_retrieve_and_says_so(db, replies):
+    trace, library, _, _ = run(db, replies)
+    assert library.queries == [QUESTION] and trace.retrieved
+    assert trace.decided_by == "proxy failure" and trace.reason == slim.PROXY_FAILED
+    assert "local model" in trace.proxy_error
+
+
+def test_main_failure_raises_after_exactly_one_call(db):
+    proxy, _ = scripted_llm(db, [HEURISTIC, "known"])
+    main, main_backend = scripted_llm(db, [LLMError("the endpoint failed", retryable=False)])
+    with pytest.raises(LLMError):
+        slim.run(QUESTION, proxy=proxy, main=main, retriever=Library())
+    assert len(main_backend.calls) == 1
+
+
+def test_a_grammar_obeying_proxy_is_held_to_one_word_and_to_claim_lines(db):
+    backend = ScriptedBackend([HEURISTIC, "unknown", DECOMPOSITION, "unknown", "known", "known"], obeys_grammar=True)
+    main, _ = scripted_llm(db, ["Answer [1]."])
+    from copilot.llm import LLM
+    slim.run(QUESTION, proxy=LLM(backend, db, retries=0), main=main, retriever=Library())
+    grammars = [call.grammar for call in backend.calls]
+    assert grammars[0] == prompts.plain_sentences_grammar()
+    assert grammars[1] == grammars[3] == prompts.slim_judge_grammar() == 'root ::= "known" | "unknown"'
+    assert grammars[2] == prompts.slim_claims_grammar(prompts.SLIM_MAX_CLAIMS)
+
+
+def test_the_answer_passes_the_shared_checks_and_its_citations_are_listed(db):
+    trace, *_ = run(db, [HEURISTIC, "unknown", DECOMPOSITION, "unknown", "known", "known"],
+                    main_reply="RAG conditions answers on documents [1] [7]. See https://evil.example/x")
+    assert "[7]" not in trace.answer and "evil.example" not in trace.answer
+    assert any("not retrieved" in note for note in trace.notes)
+    assert [c["id"] for c in citations(trace)] == ["2501.00001"]
+
+
+@pytest.mark.parametrize("output, verdict", [("known", "known"), ("unknown", "unknown"), (" Known. ", "known"),
+                                             ("Known (False)", "unknown"), ("", "unclear"), ("unknownn", "unclear")])
+def test_read_verdict(output, verdict):
+    assert read_verdict(output) == verdict
+
+
+def test_read_claims_keeps_well_formed_pairs_once_and_at_most_the_limit():
+    output = DECOMPOSITION + "Claim: Another claim here Query: RAG retrieval documents\nClaim: Fourth one here Query: q w"
+    claims = read_claims(output, max_claims=3)
+    assert [c.query for c in claims] == ["RAG retrieval documents", "hallucination grounding", "RAG original paper Lewis"]
+    assert read_claims("<Claim> Grounding helps answers <Query> grounding answers")[0].text == "Grounding helps answers"
+
+
+def test_the_log_stores_a_question_whole(settings):
+    services = Services(settings, llm_backend=ScriptedBackend())
+    trace, *_ = run(services.db, [HEURISTIC, "unknown", DECOMPOSITION, "unknown", "maybe", "known"])
+    question_id = services.slim_log.add(log_record(trace, "ana", 1700000000.0, "proxy-model", "main-model"))
+    stored = services.slim_log.get(question_id)
+    assert stored.id == question_id and stored.user == "ana" and stored.question == QUESTION
+    assert (stored.retrieved, stored.decided_by, stored.reason, stored.verdict) == (
+        True, "judge", slim.CLAIMS_UNKNOWN, "unknown")
+    assert stored.heuristic_answer == HEURISTIC and stored.decomposition == DECOMPOSITION.strip()
+    assert [(c.query, c.verdict) for c in stored.claims] == [
+        ("RAG retrieval documents", "unknown"), ("hallucination grounding", "unclear"), ("RAG original paper Lewis", "known")]
+    assert [(i.item_id, i.query) for i in stored.items] == [
+        ("2501.00001", "RAG retrieval documents"), ("2501.00002", "hallucination grounding"),
+        ("2501.00003", "hallucination grounding")]
+    roles = {r.role: r for r in stored.roles}
+    assert set(roles) == set(slim.ROLES) and stored.main_calls == 1
+    assert (roles["proxy"].calls, roles["rewrite"].calls, roles["judge"].calls) == (1, 1, 4)
+    assert all(r.prompt_tokens > 0 and r.completion_tokens > 0 for r in stored.roles)
+    assert stored.answer == trace.answer and (stored.proxy_model, stored.main_model) == ("proxy-model", "main-model")
+    assert [r.id for r in services.slim_log.recent("ana")] == [question_id] and services.slim_log.recent("bob") == []
