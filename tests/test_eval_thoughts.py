@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -146,6 +147,20 @@ def test_scripted_warmup_resumes_after_an_interruption(settings, tmp_path):
     assert report.meta["unknown_qrels_ids"] == {"query": 1, "cited": 1}
     table = thoughts_eval.markdown(report)
     assert table.startswith("| warm-up questions | thoughts in memory | setting | root precision |")
+    paths = thoughts_eval.write_outputs(report, tmp_path / "out", "toy")
+    assert sorted(paths) == ["json", "markdown", "recall-precision", "recall-thoughts"]
+    for plot in ("recall-precision", "recall-thoughts"):
+        svg = ElementTree.parse(paths[plot]).getroot()
+        assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 2
+        assert len(svg.findall("{http://www.w3.org/2000/svg}circle")) == 2 * 3       # a point per checkpoint
+
+
+def test_svg_plot_places_points_on_the_axes():
+    svg = thoughts_eval.svg_plot("t", "x", "y", {"papers": [(0.0, 0.0), (2.0, 1.0)]})
+    root = ElementTree.fromstring(svg)
+    circles = [(float(c.get("cx")), float(c.get("cy"))) for c in root.findall("{http://www.w3.org/2000/svg}circle")]
+    margin, width, height = thoughts_eval.MARGIN, thoughts_eval.PLOT_WIDTH, thoughts_eval.PLOT_HEIGHT
+    assert circles == [(margin, height - margin), (width - margin, margin)]
 
 
 # --- the real command on a 3-query slice
@@ -177,4 +192,5 @@ def test_eval_thoughts_command_on_a_three_query_slice(tmp_path):
             assert point["mean"][setting]["level"] >= 1.0
     written = tmp_path / "data" / "eval" / "thoughts-toy-w4-k8-s13.json"
     assert json.loads(written.read_text()) == printed
+    assert written.with_name("thoughts-toy-w4-k8-s13-recall-thoughts.svg").is_file()
     assert "| warm-up questions |" in run.stderr

@@ -259,10 +259,61 @@ def markdown(report: ThoughtsReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --- plots: plain SVG (no plotting library in the requirements)
+PLOT_WIDTH, PLOT_HEIGHT, MARGIN = 420, 300, 50
+COLOURS = {"papers": "#1f77b4", "papers+thoughts": "#d62728"}
+
+
+def svg_plot(title: str, x_label: str, y_label: str, series: dict[str, list[tuple[float, float]]]) -> str:
+    """A line plot with markers, one polyline per series, axes from 0 to the largest value (at least 1e-9)."""
+    points = [p for line in series.values() for p in line]
+    x_max = max([x for x, _ in points] + [1e-9])
+    y_max = max([y for _, y in points] + [1e-9])
+    inner_w, inner_h = PLOT_WIDTH - 2 * MARGIN, PLOT_HEIGHT - 2 * MARGIN
+
+    def at(x: float, y: float) -> tuple[float, float]:
+        return MARGIN + inner_w * x / x_max, PLOT_HEIGHT - MARGIN - inner_h * y / y_max
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" '
+             'font-family="sans-serif" font-size="11">',
+             f'<text x="{PLOT_WIDTH / 2}" y="18" text-anchor="middle" font-size="13">{title}</text>',
+             f'<line x1="{MARGIN}" y1="{PLOT_HEIGHT - MARGIN}" x2="{PLOT_WIDTH - MARGIN}" y2="{PLOT_HEIGHT - MARGIN}" '
+             'stroke="black"/>',
+             f'<line x1="{MARGIN}" y1="{MARGIN}" x2="{MARGIN}" y2="{PLOT_HEIGHT - MARGIN}" stroke="black"/>',
+             f'<text x="{PLOT_WIDTH / 2}" y="{PLOT_HEIGHT - 12}" text-anchor="middle">{x_label} (0 to {x_max:.3g})'
+             '</text>',
+             f'<text x="14" y="{PLOT_HEIGHT / 2}" text-anchor="middle" transform="rotate(-90 14 {PLOT_HEIGHT / 2})">'
+             f'{y_label} (0 to {y_max:.3g})</text>']
+    for n, (name, line) in enumerate(series.items()):
+        colour = COLOURS.get(name, "black")
+        coords = [at(x, y) for x, y in line]
+        parts.append('<polyline fill="none" stroke="{}" points="{}"/>'.format(
+            colour, " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy in coords)))
+        parts += [f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3" fill="{colour}"/>' for cx, cy in coords]
+        parts.append(f'<text x="{PLOT_WIDTH - MARGIN}" y="{MARGIN + 14 * n}" text-anchor="end" fill="{colour}">'
+                     f'{name}</text>')
+    return "\n".join(parts + ["</svg>"]) + "\n"
+
+
+def plots(report: ThoughtsReport) -> dict[str, str]:
+    """Fig. 7's shape (recall against precision, a point per checkpoint) and Fig. 5's (recall against thoughts)."""
+    curve = list(report.curve.values())
+    by_precision = {name: [(p["mean"][name]["precision"], p["mean"][name]["recall"]) for p in curve]
+                    for name in SETTINGS}
+    by_thoughts = {name: [(p["thoughts_in_memory"], p["mean"][name]["recall"]) for p in curve] for name in SETTINGS}
+    return {"recall-precision": svg_plot("root-source recall vs precision", "precision", "recall", by_precision),
+            "recall-thoughts": svg_plot("root-source recall vs thoughts in memory", "thoughts", "recall",
+                                        by_thoughts)}
+
+
 def write_outputs(report: ThoughtsReport, out_dir: Path, name: str) -> dict[str, Path]:
+    """`name.json`, `name.md` and the two plots `name-recall-precision.svg`, `name-recall-thoughts.svg`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / f"{name}.json", "markdown": out_dir / f"{name}.md"}
     contents = {"json": json.dumps(report.as_json(), indent=2), "markdown": markdown(report)}
+    for plot, svg in plots(report).items():
+        paths[plot] = out_dir / f"{name}-{plot}.svg"
+        contents[plot] = svg
     for key, path in paths.items():
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(contents[key], encoding="utf-8")
