@@ -90,13 +90,15 @@ def as_paper(pid: str, row: dict) -> Paper:
                  authors=[], categories=[], published=date(year, 1, 1))
 
 
-def fill_store(services: Services, papers: dict[str, dict], batch: int = 256) -> int:
+def fill_store(services: Services, papers: dict[str, dict], batch: int = 256, progress=print) -> int:
     """Put every abstract in the store's paper collection (once: those already there are skipped)."""
     ids = sorted(papers)
-    missing = [pid for pid in ids if pid not in services.store.existing_papers(ids)]
+    stored = services.store.existing_papers(ids)
+    missing = [pid for pid in ids if pid not in stored]
     for start in range(0, len(missing), batch):
         chunk = [as_paper(pid, papers[pid]) for pid in missing[start:start + batch]]
         services.store.upsert_papers(chunk, services.embedder.embed([p.document for p in chunk]))
+        progress(f"store: embedded {start + len(chunk)}/{len(missing)} abstracts")
     return len(missing)
 
 
@@ -204,7 +206,7 @@ def run(services: Services, data_dir: Path, warmup: int = 40, k: int = 8, seed: 
     gold = load_cited(data_dir, papers)
     if not gold.cited:
         raise EvalDataError(f"no cited = 1 row of {QRELS_GLOB} names a query paper of {ABSTRACTS_FILE}")
-    added = fill_store(services, papers)
+    added = fill_store(services, papers, progress=progress)
     progress(f"store: {services.store.count(PAPER)} papers ({added} added)")
     questions = warmup_questions(papers, set(gold.cited), warmup, seed)
     state = WarmupState(services.settings.data_dir / STATE_FILE, questions)
