@@ -16,12 +16,20 @@ from tests.doubles import ScriptedBackend, scripted_llm
 
 QUESTION = "How does retrieval-augmented generation reduce hallucination?"
 HEURISTIC = "It retrieves documents and conditions the answer on them."
+RAG = ("2501.00001", "RAG survey", "RAG conditions answers on documents.")
+GROUNDING = ("2501.00002", "Grounding", "Grounded generation cuts errors.")
+FAITH = ("2501.00003", "Faithfulness", "Faithful answers cite evidence.")
+WHOLE = ("2501.00009", "Whole question", "Retrieval reduces hallucination.")
+
+
+def paper(found: tuple[str, str, str], score: float) -> Evidence:
+    return Evidence(found[0], "paper", found[1], found[2], score)
+
+
 ITEMS = {
-    "RAG retrieval documents": [Evidence("2501.00001", "paper", "RAG survey", "RAG conditions answers on documents.", 0.8),
-                                Evidence("2501.00002", "paper", "Grounding", "Grounded generation cuts errors.", 0.6)],
-    "hallucination grounding": [Evidence("2501.00002", "paper", "Grounding", "Grounded generation cuts errors.", 0.7),
-                                Evidence("2501.00003", "paper", "Faithfulness", "Faithful answers cite evidence.", 0.5)],
-    QUESTION: [Evidence("2501.00009", "paper", "Whole question", "Retrieval reduces hallucination.", 0.9)],
+    "RAG retrieval documents": [paper(RAG, 0.8), paper(GROUNDING, 0.6)],
+    "hallucination grounding": [paper(GROUNDING, 0.7), paper(FAITH, 0.5)],
+    QUESTION: [paper(WHOLE, 0.9)],
 }
 DECOMPOSITION = ("Claim: Retrieval conditions the answer on documents Query: RAG retrieval documents\n"
                  "Claim: Grounded answers hallucinate less Query: hallucination grounding\n"
@@ -74,7 +82,7 @@ def test_unknown_question_retrieves_only_for_claims_not_judged_known_and_dedupes
     assert library.queries == ["RAG retrieval documents", "hallucination grounding"]   # not the known claim's
     assert [item.id for item in trace.items] == ["2501.00001", "2501.00002", "2501.00003"]  # 00002 once
     assert trace.items[1].score == 0.7 and trace.items[1].metadata["slim_query"] == "hallucination grounding"
-    assert trace.retrieved and trace.reason == slim.CLAIMS_UNKNOWN and trace.decided_by == "judge"
+    assert trace.retrieved and trace.reason == "judge: unknown; " + slim.CLAIMS_UNKNOWN and trace.decided_by == "judge"
     assert trace.claims[2].retrieved_ids == [] and trace.claims[0].retrieved_ids == ["2501.00001"]
     assert len(proxy.calls) == 6 and main_prompt_name(db) == "slim_answer_with_references"
     assert '<source id="3">' in main.calls[0].text and "Faithful answers cite evidence." in main.calls[0].text
@@ -86,7 +94,7 @@ def test_unknown_question_retrieves_only_for_claims_not_judged_known_and_dedupes
 def test_unknown_question_whose_claims_are_all_known_is_answered_without_retrieval(db):
     trace, library, _, _ = run(db, [HEURISTIC, "unknown", DECOMPOSITION, "known", "known", "Known (True)"],
                                main_reply="Plain answer.")
-    assert library.queries == [] and trace.skipped and trace.reason == slim.CLAIMS_ALL_KNOWN
+    assert library.queries == [] and trace.skipped and trace.reason == "judge: unknown; " + slim.CLAIMS_ALL_KNOWN
     assert main_prompt_name(db) == "slim_answer_direct"
 
 
@@ -95,13 +103,14 @@ def test_a_judge_output_that_is_not_clearly_known_retrieves(db, judge_output):
     trace, library, _, _ = run(db, [HEURISTIC, judge_output, DECOMPOSITION, "unknown", "unknown", "unknown"])
     assert trace.retrieved and trace.verdict in ("unclear", "unknown") and library.queries
     assert trace.verdict == ("unknown" if judge_output == "Unknown!?" else "unclear")
+    assert trace.reason == f"judge: {trace.verdict}; " + slim.CLAIMS_UNKNOWN
 
 
 @pytest.mark.parametrize("decomposition", ["", "no claims here", "Claim: <the claim> Query: <the search query>",
                                            "Claim: x Query: y\nClaim: : Query: ?"])
 def test_garbage_decomposition_retrieves_with_the_question(db, decomposition):
     trace, library, _, _ = run(db, [HEURISTIC, "unknown", decomposition])
-    assert library.queries == [QUESTION] and trace.claims == [] and trace.reason == slim.NO_CLAIMS
+    assert library.queries == [QUESTION] and trace.claims == [] and trace.reason == "judge: unknown; " + slim.NO_CLAIMS
     assert [item.id for item in trace.items] == ["2501.00009"] and trace.decomposition == decomposition.strip()
 
 
@@ -176,9 +185,10 @@ def test_read_verdict(output, verdict):
 
 
 def test_read_claims_keeps_well_formed_pairs_once_and_at_most_the_limit():
-    output = DECOMPOSITION + "Claim: Another claim here Query: RAG retrieval documents\nClaim: Fourth one here Query: q w"
+    output = DECOMPOSITION + "Claim: Another claim here Query: RAG retrieval documents\nClaim: Fourth one Query: q w"
     claims = read_claims(output, max_claims=3)
-    assert [c.query for c in claims] == ["RAG retrieval documents", "hallucination grounding", "RAG original paper Lewis"]
+    assert [c.query for c in claims] == ["RAG retrieval documents", "hallucination grounding",
+                                         "RAG original paper Lewis"]
     assert read_claims("<Claim> Grounding helps answers <Query> grounding answers")[0].text == "Grounding helps answers"
 
 
@@ -189,10 +199,11 @@ def test_the_log_stores_a_question_whole(settings):
     stored = services.slim_log.get(question_id)
     assert stored.id == question_id and stored.user == "ana" and stored.question == QUESTION
     assert (stored.retrieved, stored.decided_by, stored.reason, stored.verdict) == (
-        True, "judge", slim.CLAIMS_UNKNOWN, "unknown")
+        True, "judge", "judge: unknown; " + slim.CLAIMS_UNKNOWN, "unknown")
     assert stored.heuristic_answer == HEURISTIC and stored.decomposition == DECOMPOSITION.strip()
-    assert [(c.query, c.verdict) for c in stored.claims] == [
-        ("RAG retrieval documents", "unknown"), ("hallucination grounding", "unclear"), ("RAG original paper Lewis", "known")]
+    assert [(c.query, c.verdict) for c in stored.claims] == [("RAG retrieval documents", "unknown"),
+                                                             ("hallucination grounding", "unclear"),
+                                                             ("RAG original paper Lewis", "known")]
     assert [(i.item_id, i.query) for i in stored.items] == [
         ("2501.00001", "RAG retrieval documents"), ("2501.00002", "hallucination grounding"),
         ("2501.00003", "hallucination grounding")]

@@ -37,14 +37,16 @@ from copilot.records import ARXIV_ID, Evidence
 Retriever = Callable[[str, int], list[Evidence]]
 
 UNCLEAR = "unclear"             # a judge output that is neither word: treated as unknown (retrieve)
+JUDGE_TOKENS = 8                # room for "unknown" in any tokenizer (SmolLM2 spends more than 4 tokens on it)
 PROXY, REWRITE, JUDGE, MAIN = "proxy", "rewrite", "judge", "main"   # the roles whose cost is counted
 ROLES = (PROXY, REWRITE, JUDGE, MAIN)
 
 # Why a question was or was not answered with retrieval (SlimTrace.reason)
 JUDGED_KNOWN = "judge: known"
-CLAIMS_ALL_KNOWN = "judge: unknown, but every claim judged known"
-CLAIMS_UNKNOWN = "judge: unknown; retrieved for the claims not judged known"
-NO_CLAIMS = "judge: unknown; no usable claims, retrieved with the question"
+# after "judge: unknown; " or "judge: unclear; " (an unclear verdict is read as unknown)
+CLAIMS_ALL_KNOWN = "every claim judged known, no retrieval"
+CLAIMS_UNKNOWN = "retrieved for the claims not judged known"
+NO_CLAIMS = "no usable claims, retrieved with the question"
 FORCED = "forced by the timeliness rule"
 PROXY_FAILED = "the proxy failed: always-retrieve with the question"
 
@@ -70,7 +72,8 @@ TIMELINESS_RULES: list[tuple[str, re.Pattern]] = [
                                r"year)|last (?:week|month|year)|past (?:week|month|year)|today|yesterday|"
                                r"state[- ]of[- ]the[- ]art|sota|currently|nowadays|so far|up to date|"
                                r"up-to-date)\b", re.I)),
-    ("named paper", re.compile(r"\b(?:the|this|that|a|an) (?:paper|preprint|article)\b|\b(?:titled|entitled|called|named)\s+[\"'“‘]|\bet al\b|"
+    ("named paper", re.compile(r"\b(?:the|this|that|a|an) (?:paper|preprint|article)\b|"
+                               r"\b(?:titled|entitled|called|named)\s+[\"'“‘]|\bet al\b|"
                                r"[\"“][^\"”\n]{3,}?\s[^\"”\n]{2,}?[\"”]", re.I)),
 ]
 
@@ -233,8 +236,8 @@ def heuristic_answer(proxy: LLM, question: str, trace: SlimTrace, options: SlimO
 
 def judge(proxy: LLM, question: str, answer: str, trace: SlimTrace) -> tuple[str, str]:
     """(verdict, raw output) of the judge on (question, answer); also used on (query, claim)."""
-    output = _call(proxy, prompts.SLIM_JUDGE.render(question=question, answer=answer), trace.costs[JUDGE], 4,
-                   prompts.slim_judge_grammar())
+    output = _call(proxy, prompts.SLIM_JUDGE.render(question=question, answer=answer), trace.costs[JUDGE],
+                   JUDGE_TOKENS, prompts.slim_judge_grammar())
     return read_verdict(output), output.strip()
 
 
@@ -303,15 +306,16 @@ def _queries_from_proxy(question: str, proxy: LLM, trace: SlimTrace, options: Sl
         trace.reason = JUDGED_KNOWN
         return []
     trace.claims = decompose(proxy, question, trace.heuristic_answer, trace, options) if trace.heuristic_answer else []
+    judged = f"judge: {trace.verdict}; "
     if not trace.claims:
-        trace.reason = NO_CLAIMS
+        trace.reason = judged + NO_CLAIMS
         return [question]
     for claim in trace.claims:
         claim.verdict, claim.judge_output = judge(proxy, claim.query, claim.text, trace)
     trace.step = "claims"
     yield trace
     unknown = [claim.query for claim in trace.claims if claim.needs_retrieval]
-    trace.reason = CLAIMS_UNKNOWN if unknown else CLAIMS_ALL_KNOWN
+    trace.reason = judged + (CLAIMS_UNKNOWN if unknown else CLAIMS_ALL_KNOWN)
     return unknown
 
 

@@ -1,0 +1,64 @@
+"""SlimPLM end to end with the packaged local model as proxy and as main, over 300 real papers, and the CLI."""
+
+from __future__ import annotations
+
+from copilot.features.adaptive import ask_adaptive
+from copilot.methods import slim
+from tests.conftest import import_papers
+from tests.helpers import run_cli_in_process
+
+GENERAL = "How does the Mamba state space model differ from transformers?"
+TIMELY = "What are recent methods for speculative decoding?"
+MAIN_PROMPTS = ("slim_answer_direct", "slim_answer_with_references")
+
+
+def main_calls_logged(services) -> int:
+    marks = ",".join("?" for _ in MAIN_PROMPTS)
+    return services.db.query_one(f"SELECT COUNT(*) AS n FROM llm_calls WHERE prompt_name IN ({marks})",
+                                 MAIN_PROMPTS)["n"]
+
+
+def assert_complete(services, record: dict) -> None:
+    trace = record["trace"]
+    assert trace["main_calls"] == 1 and trace["costs"]["main"]["calls"] == 1
+    assert trace["costs"]["main"]["prompt_tokens"] > 0 and trace["costs"]["main"]["seconds"] > 0
+    assert trace["step"] == "answered" and record["answer"].strip() and trace["reason"]
+    assert trace["decided_by"] in ("judge", "forced", "proxy failure")
+    if not trace["retrieved"]:
+        assert trace["items"] == [] and trace["queries"] == []
+    if trace["decided_by"] == "judge":
+        assert trace["heuristic_answer"] and trace["verdict"] in ("known", "unknown", "unclear")
+        assert trace["costs"]["proxy"]["calls"] == 1 and trace["costs"]["judge"]["calls"] == 1 + len(trace["claims"])
+    stored = services.slim_log.get(record["log_id"])
+    assert stored.question == trace["question"] and stored.answer == record["answer"]
+    assert (stored.retrieved, stored.decided_by, stored.reason) == (trace["retrieved"], trace["decided_by"],
+                                                                     trace["reason"])
+    assert [c.query for c in stored.claims] == [c["query"] for c in trace["claims"]]
+    assert [i.item_id for i in stored.items] == [i["id"] for i in trace["items"]]
+    assert {r.role for r in stored.roles} == set(slim.ROLES) and stored.main_calls == 1
+    assert stored.main_model == stored.proxy_model == services.llm.info["model"]
+
+
+def test_slim_with_the_packaged_model_as_proxy_and_main(services, monkeypatch, capsys):
+    import_papers(services, 300)
+    general = ask_adaptive(services, GENERAL, "local")
+    assert_complete(services, general)
+    assert main_calls_logged(services) == 1
+
+    timely = ask_adaptive(services, TIMELY, "local")
+    assert_complete(services, timely)
+    assert main_calls_logged(services) == 2
+    trace = timely["trace"]
+    assert trace["decided_by"] == "forced" and trace["forced_rule"] == "recent work: recent"
+    assert trace["costs"]["proxy"]["calls"] == 0 and trace["queries"] == [TIMELY] and trace["items"]
+    cited = {c["id"] for c in timely["citations"]}
+    assert cited <= {i["id"] for i in trace["items"]}
+
+    # the same through the command line, in this process, on the same data
+    monkeypatch.setenv("COPILOT_DATA_DIR", str(services.settings.data_dir))
+    monkeypatch.setenv("COPILOT_LLM", "local")
+    monkeypatch.setenv("COPILOT_ANSWER_MAX_TOKENS", "64")
+    code, printed, _ = run_cli_in_process(capsys, "ask", TIMELY, "--mode", "slim", "--json")
+    assert code == 0 and printed["mode"] == "slim" and printed["trace"]["main_calls"] == 1
+    assert set(printed) >= {"answer", "citations", "trace", "log_id"} and printed["trace"]["decided_by"] == "forced"
+    assert main_calls_logged(services) == 3 and len(services.slim_log.recent("local")) == 3
