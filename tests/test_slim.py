@@ -5,14 +5,16 @@ from __future__ import annotations
 import pytest
 
 from copilot import prompts
-from copilot.features.adaptive import citations, log_record
-from copilot.llm import LLMError
+from copilot.features.adaptive import ask_adaptive, citations, log_record, proxy_llm
+from copilot.llm import LLM, LLMError
 from copilot.methods import slim
 from copilot.methods.slim import SlimOptions, read_claims, read_verdict, timeliness
 from copilot.records import Evidence
 from copilot.services import Services
 from copilot.store.db import Database
+from tests.conftest import make_settings
 from tests.doubles import ScriptedBackend, scripted_llm
+from tests.helpers import clean_env
 
 QUESTION = "How does retrieval-augmented generation reduce hallucination?"
 HEURISTIC = "It retrieves documents and conditions the answer on them."
@@ -162,7 +164,6 @@ def test_main_failure_raises_after_exactly_one_call(db):
 def test_a_grammar_obeying_proxy_is_held_to_one_word_and_to_claim_lines(db):
     backend = ScriptedBackend([HEURISTIC, "unknown", DECOMPOSITION, "unknown", "known", "known"], obeys_grammar=True)
     main, _ = scripted_llm(db, ["Answer [1]."])
-    from copilot.llm import LLM
     slim.run(QUESTION, proxy=LLM(backend, db, retries=0), main=main, retriever=Library())
     grammars = [call.grammar for call in backend.calls]
     assert grammars[0] == prompts.plain_sentences_grammar()
@@ -213,3 +214,22 @@ def test_the_log_stores_a_question_whole(settings):
     assert all(r.prompt_tokens > 0 and r.completion_tokens > 0 for r in stored.roles)
     assert stored.answer == trace.answer and (stored.proxy_model, stored.main_model) == ("proxy-model", "main-model")
     assert [r.id for r in services.slim_log.recent("ana")] == [question_id] and services.slim_log.recent("bob") == []
+
+
+def test_the_feature_logs_a_finished_question_and_nothing_when_the_main_model_fails(settings):
+    services = Services(settings, llm_backend=ScriptedBackend([HEURISTIC, "known", "Plain answer."]))
+    record = ask_adaptive(services, QUESTION, "ana")     # known: the library is never searched
+    assert record["answer"] == "Plain answer." and record["trace"]["skipped"] and record["citations"] == []
+    assert services.slim_log.get(record["log_id"]).main_calls == 1
+    services.llm.backend.replies[:] = [HEURISTIC, "known", LLMError("the endpoint failed")]
+    with pytest.raises(LLMError):
+        ask_adaptive(services, QUESTION, "ana")
+    assert [r.id for r in services.slim_log.recent("ana")] == [record["log_id"]]
+
+
+def test_with_an_endpoint_as_main_model_the_proxy_is_a_local_model_from_the_same_settings(tmp_path, monkeypatch):
+    clean_env(monkeypatch)
+    services = Services(make_settings(tmp_path / "data", llm="openai", openai_api_key="sk-test"))
+    proxy = proxy_llm(services)
+    assert services.llm.backend.name == "openai" and proxy.backend.name == "local"
+    assert proxy.db is services.db and proxy.backend.model.startswith("SmolLM2-135M-Instruct")
