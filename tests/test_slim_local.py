@@ -40,7 +40,7 @@ def assert_complete(services, record: dict) -> None:
 
 
 def test_slim_with_the_packaged_model_as_proxy_and_main(services, monkeypatch, capsys):
-    import_papers(services, 300)
+    papers = import_papers(services, 300)
     general = ask_adaptive(services, GENERAL, "local")
     assert_complete(services, general)
     assert main_calls_logged(services) == 1
@@ -58,7 +58,11 @@ def test_slim_with_the_packaged_model_as_proxy_and_main(services, monkeypatch, c
     monkeypatch.setenv("COPILOT_DATA_DIR", str(services.settings.data_dir))
     monkeypatch.setenv("COPILOT_LLM", "local")
     monkeypatch.setenv("COPILOT_ANSWER_MAX_TOKENS", "64")
-    code, printed, _ = run_cli_in_process(capsys, "ask", TIMELY, "--mode", "slim", "--json")
+    named = papers[5].id
+    code, printed, _ = run_cli_in_process(capsys, "ask", f"What does arXiv {named} propose?", "--mode", "slim",
+                                          "--json")
     assert code == 0 and printed["mode"] == "slim" and printed["trace"]["main_calls"] == 1
-    assert set(printed) >= {"answer", "citations", "trace", "log_id"} and printed["trace"]["decided_by"] == "forced"
+    assert set(printed) >= {"answer", "citations", "trace", "log_id"}
+    assert printed["trace"]["forced_rule"] == f"arxiv id: {named}"
+    assert [item["id"] for item in printed["trace"]["items"]] == [named]     # the paper asked about, only
     assert main_calls_logged(services) == 3 and len(services.slim_log.recent("local")) == 3

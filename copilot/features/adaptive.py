@@ -24,12 +24,12 @@ def proxy_llm(services: Services) -> LLM:
 
 
 def paper_retriever(services: Services) -> Retriever:
-    """Papers nearest in meaning to a query; a paper the query names by arXiv id comes first when it is stored."""
+    """Papers nearest in meaning to a query; a query that names stored papers by arXiv id gets those papers only
+    (what was asked about; an id means nothing to the embedder)."""
     def retrieve(query: str, k: int) -> list[Evidence]:
-        named = [m.group("base") for m in ARXIV_ID.finditer(query)]
+        named = list(dict.fromkeys(m.group("base") for m in ARXIV_ID.finditer(query)))
         exact = [Evidence(p.id, "paper", p.title, p.document, 1.0) for p in services.store.get_papers(named)]
-        found = services.store.search("paper", services.embedder.embed_one(query), k)
-        return (exact + [item for item in found if item.id not in named])[:k]
+        return exact[:k] or services.store.search("paper", services.embedder.embed_one(query), k)
     return retrieve
 
 
