@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from copilot import prompts
-from copilot.features.adaptive import ask_adaptive, citations, log_record, proxy_llm
+from copilot.features.adaptive import MainModelFailed, ask_adaptive, citations, log_record, proxy_llm
 from copilot.llm import LLM, LLMError
 from copilot.methods import slim
 from copilot.methods.slim import SlimOptions, read_claims, read_verdict, timeliness
@@ -222,7 +222,7 @@ def test_the_feature_logs_a_finished_question_and_nothing_when_the_main_model_fa
     assert record["answer"] == "Plain answer." and record["trace"]["skipped"] and record["citations"] == []
     assert services.slim_log.get(record["log_id"]).main_calls == 1
     services.llm.backend.replies[:] = [HEURISTIC, "known", LLMError("the endpoint failed")]
-    with pytest.raises(LLMError):
+    with pytest.raises(MainModelFailed, match="the endpoint failed"):
         ask_adaptive(services, QUESTION, "ana")
     assert [r.id for r in services.slim_log.recent("ana")] == [record["log_id"]]
 
@@ -233,3 +233,16 @@ def test_with_an_endpoint_as_main_model_the_proxy_is_a_local_model_from_the_same
     proxy = proxy_llm(services)
     assert services.llm.backend.name == "openai" and proxy.backend.name == "local"
     assert proxy.db is services.db and proxy.backend.model.startswith("SmolLM2-135M-Instruct")
+
+
+def test_the_chat_tab_shows_the_decision_trace_escaped(db):
+    from copilot.ui.chat import slim_html
+
+    trace, *_ = run(db, ["It uses <script>x</script> documents.", "unknown", DECOMPOSITION, "unknown", "maybe",
+                         "known"])
+    answer, shown = slim_html(trace.as_dict())
+    assert "Retrieval <b>retrieved</b>" in shown and "<script>" not in shown and "&lt;script&gt;" in shown
+    assert shown.count("<tr>") == 4 and "<td>unclear</td>" in shown and "2501.00001" in shown
+    assert 'href="https://arxiv.org/abs/2501.00001"' in answer and "Cost by role" in shown
+    live = slim.SlimTrace(QUESTION, step="proxy", heuristic_answer="A draft.")
+    assert "deciding… (proxy)" in slim_html(live.as_dict())[0] and "Cost by role" not in slim_html(live.as_dict())[1]

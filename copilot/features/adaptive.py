@@ -6,13 +6,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from copilot import grounding
-from copilot.features.chat import clean_question
-from copilot.llm import LLM, build_llm
+from copilot.features.chat import ChatError, clean_question
+from copilot.llm import LLM, LLMError, build_llm
 from copilot.methods import slim
 from copilot.methods.slim import Retriever, SlimOptions, SlimTrace
 from copilot.records import ARXIV_ID, Evidence
 from copilot.services import Services
 from copilot.store.slim_log import SlimClaimRecord, SlimItemRecord, SlimQuestionRecord, SlimRoleRecord
+
+
+class MainModelFailed(ChatError):
+    """The main model failed (after the proxy's decision); nothing of the question was stored."""
 
 
 def proxy_llm(services: Services) -> LLM:
@@ -42,14 +46,17 @@ def slim_options(services: Services) -> SlimOptions:
 def stream_adaptive(services: Services, question: str | None, user: str) -> Iterator[SlimTrace]:
     """SlimPLM over the library's papers, yielding the trace after every step and piece of the answer. The
     finished question is logged, then the trace is yielded once more with its `log_id`; a failure of the main
-    model raises LLMError and stores nothing."""
+    model raises MainModelFailed and stores nothing."""
     text, notice = clean_question(question, services.settings.max_input_chars)
     proxy = proxy_llm(services)
     asked_at = time.time()
     trace = SlimTrace(text)
-    for trace in slim.stream(text, proxy=proxy, main=services.llm, retriever=paper_retriever(services),
-                             options=slim_options(services)):
-        yield trace
+    try:
+        for trace in slim.stream(text, proxy=proxy, main=services.llm, retriever=paper_retriever(services),
+                                 options=slim_options(services)):
+            yield trace
+    except LLMError as error:
+        raise MainModelFailed(f"The main model failed: {error}") from None
     if notice:
         trace.notes.insert(0, notice)
     trace.log_id = services.slim_log.add(log_record(trace, user, asked_at, proxy.info["model"],

@@ -201,7 +201,8 @@ class SlimTrace:
                 "items": [{"label": n, "id": item.id, "kind": item.kind, "title": item.title,
                            "score": round(item.score, 4), "query": item.metadata.get("slim_query", "")}
                           for n, item in enumerate(self.items, 1)],
-                "proxy_error": self.proxy_error, "main_calls": self.main_calls, "log_id": self.log_id,
+                "proxy_error": self.proxy_error, "answer": self.answer, "notes": self.notes,
+                "main_calls": self.main_calls, "log_id": self.log_id,
                 "costs": {role: {**asdict(cost), "seconds": round(cost.seconds, 3)}
                           for role, cost in self.costs.items()}}
 

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 import gradio as gr
 
+from copilot.features.adaptive import stream_adaptive
 from copilot.features.chat import ChatError, chat_for
 from copilot.features.limits import RateLimited, check_rate
 from copilot.features.memory import delete_thought, memory_view
@@ -235,6 +236,46 @@ def stats_figure(stats: dict):
     return figure
 
 
+def slim_html(trace: dict) -> tuple[str, str]:
+    """(answer, decision trace) HTML of an adaptive-retrieval (SlimPLM) question, live or finished."""
+    items = trace["items"]
+    done = trace["step"] == "answered"
+    body = _answer_text_html(trace["answer"], items, reveal=True) if trace["answer"] else ""
+    if not done:
+        body += ' <span class="chat-writing">writing…</span>' if trace["answer"] else \
+            f'<span class="chat-writing">deciding… ({escape(trace["step"])})</span>'
+    if trace.get("notes"):
+        body += '<ul class="chat-notes">' + "".join(f"<li>{escape(n)}</li>" for n in trace["notes"]) + "</ul>"
+    answer = f'<div class="chat-answer slim-answer"><h3>Answer</h3><div class="chat-answer-text">{body}</div></div>'
+    steps = []
+    if trace["step"] in ("retrieved", "answered"):         # decided: the references are known
+        used = "retrieved" if trace["retrieved"] else "skipped"
+        steps.append(f'<li class="slim-decision">Retrieval <b>{used}</b>: {escape(trace["reason"])}'
+                     + (f" ({escape(trace['forced_rule'])})" if trace["forced_rule"] else "") + "</li>")
+    if trace["proxy_error"]:
+        steps.append(f'<li class="slim-proxy-error">The proxy failed: {escape(trace["proxy_error"])}</li>')
+    if trace["heuristic_answer"]:
+        steps.append(f'<li>Proxy draft: <q>{escape(trace["heuristic_answer"])}</q></li>')
+    if trace["verdict"]:
+        steps.append(f'<li>Judge: <b>{escape(trace["verdict"])}</b> (it wrote <code>{escape(trace["judge_output"])}'
+                     "</code>)</li>")
+    if trace["claims"]:
+        rows = "".join(f"<tr><td>{escape(c['text'])}</td><td>{escape(c['query'])}</td>"
+                       f"<td>{escape(c['verdict'] or '—')}</td><td>{escape(', '.join(c['retrieved_ids']) or '—')}"
+                       "</td></tr>" for c in trace["claims"])
+        steps.append('<li>Claims:<table class="slim-claims"><thead><tr><th>claim</th><th>query</th><th>judge</th>'
+                     f"<th>retrieved</th></tr></thead><tbody>{rows}</tbody></table></li>")
+    if items:
+        refs = "".join(f'<li>[{i["label"]}] {arxiv_link(i["id"], i["title"] or i["id"])} <span class="slim-score">'
+                       f'{i["score"]:.2f} · {escape(i["query"])}</span></li>' for i in items)   # papers only
+        steps.append(f'<li>References:<ol class="chat-sources">{refs}</ol></li>')
+    if done:
+        costs = " · ".join(f"{role}: {c['calls']} call(s), {c['prompt_tokens']}+{c['completion_tokens']} tokens, "
+                           f"{c['seconds']:.1f} s" for role, c in trace["costs"].items() if c["calls"])
+        steps.append(f'<li class="slim-costs">Cost by role — {escape(costs)}</li>')
+    return answer, f'<ul class="slim-trace">{"".join(steps)}</ul>'
+
+
 # --- the tab -------------------------------------------------------------------------------------------------
 def build(services: Services) -> None:
     chat = chat_for(services)
@@ -268,6 +309,19 @@ def build(services: Services) -> None:
         notice, a, b = turn_outputs(final, turn.notice, lineage_of(final, user))
         votable = gr.update(visible=turn.comparison == "yes")
         yield notice, a, b, votable, "", turn.id, recent_html(chat.recent_turns(user))
+
+    def ask_slim(question: str, request: gr.Request):
+        user = current_user(request)
+        try:
+            check_rate(services, user, getattr(request, "session_hash", None), "asking")
+            last = 0.0
+            for live in stream_adaptive(services, question, user):
+                if time.monotonic() - last >= _STREAM_EVERY_S or live.step == "answered":
+                    last = time.monotonic()
+                    answer, trace = slim_html(live.as_dict())
+                    yield "", answer, trace
+        except (ChatError, RateLimited) as error:     # MainModelFailed is a ChatError
+            yield f'<div class="chat-notice">{escape(error)}</div>', gr.update(), gr.update()
 
     def vote(choice: str, turn_id: str | None, request: gr.Request):
         user = current_user(request)
@@ -329,6 +383,16 @@ def build(services: Services) -> None:
             gr.Markdown("#### Your recent questions")
             recent = gr.HTML(elem_id="chat-recent")
             turn_state = gr.State(None)
+        with gr.Tab("Adaptive retrieval (SlimPLM)", id="chat-slim-tab"):
+            gr.Markdown("One answer. First the small local model drafts an answer and judges whether it can be "
+                        "trusted; only what it judges unknown is looked up in the papers (questions about recent "
+                        "papers, named papers, arXiv ids or dates always are). The main model answers once. The "
+                        "decision trace below shows what was decided and why.")
+            slim_question = gr.Textbox(label="Question", lines=2, elem_id="slim-question")
+            slim_button = gr.Button("Ask", variant="primary", elem_id="slim-ask")
+            slim_notice = gr.HTML(elem_id="slim-notice")
+            slim_answer = gr.HTML(elem_id="slim-answer")
+            slim_trace = gr.HTML(elem_id="slim-trace")
         with gr.Tab("Memory", id="chat-memory-tab"):
             with gr.Row():
                 memory_query = gr.Textbox(label="Search thoughts (meaning) or a thought id", elem_id="chat-memory-query")
@@ -350,6 +414,9 @@ def build(services: Services) -> None:
                      concurrency_id="chat-ask")
     question.submit(ask, [question, personalize, turn_state], ask_outputs, concurrency_limit=asks_at_once,
                     concurrency_id="chat-ask")
+    for trigger in (slim_button.click, slim_question.submit):
+        trigger(ask_slim, [slim_question], [slim_notice, slim_answer, slim_trace], concurrency_limit=asks_at_once,
+                concurrency_id="chat-ask")
     for button, value in vote_buttons:
         button.click(_bind_choice(vote, value), [turn_state], [vote_status, answer_a, answer_b, recent])
     memory_search.click(search_memory, [memory_query], [memory_list])
