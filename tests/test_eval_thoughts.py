@@ -101,6 +101,16 @@ def test_warmup_questions_leave_out_the_query_papers_and_are_seeded():
     assert len(thoughts_eval.warmup_questions(TOY_PAPERS, {"q1", "q2"}, 50, seed=3)) == 6
 
 
+def test_neighbour_questions_take_the_query_papers_nearest_in_turn(services):
+    thoughts_eval.fill_store(services, TOY_PAPERS, progress=lambda line: None)
+    questions = thoughts_eval.neighbour_questions(services, TOY_PAPERS, ["q1", "q2"], 4)
+    sources = [q["from"] for q in questions]
+    assert len(sources) == 4 and len(set(sources)) == 4 and not set(sources) & {"q1", "q2"}
+    assert sources[1] == "c3"                   # q2's nearest paper (chaperones), taken second
+    assert sources[0] in {"c1", "c2", "n3"}     # q1's nearest is a parsing paper
+    assert len(thoughts_eval.neighbour_questions(services, TOY_PAPERS, ["q1", "q2"], 20)) == 6
+
+
 @pytest.mark.parametrize("warmup, marks", [(0, [0]), (1, [0, 1]), (2, [0, 1, 2]), (4, [0, 1, 2, 4]),
                                            (40, [0, 10, 20, 40]), (10, [0, 2, 5, 10])])
 def test_curve_checkpoints(warmup, marks):

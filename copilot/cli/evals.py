@@ -35,26 +35,33 @@ def cmd_eval_csfcube(args: argparse.Namespace) -> int:
     return 0
 
 
-def thoughts_store_dir(eval_dir: Path, data: Path, warmup: int, k: int, seed: int) -> Path:
-    """The evaluation's own store: one per data directory, warm-up size, K and seed, so a rerun resumes it."""
+def thoughts_run_name(warmup_from: str, warmup: int, k: int, seed: int) -> str:
+    source = "" if warmup_from == "random" else f"-{warmup_from}"
+    return f"w{warmup}{source}-k{k}-s{seed}"
+
+
+def thoughts_store_dir(eval_dir: Path, data: Path, run_name: str) -> Path:
+    """The evaluation's own store: one per data directory and run (warm-up, K, seed), so a rerun resumes it."""
     digest = hashlib.sha1(str(data.resolve()).encode("utf-8")).hexdigest()[:8]
-    return eval_dir / "thoughts-store" / f"{data.resolve().name}-{digest}-w{warmup}-k{k}-s{seed}"
+    return eval_dir / "thoughts-store" / f"{data.resolve().name}-{digest}-{run_name}"
 
 
 def cmd_eval_thoughts(args: argparse.Namespace) -> int:
     settings = load_settings()
     eval_dir = settings.data_dir / "eval"
-    store_dir = thoughts_store_dir(eval_dir, Path(args.data), args.warmup, args.k, args.seed)
+    run_name = thoughts_run_name(args.warmup_from, args.warmup, args.k, args.seed)
+    store_dir = thoughts_store_dir(eval_dir, Path(args.data), run_name)
     services = Services(settings.model_copy(update={"data_dir": store_dir, "top_k": args.k}))
     try:
-        report = thoughts_eval.run(services, Path(args.data), args.warmup, args.k, args.seed, progress=_to_stderr)
+        report = thoughts_eval.run(services, Path(args.data), args.warmup, args.k, args.seed, progress=_to_stderr,
+                                   warmup_from=args.warmup_from)
     except thoughts_eval.EvalDataError as error:
         raise UserError(str(error)) from None
     except KeyboardInterrupt:
         _to_stderr(f"interrupted: the warm-up so far is saved in {store_dir}; run the same command to resume "
                    "(no report was written)")
         return 130
-    name = f"thoughts-{report.meta['fold'] or 'fold'}-w{args.warmup}-k{args.k}-s{args.seed}"
+    name = f"thoughts-{report.meta['fold'] or 'fold'}-{run_name}"
     paths = thoughts_eval.write_outputs(report, eval_dir, name)
     _to_stderr(thoughts_eval.markdown(report))
     _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
@@ -99,6 +106,9 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
                    "(default 40)")
     p.add_argument("--k", type=int, default=8, help="items retrieved per query and per warm-up question (default 8)")
     p.add_argument("--seed", type=int, default=13, help="seed of the warm-up papers' draw")
+    p.add_argument("--warmup-from", choices=thoughts_eval.WARMUP_SOURCES, default="random",
+                   help="warm-up questions from the titles of random papers (default) or of the query papers' "
+                   "nearest neighbours by embedding (never a query paper; no judgement read)")
     p.add_argument("--json", action="store_true", help="print one JSON object: curve, warmup, meta "
                    "(the Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_thoughts)

@@ -38,6 +38,7 @@ from copilot.store.chat_log import THOUGHTS
 from copilot.store.thoughts import PAPER, THOUGHT
 
 QRELS_GLOB = "*-qrels-cited.tsv"
+WARMUP_SOURCES = ("random", "neighbours")
 SETTINGS = ("papers", "papers+thoughts")
 WARMUP_USER = "warmup"
 STATE_FILE = "warmup-state.json"
@@ -76,12 +77,36 @@ def load_cited(data_dir: Path, papers: dict[str, dict]) -> CitedGold:
     return CitedGold(cited, unknown, prefix)
 
 
+def question_about(pid: str, row: dict) -> dict:
+    return {"from": pid, "question": f"What is known about {row['title'].strip().rstrip('.')}?"}
+
+
 def warmup_questions(papers: dict[str, dict], exclude: set[str], count: int, seed: int) -> list[dict]:
     """`count` questions, each from the title of a paper drawn at random (seeded) outside `exclude`."""
     pool = sorted(pid for pid, row in papers.items() if pid not in exclude and (row.get("title") or "").strip())
     chosen = random.Random(seed).sample(pool, min(count, len(pool)))
-    return [{"from": pid, "question": f"What is known about {papers[pid]['title'].strip().rstrip('.')}?"}
-            for pid in chosen]
+    return [question_about(pid, papers[pid]) for pid in chosen]
+
+
+def neighbour_questions(services: Services, papers: dict[str, dict], query_pids: Sequence[str],
+                        count: int) -> list[dict]:
+    """`count` questions from the titles of the papers nearest to the query papers by embedding (never a query
+    paper), taken in turn: the nearest unused neighbour of the first query paper, then of the second, …
+    No judgement is read, but the memory is built around the topics the evaluation will ask about."""
+    vectors = services.embedder.embed([paper_text(papers[pid]) for pid in query_pids])
+    depth = count // max(len(query_pids), 1) + len(query_pids) + 2
+    nearest = {pid: [e.id for e in services.store.search(PAPER, vector, depth)]
+               for pid, vector in zip(query_pids, vectors)}
+    untitled = {pid for pid, row in papers.items() if not (row.get("title") or "").strip()}
+    used, chosen = set(query_pids) | untitled, []
+    while len(chosen) < count and any(nearest.values()):
+        for pid in query_pids:
+            while nearest[pid] and nearest[pid][0] in used:
+                nearest[pid].pop(0)
+            if nearest[pid] and len(chosen) < count:
+                used.add(nearest[pid][0])
+                chosen.append(nearest[pid].pop(0))
+    return [question_about(pid, papers[pid]) for pid in chosen]
 
 
 def as_paper(pid: str, row: dict) -> Paper:
@@ -196,11 +221,13 @@ class ThoughtsReport:
 
 
 def run(services: Services, data_dir: Path, warmup: int = 40, k: int = 8, seed: int = 13,
-        progress=print) -> ThoughtsReport:
+        progress=print, warmup_from: str = "random") -> ThoughtsReport:
     """`services` must be over the evaluation's own data dir (a fresh store the first time, the same one to
     resume). Raises KeyboardInterrupt through, with every finished question saved."""
     if k < 1 or warmup < 0:
         raise EvalDataError(f"need K >= 1 and a warm-up of N >= 0 questions, not K={k}, N={warmup}")
+    if warmup_from not in WARMUP_SOURCES:
+        raise EvalDataError(f"warm-up questions come from {' or '.join(WARMUP_SOURCES)}, not {warmup_from!r}")
     started, machine_before = time.monotonic(), machine()
     papers = read_abstracts(data_dir, QRELS_GLOB)
     gold = load_cited(data_dir, papers)
@@ -208,7 +235,10 @@ def run(services: Services, data_dir: Path, warmup: int = 40, k: int = 8, seed: 
         raise EvalDataError(f"no cited = 1 row of {QRELS_GLOB} names a query paper of {ABSTRACTS_FILE}")
     added = fill_store(services, papers, progress=progress)
     progress(f"store: {services.store.count(PAPER)} papers ({added} added)")
-    questions = warmup_questions(papers, set(gold.cited), warmup, seed)
+    if warmup_from == "random":
+        questions = warmup_questions(papers, set(gold.cited), warmup, seed)
+    else:
+        questions = neighbour_questions(services, papers, sorted(gold.cited), warmup)
     state = WarmupState(services.settings.data_dir / STATE_FILE, questions)
     chat = Chat(services)
     chat.resume_jobs()                              # a thought job a killed run left behind
@@ -230,7 +260,8 @@ def run(services: Services, data_dir: Path, warmup: int = 40, k: int = 8, seed: 
         progress(f"warm-up {done + 1}/{len(questions)}: thought {asked['thought']}")
     meta = {"data": str(data_dir), "fold": gold.prefix, "papers": len(papers), "query_papers": len(gold.cited),
             "cited_pairs": sum(len(c) for c in gold.cited.values()), "unknown_qrels_ids": gold.unknown_ids,
-            "warmup": len(questions), "k": k, "seed": seed, "merge_threshold": services.settings.merge_threshold,
+            "warmup": len(questions), "warmup_from": warmup_from, "k": k, "seed": seed,
+            "merge_threshold": services.settings.merge_threshold,
             "llm": services.llm_info(), "embedder": services.embedder.name,
             "seconds": round(time.monotonic() - started, 1), "machine_at_start": machine_before,
             "machine_at_end": machine()}
@@ -254,7 +285,8 @@ def markdown(report: ThoughtsReport) -> str:
               f"{meta['cited_pairs']} cited pairs (ids of the qrels missing from the abstracts: "
               f"{json.dumps(meta['unknown_qrels_ids'])}). K = {meta['k']}, merge threshold {meta['merge_threshold']}, "
               f"LLM {meta['llm']['backend']}/{meta['llm']['model']}, embedder {meta['embedder']}.",
-              f"Warm-up: {meta['warmup']} questions (seed {meta['seed']}), their thoughts: {json.dumps(made)}.",
+              f"Warm-up: {meta['warmup']} questions from {meta['warmup_from']} papers (seed {meta['seed']}), "
+              f"their thoughts: {json.dumps(made)}.",
               f"Time: {meta['seconds']} s on {meta['machine_at_start']['cpu']} ({meta['machine_at_start']['cores']} "
               f"cores), load average {meta['machine_at_start']['load_average'][0]} at start, "
               f"{meta['machine_at_end']['load_average'][0]} at end."]
