@@ -72,7 +72,10 @@ def test_a_huge_prompt_times_out_within_the_timeout_and_frees_the_model(tmp_path
     # batches of 16 tokens: the deadline is checked between batches, so it holds within a fraction of a second
     services = Services(make_settings(tmp_path / "data", local_context=8192, local_threads=1, local_batch=16,
                                       llm_timeout=2.0))
-    services.llm.complete(PROMPT.render(), max_tokens=2)          # load the model outside the timed call
+    try:                                    # load the model outside the timed call; on a busy machine the load
+        services.llm.complete(PROMPT.render(), max_tokens=2)      # itself may take the 2 s, and that is fine here
+    except LLMError:
+        pass
     huge = Prompt("huge", "", "{text}").render(text="planets and moons " * 2300)
     started = time.monotonic()
     with pytest.raises(LLMError, match="timed out after 2 s while reading the prompt"):
