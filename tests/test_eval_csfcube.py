@@ -9,8 +9,9 @@ import pytest
 
 from copilot.eval import csfcube
 from copilot.eval.metrics import METRICS, TESTED_METRICS
+from copilot.services import Services
 from tests.conftest import CSFCUBE
-from tests.doubles import scripted_llm
+from tests.doubles import ScriptedBackend
 from tests.helpers import run_cli, subprocess_env
 
 
@@ -30,13 +31,13 @@ def _write_toy_fold(folder):
     return rows
 
 
-def test_protocol_on_a_toy_fold_ranks_only_the_query_candidates(services, tmp_path):
+def test_protocol_on_a_toy_fold_ranks_only_the_query_candidates(settings, tmp_path):
     rows = _write_toy_fold(tmp_path / "toy")
     assert csfcube.facet_sentences(rows[0], "method") == "We train a neural parser."
     assert csfcube.facet_sentences(rows[0], "other") == rows[0]["abstract"]
     protein = "Protein folding in yeast\n\nWe study chaperones in yeast."
-    llm, backend = scripted_llm(services.db, [protein, protein, protein])
-    services.llm = llm
+    backend = ScriptedBackend([protein, protein, protein])
+    services = Services(settings, llm_backend=backend)
     report = csfcube.run(services, tmp_path / "toy", facets=["background"])
     assert len(backend.calls) == 3 and all(c.temperature == 0.0 for c in backend.calls)
     assert set(report.results) == set(csfcube.METHODS)
@@ -63,10 +64,10 @@ def test_protocol_on_a_toy_fold_ranks_only_the_query_candidates(services, tmp_pa
     assert "taken out of their own pool: q1_background" in table
 
 
-def test_embedder_only_methods_call_no_llm(services, tmp_path):
+def test_embedder_only_methods_call_no_llm(settings, tmp_path):
     _write_toy_fold(tmp_path / "toy")
-    llm, backend = scripted_llm(services.db, [])
-    services.llm = llm
+    backend = ScriptedBackend([])
+    services = Services(settings, llm_backend=backend)
     report = csfcube.run(services, tmp_path / "toy", facets=["background"], methods=["facet-sentences"])
     assert backend.calls == [] and report.meta["llm"] is None and report.meta["llm_calls"] == 0
     assert list(report.results) == ["abstract", "facet-sentences"] and list(report.vs_baseline) == ["facet-sentences"]
