@@ -154,6 +154,8 @@ def test_scripted_warmup_resumes_after_an_interruption(settings, tmp_path):
             assert 0.0 <= point["mean"][setting]["precision"] <= 1.0
             assert 0.0 <= point["mean"][setting]["recall"] <= 1.0
     assert [r["query"] for r in start["per_query"]["papers"]] == ["q1", "q2"]
+    same = start["thoughts_vs_papers"]["recall"]      # no thought yet: every query ties
+    assert (same["ties"], same["mean_difference"], same["sign_test_p"]) == (2, 0.0, 1.0)
     assert report.meta["unknown_qrels_ids"] == {"query": 1, "cited": 1}
     table = thoughts_eval.markdown(report)
     assert table.startswith("| warm-up questions | thoughts in memory | setting | root precision |")
@@ -203,4 +205,5 @@ def test_eval_thoughts_command_on_a_three_query_slice(tmp_path):
     written = tmp_path / "data" / "eval" / "thoughts-toy-w4-k8-s13.json"
     assert json.loads(written.read_text()) == printed
     assert written.with_name("thoughts-toy-w4-k8-s13-recall-thoughts.svg").is_file()
-    assert "| warm-up questions |" in run.stderr
+    assert "| warm-up questions |" in run.stderr and "| recall |" in run.stderr
+    assert set(printed["curve"]["4"]["thoughts_vs_papers"]) == {"precision", "recall"}

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from copilot.eval.csfcube import ABSTRACTS_FILE, EvalDataError, machine, paper_text, read_abstracts
+from copilot.eval.metrics import compare_paired
 from copilot.features.chat import Chat
 from copilot.methods.thought_retriever import ThoughtMemory
 from copilot.records import Evidence, Paper
@@ -168,7 +169,10 @@ def evaluate(services: Services, memory: ThoughtMemory, papers: dict[str, dict],
                                "thoughts": sum(1 for e in items if e.kind == THOUGHT)})
     summary = {name: {metric: float(np.mean([r[metric] for r in rows[name]])) if rows[name] else 0.0
                       for metric in ("precision", "recall", "level", "thoughts")} for name in SETTINGS}
-    return {"thoughts_in_memory": memory.count(), "queries": len(queries), "mean": summary, "per_query": rows}
+    paired = {metric: compare_paired([r[metric] for r in rows["papers+thoughts"]], [r[metric] for r in rows["papers"]])
+              for metric in ("precision", "recall")}
+    return {"thoughts_in_memory": memory.count(), "queries": len(queries), "mean": summary,
+            "thoughts_vs_papers": paired, "per_query": rows}
 
 
 # --- warm-up with the product's chat path
@@ -277,6 +281,15 @@ def markdown(report: ThoughtsReport) -> str:
             m = point["mean"][name]
             lines.append(f"| {done} | {point['thoughts_in_memory']} | {name} | {m['precision']:.4f} | "
                          f"{m['recall']:.4f} | {m['level']:.3f} | {m['thoughts']:.2f} |")
+    last = list(report.curve)[-1]
+    lines += ["", f"Papers ∪ thoughts against papers only after {last} warm-up questions, paired over the "
+              f"{report.curve[last]['queries']} query papers (sign test without ties; bootstrap, 10,000 resamples, "
+              "seed 13):", "", "| metric | mean Δ | 95% bootstrap CI | wins/losses/ties | sign test p | bootstrap p |",
+              "|---|---|---|---|---|---|"]
+    for metric, c in report.curve[last]["thoughts_vs_papers"].items():
+        lines.append(f"| {metric} | {c['mean_difference']:+.4f} | [{c['bootstrap_ci_low']:+.4f}, "
+                     f"{c['bootstrap_ci_high']:+.4f}] | {c['wins']}/{c['losses']}/{c['ties']} | "
+                     f"{c['sign_test_p']:.3f} | {c['bootstrap_p']:.3f} |")
     meta = report.meta
     made = {}
     for turn in report.warmup:
