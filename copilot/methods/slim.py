@@ -48,6 +48,7 @@ CLAIMS_ALL_KNOWN = "every claim judged known, no retrieval"
 CLAIMS_UNKNOWN = "retrieved for the claims not judged known"
 NO_CLAIMS = "no usable claims, retrieved with the question"
 FORCED = "forced by the timeliness rule"
+BASELINE = "fixed by the options: {} retrieve (a baseline, the proxy not asked)"
 PROXY_FAILED = "the proxy failed: always-retrieve with the question"
 
 
@@ -167,7 +168,7 @@ class SlimTrace:
     question: str
     step: str = "started"              # the last step done: started, proxy, judge, claims, retrieved, answered
     retrieved: bool = False            # whether the main model got references
-    decided_by: str = ""               # "judge" | "forced" | "proxy failure"
+    decided_by: str = ""               # "judge" | "forced" | "proxy failure" | "always" | "never"
     reason: str = ""
     forced_rule: str = ""              # "<rule>: <matched words>" when the timeliness rule fired
     heuristic_answer: str = ""
@@ -217,6 +218,7 @@ class SlimOptions:
     claims_tokens: int = 160           # most tokens of the decomposition
     answer_tokens: int = 400           # most tokens of the main answer
     max_claims: int = prompts.SLIM_MAX_CLAIMS
+    retrieval: str = "adaptive"        # "adaptive" (the method) | "always" | "never": the baselines of `eval slim`
 
 
 # --- the steps ------------------------------------------------------------------------------------------------
@@ -270,7 +272,10 @@ def decide(question: str, proxy: LLM, retriever: Retriever, options: SlimOptions
     references (empty when retrieval was skipped)."""
     trace = trace or SlimTrace(question)
     forced = timeliness(question)
-    if forced:
+    if options.retrieval in ("always", "never"):
+        trace.decided_by, trace.reason = options.retrieval, BASELINE.format(options.retrieval)
+        queries = [question] if options.retrieval == "always" else []
+    elif forced:
         trace.decided_by, trace.reason, trace.forced_rule = "forced", FORCED, f"{forced[0]}: {forced[1]}"
         queries = [question]
     else:
