@@ -1,4 +1,5 @@
-"""`eval NAME …`: evaluations that write JSON + Markdown under the data dir (`eval csfcube`, `eval thoughts`)."""
+"""`eval NAME …`: evaluations that write JSON + Markdown under the data dir (`eval csfcube`, `eval thoughts`,
+`eval slim`), and `eval slim-questions`, which writes SlimPLM's dev question set."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from copilot.cli.output import print_json
 from copilot.config import load_settings
 from copilot.errors import UserError
-from copilot.eval import thoughts_eval
+from copilot.eval import slim_eval, thoughts_eval
 from copilot.eval.csfcube import FACETS, METHODS, EvalDataError, markdown_table, output_name, run, write_outputs
 from copilot.methods.prism import ASPECT_MAX_TOKENS, MODES, SEPARATE
 from copilot.services import Services
@@ -48,13 +49,16 @@ def thoughts_store_dir(eval_dir: Path, data: Path, run_name: str) -> Path:
 
 def cmd_eval_thoughts(args: argparse.Namespace) -> int:
     settings = load_settings()
+    refused = thoughts_eval.judge_refusal(settings, args.judge_local) if args.judge else None
+    if refused:
+        raise UserError(refused)
     eval_dir = settings.data_dir / "eval"
     run_name = thoughts_run_name(args.warmup_from, args.warmup, args.k, args.seed)
     store_dir = thoughts_store_dir(eval_dir, Path(args.data), run_name)
     services = Services(settings.model_copy(update={"data_dir": store_dir, "top_k": args.k}))
     try:
         report = thoughts_eval.run(services, Path(args.data), args.warmup, args.k, args.seed, progress=_to_stderr,
-                                   warmup_from=args.warmup_from)
+                                   warmup_from=args.warmup_from, judge=args.judge)
     except thoughts_eval.EvalDataError as error:
         raise UserError(str(error)) from None
     except KeyboardInterrupt:
@@ -70,6 +74,50 @@ def cmd_eval_thoughts(args: argparse.Namespace) -> int:
     else:
         print(thoughts_eval.markdown(report))
     return 0
+
+
+def default_corpus() -> Path:
+    """The shared 2025-2026 arXiv corpus beside the repository (../shared/data/…)."""
+    return Path(__file__).resolve().parents[3] / "shared" / "data" / "arxiv-cs-2025-2026" / "papers.jsonl"
+
+
+def _corpus(args: argparse.Namespace) -> Path:
+    corpus = Path(args.corpus) if args.corpus else default_corpus()
+    if not corpus.is_file():
+        raise UserError(f"no corpus at {corpus}: pass --corpus PATH (a JSON-lines file of arXiv papers)")
+    return corpus
+
+
+def cmd_eval_slim_questions(args: argparse.Namespace) -> int:
+    rows = slim_eval.make_questions(_corpus(args), args.seed, args.papers)
+    out = slim_eval.write_questions(rows, Path(args.out))
+    papers = sum(bool(row["gold"]) for row in rows)
+    _to_stderr(f"wrote {len(rows)} questions ({papers} about a paper, {len(rows) - papers} general) to {out}")
+    return 0
+
+
+def cmd_eval_slim(args: argparse.Namespace) -> int:
+    path = Path(args.questions)
+    if not path.is_file():
+        raise UserError(f"no question file at {path}: make one with `python -m copilot eval slim-questions --out "
+                        f"{path}`")
+    questions = slim_eval.read_questions(path, args.limit)
+    settings = load_settings()
+    eval_dir = settings.data_dir / "eval"
+    store_dir = eval_dir / slim_eval.library_name(questions, args.distractors)
+    services = Services(settings.model_copy(update={"data_dir": store_dir}))
+    stored = slim_eval.prepare_library(services, questions, _corpus(args), args.distractors)
+    _to_stderr(f"library: {stored} papers in {store_dir}")
+    report = slim_eval.evaluate(services, questions, progress=_to_stderr)
+    report.meta.update(questions_file=str(path), library_papers=stored, distractors=args.distractors)
+    paths = slim_eval.write_outputs(report, eval_dir, f"slim-{path.stem}-n{len(questions)}")
+    _to_stderr(slim_eval.markdown(report))
+    _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
+    if args.json:
+        print_json(report.as_json())
+    else:
+        print(slim_eval.markdown(report))
+    return 0 if report.meta["slim_one_main_call"] else 1
 
 
 def _to_stderr(message: str) -> None:
@@ -109,6 +157,33 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup-from", choices=thoughts_eval.WARMUP_SOURCES, default="random",
                    help="warm-up questions from the titles of random papers (default) or of the query papers' "
                    "nearest neighbours by embedding (never a query paper; no judgement read)")
-    p.add_argument("--json", action="store_true", help="print one JSON object: curve, warmup, meta "
-                   "(the Markdown table goes to stderr)")
+    p.add_argument("--judge", action="store_true", help="after the warm-up, the configured LLM (an "
+                   "OpenAI-compatible endpoint) judges each query's two answers, blind and in seeded random order: "
+                   "wins/losses/ties of papers + thoughts, win rate with a 95%% Wilson interval")
+    p.add_argument("--judge-local", action="store_true", help="let the packaged 135M local model judge (it cannot "
+                   "judge well; for testing the plumbing)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: curve, warmup, meta, and judge with "
+                   "--judge (the Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_thoughts)
+
+    p = names.add_parser("slim", help="SlimPLM against always- and never-retrieve: answer token-F1, retrieval rate, "
+                         "main calls per question, proxy+judge token share, time, gold paper retrieved")
+    p.add_argument("--questions", required=True, help="JSON lines {question, answer, gold: [arXiv ids]} "
+                   "(e.g. tests/data/slim-dev.jsonl)")
+    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N questions")
+    p.add_argument("--corpus", default=None, help="JSON-lines papers the gold and distractor papers are imported "
+                   "from (default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
+    p.add_argument("--distractors", type=int, default=300, help="the corpus's first N other papers also imported "
+                   "(default 300)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: summary, judge, per_question, meta "
+                   "(the Markdown tables go to stderr); exit 1 if SlimPLM ever called the main model other than once")
+    p.set_defaults(func=cmd_eval_slim)
+
+    p = names.add_parser("slim-questions", help="write SlimPLM's dev question set: questions about seeded recent "
+                         "papers (reference: the abstract's proposal sentence) alternating with general CS questions")
+    p.add_argument("--out", required=True, help="the JSON-lines file to write (e.g. tests/data/slim-dev.jsonl)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the papers' draw (default 0)")
+    p.add_argument("--papers", type=int, default=None, help="paper questions (default: as many as the general ones)")
+    p.add_argument("--corpus", default=None, help="JSON-lines papers to draw from "
+                   "(default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
+    p.set_defaults(func=cmd_eval_slim_questions)
