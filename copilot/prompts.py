@@ -345,3 +345,26 @@ def plain_sentences_grammar(sentences: int = 2, max_chars: int = 200) -> str:
         f"root ::= sentence{optional}",
         f'sentence ::= [A-Za-z0-9] [^\\[\\]\\n<>.…!?]{{15,{max_chars}}} "."',
     ])
+
+
+# --- Evaluation: a blind pairwise judge (issue #13, `eval thoughts --judge`) ----------------------------------
+# Two answers to one question, each with the sources it was written from, under the neutral labels A and B; the
+# caller decides at random which answer is A. Nothing in the prompt says how either answer was made.
+JUDGE_VERDICTS = ("A", "B", "tie")
+
+PAIRWISE_JUDGE = register(Prompt(
+    name="pairwise_judge",
+    system=("You are a careful reviewer. You are shown a researcher's question and two answers to it, A and B; "
+            "each answer was written from the numbered sources shown with it. " + QUOTED_MATERIAL_RULE + " Decide "
+            "which answer serves the researcher better: it addresses the question, what it states is supported by "
+            "its own sources, and it is specific rather than vague. The order of the two answers and their length "
+            "mean nothing. Reply with one word: A, B, or tie."),
+    user=("Question: {question}\n\nAnswer A:\n{answer_a}\nSources of answer A:\n{sources_a}\n\n"
+          "Answer B:\n{answer_b}\nSources of answer B:\n{sources_b}\n\n"
+          "Question: {question}\nWhich answer is better? Reply with one word: A, B, or tie."),
+))
+
+
+def judge_verdict_grammar() -> str:
+    """GBNF: exactly one verdict."""
+    return f"root ::= {_choices(JUDGE_VERDICTS)}"

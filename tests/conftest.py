@@ -23,6 +23,7 @@ UNIT_MODULES = {"test_authors", "test_chat_blinding", "test_config", "test_db", 
                 "test_prompts", "test_rat", "test_stats", "test_store_chat_log", "test_store_profiles",
                 "test_store_runs_caches", "test_store_thoughts", "test_thought_confidence", "test_metrics"}
 UNIT_MODULES |= {"test_slim"}      # SlimPLM's decision branches, scripted models (issue #14)
+UNIT_MODULES |= {"test_eval_judge"}    # eval thoughts --judge: blind order, verdicts, Wilson (issue #13)
 UNIT_MODULES |= {"test_eval_slim"}  # eval slim: F1, the dev set, scripted counts; its real run: integration
 TIERS = ("unit", "integration", "browser")
 

@@ -13,6 +13,12 @@ abstraction level of the K items (a paper is 1, a thought 1 + its sources' mean)
 
 The warm-up is resumable: after every question its count is saved beside the store, so a killed run continues
 where it stopped when the same command runs again; until all N are done no report is written.
+
+With a judge (`--judge`), after the warm-up each query paper's question ("What is known about <title>?") is
+answered twice by the product's answer path (`stream_answer`, `check_answer`) from that query's two top-K lists,
+fitted to the answer budget as a chat turn's two sides are; the configured LLM then says which answer is better,
+shown the two under the labels A and B in a seeded random order. Queries whose two lists hold the same items get
+one answer in Chat and are not judged here either.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import csv
 import json
 import os
 import random
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,10 +36,15 @@ from pathlib import Path
 
 import numpy as np
 
+from copilot.config import Settings
 from copilot.eval.csfcube import ABSTRACTS_FILE, EvalDataError, machine, paper_text, read_abstracts
 from copilot.eval.metrics import compare_paired
 from copilot.features.chat import Chat
-from copilot.methods.thought_retriever import ThoughtMemory
+from copilot.features.stats import wilson_interval
+from copilot.llm import LLM, LLMError, packaged_gguf
+from copilot.methods.thought_retriever import ThoughtMemory, check_answer, fit_budget, stream_answer
+from copilot.prompts import (CANNOT_ANSWER, JUDGE_VERDICTS, PAIRWISE_JUDGE, judge_verdict_grammar, source_block,
+                             strip_quoting_tags)
 from copilot.records import Evidence, Paper
 from copilot.services import Services
 from copilot.store.chat_log import THOUGHTS
@@ -219,15 +231,18 @@ class ThoughtsReport:
     curve: dict[str, dict]          # warm-up questions so far → evaluate(…)
     warmup: list[dict]
     meta: dict
+    judge: dict | None = None       # judge_answers(…) after the whole warm-up, when asked for
 
     def as_json(self) -> dict:
-        return {"curve": self.curve, "warmup": self.warmup, "meta": self.meta}
+        found = {"curve": self.curve, "warmup": self.warmup, "meta": self.meta}
+        return found if self.judge is None else {**found, "judge": self.judge}
 
 
 def run(services: Services, data_dir: Path, warmup: int = 40, k: int = 8, seed: int = 13,
-        progress=print, warmup_from: str = "random") -> ThoughtsReport:
+        progress=print, warmup_from: str = "random", judge: bool = False) -> ThoughtsReport:
     """`services` must be over the evaluation's own data dir (a fresh store the first time, the same one to
-    resume). Raises KeyboardInterrupt through, with every finished question saved."""
+    resume). Raises KeyboardInterrupt through, with every finished question saved. With `judge`, the configured
+    LLM judges the two answers per query after the warm-up (not saved: a resumed run judges again)."""
     if k < 1 or warmup < 0:
         raise EvalDataError(f"need K >= 1 and a warm-up of N >= 0 questions, not K={k}, N={warmup}")
     if warmup_from not in WARMUP_SOURCES:
@@ -262,6 +277,7 @@ def run(services: Services, data_dir: Path, warmup: int = 40, k: int = 8, seed: 
         state.done.append(asked)
         state.save()
         progress(f"warm-up {done + 1}/{len(questions)}: thought {asked['thought']}")
+    judged = judge_answers(services, papers, gold, k, seed, progress) if judge else None
     meta = {"data": str(data_dir), "fold": gold.prefix, "papers": len(papers), "query_papers": len(gold.cited),
             "cited_pairs": sum(len(c) for c in gold.cited.values()), "unknown_qrels_ids": gold.unknown_ids,
             "warmup": len(questions), "warmup_from": warmup_from, "k": k, "seed": seed,
@@ -270,7 +286,7 @@ def run(services: Services, data_dir: Path, warmup: int = 40, k: int = 8, seed: 
             "seconds": round(time.monotonic() - started, 1), "machine_at_start": machine_before,
             "machine_at_end": machine()}
     warm = [{**q, **d} for q, d in zip(state.questions, state.done)]
-    return ThoughtsReport({c: state.curve[c] for c in sorted(state.curve, key=int)}, warm, meta)
+    return ThoughtsReport({c: state.curve[c] for c in sorted(state.curve, key=int)}, warm, meta, judged)
 
 
 def markdown(report: ThoughtsReport) -> str:
@@ -303,7 +319,148 @@ def markdown(report: ThoughtsReport) -> str:
               f"Time: {meta['seconds']} s on {meta['machine_at_start']['cpu']} ({meta['machine_at_start']['cores']} "
               f"cores), load average {meta['machine_at_start']['load_average'][0]} at start, "
               f"{meta['machine_at_end']['load_average'][0]} at end."]
+    if report.judge is not None:
+        lines += judge_markdown(report.judge)
     return "\n".join(lines) + "\n"
+
+
+# --- a blind pairwise judge of the two answers per query (`--judge`)
+JUDGE_OUTCOMES = ("win", "loss", "tie", "unparseable", "same_items", "failed")   # from the thoughts side's view
+JUDGE_MAX_TOKENS = 8
+_VERDICT = re.compile(r"^(?:(?:verdict|winner|better|the better answer is|answer)\s*[:\-]?\s*)?"
+                      r"(?:answer\s+)?\(?(a|b|tie)\)?\s*[.!]?$", re.I)
+
+
+def judge_refusal(settings: Settings, allow_local: bool = False) -> str | None:
+    """Why the configured LLM may not judge, or None: the packaged 135M model cannot (`allow_local` for tests)."""
+    if settings.llm_backend != "local" or allow_local:
+        return None
+    if settings.local_model is not None:
+        try:
+            if Path(settings.local_model).resolve() != packaged_gguf().resolve():
+                return None          # another GGUF: the user chose it
+        except LLMError:
+            return None
+    return ("--judge needs a model that can judge two answers, and the configured LLM is the packaged 135M local "
+            "model, which cannot: set OPENAI_API_KEY (and OPENAI_BASE_URL, COPILOT_LLM_MODEL) for an "
+            "OpenAI-compatible endpoint, or COPILOT_LOCAL_MODEL to a larger GGUF (--judge-local judges with the "
+            "local model anyway, to test the plumbing)")
+
+
+def blind_order(seed: int, count: int) -> list[bool]:
+    """Per query, in order: whether the thoughts side is shown as A (a seeded coin, one draw per query)."""
+    coin = random.Random(seed)
+    return [coin.random() < 0.5 for _ in range(count)]
+
+
+def parse_verdict(output: str) -> str | None:
+    """"A", "B" or "tie" when the output's first line is clearly one verdict (optionally "Verdict: A", "Answer
+    B."), else None: anything else is not read as a verdict."""
+    lines = [line.strip() for line in strip_quoting_tags(output).replace("*", "").replace("`", "").splitlines()]
+    first = next((line for line in lines if line), "")
+    found = _VERDICT.match(first.strip("\"' "))
+    if not found:
+        return None
+    word = found.group(1).lower()
+    return "tie" if word == "tie" else word.upper()
+
+
+def answer_sides(services: Services, retrieved: dict[str, list[Evidence]]) -> dict[str, list[Evidence]]:
+    """The sources each answer gets, fitted as a chat turn's two sides are (`retrieve_both`): within the answer
+    budget, each item cut to its cap, then both lists cut to the shorter one's length."""
+    s = services.settings
+    fitted = {name: fit_budget(items, s.answer_budget_tokens, item_tokens=s.source_cap_tokens)
+              for name, items in retrieved.items()}
+    count = min(len(items) for items in fitted.values())
+    return {name: items[:count] for name, items in fitted.items()}
+
+
+def answer(services: Services, question: str, sources: Sequence[Evidence]) -> str:
+    """One answer by the product's answer path: stream it, then the output checks (nothing left → CANNOT_ANSWER)."""
+    text = "".join(stream_answer(services.llm, question, sources, services.settings.answer_tokens)).strip()
+    checked = check_answer(text, sources).text if text else ""
+    return checked or CANNOT_ANSWER
+
+
+def judge_prompt(question: str, shown: Sequence[tuple[str, Sequence[Evidence]]]):
+    """The judge's prompt for (answer A, its sources), (answer B, its sources); sources under labels 1..n."""
+    def block(items: Sequence[Evidence]) -> str:
+        return "\n".join(source_block(str(n), item.text) for n, item in enumerate(items, 1)) or "(none)"
+
+    (text_a, items_a), (text_b, items_b) = shown
+    return PAIRWISE_JUDGE.render(question=question, answer_a=source_block("A", text_a), sources_a=block(items_a),
+                                 answer_b=source_block("B", text_b), sources_b=block(items_b))
+
+
+def judge_pair(llm: LLM, question: str, answers: dict[str, str], sources: dict[str, list[Evidence]],
+               thoughts_first: bool) -> dict:
+    """Show the two answers as A and B (the thoughts side first when `thoughts_first`), ask the judge, and read
+    its verdict from the thoughts side's view: win, loss, tie or unparseable."""
+    order = ["papers+thoughts", "papers"] if thoughts_first else ["papers", "papers+thoughts"]
+    rendered = judge_prompt(question, [(answers[name], sources[name]) for name in order])
+    grammar = judge_verdict_grammar() if llm.obeys_grammar else None
+    output = llm.complete(rendered, max_tokens=JUDGE_MAX_TOKENS, temperature=0.0, grammar=grammar)
+    verdict = parse_verdict(output)
+    if verdict is None:
+        outcome = "unparseable"
+    elif verdict == "tie":
+        outcome = "tie"
+    else:
+        outcome = "win" if order["AB".index(verdict)] == "papers+thoughts" else "loss"
+    return {"thoughts_shown_as": "A" if thoughts_first else "B", "verdict": verdict, "output": output[:300],
+            "outcome": outcome}
+
+
+def judge_answers(services: Services, papers: dict[str, dict], gold: CitedGold, k: int, seed: int,
+                  progress=print) -> dict:
+    """Per query paper: its question, two answers (papers only, papers ∪ thoughts), a blind verdict; the counts,
+    and the thoughts side's win rate over decisive verdicts with a 95% Wilson interval."""
+    queries = sorted(gold.cited)
+    vectors = services.embedder.embed([paper_text(papers[pid]) for pid in queries])
+    rows = []
+    for pid, vector, thoughts_first in zip(queries, vectors, blind_order(seed, len(queries))):
+        question = question_about(pid, papers[pid])["question"]
+        sides = answer_sides(services, retrieve(services, vector, k, pid))
+        row = {"query": pid, "question": question, "sources": len(sides["papers"])}
+        if [e.id for e in sides["papers"]] == [e.id for e in sides["papers+thoughts"]]:
+            row["outcome"] = "same_items"
+        else:
+            try:
+                row["answers"] = {name: answer(services, question, items) for name, items in sides.items()}
+                row.update(judge_pair(services.llm, question, row["answers"], sides, thoughts_first))
+            except LLMError as error:
+                row.update(outcome="failed", error=str(error)[:300])
+        rows.append(row)
+        progress(f"judge {len(rows)}/{len(queries)}: {row['outcome']}")
+    return judge_summary(rows, services.llm_info(), seed)
+
+
+def judge_summary(rows: list[dict], judge: dict, seed: int) -> dict:
+    counts = {outcome: sum(1 for r in rows if r["outcome"] == outcome) for outcome in JUDGE_OUTCOMES}
+    decisive = counts["win"] + counts["loss"]
+    low, high = wilson_interval(counts["win"], decisive)
+    verdicts = {v: sum(1 for r in rows if r.get("verdict") == v) for v in JUDGE_VERDICTS}
+    return {"judge": judge, "seed": seed, "queries": len(rows),
+            "judged": counts["win"] + counts["loss"] + counts["tie"] + counts["unparseable"],
+            "wins": counts["win"], "losses": counts["loss"], "ties": counts["tie"],
+            "unparseable": counts["unparseable"], "same_items": counts["same_items"], "failed": counts["failed"],
+            "win_rate": counts["win"] / decisive if decisive else None, "ci_low": low, "ci_high": high,
+            "verdicts_by_label": verdicts, "per_query": rows}
+
+
+def judge_markdown(judged: dict) -> list[str]:
+    rate = "—" if judged["win_rate"] is None else f"{judged['win_rate']:.3f}"
+    interval = "—" if judged["ci_low"] is None else f"[{judged['ci_low']:.3f}, {judged['ci_high']:.3f}]"
+    by_label = judged["verdicts_by_label"]
+    return ["", f"Blind pairwise judge ({judged['judge']['backend']}/{judged['judge']['model']}): the two answers "
+            "per query paper under the labels A and B in a seeded random order (seed "
+            f"{judged['seed']}); papers ∪ thoughts against papers only:", "",
+            "| queries | judged | wins | losses | ties | unparseable | same sources (not judged) | failed | "
+            "win rate (wins / decisive) | 95% Wilson interval |", "|---|---|---|---|---|---|---|---|---|---|",
+            f"| {judged['queries']} | {judged['judged']} | {judged['wins']} | {judged['losses']} | {judged['ties']} | "
+            f"{judged['unparseable']} | {judged['same_items']} | {judged['failed']} | {rate} | {interval} |", "",
+            f"Verdicts by label (a position bias shows here): A {by_label['A']}, B {by_label['B']}, "
+            f"tie {by_label['tie']}."]
 
 
 # --- plots: plain SVG (no plotting library in the requirements)
