@@ -49,13 +49,16 @@ def thoughts_store_dir(eval_dir: Path, data: Path, run_name: str) -> Path:
 
 def cmd_eval_thoughts(args: argparse.Namespace) -> int:
     settings = load_settings()
+    refused = thoughts_eval.judge_refusal(settings, args.judge_local) if args.judge else None
+    if refused:
+        raise UserError(refused)
     eval_dir = settings.data_dir / "eval"
     run_name = thoughts_run_name(args.warmup_from, args.warmup, args.k, args.seed)
     store_dir = thoughts_store_dir(eval_dir, Path(args.data), run_name)
     services = Services(settings.model_copy(update={"data_dir": store_dir, "top_k": args.k}))
     try:
         report = thoughts_eval.run(services, Path(args.data), args.warmup, args.k, args.seed, progress=_to_stderr,
-                                   warmup_from=args.warmup_from)
+                                   warmup_from=args.warmup_from, judge=args.judge)
     except thoughts_eval.EvalDataError as error:
         raise UserError(str(error)) from None
     except KeyboardInterrupt:
@@ -154,8 +157,13 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup-from", choices=thoughts_eval.WARMUP_SOURCES, default="random",
                    help="warm-up questions from the titles of random papers (default) or of the query papers' "
                    "nearest neighbours by embedding (never a query paper; no judgement read)")
-    p.add_argument("--json", action="store_true", help="print one JSON object: curve, warmup, meta "
-                   "(the Markdown table goes to stderr)")
+    p.add_argument("--judge", action="store_true", help="after the warm-up, the configured LLM (an "
+                   "OpenAI-compatible endpoint) judges each query's two answers, blind and in seeded random order: "
+                   "wins/losses/ties of papers + thoughts, win rate with a 95%% Wilson interval")
+    p.add_argument("--judge-local", action="store_true", help="let the packaged 135M local model judge (it cannot "
+                   "judge well; for testing the plumbing)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: curve, warmup, meta, and judge with "
+                   "--judge (the Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_thoughts)
 
     p = names.add_parser("slim", help="SlimPLM against always- and never-retrieve: answer token-F1, retrieval rate, "
