@@ -119,6 +119,8 @@ def test_ranges_presets_and_bad_input(week, services):
     assert tr.resolve_range(week, "week") == (date(2025, 5, 10), LAST_DAY)
     assert tr.resolve_range(week, "month") == (date(2025, 4, 17), LAST_DAY)
     assert tr.resolve_range(week, "custom", "2025-05-06", "2025-05-07") == (date(2025, 5, 6), date(2025, 5, 7))
+    # the widest dates a user can type are narrowed to the corpus (they overflowed the previous window before)
+    assert tr.resolve_range(week, "custom", "0001-01-01", "9999-12-31") == tr.corpus_span(week)
     with pytest.raises(tr.TrendsError, match="after the end"):
         tr.resolve_range(week, None, "2025-05-09", "2025-05-06")
     with pytest.raises(tr.TrendsError, match="outside the corpus"):

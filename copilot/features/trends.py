@@ -167,7 +167,8 @@ def corpus_span(services: Services) -> tuple[date, date]:
 
 def resolve_range(services: Services, preset: str | None = None, start: str | date | None = None,
                   end: str | date | None = None) -> tuple[date, date]:
-    """A preset ('day', 'week', 'month': the last one of the corpus, ending at its newest paper) or custom dates."""
+    """A preset ('day', 'week', 'month': the last one of the corpus, ending at its newest paper) or custom dates,
+    narrowed to the span the corpus covers."""
     first, last = corpus_span(services)
     if preset and preset != "custom":
         if preset not in PRESETS:
@@ -181,7 +182,7 @@ def resolve_range(services: Services, preset: str | None = None, start: str | da
         raise TrendsError(f"the start {start} is after the end {end}")
     if end < first or start > last:
         raise TrendsError(f"{start} … {end} lies outside the corpus, which spans {first} … {last}")
-    return start, end
+    return max(start, first), min(end, last)   # the part the corpus covers (0001-01-01 … 9999-12-31 included)
 
 
 # --- selection -----------------------------------------------------------------------------------------------
