@@ -15,6 +15,7 @@ from typing import Protocol
 
 from copilot.config import Settings
 from copilot.prompts import RenderedPrompt
+from copilot.records import storable_text
 from copilot.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -400,6 +401,8 @@ class LLM:
         """Yield pieces of the answer. Transient errors before the first piece are retried with backoff.
         `grammar` (GBNF) constrains a backend that obeys grammars; `usage`, when given, receives token counts,
         timings and notices of the call."""
+        # lone surrogates (pasted text, undecodable command-line bytes) cannot be encoded for the model or the log
+        prompt = RenderedPrompt(prompt.name, storable_text(prompt.system), storable_text(prompt.user))
         attempt = 0
         usage = usage if usage is not None else Usage()   # a retry happens only before any piece, so it may share
         while True:

@@ -300,3 +300,15 @@ def test_llm_without_db_still_works():
 
     llm = LLM(ScriptedBackend(["fine"]), None, retries=0)
     assert llm.complete(PROMPT.render()) == "fine"
+
+
+def test_lone_surrogates_reach_neither_the_model_nor_the_call_log(tmp_path):
+    # issue #19: pasted text with lone surrogates made the call log's insert fail, so the call went unlogged
+    services = Services(make_settings(tmp_path / "data"))
+    llm, backend = scripted_llm(services.db, ["a fine reply"])
+    prompt = Prompt("pasted", "", "I study {text}").render(text="sparse \ud800 retrieval \udfff")
+    assert llm.complete(prompt) == "a fine reply"
+    sent = backend.calls[0].messages[-1]["content"]
+    assert "\ud800" not in sent and sent == "I study sparse \ufffd retrieval \ufffd"
+    row = services.db.query_one("SELECT prompt_name, prompt, error FROM llm_calls")
+    assert row["prompt_name"] == "pasted" and "\ufffd" in row["prompt"] and row["error"] is None
