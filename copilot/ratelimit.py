@@ -4,6 +4,7 @@ one; copilot.features.limits applies it to LLM-backed actions."""
 
 from __future__ import annotations
 
+import hmac
 import math
 import sys
 import threading
@@ -61,6 +62,37 @@ class RateLimiter:
         with self._lock:
             starts = self._starts.get(key) or ()
             return max(0, self.actions - sum(1 for t in starts if now - t < self.window_s))
+
+
+LOGIN_ATTEMPTS = 5            # failed password tries per account in LOGIN_WINDOW_S before the account is locked
+LOGIN_ATTEMPTS_ALL = 30       # …and over all accounts together, so a guesser cannot spread tries across names
+LOGIN_WINDOW_S = 60.0
+
+
+class PasswordGate:
+    """The password login (COPILOT_AUTH): compares in constant time, and after LOGIN_ATTEMPTS failed tries on one
+    account (or LOGIN_ATTEMPTS_ALL on all) within LOGIN_WINDOW_S refuses every try, right password included,
+    until the window has passed. A lock-out can be caused by someone else; that is the price of slowing a
+    guesser from hundreds of tries a second to five a minute."""
+
+    def __init__(self, pairs: list[tuple[str, str]], clock: Callable[[], float] = time.monotonic) -> None:
+        self._passwords = {user: password.encode() for user, password in pairs}
+        self._per_account = RateLimiter(LOGIN_ATTEMPTS, LOGIN_WINDOW_S, clock)
+        self._all = RateLimiter(LOGIN_ATTEMPTS_ALL, LOGIN_WINDOW_S, clock)
+
+    def __call__(self, username: str, password: str) -> bool:
+        if self._per_account.remaining(username) == 0 or self._all.remaining("") == 0:
+            return False
+        expected = self._passwords.get(username)
+        given = (password or "").encode("utf-8", "replace")
+        if expected is not None and hmac.compare_digest(expected, given):
+            return True
+        for limiter, key in ((self._per_account, username), (self._all, "")):
+            try:
+                limiter.check(key)
+            except RateLimited:
+                pass
+        return False
 
 
 def _seconds(value: float) -> str:

@@ -25,6 +25,7 @@ UNIT_MODULES = {"test_authors", "test_chat_blinding", "test_config", "test_db", 
 UNIT_MODULES |= {"test_slim"}      # SlimPLM's decision branches, scripted models (issue #14)
 UNIT_MODULES |= {"test_eval_judge"}    # eval thoughts --judge: blind order, verdicts, Wilson (issue #13)
 UNIT_MODULES |= {"test_eval_slim"}  # eval slim: F1, the dev set, scripted counts; its real run: integration
+UNIT_MODULES |= {"test_login"}     # the password gate with a fake clock (issue #19)
 TIERS = ("unit", "integration", "browser")
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from copilot.ratelimit import PasswordGate
 from copilot.scheduler import IngestScheduler
 from copilot.services import Services
 from copilot.ui import chat, library, profile, related, trends
@@ -45,6 +46,6 @@ def launch_options(services: Services) -> dict:
         "css": css_file.read_text(encoding="utf-8") if css_file.is_file() else None,
         "theme": gr.themes.Soft(),
         "show_error": False,
-        "auth": s.auth_pairs(),
+        "auth": PasswordGate(s.auth_pairs()) if s.auth_pairs() else None,
         "auth_message": "Research Copilot: log in with the account your administrator gave you." if s.auth else None,
     }
