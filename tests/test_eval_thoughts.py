@@ -1,12 +1,16 @@
 """`eval thoughts`: root-source precision/recall on hand-made retrievals, the qrels loader, the warm-up questions,
-a scripted warm-up that is interrupted and resumed, and the real command on a 3-query slice of the dev fold
-with the local model."""
+a scripted warm-up that is interrupted and resumed, a scripted judge, the real command on a 3-query slice of the
+dev fold with the local model, and `--judge` on a 2-query slice against a loopback OpenAI-compatible server."""
 
 from __future__ import annotations
 
 import csv
 import json
 import random
+import subprocess
+import sys
+import time
+import urllib.request
 from xml.etree import ElementTree
 
 import numpy as np
@@ -14,11 +18,13 @@ import pytest
 
 from copilot.eval import csfcube, thoughts_eval
 from copilot.eval.thoughts_eval import root_precision_recall
+from copilot.llm import fast_copy, packaged_gguf
 from copilot.methods.thought_retriever import ThoughtMemory
 from copilot.records import Evidence
 from copilot.services import Services
+from tests.conftest import stop_process
 from tests.doubles import ScriptedBackend
-from tests.helpers import CSFCUBE, run_cli, subprocess_env
+from tests.helpers import CSFCUBE, free_port, run_cli, subprocess_env
 
 
 # --- scoring
@@ -167,6 +173,34 @@ def test_scripted_warmup_resumes_after_an_interruption(settings, tmp_path):
         assert len(svg.findall("{http://www.w3.org/2000/svg}circle")) == 2 * 3       # a point per checkpoint
 
 
+def _judging_reply(messages) -> str:
+    if "Which answer is better?" in messages[-1]["content"]:
+        return "A"
+    return _reply(messages)
+
+
+def test_a_scripted_judge_sees_each_comparison_in_the_seeded_order(settings, tmp_path):
+    _write_dir(tmp_path / "toy", TOY_PAPERS, TOY_QRELS)
+    backend = ScriptedBackend([_judging_reply] * 40)
+    services = Services(settings, llm_backend=backend)
+    report = thoughts_eval.run(services, tmp_path / "toy", warmup=2, k=3, seed=1, progress=lambda line: None,
+                               judge=True)
+    judged = report.judge
+    rows, order = judged["per_query"], thoughts_eval.blind_order(1, 2)
+    assert [r["query"] for r in rows] == ["q1", "q2"] and judged["queries"] == 2
+    assert judged["judged"] + judged["same_items"] + judged["failed"] == 2 and judged["judged"] >= 1
+    for row, thoughts_first in zip(rows, order):
+        if row["outcome"] != "same_items":
+            assert row["thoughts_shown_as"] == ("A" if thoughts_first else "B")
+            assert row["outcome"] == ("win" if thoughts_first else "loss")      # the judge always says A
+            assert set(row["answers"]) == set(thoughts_eval.SETTINGS)
+    judge_calls = [c for c in backend.calls if "Which answer is better?" in c.text]
+    assert len(judge_calls) == judged["judged"]
+    assert all("thought" not in c.text.lower() for c in judge_calls)
+    assert list(report.as_json()) == ["curve", "warmup", "meta", "judge"]
+    assert "| queries | judged | wins | losses | ties | unparseable |" in thoughts_eval.markdown(report)
+
+
 def test_svg_plot_places_points_on_the_axes():
     svg = thoughts_eval.svg_plot("t", "x", "y", {"papers": [(0.0, 0.0), (2.0, 1.0)]})
     root = ElementTree.fromstring(svg)
@@ -207,3 +241,54 @@ def test_eval_thoughts_command_on_a_three_query_slice(tmp_path):
     assert written.with_name("thoughts-toy-w4-k8-s13-recall-thoughts.svg").is_file()
     assert "| warm-up questions |" in run.stderr and "| recall |" in run.stderr
     assert set(printed["curve"]["4"]["thoughts_vs_papers"]) == {"precision", "recall"}
+
+
+# --- --judge against a real OpenAI-compatible server on loopback, serving the packaged model
+JUDGE_KEY = "sk-judge-test-0413"
+
+
+@pytest.fixture
+def packaged_model_server(tmp_path):
+    port, log_path = free_port(), tmp_path / "server.log"
+    model = fast_copy(packaged_gguf(), tmp_path / "models")     # the Q8_0 copy: prompts read ~3x faster
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host",
+                                 "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1",
+                                 "--model_alias", "smollm2-judge", "--api_key", JUDGE_KEY],
+                                stdout=log, stderr=subprocess.STDOUT)
+        base, deadline = f"http://127.0.0.1:{port}/v1", time.monotonic() + 180
+        try:
+            while not _serving(base):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log_tail = log_path.read_text(errors="replace")[-2000:]
+                    raise RuntimeError("llama_cpp.server did not come up: " + log_tail)
+                time.sleep(0.3)
+            yield base
+        finally:
+            stop_process(proc)
+
+
+def _serving(base: str) -> bool:
+    request = urllib.request.Request(base + "/models", headers={"Authorization": f"Bearer {JUDGE_KEY}"})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+def test_eval_thoughts_judge_against_a_loopback_endpoint(tmp_path, packaged_model_server):
+    """Only the plumbing: the 135M model behind the endpoint cannot judge well."""
+    _dev_slice(tmp_path / "slice", queries=2, others=20)
+    env = subprocess_env(tmp_path / "data", OPENAI_BASE_URL=packaged_model_server, OPENAI_API_KEY=JUDGE_KEY,
+                         COPILOT_LLM_MODEL="smollm2-judge", COPILOT_CONTEXT_TOKENS="400", COPILOT_SOURCE_TOKENS="60",
+                         COPILOT_ANSWER_MAX_TOKENS="48")
+    run = run_cli(["eval", "thoughts", "--data", str(tmp_path / "slice"), "--warmup", "2", "--k", "4",
+                   "--warmup-from", "neighbours", "--judge", "--json"], env, timeout=1200)
+    assert run.returncode == 0, run.stderr[-3000:]
+    judged = json.loads(run.stdout)["judge"]
+    assert judged["judge"] == {"backend": "openai", "model": "smollm2-judge"} and judged["queries"] == 2
+    assert judged["judged"] + judged["same_items"] + judged["failed"] == 2
+    assert judged["wins"] + judged["losses"] + judged["ties"] + judged["unparseable"] == judged["judged"]
+    assert sum(judged["verdicts_by_label"].values()) == judged["judged"] - judged["unparseable"]
+    assert len(judged["per_query"]) == 2 and "Blind pairwise judge (openai/smollm2-judge)" in run.stderr
