@@ -16,6 +16,7 @@ Seeded from `../shared/data/arxiv-api-responses/` (never copied into the repo):
 
 Fault switches (each applies to the next requests, in this order of precedence):
 `fail_next(n, status=503)`, `hang_next(n, seconds)` (the handler waits longer than the client's timeout),
+`drip_next(n, interval)` (the answer one byte at a time),
 `garble_next(n, mode="truncate"|"garbage")` (half of the would-be body, or bytes that are not XML).
 
 Use in tests:
@@ -145,6 +146,12 @@ class FakeArxiv:
         with self._lock:
             self._faults.extend([("hang", seconds)] * count)
 
+    def drip_next(self, count: int = 1, interval: float = 1.0) -> None:
+        """The next `count` requests get their answer one byte every `interval` seconds (a per-read timeout
+        longer than `interval` never fires)."""
+        with self._lock:
+            self._faults.extend([("drip", interval)] * count)
+
     def garble_next(self, count: int = 1, mode: str = "truncate") -> None:
         """The next `count` requests get a broken body: 'truncate' (first half of the real answer) or
         'garbage' (bytes that are not XML at all). The status is 200."""
@@ -205,7 +212,25 @@ class FakeArxiv:
             body = body[: max(1, len(body) // 2)]
         elif fault and fault[0] == "garbage":
             body = GARBAGE
+        if fault and fault[0] == "drip":
+            self._drip(handler, body, float(fault[1]))
+            return
         self._send(handler, canned.status, body, "application/atom+xml; charset=utf-8")
+
+    def _drip(self, handler: BaseHTTPRequestHandler, body: bytes, interval: float) -> None:
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/atom+xml; charset=utf-8")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.flush()
+            for i in range(len(body)):
+                handler.wfile.write(body[i:i + 1])
+                handler.wfile.flush()
+                if self._stop.wait(interval):
+                    return
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up, as it should
 
     @staticmethod
     def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str) -> None:

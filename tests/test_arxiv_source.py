@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import date
 
 import arxiv
@@ -109,6 +110,16 @@ def test_timeout_gives_clear_error(fake_arxiv, tmp_path):
     fake_arxiv.hang_next(1, seconds=20)
     with pytest.raises(ArxivSourceError, match="did not answer in time"):
         src.by_ids(["1605.08386"])
+
+
+def test_a_drip_of_bytes_meets_the_whole_call_deadline(fake_arxiv, tmp_path):
+    # issue #19: one byte every 2 s against a 5 s timeout hung ingestion until it was killed at 120 s
+    src = source(fake_arxiv, tmp_path, arxiv_timeout=1.5, arxiv_retries=1)
+    fake_arxiv.drip_next(2, interval=0.5)       # a per-read timeout of 1.5 s never fires on this
+    started = time.monotonic()
+    with pytest.raises(ArxivSourceError, match="did not answer in time"):
+        src.by_ids(["1605.08386"])
+    assert time.monotonic() - started < 2 * 1.5 + 3      # two tries at most, each within its deadline
 
 
 @pytest.mark.parametrize("mode", ["truncate", "garbage"])

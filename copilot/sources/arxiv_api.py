@@ -1,17 +1,19 @@
 """arXiv API access through the `arxiv` package: by categories and date window, by id list, by author.
 
 `COPILOT_ARXIV_API_URL` replaces the endpoint (tests point it at a loopback server). Every request has a
-timeout; the client keeps the API's politeness delay between requests and retries failed pages.
+deadline for its whole answer; the client keeps the API's politeness delay between requests and retries failed pages.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 
 import arxiv
 import requests
+import urllib3
 from lxml import etree
 
 from copilot.config import Settings
@@ -27,7 +29,9 @@ class ArxivSourceError(RuntimeError):
 
 
 class _TimeoutSession(requests.Session):
-    """Every request gets a timeout; the last response body is kept for strict checks and error messages."""
+    """Every request has a deadline for the whole answer, not only for each read (a server sending one byte
+    every two seconds never trips a per-read timeout); the last response body is kept for strict checks and
+    error messages."""
 
     def __init__(self, timeout: float) -> None:
         super().__init__()
@@ -36,9 +40,21 @@ class _TimeoutSession(requests.Session):
 
     def request(self, *args, **kwargs):
         kwargs.setdefault("timeout", self.timeout)
+        kwargs["stream"] = True
+        deadline = time.monotonic() + self.timeout
         self.last_content = b""
         response = super().request(*args, **kwargs)
-        self.last_content = response.content
+        chunks = []
+        try:
+            while chunk := response.raw.read1(65536, decode_content=True):   # whatever has arrived, at once
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise requests.exceptions.Timeout(f"the answer took longer than {self.timeout:g} s in all")
+        except urllib3.exceptions.ReadTimeoutError as error:
+            raise requests.exceptions.Timeout(str(error)) from None
+        finally:
+            response.close()
+        response._content = self.last_content = b"".join(chunks)
         return response
 
 
