@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 
 import gradio as gr
 
@@ -59,6 +60,14 @@ def _oauth_username(request: gr.Request) -> str | None:
 
 def escape(text: object) -> str:
     return html.escape(str(text), quote=True)
+
+
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]()!#~|])")
+
+
+def escape_markdown(text: object) -> str:
+    """User or model text for a gr.Markdown: shown as written, never as markup (no image, link or emphasis)."""
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", escape(text))
 
 
 def arxiv_link(paper_id: str, title: str | None = None) -> str:

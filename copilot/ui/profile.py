@@ -14,7 +14,7 @@ from copilot.features import profile as feature
 from copilot.features.limits import RateLimited, check_rate
 from copilot.records import Paper
 from copilot.services import Services
-from copilot.ui.common import arxiv_link, current_user, escape
+from copilot.ui.common import arxiv_link, current_user, escape, escape_markdown
 
 PASTED_GROUP = 0      # papers given as ids form their own group
 
@@ -122,7 +122,7 @@ def saved_markdown(profile: feature.Profile | None, papers: list[Paper] | None =
     titles = {p.id: p.title for p in papers or []}
     links = ", ".join(arxiv_link(pid, titles.get(pid) or pid) for pid in profile.paper_ids) or "none"
     return (f"**Saved profile** · version <span id='profile-version'>{profile.version}</span> · {when} · "
-            f"keywords: {escape(', '.join(profile.keywords))}\n\nPapers: {links}")
+            f"keywords: {escape_markdown(', '.join(profile.keywords))}\n\nPapers: {links}")
 
 
 def save_view(services: Services, user: str, text: str, keywords: str, state: dict, checked: list[str]):

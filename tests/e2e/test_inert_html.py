@@ -48,7 +48,9 @@ def hostile_dir(preloaded, tmp_path):
     ingestor(services).run("hostile", [paper])
     Chat(services).memory.add("Retrieval-augmented generation answers questions from papers. " + PAYLOAD,
                               [(HOSTILE_ID, "paper")], origin="test", user="local", check_redundant=False)
-    save_profile(services, "local", "I study retrieval. " + PAYLOAD, ["retrieval", PAYLOAD[:60]], [])
+    # a Markdown image in a keyword loaded an external image before (issue #19): the scan finds its src
+    save_profile(services, "local", "I study retrieval. " + PAYLOAD,
+                 ["retrieval", PAYLOAD[:60], "![t](http://127.0.0.1:9/__pwned.png)"], [])
     return data_dir
 
 
