@@ -24,6 +24,7 @@ _URL = re.compile(r"(?:https?://|www\.)[^\s<>\"'\])]+", re.I)
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
+_COPIED_SOURCE_TAG = re.compile(r"</?\s*source\b[^<>]{0,80}>", re.I)
 MOVE_FLOOR = 3.0         # a word found in one of 8 sources weighs ln 8 ≈ 2.1: a move needs more than one such word
 LOOP_NGRAM = 8            # a run of this many words seen before marks the start of a loop
 ECHO_NGRAM = 7            # a sentence sharing this many consecutive words with the instructions is an echo
@@ -393,6 +394,7 @@ def check(text: str, *, allowed: Collection[str] | None, source_texts: Iterable[
     if original == CANNOT_ANSWER:
         return Checked(original)
     result = Checked(original)
+    result.text = _COPIED_SOURCE_TAG.sub(" ", result.text).strip()   # the prompt's quoting, copied by a small model
     result.text, result.cut_loop = cut_loop(result.text)
     result.text, result.echoed = drop_echo(result.text, instructions)
     if allowed is not None:

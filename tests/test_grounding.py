@@ -195,3 +195,11 @@ def test_a_statement_copied_under_another_label_is_seen_while_it_streams():
     assert not repeats_a_statement(first + "Source [2] shows that speculative decoding")
     assert drop_unfinished_statement(first + "Source [2] proposes that the most efficient") == first.rstrip()
     assert drop_unfinished_statement("Source [1] shows that a cut") == "Source [1] shows that a cut"
+
+
+def test_copied_source_tags_are_removed():
+    # seen through an endpoint serving the 135M model: the answer copied the prompt's quoting tags
+    from copilot.grounding import check
+
+    shown = check('<source id="3">Dense retrieval ranks passages [1].</source>', allowed=["1"]).text
+    assert shown == "Dense retrieval ranks passages [1]."
