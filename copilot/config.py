@@ -104,7 +104,7 @@ class Settings(BaseSettings):
     queue_size: int = Field(64, ge=1, le=10000,
                             description="Requests that may wait in the web app's queue; beyond it new ones are refused.")
     rate_limit: int = Field(10, ge=0, le=10000, description="LLM-backed actions (ask, generate, summarise) one "
-                            "session may start per COPILOT_RATE_WINDOW seconds; 0 turns the limit off.")
+                            "user may start per COPILOT_RATE_WINDOW seconds; 0 turns the limit off.")
     rate_window: float = Field(60.0, gt=0, le=86400, description="Length in seconds of the rate-limit window.")
     auth: SecretStr | None = Field(
         None, description="Password protection for self-hosting: `user:password` pairs, comma-separated.")

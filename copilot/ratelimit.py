@@ -48,8 +48,8 @@ class RateLimiter:
             if len(starts) >= self.actions:
                 wait = self.window_s - (now - starts[0])
                 raise RateLimited(
-                    f"Too many requests: {action} is limited to {self.actions} per {_seconds(self.window_s)} in "
-                    f"one session. Try again in {math.ceil(wait)} s.", retry_after=wait)
+                    f"Too many requests: {action} is limited to {self.actions} per {_seconds(self.window_s)} for "
+                    f"each user. Try again in {math.ceil(wait)} s.", retry_after=wait)
             starts.append(now)
             while len(self._starts) > self.max_keys:
                 self._starts.popitem(last=False)

@@ -351,7 +351,8 @@ def test_limiter_follows_the_settings(tmp_path):
 
 def test_ui_refuses_llm_backed_actions_over_the_rate_limit(tmp_path):
     """Each LLM-backed tab action (ask, generate a profile, related search, trends report) counts against the
-    session's budget; the next one is refused with the limiter's message, other sessions are unaffected."""
+    user's budget; the next one is refused with the limiter's message, also from a fresh session of the same user
+    (issue #19: a fresh session id per request bypassed the limit), and other users are unaffected."""
     import gradio as gr
 
     from copilot.ui.main import build_ui
@@ -363,12 +364,14 @@ def test_ui_refuses_llm_backed_actions_over_the_rate_limit(tmp_path):
              "copilot.ui.trends.show": ("Last week", None, None, [], 1, 1)}
     for name, args in calls.items():
         TRIED.append(f"flood:ui:{name}")
-        session = gr.Request(username="alice", session_hash=f"flood-{name}")
+        session = gr.Request(username=f"alice-{name}", session_hash=f"flood-{name}")
         first = " ".join(map(str, next(iter(fns[name](*args, session)))))
         assert "Too many requests" not in first
         second = " ".join(map(str, next(iter(fns[name](*args, session)))))
         assert "Too many requests" in second and "Try again in" in second, (name, second[:200])
-        other = gr.Request(username="alice", session_hash=f"other-{name}")
+        fresh = gr.Request(username=f"alice-{name}", session_hash=f"fresh-{name}")
+        assert "Too many requests" in " ".join(map(str, next(iter(fns[name](*args, fresh)))))
+        other = gr.Request(username=f"bob-{name}", session_hash=f"other-{name}")
         assert "Too many requests" not in " ".join(map(str, next(iter(fns[name](*args, other)))))
 
 

@@ -19,7 +19,7 @@ from copilot.features.memory import delete_thought, memory_view
 from copilot.features.stats import vote_stats
 from copilot.services import Services
 from copilot.grounding import ids_to_labels
-from copilot.ui.common import arxiv_link, current_user, escape
+from copilot.ui.common import arxiv_link, current_user, escape, rate_scope
 
 VOTE_BUTTONS = [("A is better", "A", "chat-vote-a"), ("B is better", "B", "chat-vote-b"),
                 ("Tie", "tie", "chat-vote-tie"), ("Both bad", "bad", "chat-vote-bad")]
@@ -292,7 +292,7 @@ def build(services: Services) -> None:
         user = current_user(request)
         hidden = gr.update(visible=False)
         try:
-            check_rate(services, user, getattr(request, "session_hash", None), "asking")
+            check_rate(services, user, rate_scope(request, user), "asking")
             turn = chat.prepare(question, user, personalize, previous_turn=previous_turn)
         except (ChatError, RateLimited) as error:
             yield f'<div class="chat-notice">{escape(error)}</div>', "", "", hidden, "", None, gr.update()
@@ -313,7 +313,7 @@ def build(services: Services) -> None:
     def ask_slim(question: str, request: gr.Request):
         user = current_user(request)
         try:
-            check_rate(services, user, getattr(request, "session_hash", None), "asking")
+            check_rate(services, user, rate_scope(request, user), "asking")
             last = 0.0
             for live in stream_adaptive(services, question, user):
                 if time.monotonic() - last >= _STREAM_EVERY_S or live.step == "answered":

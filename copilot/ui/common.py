@@ -58,6 +58,16 @@ def _oauth_username(request: gr.Request) -> str | None:
     return name
 
 
+def rate_scope(request: gr.Request, user: str) -> str | None:
+    """What the rate limit counts besides the user: nothing for a signed-in user, so all their sessions share
+    one budget (a session id is chosen by the client: a fresh one per request bypassed a per-session limit); the
+    client's address for the local user, who has no account."""
+    if user != LOCAL_USER:
+        return None
+    client = getattr(request, "client", None)
+    return getattr(client, "host", None) or "unknown client"
+
+
 def escape(text: object) -> str:
     return html.escape(str(text), quote=True)
 

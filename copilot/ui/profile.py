@@ -14,7 +14,7 @@ from copilot.features import profile as feature
 from copilot.features.limits import RateLimited, check_rate
 from copilot.records import Paper
 from copilot.services import Services
-from copilot.ui.common import arxiv_link, current_user, escape, escape_markdown
+from copilot.ui.common import arxiv_link, current_user, escape, escape_markdown, rate_scope
 
 PASTED_GROUP = 0      # papers given as ids form their own group
 
@@ -187,7 +187,8 @@ def build(services: Services) -> None:
 
     def on_generate(current, checked, pasted_text, request: gr.Request):
         try:
-            check_rate(services, current_user(request), getattr(request, "session_hash", None), "generating a profile")
+            check_rate(services, current_user(request), rate_scope(request, current_user(request)),
+                       "generating a profile")
         except RateLimited as error:
             yield f"**{escape(error)}**", gr.update(), gr.update()
             return

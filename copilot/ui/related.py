@@ -10,7 +10,7 @@ import gradio as gr
 from copilot.features import related
 from copilot.services import Services
 from copilot.features.limits import RateLimited, check_rate
-from copilot.ui.common import arxiv_link, current_user, escape
+from copilot.ui.common import arxiv_link, current_user, escape, rate_scope
 
 MODE_LABELS = {"Three aspect prompts (PRISM)": related.ONE_CALL_PER_ASPECT,
                "One JSON prompt (cheaper)": related.ONE_JSON_CALL}
@@ -96,7 +96,8 @@ def build(services: Services) -> None:
 
     def run(reference_text, title_text, abstract_text, mode_label, request: gr.Request):
         try:
-            check_rate(services, current_user(request), getattr(request, "session_hash", None), "a related search")
+            check_rate(services, current_user(request), rate_scope(request, current_user(request)),
+                       "a related search")
         except RateLimited as error:
             yield _status(f"⚠ {error}"), "", "", ""
             return

@@ -11,7 +11,7 @@ from copilot.features import trends
 from copilot.features.limits import RateLimited, check_rate
 from copilot.records import ARXIV_ID_PATTERN
 from copilot.services import Services
-from copilot.ui.common import arxiv_link, current_user, escape
+from copilot.ui.common import arxiv_link, current_user, escape, rate_scope
 
 RANGES = {"Last day": "day", "Last week": "week", "Last month": "month", "Custom": "custom"}
 _ID_REF = re.compile(rf"\[((?:{ARXIV_ID_PATTERN})(?:,\s*(?:{ARXIV_ID_PATTERN}))*)\]")
@@ -161,7 +161,8 @@ def build(services: Services) -> None:
     def show(range_name, first, last, cats, n_summaries, n_ideas, request: gr.Request, refresh_now=False,
              progress=gr.Progress()):
         try:
-            check_rate(services, current_user(request), getattr(request, "session_hash", None), "a trends report")
+            check_rate(services, current_user(request), rate_scope(request, current_user(request)),
+                       "a trends report")
         except RateLimited as error:
             yield message(str(error))
             return
