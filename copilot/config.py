@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     merge_threshold: float = Field(0.85, gt=0, le=1, description="Cosine at or above which a new thought is redundant.")
     private_thoughts: bool = Field(False, description="New thoughts are seen only by the user whose turn made them "
                                    "(default: thought memory is shared by all users, the method's point).")
+    admins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Users (comma-separated, as the app names them, e.g. hf:alice) who may "
+        "delete any thought; everyone else deletes only thoughts made from their own questions.")
     answer_max_tokens: int | None = Field(
         None, ge=16, le=8192, description="Most tokens one answer may have. Default: 400 for an endpoint, 160 for the "
         "local model.")
@@ -132,6 +135,13 @@ class Settings(BaseSettings):
             value = [part.strip() for part in value.split(",") if part.strip()]
         if isinstance(value, list) and not value:
             raise ValueError("give at least one arXiv category, e.g. cs.CL,cs.LG")
+        return value
+
+    @field_validator("admins", mode="before")
+    @classmethod
+    def _split_admins(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
         return value
 
     @field_validator("ingest_cron")

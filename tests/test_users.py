@@ -123,3 +123,26 @@ def test_private_thoughts_setting_keeps_new_thoughts_to_their_user(data_dir, tmp
 
 def seen_in_turn_with(services: Services, user: str) -> set[str]:
     return {s.id for a in Chat(services).prepare(QUESTION, user).answers for s in a.sources}
+
+
+def test_a_shared_thought_keeps_its_question_to_its_user_and_only_they_or_an_admin_delete_it(data_dir, tmp_path):
+    # issue #19: the Memory tab showed other users' questions word for word, and anyone could delete any thought
+    import shutil
+
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir, copy)
+    services = services_for(copy, admins="hf:root, keeper")
+    chat = Chat(services)
+    paper = services.store.papers.get(limit=1)["ids"][0]
+    thought = chat.memory.add(THOUGHT_TEXT, [(paper, "paper")], origin="chat", user="alice",
+                              question="What does my confidential grant proposal claim?", check_redundant=False)
+    seen_by_bob = {t["id"]: t for t in memory_view(services, "", user="bob")}
+    assert thought in seen_by_bob and seen_by_bob[thought]["question"] == ""        # still shared for retrieval
+    assert "confidential" not in str(seen_by_bob[thought])
+    assert {t["id"]: t for t in memory_view(services, "", user="alice")}[thought]["question"].endswith("claim?")
+    assert delete_thought(services, thought, user="bob") is False
+    assert delete_thought(services, thought, user="alice") is True
+    again = chat.memory.add("Another note: " + THOUGHT_TEXT, [(paper, "paper")], origin="chat", user="alice",
+                            check_redundant=False)
+    assert services.settings.admins == ["hf:root", "keeper"]
+    assert delete_thought(services, again, user="keeper") is True                   # an admin may

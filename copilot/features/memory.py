@@ -22,6 +22,9 @@ def memory_view(services: Services, query: str = "", limit: int = 30, user: str 
     paper_ids |= {pid for t in thoughts for pid in t["root_sources"]}
     titles = {p.id: p.title for p in services.store.get_papers(sorted(paper_ids))}
     for thought in thoughts:
+        thought["own"] = user is None or thought["user"] == user
+        if not thought["own"]:          # shared for retrieval, but another user's question stays theirs
+            thought["question"] = ""
         for source in thought["sources"]:
             source["title"] = titles.get(source["id"], "") if source["kind"] == "paper" else ""
         thought["root_papers"] = [{"id": pid, "title": titles.get(pid, "")} for pid in thought["root_sources"]]
@@ -29,7 +32,10 @@ def memory_view(services: Services, query: str = "", limit: int = 30, user: str 
 
 
 def delete_thought(services: Services, thought_id: str, user: str | None = None) -> bool:
-    """Delete a thought `user` can see (None: any thought, as the CLI may)."""
+    """Delete a thought made from `user`'s own question; an admin (COPILOT_ADMINS) or None (the CLI) may delete
+    any thought."""
+    if user in services.settings.admins:
+        user = None
     return chat_for(services).memory.delete(storable_text(thought_id).strip(), user)
 
 

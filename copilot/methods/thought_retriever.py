@@ -132,9 +132,9 @@ class ThoughtMemory:
 
     def delete(self, thought_id: str, user: str | None = None) -> bool:
         """Remove a thought from retrieval; its row and edges stay so dependent lineage still resolves.
-        With `user`, only a thought that user can see (shared, or their own private one)."""
+        With `user`, only a thought made from that user's own question (None: any, as an admin or the CLI)."""
         row = self.thoughts.get(thought_id)
-        if row is None or not row.visible_to(user) or not self.thoughts.mark_deleted(thought_id):
+        if row is None or (user is not None and row.user != user) or not self.thoughts.mark_deleted(thought_id):
             return False
         self.thoughts.drop_vectors([thought_id])
         return True

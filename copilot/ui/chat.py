@@ -197,7 +197,8 @@ def memory_html(thoughts: list[dict]) -> str:
             f"<code>{escape(t['id'])}</code> · {escape(_when(t['created_at']))} · level {t['level']:.2f} · "
             f"from {escape(t['origin'])}{similarity}</div>"
             f'<div class="chat-thought-text">{escape(t["text"])}</div>'
-            f'<div class="chat-thought-question">Question: {escape(t["question"]) or "—"}</div>'
+            f'<div class="chat-thought-question">Question: '
+            f'{escape(t["question"]) or ("—" if t.get("own", True) else "<i>another user&#39;s</i>")}</div>'
             f'<div class="chat-thought-sources">Direct sources: {", ".join(direct) or "—"}</div>'
             f'<div class="chat-thought-roots">Root papers: {roots or "—"}</div></div>')
     return "".join(cards)
@@ -353,7 +354,9 @@ def build(services: Services) -> None:
     def remove_thought(thought_id: str, query: str, request: gr.Request):
         user = current_user(request)
         deleted = delete_thought(services, thought_id, user)
-        note = f"Deleted {thought_id.strip()}." if deleted else f"No stored thought with id {thought_id.strip()!r}."
+        note = (f"Deleted {thought_id.strip()}." if deleted else
+                f"No thought {thought_id.strip()!r} that you may delete: you can delete thoughts made from your own "
+                "questions.")
         return f"<p>{escape(note)}</p>", memory_html(memory_view(services, query, user=user))
 
     def show_stats():
