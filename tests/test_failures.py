@@ -86,9 +86,11 @@ def signed_in(name: object = "ann", expires_in: float = 3600) -> dict:
     return {"oauth_info": {"userinfo": {"preferred_username": name}, "expires_at": time.time() + expires_in}}
 
 
-def test_without_oauth_or_before_sign_in_everyone_is_the_local_user():
+def test_without_oauth_everyone_is_the_local_user_and_with_it_a_visitor_must_sign_in():
     assert current_user(oauth_request(None)) == LOCAL_USER
-    assert current_user(oauth_request({})) == LOCAL_USER
+    # issue #19: on a Space, visitors who had not signed in shared the local user's profile and questions
+    with pytest.raises(SignInError, match="Sign in with Hugging Face"):
+        current_user(oauth_request({}))
 
 
 def test_a_hugging_face_sign_in_is_its_own_user():

@@ -18,8 +18,9 @@ class SignInError(gr.Error):
 
 
 def current_user(request: gr.Request | None) -> str:
-    """The logged-in user (COPILOT_AUTH password login, or Hugging Face OAuth), else the single local user.
-    Raises SignInError when the session holds a Hugging Face sign-in that is expired or unreadable."""
+    """The logged-in user (COPILOT_AUTH password login, or Hugging Face OAuth), else (an app without either) the
+    single local user. Raises SignInError in an app with Hugging Face sign-in when the visitor has not signed in,
+    or their sign-in is expired or unreadable."""
     if request is None:
         return LOCAL_USER
     username = getattr(request, "username", None)
@@ -29,16 +30,21 @@ def current_user(request: gr.Request | None) -> str:
     return f"hf:{oauth_name}" if oauth_name else LOCAL_USER
 
 
+SIGN_IN_FIRST = ("Sign in with Hugging Face (the button at the top) to use Research Copilot: your profile, "
+                 "questions and votes are kept under your account.")
+
+
 def _oauth_username(request: gr.Request) -> str | None:
     """The Hugging Face account of a session logged in through gr.LoginButton; None when the app has no OAuth
-    (no session middleware) or nobody signed in."""
+    (no session middleware). In an app with OAuth (a Space) a visitor who has not signed in is asked to: they
+    would otherwise share the one local user, its profile and questions, with every other visitor."""
     try:
         session = request.session
     except (AssertionError, AttributeError):   # starlette asserts the middleware; a detached request has no session
         return None
     try:
-        if session.get("oauth_info") is None:
-            return None
+        if session.get("oauth_info") is None:       # an app with Hugging Face sign-in, and nobody signed in
+            raise SignInError(SIGN_IN_FIRST)
         from gradio.oauth import _get_valid_oauth_info_from_session
 
         info = _get_valid_oauth_info_from_session(session)
