@@ -13,6 +13,7 @@ from copilot.services import Services
 from copilot.ui import chat, library, profile, related, trends
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
+MAX_UPLOAD = "2mb"      # no tab takes a file; Gradio's upload route took files of any size (issue #19)
 
 
 def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr.Blocks:
@@ -46,6 +47,7 @@ def launch_options(services: Services) -> dict:
         "css": css_file.read_text(encoding="utf-8") if css_file.is_file() else None,
         "theme": gr.themes.Soft(),
         "show_error": False,
+        "max_file_size": MAX_UPLOAD,
         "auth": PasswordGate(s.auth_pairs()) if s.auth_pairs() else None,
         "auth_message": "Research Copilot: log in with the account your administrator gave you." if s.auth else None,
     }

@@ -1,5 +1,6 @@
-"""The running app's real /login route refuses a guesser (issue #19, medium 8): before, 300 wrong passwords went
-through in 0.4 s with no delay or lock-out."""
+"""The running app's real routes against abuse (issue #19): /login refuses a guesser (before, 300 wrong passwords
+went through in 0.4 s with no delay or lock-out); the upload route refuses a file over the limit (before, any
+size was accepted)."""
 
 from __future__ import annotations
 
@@ -25,3 +26,21 @@ def test_the_running_app_refuses_a_guesser(app_server):
     refused = [_login(url, "ann", f"guess {n}") for n in range(LOGIN_ATTEMPTS + 20)]
     assert all(code >= 400 for code in refused)
     assert _login(url, "ann", "right horse") >= 400      # locked for a minute
+
+
+def test_the_upload_route_refuses_a_large_file(app_server):
+    from copilot.ui.main import MAX_UPLOAD
+
+    url = app_server()
+    boundary = "copilot-test-boundary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.bin\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode() + b"x" * (3 * 1024 * 1024) \
+        + f"\r\n--{boundary}--\r\n".encode()
+    request = urllib.request.Request(url + "gradio_api/upload", data=body,
+                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            status = response.status
+    except urllib.error.HTTPError as error:
+        status = error.code
+    assert MAX_UPLOAD == "2mb" and status == 413
