@@ -3,6 +3,7 @@ on first use."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,7 +23,7 @@ from copilot.store.profiles import ProfileStore
 from copilot.store.runs import RunLog
 from copilot.store.slim_log import SlimLog
 from copilot.store.thoughts import ThoughtStore
-from copilot.store.vectors import VectorStore, chroma_client
+from copilot.store.vectors import VectorStore, chroma_client, reopened_client
 
 
 class BackgroundJobs:
@@ -82,7 +83,11 @@ class Services:
     @cached_property
     def store(self) -> VectorStore:
         with self._lock:
-            return VectorStore(chroma_client(self.settings))
+            if self.settings.chroma_host:     # a server: every client sees every write
+                return VectorStore(chroma_client(self.settings))
+            pid = os.getpid()
+            return VectorStore(chroma_client(self.settings), reopen=lambda: reopened_client(self.settings),
+                               others_version=lambda: self.runs.others_progress(pid))
 
     @cached_property
     def chat_log(self) -> ChatLog:

@@ -74,3 +74,10 @@ class RunLog:
         """The id of the newest run, 0 before the first: changes whenever the corpus may have."""
         row = self.db.query_one("SELECT COALESCE(MAX(id), 0) AS run FROM ingest_runs")
         return int(row["run"])
+
+    def others_progress(self, pid: int) -> tuple:
+        """What ingestion runs of processes other than `pid` have written so far (a changing value while they add
+        papers): the newest such run's id, status and counts."""
+        row = self.db.query_one(
+            "SELECT id, status, added, updated FROM ingest_runs WHERE pid IS NOT ? ORDER BY id DESC LIMIT 1", (pid,))
+        return tuple(row.values()) if row else ()

@@ -5,7 +5,8 @@ We pass our own embeddings (no Chroma embedding function), cosine space, so dist
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -36,11 +37,39 @@ def chroma_client(settings: Settings):
     return chromadb.PersistentClient(path=str(settings.chroma_path), settings=chroma_settings)
 
 
+def reopened_client(settings: Settings):
+    """A new embedded client that reads the collections as they are on disk now. An embedded client keeps its
+    search index in memory, so papers another process added are counted but not found until it is reopened."""
+    from chromadb.api.client import SharedSystemClient
+
+    SharedSystemClient.clear_system_cache()
+    return chroma_client(settings)
+
+
 class VectorStore:
-    def __init__(self, client) -> None:
+    def __init__(self, client, reopen: Callable[[], object] | None = None,
+                 others_version: Callable[[], object] | None = None) -> None:
+        """`others_version` tells what other processes have written (it changes when they add papers); when it
+        changed since the last search, `reopen` gives a client that sees their papers."""
         self.client = client
         self.papers = self._collection(PAPERS)
         self.thoughts = self._collection(THOUGHTS)
+        self._reopen = reopen
+        self._others_version = others_version
+        self._seen_version = others_version() if others_version else None
+        self._lock = threading.Lock()
+
+    def _see_other_writers(self) -> None:
+        if self._others_version is None or self._reopen is None:
+            return
+        version = self._others_version()
+        if version == self._seen_version:
+            return
+        with self._lock:
+            if version != self._seen_version:
+                client = self._reopen()
+                self.papers, self.thoughts = (client.get_collection(PAPERS), client.get_collection(THOUGHTS))
+                self.client, self._seen_version = client, version
 
     def _collection(self, name: str):
         return self.client.get_or_create_collection(name=name, embedding_function=None,
@@ -97,6 +126,7 @@ class VectorStore:
 
     # --- both collections
     def search(self, kind: str, embedding: np.ndarray, k: int, where: dict | None = None) -> list[Evidence]:
+        self._see_other_writers()
         collection = self.collection(kind)
         count = collection.count()
         if count == 0 or k <= 0:
