@@ -17,7 +17,7 @@ from copilot.llm import LLMError
 from copilot.methods.fusion import reciprocal_rank_fusion
 from copilot.services import Services
 from tests.conftest import ROOT, make_settings, read_rows
-from tests.doubles import scripted_llm
+from tests.doubles import ScriptedBackend
 from tests.helpers import app_env, clean_env
 
 # Rows of the shared corpus listed 2025-05-05 … 2025-05-16: two arXiv weeks (~100 papers each).
@@ -70,10 +70,10 @@ def fake_reply(messages) -> str:
     raise AssertionError("unexpected prompt: " + text[:200])
 
 
-def use_script(services: Services, replies) -> object:
-    llm, backend = scripted_llm(services.db, replies)
-    services.__dict__["llm"] = llm          # replaces the cached_property value: the one LLM of this Services
-    return backend
+def use_script(services: Services, replies) -> tuple[Services, ScriptedBackend]:
+    """Services over the same data with a scripted model passed in at construction, and that model."""
+    backend = ScriptedBackend(list(replies))
+    return Services(services.settings, llm_backend=backend), backend
 
 
 SMALL = dict(summarized_topics=3, ideas=2, store_thoughts=True)
@@ -143,7 +143,7 @@ def test_category_filter_and_cap_without_profile(week):
 
 # --- the pipeline with a scripted LLM ----------------------------------------------------------------------------
 def test_pipeline_stages_citations_thoughts_and_cache(week):
-    backend = use_script(week, [fake_reply] * 40)
+    week, backend = use_script(week, [fake_reply] * 40)
     opts = tr.TrendsOptions(**SMALL)
     reports = list(tr.iter_trends(week, date(2025, 5, 12), LAST_DAY, opts=opts))
     first, final = reports[0], reports[-1]
@@ -186,7 +186,7 @@ def test_pipeline_stages_citations_thoughts_and_cache(week):
 
 def test_llm_failure_mid_way_keeps_topics_and_says_which_summary_failed(week):
     replies = [fake_reply, LLMError("model crashed")] + [fake_reply] * 30
-    use_script(week, replies)
+    week, _ = use_script(week, replies)
     opts = tr.TrendsOptions(**SMALL)
     final = tr.run_trends(week, date(2025, 5, 12), LAST_DAY, opts=opts)
     assert final.done and len(final.topics) >= 3
@@ -202,7 +202,7 @@ def test_ideas_failure_leaves_summaries(week):
             raise LLMError("no ideas today")
         return fake_reply(messages)
 
-    use_script(week, [fail_ideas] * 30)
+    week, _ = use_script(week, [fail_ideas] * 30)
     final = tr.run_trends(week, date(2025, 5, 12), LAST_DAY, opts=tr.TrendsOptions(**SMALL))
     assert final.ideas == [] and final.ideas_error == "Ideas failed: no ideas today"
     assert final.summary and final.topics[0].summary
@@ -214,7 +214,7 @@ def test_profile_ranks_the_range_by_rrf_and_the_cap_applies(week):
     papers = week.store.papers_between(20250512, 20250516)
     mine = papers[5]
     profile = save_profile(week, "ana", "I work on " + mine.title, ["retrieval"], [mine.id])
-    use_script(week, [fake_reply] * 30)
+    week, _ = use_script(week, [fake_reply] * 30)
     final = tr.run_trends(week, date(2025, 5, 12), LAST_DAY, user="ana",
                           opts=tr.TrendsOptions(cap=20, summarized_topics=1, ideas=1))
     assert final.selection == "profile" and final.profile_version == profile.version
