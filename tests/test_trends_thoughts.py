@@ -28,7 +28,7 @@ def replies(messages) -> str:
 
 
 def test_trend_texts_pass_the_confidence_check_and_record_all_their_sources(week):  # noqa: F811
-    use_script(week, [replies] * 40)
+    week, _ = use_script(week, [replies] * 40)
     opts = tr.TrendsOptions(summarized_topics=2, ideas=1, store_thoughts=True, use_cache=False)
     report = list(tr.iter_trends(week, date(2025, 5, 12), LAST_DAY, opts=opts))[-1]
     stored = {row["question"]: row for row in week.db.query("SELECT * FROM thoughts")}
