@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 PRESETS = {"day": 1, "week": 7, "month": 30}
 MIN_PROSE_WORDS = 4       # less than this left after the checks is a fragment, not a summary: show nothing
-_IDEA_SUPPORT = re.compile(r"\bSupport:")
+IDEA_SUPPORT = " Support:"     # where the ideas grammar's supporting statement begins
 TOPIC_STATEMENTS = 2      # statements in a grammar-bound topic summary
 PERIOD_STATEMENTS = 3
 NO_IDEA_PASSED = ("No idea is shown: none of the model's ideas passed the checks (an idea must propose something "
@@ -347,7 +347,7 @@ def ideas_from_rat(result: RATResult, allowed_papers: dict[str, str], count: int
             text, cited, _ = keep_paper_citations(labels_to_ids(labelled, ids), ids)
         if proposed and not grounded_idea(text, ids, texts):
             continue
-        support = " ".join(_IDEA_SUPPORT.split(text)[1:])
+        support = text.partition(IDEA_SUPPORT)[2]
         support = " ".join(re.sub(r"\[[^\]]*\]", " ", support).lower().split())
         if prose_words(text) < MIN_PROSE_WORDS or any(text == idea.text for idea in ideas) or support in supports:
             continue
@@ -366,7 +366,7 @@ def grounded_idea(text: str, ids: Sequence[str], texts: Sequence[str]) -> bool:
     "Adapt to the new way of thinking" supported by a sentence in another language)."""
     if len(texts) < 2:
         return True
-    proposal, _, support = text.partition(" Support:")
+    proposal, _, support = text.partition(IDEA_SUPPORT)
     if max(overlap_scores(proposal, texts)) < MOVE_FLOOR:
         return False
     if not support:
