@@ -246,3 +246,13 @@ def test_the_chat_tab_shows_the_decision_trace_escaped(db):
     assert 'href="https://arxiv.org/abs/2501.00001"' in answer and "Cost by role" in shown
     live = slim.SlimTrace(QUESTION, step="proxy", heuristic_answer="A draft.")
     assert "deciding… (proxy)" in slim_html(live.as_dict())[0] and "Cost by role" not in slim_html(live.as_dict())[1]
+
+
+def test_an_answer_without_sources_says_so_on_the_page(db):
+    # seen in the browser: "What is dropout?" judged known, answered wrongly, and nothing said it had no source
+    from copilot.ui.chat import SLIM_NO_SOURCES, slim_html
+
+    trace, *_ = run(db, [HEURISTIC, "known"], main_reply="It grounds answers in documents.")
+    assert SLIM_NO_SOURCES in slim_html(trace.as_dict())[0].replace("&#x27;", "'")
+    retrieved, *_ = run(db, ["It uses documents.", "unknown", DECOMPOSITION, "unknown", "maybe", "known"])
+    assert SLIM_NO_SOURCES not in slim_html(retrieved.as_dict())[0].replace("&#x27;", "'")

@@ -237,6 +237,10 @@ def stats_figure(stats: dict):
     return figure
 
 
+SLIM_NO_SOURCES = ("Answered from the model's own knowledge, without sources: the judge decided no retrieval was "
+                   "needed. Check it, or ask again naming a paper.")
+
+
 def slim_html(trace: dict) -> tuple[str, str]:
     """(answer, decision trace) HTML of an adaptive-retrieval (SlimPLM) question, live or finished."""
     items = trace["items"]
@@ -245,8 +249,11 @@ def slim_html(trace: dict) -> tuple[str, str]:
     if not done:
         body += ' <span class="chat-writing">writing…</span>' if trace["answer"] else \
             f'<span class="chat-writing">deciding… ({escape(trace["step"])})</span>'
-    if trace.get("notes"):
-        body += '<ul class="chat-notes">' + "".join(f"<li>{escape(n)}</li>" for n in trace["notes"]) + "</ul>"
+    notes = list(trace.get("notes") or [])
+    if done and trace["answer"] and not trace["retrieved"]:
+        notes.insert(0, SLIM_NO_SOURCES)
+    if notes:
+        body += '<ul class="chat-notes">' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>"
     answer = f'<div class="chat-answer slim-answer"><h3>Answer</h3><div class="chat-answer-text">{body}</div></div>'
     steps = []
     if trace["step"] in ("retrieved", "answered"):         # decided: the references are known
