@@ -91,6 +91,12 @@ class Settings(BaseSettings):
         "local model.")
     max_input_chars: int = Field(4000, ge=100, le=1000000, description="Longer text inputs are truncated, with a notice.")
 
+    related_method: Literal["auto", "abstract", "lexical", "hybrid", "prism", "prism-hybrid",
+                            "prism-extractive"] = Field(
+        "auto", description="How the Related tab ranks (docs/related-eval.md). `auto`: `prism-extractive` on the "
+        "local model (it won on the CSFCube dev fold, no LLM call), `prism-hybrid` with an OpenAI-compatible endpoint "
+        "(the LLM writes the aspect descriptions).")
+
     # --- profile
     profile_max_papers: int = Field(50, ge=1, le=1000,
                                     description="Most papers an author lookup fetches (newest first).")
@@ -184,6 +190,12 @@ class Settings(BaseSettings):
     @property
     def answer_tokens(self) -> int:
         return self.answer_max_tokens or (160 if self.llm_backend == "local" else 400)
+
+    @property
+    def related_ranking(self) -> str:
+        if self.related_method != "auto":
+            return self.related_method
+        return "prism-extractive" if self.llm_backend == "local" else "prism-hybrid"
 
     @property
     def batch_threads(self) -> int:

@@ -17,6 +17,7 @@ from copilot.embed import Embedder
 from copilot.records import Paper, date_number
 from copilot.sources.snapshot import BadLine
 from copilot.store.db import Database
+from copilot.store.lexical import LexicalIndex
 from copilot.store.runs import RunCounts, RunLog
 from copilot.store.vectors import VectorStore
 
@@ -61,11 +62,13 @@ class Ingestor:
     # One lock per process: the scheduler, the Library button and the CLI all take it.
     _running = threading.Lock()
 
-    def __init__(self, db: Database, store: VectorStore, embedder: Embedder, batch_size: int = 64) -> None:
+    def __init__(self, db: Database, store: VectorStore, embedder: Embedder, batch_size: int = 64,
+                 lexical: LexicalIndex | None = None) -> None:
         self.runs = RunLog(db)
         self.store = store
         self.embedder = embedder
         self.batch_size = batch_size
+        self.lexical = lexical
 
     @classmethod
     def busy(cls) -> bool:
@@ -75,6 +78,7 @@ class Ingestor:
         """Ingest everything `items` yields; raises IngestBusy if another run is going on."""
         if not self._running.acquire(blocking=False):
             raise IngestBusy("an ingestion is already running; wait for it to finish")
+        counts: IngestCounts | None = None
         try:
             run_id = self._start_run(source)
             counts = IngestCounts()
@@ -86,7 +90,18 @@ class Ingestor:
             self._finish(run_id, counts, "ok", None)
             return counts
         finally:
+            self._update_lexical(counts)
             self._running.release()
+
+    def _update_lexical(self, counts: IngestCounts | None) -> None:
+        """Keep the lexical index in step with what this run wrote. A failure here loses nothing: the next
+        lexical search finds the index behind and rebuilds it."""
+        if self.lexical is None or counts is None or not (counts.added or counts.updated):
+            return
+        try:
+            self.lexical.rebuild()
+        except Exception as error:       # noqa: BLE001 - the papers are stored; only the index lags
+            log.warning("lexical index not rebuilt after ingestion: %s", error)
 
     def _ingest(self, items, counts: IngestCounts, run_id: int, progress: Progress | None) -> None:
         batch: dict[str, Paper] = {}

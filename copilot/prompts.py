@@ -269,6 +269,14 @@ PRISM_ASPECTS_JSON = register(Prompt(
     user="{paper}\n\nReply with the JSON object for this paper.",
 ))
 
+# The extractive aspect writer (no LLM): each sentence of the abstract joins the aspect whose description below the
+# embedder finds nearest. Written once before measuring and not tuned on any evaluation data.
+PRISM_ASPECT_PROTOTYPES = {
+    "research_question": "the problem this research addresses and why it matters",
+    "method": "the proposed method, model, algorithm or approach",
+    "experiments": "the experiments, datasets, evaluation and results",
+}
+
 
 # --- SlimPLM (methods.md §4, issue #14): a small proxy decides when and what to retrieve ---------------------
 # The paper fine-tunes its judge and its query rewriter; we prompt the proxy model instead, and hold the local one

@@ -19,6 +19,7 @@ from copilot.store.caches import AspectCache, TrendsCache
 from copilot.store.chat_log import ChatLog
 from copilot.store.db import Database
 from copilot.store.failures import FailureLog
+from copilot.store.lexical import LexicalIndex
 from copilot.store.profiles import ProfileStore
 from copilot.store.runs import RunLog
 from copilot.store.slim_log import SlimLog
@@ -88,6 +89,10 @@ class Services:
             pid = os.getpid()
             return VectorStore(chroma_client(self.settings), reopen=lambda: reopened_client(self.settings),
                                others_version=lambda: self.runs.others_progress(pid))
+
+    @cached_property
+    def lexical(self) -> LexicalIndex:
+        return LexicalIndex(self.settings.data_dir / "lexical", self.store)
 
     @cached_property
     def chat_log(self) -> ChatLog:

@@ -49,7 +49,12 @@ def test_protocol_on_a_toy_fold_ranks_only_the_query_candidates(settings, tmp_pa
     assert report.results["prism"]["background"]["map"] < 1.0
     assert list(report.per_query["prism"]) == ["q1_background"]
     assert report.meta["fold"] == "toy" and report.meta["llm_calls"] == 3
-    assert set(report.vs_baseline) == {"facet-sentences", "prism", "prism-facet"}
+    assert set(report.vs_baseline) == set(csfcube.METHODS) - {"abstract"}
+    # the twin c1 shares every word with the query: the lexical list and the hybrid rankings put it first
+    for method in ("lexical", "hybrid", "prism-extractive"):
+        assert report.results[method]["overall"]["map"] == 1.0, method
+    assert report.cross_validated == {}                      # one query paper: no weights to cross-validate
+    assert report.default_method == "abstract"               # one query: nothing is significantly better
     loss = report.vs_baseline["prism"]["map"]
     assert (loss["wins"], loss["losses"], loss["ties"], loss["sign_test_p"]) == (0, 1, 0, 1.0)
     assert set(report.vs_baseline["prism"]) == set(TESTED_METRICS)
@@ -57,10 +62,11 @@ def test_protocol_on_a_toy_fold_ranks_only_the_query_candidates(settings, tmp_pa
     again = csfcube.run(services, tmp_path / "toy", facets=["background"])     # aspects cached: no call
     assert len(backend.calls) == 3 and again.results == report.results
     table = csfcube.markdown_table(report)
-    assert table.splitlines()[0] == ("| method | NDCG@20 (ours) | NDCG%20 (upstream) | NDCG@20 (upstream) | MAP | "
-                                     "Recall@20 |")
+    assert table.startswith("**Default ranking by this run: `abstract`**")
+    assert ("| method | NDCG@20 (ours) | NDCG%20 (upstream) | NDCG@20 (upstream) | MAP | Recall@20 |"
+            in table.splitlines())
     assert "| abstract | 100.00 | 0.00 | 100.00 | 100.00 | 100.00 |" in table
-    assert "| prism | MAP | -" in table and "| q1_background | 100.0 / 0.0 / 100.0 |" in table
+    assert "| prism | MAP | -" in table and "| q1_background | 100.0 / 100.0 / 0.0 / 100.0 |" in table
     assert "taken out of their own pool: q1_background" in table
 
 
@@ -106,7 +112,15 @@ def test_eval_command_on_a_three_query_slice(tmp_path):
     lines = run.stdout.strip().splitlines()
     assert len(lines) == 1
     printed = json.loads(lines[0])
-    assert list(printed) == ["results", "vs_abstract", "per_query", "meta"]
+    assert list(printed) == ["default_method", "product_default", "selection", "results", "vs_abstract",
+                             "cross_validated", "per_query", "meta"]
+    assert printed["default_method"] in csfcube.PRODUCT_METHODS and printed["product_default"] == "prism-extractive"
+    for method in csfcube.METHODS[1:]:                     # every method against abstract, paired, per metric
+        test = printed["vs_abstract"][method]["upstream_ndcg@20"]
+        assert test["queries"] == 3 and test["wins"] + test["losses"] + test["ties"] == 3
+        assert 0.0 <= test["sign_test_p"] <= 1.0 and 0.0 <= test["bootstrap_p"] <= 1.0
+    assert set(printed["cross_validated"]) == set(csfcube.TUNED_METHODS)
+    assert sum(c["folds"] for c in printed["cross_validated"]["hybrid"]["weights_chosen"]) == 3
     results = printed["results"]
     assert list(results) == list(csfcube.METHODS)
     for entry in results.values():
@@ -119,7 +133,8 @@ def test_eval_command_on_a_three_query_slice(tmp_path):
     assert "| method | NDCG@20 (ours) | NDCG%20 (upstream)" in run.stderr and "sign test p" in run.stderr
     written = json.loads((tmp_path / "eval" / "csfcube-dev-limit3.json").read_text())
     assert written == printed
-    assert (tmp_path / "eval" / "csfcube-dev-limit3.md").read_text().startswith("| method |")
+    assert (tmp_path / "eval" / "csfcube-dev-limit3.md").read_text().startswith(
+        f"**Default ranking by this run: `{printed['default_method']}`**")
     assert len(printed["per_query"]["prism"]) == 3 and printed["meta"]["llm_calls"] == 9
     assert printed["vs_abstract"]["prism"]["ndcg@20"]["queries"] == 3
     assert list((tmp_path / "eval" / "cache").glob("csfcube-*.npz"))

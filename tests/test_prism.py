@@ -169,8 +169,8 @@ def test_find_related_fuses_available_queries_and_names_the_missing_aspect(setti
     backend.replies += [f"{library[5].title}. {library[5].abstract}", LLMError("down"), library[9].abstract]
     query = related.parse_query(services, f"https://arxiv.org/abs/{query_paper.id}v1")
     assert query.source == "library" and query.paper.id == query_paper.id
-    result = related.find_related(services, query, limit=39)
-    assert len(backend.calls) == 3
+    result = related.find_related(services, query, limit=39, method="prism")
+    assert len(backend.calls) == 3 and result.method == "prism"
     rows = {r["id"]: r for r in result.results}
     assert len(rows) == 39 and query_paper.id not in rows           # every other paper, never the query itself
     assert all(set(r["ranks"]) == {"research_question", "experiments", "abstract"} for r in result.results)
@@ -190,8 +190,9 @@ def test_find_related_fuses_available_queries_and_names_the_missing_aspect(setti
 
 def test_bad_input_messages(tmp_path, fake_arxiv):
     services = Services(make_settings(tmp_path / "data", arxiv_api_url=fake_arxiv.url))
-    with pytest.raises(related.RelatedError, match="abstract is empty"):
-        related.parse_query(services, "", "A title only", "")
+    with pytest.raises(related.RelatedError, match="nothing to search with"):
+        related.parse_query(services, "", "", "  ")
+    assert related.parse_query(services, "", "A title only", "").paper.title == "A title only"
     with pytest.raises(related.RelatedError, match="not an arXiv id"):
         related.parse_query(services, "hello")
     with pytest.raises(related.RelatedError, match="unknown arXiv id 2199.99999"):
@@ -209,14 +210,14 @@ def test_empty_library_says_so(services):
 # --- through the real local model
 def test_real_local_model_writes_three_aspects_and_ranks(services, library):
     query = related.parse_query(services, library[3].id)
-    result = related.find_related(services, query, limit=5)
+    result = related.find_related(services, query, limit=5, method="prism")
     assert set(result.aspects.descriptions) | set(result.aspects.missing) == set(prism.ASPECTS)
     assert len(result.aspects.descriptions) >= 2
     assert len(set(result.aspects.descriptions.values())) == len(result.aspects.descriptions)
     assert len(result.results) == 5 and all("abstract" in r["ranks"] or r["ranks"] for r in result.results)
     calls = services.db.query("SELECT prompt_name, completion_tokens FROM llm_calls WHERE prompt_name LIKE 'prism_%'")
     assert len(calls) == 3 and all((c["completion_tokens"] or 0) <= 96 for c in calls)
-    again = related.find_related(services, query, limit=5)   # cached; only an aspect that failed (timeout) is retried
+    again = related.find_related(services, query, limit=5, method="prism")   # cached; only an aspect that failed (timeout) is retried
     assert again.aspects.llm_calls == len(result.aspects.missing)
     assert set(again.aspects.from_cache) == set(result.aspects.descriptions)
     assert len(services.db.query("SELECT id FROM llm_calls WHERE prompt_name LIKE 'prism_%'")) == 3 + len(result.aspects.missing)

@@ -5,21 +5,29 @@ candidates (`cands`, without the query paper itself: one upstream pool holds its
 against `relevance_adju`: our NDCG@20, upstream's NDCG%20 and NDCG@20 (`metrics.py` says how they differ), MAP
 and Recall@20 (grade >= 2 is relevant). Per facet and over all queries ("overall", the upstream "all" split) the
 metrics are means over queries; every method is compared with `abstract` query by query (sign test, paired
-bootstrap). Methods compared, all with the product's Embedder and cosine similarity:
+bootstrap). The product's rankings (`prism.RANKINGS`: abstract, lexical, hybrid, prism, prism-hybrid,
+prism-extractive) run through the product's own code (`prism.ranking_queries`, `prism.rank_with_method`) with the
+product's embedder, each pool ranked by cosine and by BM25 over all the fold's candidate abstracts. Compared beside
+them, not offered in the product:
 
-- `abstract`: the query's title + abstract (the A2A baseline);
-- `facet-sentences`: only the query abstract's sentences labelled with the facet;
-- `prism`: the three PRISM aspect descriptions plus the abstract, fused by RRF;
-- `prism-facet`: the aspect description matching the facet, fused with the abstract.
+- `facet-sentences`: only the query abstract's sentences CSFCube labelled with the facet;
+- `prism-facet`: the LLM's aspect description matching the facet, fused with the abstract;
+- `prism-extractive-scores`: prism-extractive's lists fused by standardised scores instead of ranks.
+
+The weights of the hybrid rankings are cross-validated (leave one query paper out, `cross_validate`), and the
+report names the default: the best product ranking on the selection metric that beats `abstract` by the paired
+bootstrap (p < 0.05) with no facet more than one point below it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,13 +36,22 @@ import numpy as np
 
 from copilot.eval.metrics import METRICS, TESTED_METRICS, compare_paired, mean_metrics, score_ranking
 from copilot.methods import prism
-from copilot.methods.fusion import reciprocal_rank_fusion
+from copilot.methods.fusion import reciprocal_rank_fusion, score_fusion
 from copilot.services import Services
+from copilot.store.lexical import Bm25
 
 FACETS = ("background", "method", "result")
-METHODS = ("abstract", "facet-sentences", "prism", "prism-facet")
+PRODUCT_METHODS = tuple(prism.RANKINGS)
+EVAL_ONLY_METHODS = ("facet-sentences", "prism-facet", "prism-extractive-scores")
+METHODS = (*PRODUCT_METHODS, *EVAL_ONLY_METHODS)
 BASELINE = "abstract"
-LLM_METHODS = ("prism", "prism-facet")
+LLM_METHODS = tuple(m for m in PRODUCT_METHODS if prism.RANKINGS[m].uses_llm) + ("prism-facet",)
+SELECTION_METRIC = "upstream_ndcg@20"
+SIGNIFICANCE = 0.05
+FACET_TOLERANCE = 0.01            # no facet of the default may lose more than one NDCG point to the baseline
+TUNED_METHODS = ("hybrid", "prism-hybrid", "prism-extractive")
+WEIGHT_GRID = {prism.ABSTRACT: (1.0, 2.0), prism.TITLE: (0.0, 1.0), prism.LEXICAL: (0.0, 1.0, 2.0),
+               "aspects": (0.0, 0.5, 1.0)}
 FACET_ASPECT = {"background": "research_question", "method": "method", "result": "experiments"}
 ABSTRACTS_FILE = "abstracts-csfcube-from-readable.jsonl"
 
@@ -70,9 +87,13 @@ class Report:
     vs_baseline: dict[str, dict[str, dict[str, float]]]      # method → metric → compare_paired(…) over all queries
     meta: dict = field(default_factory=dict)
 
+    cross_validated: dict[str, dict] = field(default_factory=dict)
+    default_method: str = BASELINE
+
     def as_json(self) -> dict:
-        return {"results": self.results, "vs_abstract": self.vs_baseline, "per_query": self.per_query,
-                "meta": self.meta}
+        return {"default_method": self.default_method, "product_default": self.meta.get("product_default"),
+                "selection": self.meta.get("selection"), "results": self.results, "vs_abstract": self.vs_baseline,
+                "cross_validated": self.cross_validated, "per_query": self.per_query, "meta": self.meta}
 
 
 def _log(message: str) -> None:
@@ -177,40 +198,79 @@ class EmbeddingCache:
         os.replace(tmp, self.path)
 
 
-def _rank(vector: np.ndarray, query: CsfQuery, cand_vectors: dict[str, np.ndarray]) -> list[str]:
-    return prism.rank_candidates(vector, query.cands, np.stack([cand_vectors[c] for c in query.cands]))
-
-
-def _fused(lists: dict[str, list[str]]) -> list[str]:
-    return [item for item, _, _ in reciprocal_rank_fusion(lists)]
-
-
 def _aspects_of(services: Services, fold: Fold, query_pids: list[str], mode: str,
                 aspect_tokens: int) -> dict[str, prism.AspectSet]:
     aspect_cache = prism.AspectCache(services.db)
     aspects: dict[str, prism.AspectSet] = {}
     for n, pid in enumerate(query_pids, start=1):
-        row = fold.papers[pid]
-        paper = prism.QueryPaper(title=row.get("title") or "", abstract=row.get("abstract") or "", id=pid)
-        aspects[pid] = prism.describe_aspects(services.llm, paper, aspect_cache, mode=mode, max_tokens=aspect_tokens)
+        aspects[pid] = prism.describe_aspects(services.llm, _query_paper(fold, pid), aspect_cache, mode=mode,
+                                              max_tokens=aspect_tokens)
         missing = ", ".join(aspects[pid].missing) or "none"
         _log(f"aspects {n}/{len(query_pids)} ({pid}): {aspects[pid].llm_calls} LLM calls, missing: {missing}")
     return aspects
 
 
-def _rankings(query: CsfQuery, texts: dict[str, str], embed: Callable[[list[str]], np.ndarray],
-              cand_vectors: dict[str, np.ndarray], methods: Sequence[str]) -> dict[str, list[str]]:
-    names = list(texts)
-    vectors = dict(zip(names, embed([texts[n] for n in names])))
-    lists = {name: _rank(vectors[name], query, cand_vectors) for name in names}
-    aspect = FACET_ASPECT[query.facet]
-    rankings = {
-        "abstract": lambda: lists[prism.ABSTRACT],
-        "facet-sentences": lambda: lists["facet-sentences"],
-        "prism": lambda: _fused({n: lists[n] for n in [*prism.ASPECTS, prism.ABSTRACT] if n in lists}),
-        "prism-facet": lambda: _fused({n: lists[n] for n in (aspect, prism.ABSTRACT) if n in lists}),
-    }
-    return {method: rankings[method]() for method in methods}
+def _query_paper(fold: Fold, pid: str) -> prism.QueryPaper:
+    row = fold.papers[pid]
+    return prism.QueryPaper(title=row.get("title") or "", abstract=row.get("abstract") or "", id=pid)
+
+
+@dataclass
+class QueryLists:
+    """Everything one query's methods rank with: each method's ranked pool and fused lists."""
+
+    rankings: dict[str, list[str]]
+    lists: dict[str, dict[str, list[str]]]      # tuned method → its ranked lists by name (for cross-validation)
+
+
+def _query_lists(query: CsfQuery, paper: prism.QueryPaper, row: dict, embed: Callable[[list[str]], np.ndarray],
+                 cand_vectors: dict[str, np.ndarray], lexical: Bm25, raw: dict[str, str], gated: dict[str, str],
+                 methods: Sequence[str]) -> QueryLists:
+    """`raw`: the LLM's aspect descriptions; `gated`: those the gate let through."""
+    vectors: dict[str, np.ndarray] = {}
+
+    def embed_once(texts: list[str]) -> np.ndarray:
+        todo = [t for t in dict.fromkeys(texts) if t not in vectors]
+        if todo:
+            vectors.update(zip(todo, embed(todo)))
+        return np.stack([vectors[t] for t in texts])
+
+    pool = np.stack([cand_vectors[c] for c in query.cands])
+
+    def cosines(vector: np.ndarray) -> np.ndarray:
+        return pool @ np.asarray(vector, dtype=np.float32)
+
+    def search(vector: np.ndarray) -> list[str]:
+        return prism.rank_candidates(vector, query.cands, pool)
+
+    def lexical_rank(text: str) -> list[str]:
+        return lexical.rank(text, query.cands)
+
+    extractive = prism.extractive_aspects(paper, embed_once) if \
+        any(m in methods for m in ("prism-hybrid", "prism-extractive", "prism-extractive-scores")) else {}
+    rankings: dict[str, list[str]] = {}
+    lists: dict[str, dict[str, list[str]]] = {}
+    for name in (m for m in methods if m in prism.RANKINGS):
+        method = prism.RANKINGS[name]
+        descriptions = raw if name == "prism" else gated
+        queries = prism.ranking_queries(method, paper, descriptions, extractive)
+        ranking = prism.rank_with_method(method, paper, queries, embed_once, search, lexical_rank)
+        rankings[name] = [item for item, _, _ in ranking.fused]
+        lists[name] = ranking.lists
+    if "facet-sentences" in methods:
+        rankings["facet-sentences"] = search(embed_once([facet_sentences(row, query.facet)])[0])
+    if "prism-facet" in methods:
+        aspect = FACET_ASPECT[query.facet]
+        texts = {n: t for n, t in ((aspect, raw.get(aspect)), (prism.ABSTRACT, paper.abstract_query)) if t}
+        facet_lists = {n: search(v) for n, v in zip(texts, embed_once(list(texts.values())))}
+        rankings["prism-facet"] = [item for item, _, _ in reciprocal_rank_fusion(facet_lists)]
+    if "prism-extractive-scores" in methods:
+        method = prism.RANKINGS["prism-extractive"]
+        queries = prism.ranking_queries(method, paper, {}, extractive)
+        scored = {n: dict(zip(query.cands, cosines(v))) for n, v in zip(queries, embed_once(list(queries.values())))}
+        scored[prism.LEXICAL] = dict(zip(query.cands, lexical.scores_of(paper.abstract_query, query.cands)))
+        rankings["prism-extractive-scores"] = [item for item, _ in score_fusion(scored, method.weights)]
+    return QueryLists(rankings, lists)
 
 
 def compare_with_baseline(per_query: dict[str, dict[str, dict[str, float]]],
@@ -236,11 +296,71 @@ def machine() -> dict:
     return {"cpu": model, "cores": os.cpu_count(), "load_average": [round(x, 2) for x in load]}
 
 
+def cross_validate(lists: dict[str, dict[str, dict[str, list[str]]]], queries: Sequence[CsfQuery],
+                   baseline: dict[str, dict[str, float]]) -> dict[str, dict]:
+    """For each tuned method: leave one query paper out, choose the RRF weights (WEIGHT_GRID; one weight for the
+    three aspect lists) that score best on the other papers' queries, and score the held-out queries with them.
+    The mean over all held-out scores estimates what the weights are worth on unseen queries. Needs two query
+    papers at least (else {})."""
+    by_key = {q.key: q for q in queries}
+    papers = list(dict.fromkeys(q.pid for q in queries))
+    out: dict[str, dict] = {}
+    if len(papers) < 2:                 # nothing left to choose weights on
+        return out
+    for method, per_query_lists in lists.items():
+        axes = [prism.ABSTRACT, prism.TITLE, prism.LEXICAL] + (["aspects"] if prism.RANKINGS[method].aspects else [])
+        grid = [dict(zip(axes, values)) for values in itertools.product(*(WEIGHT_GRID[a] for a in axes))]
+        scores = []       # grid index → query key → metrics
+        for weights in grid:
+            expanded = {**{a: weights.get("aspects", 0.0) for a in prism.ASPECTS}, **weights}
+            expanded.pop("aspects", None)
+            scores.append({key: score_ranking([i for i, _, _ in reciprocal_rank_fusion(named, weights=expanded)],
+                                              by_key[key].grades, by_key[key].pid)
+                           for key, named in per_query_lists.items()})
+
+        def best(keys: list[str]) -> int:
+            return max(range(len(grid)), key=lambda i: (np.mean([scores[i][k][SELECTION_METRIC] for k in keys]), -i))
+
+        held_out, chosen = {}, []
+        for pid in papers:
+            train = [k for k in per_query_lists if by_key[k].pid != pid]
+            pick = best(train)
+            chosen.append(json.dumps(grid[pick], sort_keys=True))
+            held_out.update({k: scores[pick][k] for k in per_query_lists if by_key[k].pid == pid})
+        keys = list(baseline)
+        out[method] = {
+            "mean": mean_metrics(held_out[k] for k in keys),
+            "vs_abstract": compare_paired([held_out[k][SELECTION_METRIC] for k in keys],
+                                          [baseline[k][SELECTION_METRIC] for k in keys]),
+            "weights_chosen": [{"weights": json.loads(w), "folds": n} for w, n in Counter(chosen).most_common()],
+            "weights_on_all_queries": grid[best(keys)],
+            "product_weights": {name: w for name, w in prism.RANKINGS[method].weights.items()},
+        }
+    return out
+
+
+def choose_default(report: Report) -> tuple[str, str]:
+    """The product ranking with the best mean SELECTION_METRIC among those that beat the baseline by the paired
+    bootstrap (p < SIGNIFICANCE) and lose no more than FACET_TOLERANCE to it on any facet; else the baseline."""
+    base = report.results[BASELINE]
+    eligible = []
+    for method in (m for m in report.results if m in PRODUCT_METHODS and m != BASELINE):
+        test = report.vs_baseline[method][SELECTION_METRIC]
+        facets = [f for f in report.results[method] if f in FACETS]
+        worst = min((report.results[method][f][SELECTION_METRIC] - base[f][SELECTION_METRIC] for f in facets),
+                    default=0.0)
+        if test["mean_difference"] > 0 and test["bootstrap_p"] < SIGNIFICANCE and worst >= -FACET_TOLERANCE:
+            eligible.append((report.results[method]["overall"][SELECTION_METRIC], method))
+    rule = (f"best mean {METRIC_LABELS[SELECTION_METRIC]} among the product's rankings that beat `{BASELINE}` by "
+            f"the paired bootstrap (p < {SIGNIFICANCE}) and lose at most {100 * FACET_TOLERANCE:.0f} point on any facet")
+    return (max(eligible)[1] if eligible else BASELINE), rule
+
+
 def run(services: Services, data_dir: Path, facets: Sequence[str] = FACETS, limit: int | None = None,
         mode: str = prism.SEPARATE, aspect_tokens: int = prism.ASPECT_MAX_TOKENS,
         methods: Sequence[str] = METHODS) -> Report:
     """Rank every query's pool with each of `methods` (the baseline always included) and score the rankings.
-    The LLM writes aspect descriptions only when a PRISM method is asked for."""
+    The LLM writes aspect descriptions only when a method that uses them is asked for."""
     started, machine_before = time.monotonic(), machine()
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
@@ -251,10 +371,13 @@ def run(services: Services, data_dir: Path, facets: Sequence[str] = FACETS, limi
         raise EvalDataError("no queries selected")
     embedder = services.embedder
     cache = EmbeddingCache(services.settings.data_dir / "eval" / "cache" / f"csfcube-{embedder.name}.npz")
-    needed = {pid for q in fold.queries for pid in q.cands}
+    needed = sorted({pid for q in fold.queries for pid in q.cands})
     t0 = time.monotonic()
-    cand_vectors = cache.embed({pid: paper_text(fold.papers[pid]) for pid in sorted(needed)}, embedder.embed)
+    cand_vectors = cache.embed({pid: paper_text(fold.papers[pid]) for pid in needed}, embedder.embed)
     embed_seconds = time.monotonic() - t0
+    t0 = time.monotonic()
+    lexical = Bm25(needed, [paper_text(fold.papers[pid]) for pid in needed])
+    lexical_seconds = time.monotonic() - t0
 
     query_pids = list(dict.fromkeys(q.pid for q in fold.queries))
     uses_llm = any(m in LLM_METHODS for m in methods)
@@ -263,13 +386,23 @@ def run(services: Services, data_dir: Path, facets: Sequence[str] = FACETS, limi
     llm_seconds = time.monotonic() - t0
 
     per_query: dict[str, dict[str, dict[str, float]]] = {m: {} for m in methods}
+    tuned_lists: dict[str, dict[str, dict[str, list[str]]]] = {m: {} for m in TUNED_METHODS if m in methods}
+    gated: dict[str, prism.AspectSet] = {}
+    for pid, written in aspects.items():
+        gated[pid] = prism.AspectSet(descriptions=dict(written.descriptions))
+        prism.gate_descriptions(gated[pid], _query_paper(fold, pid), embedder.embed)
+    t0 = time.monotonic()
     for query in fold.queries:
-        row = fold.papers[query.pid]
-        paper = prism.QueryPaper(title=row.get("title") or "", abstract=row.get("abstract") or "", id=query.pid)
-        texts = prism.prism_queries(paper, aspects.get(query.pid, {}))
-        texts["facet-sentences"] = facet_sentences(row, query.facet)
-        for method, ranked in _rankings(query, texts, embedder.embed, cand_vectors, methods).items():
+        paper = _query_paper(fold, query.pid)
+        raw = aspects[query.pid].descriptions if query.pid in aspects else {}
+        passed = gated[query.pid].descriptions if query.pid in gated else {}
+        made = _query_lists(query, paper, fold.papers[query.pid], embedder.embed, cand_vectors, lexical, raw,
+                            passed, methods)
+        for method, ranked in made.rankings.items():
             per_query[method][query.key] = score_ranking(ranked, query.grades, query.pid)
+        for method in tuned_lists:
+            tuned_lists[method][query.key] = made.lists[method]
+    rank_seconds = time.monotonic() - t0
 
     results = {}
     for method in methods:
@@ -285,12 +418,19 @@ def run(services: Services, data_dir: Path, facets: Sequence[str] = FACETS, limi
         "mode": mode if uses_llm else None, "aspect_max_tokens": aspect_tokens if uses_llm else None,
         "llm": services.llm.info if uses_llm else None, "embedder": embedder.name,
         "aspects_missing": {pid: a.missing for pid, a in aspects.items() if a.missing},
+        "aspects_gated": {pid: a.missing for pid, a in gated.items() if a.missing},
         "llm_calls": sum(a.llm_calls for a in aspects.values()),
+        "selection_metric": SELECTION_METRIC,
+        "product_default": services.settings.related_ranking,
         "seconds": {"total": round(time.monotonic() - started, 1), "embed_candidates": round(embed_seconds, 1),
-                    "aspects": round(llm_seconds, 1)},
+                    "lexical_index": round(lexical_seconds, 1), "aspects": round(llm_seconds, 1),
+                    "rank_all_queries": round(rank_seconds, 1)},
         "machine_at_start": machine_before, "machine_at_end": machine(),
     }
-    return Report(results, per_query, compare_with_baseline(per_query), meta)
+    report = Report(results, per_query, compare_with_baseline(per_query), meta)
+    report.cross_validated = cross_validate(tuned_lists, fold.queries, per_query[BASELINE])
+    report.default_method, report.meta["selection"] = choose_default(report)
+    return report
 
 
 METRIC_LABELS = {"ndcg@20": "NDCG@20 (ours)", "upstream_ndcg%20": "NDCG%20 (upstream)",
@@ -304,6 +444,11 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 def _p(value: float) -> str:
     return f"{value:.3f}" if value >= 0.001 else "<0.001"
+
+
+def _weights(weights: dict[str, float]) -> str:
+    short = {prism.ABSTRACT: "a", prism.TITLE: "t", prism.LEXICAL: "w", "aspects": "x"}
+    return " ".join(f"{short[name]}{value:g}" for name, value in weights.items())
 
 
 def markdown_table(report: Report) -> str:
@@ -343,10 +488,35 @@ def markdown_table(report: Report) -> str:
     ]
     if m["aspects_missing"]:
         notes.append(f"Missing aspect descriptions (fused without them): {json.dumps(m['aspects_missing'])}")
+    if m.get("aspects_gated"):
+        notes.append("Aspect descriptions the gate dropped (prism-hybrid uses the extractive query instead; prism, "
+                     f"as published, uses them): {json.dumps(m['aspects_gated'])}")
+    if report.cross_validated:
+        label = METRIC_LABELS[SELECTION_METRIC]
+        crossed = _table(
+            ["method", f"{label}, weights as shipped", f"{label}, cross-validated", "Δ vs abstract (CV)",
+             "95% bootstrap CI", "wins/losses/ties", "sign test p", "bootstrap p", "weights chosen (folds)"],
+            [[method, f"{100 * report.results[method]['overall'][SELECTION_METRIC]:.2f}",
+              f"{100 * cv['mean'][SELECTION_METRIC]:.2f}", f"{100 * cv['vs_abstract']['mean_difference']:+.2f}",
+              f"[{100 * cv['vs_abstract']['bootstrap_ci_low']:+.2f}, {100 * cv['vs_abstract']['bootstrap_ci_high']:+.2f}]",
+              f"{cv['vs_abstract']['wins']}/{cv['vs_abstract']['losses']}/{cv['vs_abstract']['ties']}",
+              _p(cv["vs_abstract"]["sign_test_p"]), _p(cv["vs_abstract"]["bootstrap_p"]),
+              "; ".join(f"{_weights(c['weights'])} ({c['folds']})" for c in cv["weights_chosen"])]
+             for method, cv in report.cross_validated.items()])
+        crossed_section = [
+            "Weights by cross-validation (leave one query paper out: the RRF weights that score best on the other "
+            "papers' queries rank the held-out ones; a = abstract, t = title, w = words (BM25), x = each aspect):",
+            "", *crossed, ""]
+    else:
+        crossed_section = []
+    agree = "the same" if m.get("product_default") == report.default_method else "NOT the same"
     sections = [
+        f"**Default ranking by this run: `{report.default_method}`** — {m.get('selection')}. The product's default "
+        f"for this LLM backend (Settings.related_method) is `{m.get('product_default')}`: {agree}.", "",
         *overall, "",
         f"Paired over the {m['queries']} queries against `abstract` (two-sided exact sign test without ties; "
         f"paired bootstrap, 10,000 resamples, seed 13):", "", *compared, "",
+        *crossed_section,
         "Per facet:", "", *by_facet, "",
         f"Per query ({' / '.join(METRIC_LABELS[t] for t in TESTED_METRICS)}):", "", *per_query, "", *notes,
     ]

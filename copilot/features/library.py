@@ -12,7 +12,8 @@ from copilot.store.runs import IngestRun
 
 
 def ingestor(services: Services) -> Ingestor:
-    return Ingestor(services.db, services.store, services.embedder, batch_size=services.settings.embed_batch_size)
+    return Ingestor(services.db, services.store, services.embedder, batch_size=services.settings.embed_batch_size,
+                    lexical=services.lexical)
 
 
 def import_snapshot(services: Services, path: Path, limit: int | None = None,

@@ -1,7 +1,9 @@
-"""Related papers: a query paper (arXiv id/URL, title + abstract, or pasted text) → PRISM over the library.
+"""Related papers: a query paper (arXiv id/URL, title + abstract, or pasted text) → a ranking of the library.
 
-Four queries (three LLM-written aspect descriptions and the abstract) each retrieve from the paper store;
-Reciprocal Rank Fusion merges them. The abstract-only list is kept as a baseline for comparison.
+Several queries each retrieve from the paper store — the abstract, the title, aspect queries (written by the LLM,
+PRISM; or taken from the abstract's own sentences), and a lexical (BM25) search — and weighted Reciprocal Rank
+Fusion merges them. Which lists and weights is a ranking method (`RANKINGS`); the default is the one that won on the
+CSFCube dev fold (docs/related-eval.md, Settings.related_method). The abstract-only list is kept as the baseline.
 """
 
 from __future__ import annotations
@@ -15,14 +17,21 @@ from copilot.services import Services
 from copilot.sources.arxiv_api import ArxivSourceError
 
 RESULT_LIMIT = 20
-SEARCH_DEPTH = 60          # candidates each of the four queries retrieves before fusion
+SEARCH_DEPTH = 60          # candidates each query retrieves before fusion
+SHORT_ABSTRACT_WORDS = 5   # an abstract shorter than this leaves the title to carry the query
 
 # The method's names the UI and the CLI show, so they need not reach into methods/prism.py
 ASPECTS = prism.ASPECTS                       # the three aspect descriptions, in display order
-ABSTRACT = prism.ABSTRACT                     # the fourth query: the abstract itself (also the baseline)
-QUERY_LABELS = prism.ASPECT_LABELS            # aspect or ABSTRACT → its label
-ONE_CALL_PER_ASPECT, ONE_JSON_CALL = prism.SEPARATE, prism.JSON    # how the descriptions are written
+ABSTRACT = prism.ABSTRACT                     # the abstract as a query (also the baseline)
+QUERY_LABELS = prism.ASPECT_LABELS            # list name → its label
+LIST_ORDER = (*prism.ASPECTS, prism.ABSTRACT, prism.TITLE, prism.LEXICAL)
+ONE_CALL_PER_ASPECT, ONE_JSON_CALL = prism.SEPARATE, prism.JSON    # how the LLM writes the descriptions
 MODES = prism.MODES                           # (ONE_CALL_PER_ASPECT, ONE_JSON_CALL)
+RANKINGS = {name: method.label for name, method in prism.RANKINGS.items()}    # ranking method → what it does
+
+
+def uses_llm(method: str) -> bool:
+    return prism.RANKINGS[method].uses_llm
 
 
 class RelatedError(ValueError):
@@ -48,20 +57,32 @@ class QueryInfo:
 @dataclass
 class RelatedResult:
     query: QueryInfo
-    aspects: prism.AspectSet
+    method: str                                   # the ranking method (a key of RANKINGS)
+    aspects: prism.AspectSet                      # the LLM's descriptions (empty for a method without them)
+    aspect_queries: dict[str, str] = field(default_factory=dict)     # aspect → the text it searched with
+    aspect_sources: dict[str, str] = field(default_factory=dict)     # aspect → "llm" or "extractive"
     results: list[dict] = field(default_factory=list)
     baseline: list[dict] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def method_label(self) -> str:
+        return RANKINGS[self.method]
 
     @property
     def missing_notice(self) -> str | None:
         if not self.aspects.missing:
             return None
-        names = ", ".join(prism.ASPECT_LABELS[a].lower() for a in self.aspects.missing)
-        return f"No {names} description (the LLM failed); the ranking fuses the remaining queries."
+        reasons = "; ".join(f"{prism.ASPECT_LABELS[a].lower()}: {why}" for a, why in self.aspects.missing.items())
+        stood_in = any(self.aspect_sources.get(a) == prism.EXTRACTIVE_ASPECTS for a in self.aspects.missing)
+        stand_in = "the abstract's own sentences stand in" if stood_in else "the ranking fuses the remaining queries"
+        return f"Some aspect descriptions were not used ({reasons}); {stand_in}."
 
     def as_dict(self) -> dict:
-        return {"query": self.query.as_dict(), "aspects": dict(self.aspects.descriptions),
-                "missing_aspects": dict(self.aspects.missing), "results": self.results, "baseline": self.baseline}
+        return {"query": self.query.as_dict(), "method": self.method, "method_label": self.method_label,
+                "aspects": dict(self.aspects.descriptions), "missing_aspects": dict(self.aspects.missing),
+                "aspect_queries": self.aspect_queries, "aspect_sources": self.aspect_sources,
+                "notices": self.notices, "results": self.results, "baseline": self.baseline}
 
 
 def _from_paper(paper: Paper, source: str) -> QueryInfo:
@@ -94,8 +115,8 @@ def query_from_text(title: str, abstract: str, max_chars: int) -> QueryInfo:
         lines = [line.strip() for line in abstract.splitlines() if line.strip()]
         if len(lines) >= 2 and len(lines[0]) <= 200:
             title, abstract = lines[0], "\n".join(lines[1:])
-    if not abstract:
-        raise RelatedError("the abstract is empty: give an arXiv id, or paste a title and an abstract")
+    if not abstract and not title:
+        raise RelatedError("nothing to search with: give an arXiv id, or paste a title and an abstract")
     notice = None
     if len(abstract) > max_chars:
         abstract = abstract[:max_chars]
@@ -124,23 +145,59 @@ def _row(evidence: Evidence, score: float, ranks: dict[str, int] | None = None) 
 
 
 def find_related(services: Services, query: QueryInfo, limit: int = RESULT_LIMIT, mode: str = ONE_CALL_PER_ASPECT,
-                 progress: Callable[[str], None] | None = None) -> RelatedResult:
-    """PRISM over the paper store: aspect descriptions (cached), four searches, RRF; plus the abstract baseline."""
+                 progress: Callable[[str], None] | None = None, method: str | None = None) -> RelatedResult:
+    """Rank the library for `query` with `method` (default: Settings.related_method), plus the abstract baseline.
+    The LLM is asked (aspect descriptions, cached) only by a method that uses it; a description it fails to write,
+    or that fails the gate, is replaced by the abstract's own sentences for that aspect, with a notice."""
+    method = method or services.settings.related_ranking
+    if method not in prism.RANKINGS:
+        raise RelatedError(f"unknown ranking method {method!r}; choose from {', '.join(prism.RANKINGS)}")
+    ranking_method = prism.RANKINGS[method]
     if services.store.count("paper") == 0:
         raise RelatedError("the library holds no papers yet: import or ingest papers first (Library tab)")
-    aspects = prism.describe_aspects(services.llm, query.paper, prism.AspectCache(services.db), mode=mode,
-                                     progress=progress)
+    paper, notices = query.paper, []
+    if len(paper.abstract.split()) < SHORT_ABSTRACT_WORDS:
+        if not paper.title.strip():
+            raise RelatedError("the abstract is empty or too short and there is no title: paste a title and an "
+                               "abstract, or give an arXiv id")
+        notices.append("The abstract is empty or very short, so the title carries the query.")
+    aspects = prism.AspectSet()
+    if ranking_method.uses_llm:
+        aspects = prism.describe_aspects(services.llm, paper, prism.AspectCache(services.db), mode=mode,
+                                         progress=progress)
+        if ranking_method.gate:
+            prism.gate_descriptions(aspects, paper, services.embedder.embed)
+    extractive = prism.extractive_aspects(paper, services.embedder.embed) if ranking_method.stand_ins else {}
+    queries = prism.ranking_queries(ranking_method, paper, aspects.descriptions, extractive)
+    sources = {a: (prism.LLM_ASPECTS if queries[a] == aspects.descriptions.get(a) else prism.EXTRACTIVE_ASPECTS)
+               for a in prism.ASPECTS if a in queries}
     if progress:
         progress("searching the library with each query")
     seen: dict[str, Evidence] = {}
 
     def search(vector) -> list[str]:
-        found = [e for e in services.store.search("paper", vector, SEARCH_DEPTH + 1) if e.id != query.paper.id]
+        found = [e for e in services.store.search("paper", vector, SEARCH_DEPTH + 1) if e.id != paper.id]
         seen.update({e.id: e for e in found})
         return [e.id for e in found[:SEARCH_DEPTH]]
 
-    ranking = prism.rank_with_queries(prism.prism_queries(query.paper, aspects), services.embedder.embed, search)
-    results = [_row(seen[item], score, ranks) for item, score, ranks in ranking.fused[:limit]]
-    baseline_ids = ranking.lists[prism.ABSTRACT][:limit]
+    def lexical(text: str) -> list[str]:
+        return [item for item, _ in services.lexical.search(text, SEARCH_DEPTH, exclude=[paper.id] if paper.id else [])]
+
+    ranking = prism.rank_with_method(ranking_method, paper, queries, services.embedder.embed, search, lexical)
+    if prism.LEXICAL in ranking_method.weights and not ranking.lists.get(prism.LEXICAL):
+        notices.append("No paper shares a word with the query; the ranking uses the embedding queries only.")
+    _fetch_missing(services, seen, [item for item, _, _ in ranking.fused[:limit]])
+    results = [_row(seen[item], score, ranks) for item, score, ranks in ranking.fused[:limit] if item in seen]
+    baseline_ids = ranking.lists[prism.ABSTRACT][:limit] if prism.ABSTRACT in ranking.lists else \
+        search(services.embedder.embed([paper.abstract_query])[0])[:limit]
     baseline = [_row(seen[item], seen[item].score) for item in baseline_ids]
-    return RelatedResult(query, aspects, results, baseline)
+    return RelatedResult(query, method, aspects, {a: queries[a] for a in sources}, sources, results, baseline,
+                         notices)
+
+
+def _fetch_missing(services: Services, seen: dict[str, Evidence], ids: list[str]) -> None:
+    """Papers only the lexical list found have no Evidence yet: read them from the store."""
+    todo = [item for item in ids if item not in seen]
+    for stored in services.store.get_papers(todo):
+        seen[stored.id] = Evidence(id=stored.id, kind="paper", title=stored.title, text=stored.document, score=0.0,
+                                   metadata=stored.metadata())

@@ -5,7 +5,12 @@ by its own prompt that says the other two aspects are covered elsewhere; the abs
 Every query ranks candidates on its own; Reciprocal Rank Fusion (k=60) merges the lists. A single-call
 JSON variant writes all three descriptions at once (cheaper, a little worse in the paper).
 
-UI-free: the LLM, the embedding function, the search function and the cache are passed in.
+Beside the paper's method (`RANKINGS["prism"]`), rankings that a weak aspect writer cannot drag down
+(docs/related-eval.md measures them): the title as a query of its own, a lexical (BM25) list, aspect queries made of
+the abstract's own sentences (`extractive_aspects`, no LLM), a gate that drops an LLM description that is
+off-topic, loops or echoes its instructions (`gate_descriptions`), and weighted RRF.
+
+UI-free: the LLM, the embedding function, the search functions and the cache are passed in.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from copilot import prompts
+from copilot import grounding, prompts
 from copilot.llm import LLM, LLMError
 from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion
 from copilot.store.caches import AspectCache   # re-exported: callers build prism.AspectCache(db)
@@ -27,9 +32,11 @@ from copilot.store.caches import AspectCache   # re-exported: callers build pris
 log = logging.getLogger(__name__)
 
 ABSTRACT = "abstract"
+TITLE = "title"
+LEXICAL = "lexical"
 ASPECTS = ("research_question", "method", "experiments")
 ASPECT_LABELS = {"research_question": "Research question", "method": "Method", "experiments": "Experiments",
-                 ABSTRACT: "Abstract"}
+                 ABSTRACT: "Abstract", TITLE: "Title", LEXICAL: "Words (BM25)"}
 SEPARATE = "separate"     # one LLM call per aspect (the paper's multi-agent setting)
 JSON = "json"             # one LLM call, three JSON keys (the paper's base-agent variant)
 MODES = (SEPARATE, JSON)
@@ -87,6 +94,7 @@ def paper_block(paper: QueryPaper, max_chars: int = 6000) -> str:
 def clean_description(text: str) -> str:
     """One paragraph: drop chat preambles, markdown headings and bullets, collapse whitespace."""
     text = re.sub(r"^\s*(sure|here is|here's)[^\n:]*:\s*", "", text.strip(), flags=re.I)
+    text = re.sub(r"</?[A-Za-z][^<>]{0,40}>", " ", text)          # the small model's stray <p>, </pre>
     text = re.sub(r"^\s*#+\s*", "", text, flags=re.M)
     text = re.sub(r"^\s*[-*•]\s+", "", text, flags=re.M)
     return re.sub(r"\s+", " ", text).strip()
@@ -180,7 +188,7 @@ def describe_aspects(llm: LLM, paper: QueryPaper, cache: AspectCache | None = No
     variant = f"{mode}:{max_tokens}:{_prompt_fingerprint(mode)}"
     key = (paper.content_hash, _model_key(llm), variant)
     cached = cache.get(*key) if cache else {}
-    result.descriptions.update({a: cached[a] for a in ASPECTS if a in cached})
+    result.descriptions.update({a: clean_description(cached[a]) for a in ASPECTS if a in cached})
     result.from_cache = [a for a in ASPECTS if a in cached]
     todo = [a for a in ASPECTS if a not in cached]
     if not todo:
@@ -223,3 +231,132 @@ def rank_candidates(query_vector: np.ndarray, candidate_ids: Sequence[str], cand
     scores = np.asarray(candidate_vectors, dtype=np.float32) @ np.asarray(query_vector, dtype=np.float32)
     order = np.argsort(-scores, kind="stable")
     return [candidate_ids[i] for i in order]
+
+
+# --- rankings a weak aspect writer cannot drag down -------------------------------------------------------------
+LLM_ASPECTS = "llm"                  # aspect queries: the LLM's descriptions, gated; the extractive one stands in
+EXTRACTIVE_ASPECTS = "extractive"    # aspect queries: the title plus the abstract's sentences of that aspect
+GATE_MIN_SIMILARITY = 0.5            # an LLM description less similar to the abstract than this is off-topic
+ASPECT_WEIGHT = 0.5                  # each aspect list's RRF weight in the hybrid rankings (abstract, title, words: 1)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class RankingMethod:
+    """Which ranked lists a ranking fuses, with their RRF weights, and where its aspect queries come from."""
+
+    name: str
+    label: str
+    weights: Mapping[str, float]              # list name (ABSTRACT, TITLE, LEXICAL or an aspect) → RRF weight
+    aspects: str | None = None                # LLM_ASPECTS, EXTRACTIVE_ASPECTS or None
+    gate: bool = False                        # LLM descriptions pass gate_descriptions; extractive ones stand in
+
+    @property
+    def stand_ins(self) -> bool:
+        """Whether an aspect without an (accepted) LLM description searches with its extractive query."""
+        return self.gate or self.aspects == EXTRACTIVE_ASPECTS
+
+    @property
+    def uses_llm(self) -> bool:
+        return self.aspects == LLM_ASPECTS
+
+    @property
+    def lists(self) -> tuple[str, ...]:
+        return tuple(self.weights)
+
+
+_HYBRID = {ABSTRACT: 1.0, TITLE: 1.0, LEXICAL: 1.0}
+_ASPECTS_HALF = {a: ASPECT_WEIGHT for a in ASPECTS}
+RANKINGS = {method.name: method for method in (
+    RankingMethod("abstract", "abstract similarity (the baseline)", {ABSTRACT: 1.0}),
+    RankingMethod("lexical", "shared words (BM25)", {LEXICAL: 1.0}),
+    RankingMethod("hybrid", "abstract, title and shared words (BM25), fused by RRF", _HYBRID),
+    RankingMethod("prism", "PRISM as published: the LLM's three aspect descriptions and the abstract, fused by RRF",
+                  {**{a: 1.0 for a in ASPECTS}, ABSTRACT: 1.0}, LLM_ASPECTS),
+    RankingMethod("prism-hybrid", "PRISM with the LLM's aspect descriptions (gated) plus abstract, title and "
+                  "shared words, weighted RRF", {**_ASPECTS_HALF, **_HYBRID}, LLM_ASPECTS, gate=True),
+    RankingMethod("prism-extractive", "PRISM with aspect queries taken from the abstract's own sentences plus "
+                  "abstract, title and shared words, weighted RRF", {**_ASPECTS_HALF, **_HYBRID}, EXTRACTIVE_ASPECTS),
+)}
+
+
+def abstract_sentences(abstract: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split((abstract or "").strip()) if s.strip()]
+
+
+def extractive_aspects(paper: QueryPaper, embed: Embed) -> dict[str, str]:
+    """Aspect queries without an LLM: every sentence of the abstract goes to the aspect whose description
+    (prompts.PRISM_ASPECT_PROTOTYPES) it is most similar to; an aspect's query is the title and its sentences.
+    An aspect no sentence went to has no query."""
+    sentences = abstract_sentences(paper.abstract)
+    if not sentences:
+        return {}
+    vectors = np.asarray(embed([*(prompts.PRISM_ASPECT_PROTOTYPES[a] for a in ASPECTS), *sentences]))
+    prototypes, sentence_vectors = vectors[:len(ASPECTS)], vectors[len(ASPECTS):]
+    nearest = (sentence_vectors @ prototypes.T).argmax(axis=1)
+    title = paper.title.strip()
+    queries = {}
+    for index, aspect in enumerate(ASPECTS):
+        chosen = " ".join(s for s, n in zip(sentences, nearest) if n == index)
+        if chosen:
+            queries[aspect] = f"{title}. {chosen}" if title else chosen
+    return queries
+
+
+def gate_descriptions(aspects: AspectSet, paper: QueryPaper, embed: Embed,
+                      min_similarity: float = GATE_MIN_SIMILARITY) -> dict[str, str]:
+    """Move every description that loops, echoes its instructions or is off-topic (cosine to the title and abstract
+    below `min_similarity`) from `aspects.descriptions` to `aspects.missing`; returns {aspect: why} of those."""
+    rejected: dict[str, str] = {}
+    texts = dict(aspects.descriptions)
+    if not texts:
+        return rejected
+    vectors = np.asarray(embed([paper.abstract_query, *texts.values()]))
+    for (aspect, text), vector in zip(texts.items(), vectors[1:]):
+        prompt = prompts.PRISM_ASPECT_PROMPTS[aspect]
+        similarity = float(vector @ vectors[0])
+        if grounding.is_loop(text):
+            rejected[aspect] = "the description repeats itself"
+        elif grounding.echoes(text, [prompt.system, prompt.user, prompts.PRISM_ASPECTS_JSON.system]):
+            rejected[aspect] = "the description repeats its instructions"
+        elif similarity < min_similarity:
+            rejected[aspect] = f"the description is off-topic (similarity {similarity:.2f} to the abstract)"
+    for aspect, why in rejected.items():
+        del aspects.descriptions[aspect]
+        aspects.missing[aspect] = why
+    return rejected
+
+
+def ranking_queries(method: RankingMethod, paper: QueryPaper, llm_aspects: Mapping[str, str] | None = None,
+                    extractive: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The text of each dense list `method` fuses (the lexical list is searched with the abstract query). Where the
+    method has stand-ins, an aspect without an LLM description takes its extractive query."""
+    queries: dict[str, str] = {}
+    for name in method.lists:
+        if name == ABSTRACT:
+            queries[name] = paper.abstract_query
+        elif name == TITLE and paper.title.strip():
+            queries[name] = paper.title.strip()
+        elif name in ASPECTS:
+            text = (llm_aspects or {}).get(name) if method.aspects == LLM_ASPECTS else None
+            if not text and method.stand_ins:
+                text = (extractive or {}).get(name)
+            if text:
+                queries[name] = text
+    return queries
+
+
+LexicalSearch = Callable[[str], Sequence[str]]
+
+
+def rank_with_method(method: RankingMethod, paper: QueryPaper, queries: Mapping[str, str], embed: Embed,
+                     search: Search, lexical: LexicalSearch | None, k: int = RRF_K) -> Ranking:
+    """One list per dense query (embedded together) and, when the method fuses it, the lexical list of the
+    abstract query; weighted RRF. A list the method names but that could not be made (no title, no lexical
+    index) is left out of the fusion."""
+    names = [name for name in method.lists if name in queries]
+    vectors = embed([queries[name] for name in names]) if names else []
+    lists = {name: list(search(vector)) for name, vector in zip(names, vectors)}
+    if LEXICAL in method.weights and lexical is not None:
+        lists[LEXICAL] = list(lexical(paper.abstract_query))
+    return Ranking(reciprocal_rank_fusion(lists, k=k, weights=method.weights), lists)
