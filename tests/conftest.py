@@ -26,6 +26,7 @@ UNIT_MODULES |= {"test_slim"}      # SlimPLM's decision branches, scripted model
 UNIT_MODULES |= {"test_eval_judge"}    # eval thoughts --judge: blind order, verdicts, Wilson (issue #13)
 UNIT_MODULES |= {"test_eval_slim"}  # eval slim: F1, the dev set, scripted counts; its real run: integration
 UNIT_MODULES |= {"test_login"}     # the password gate with a fake clock (issue #19)
+UNIT_MODULES |= {"test_fusion"}    # Related rankings: fusion, BM25, query choice, the default rule (issue #22)
 TIERS = ("unit", "integration", "browser")
 
 

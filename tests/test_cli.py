@@ -44,17 +44,27 @@ def test_bad_setting_is_one_clear_line(tmp_path):
 
 
 def test_related_json_from_a_stored_paper(tmp_path):
-    """`related` through the command line: the query paper from the library, PRISM's one-call variant with the real
-    local model (an aspect it fails to write is reported as missing; the abstract query still ranks)."""
+    """`related` through the command line: the query paper from the library, ranked by PRISM (`--method
+    prism-hybrid`) with the one-call variant and the real local model (an aspect it fails to write, or that fails
+    the gate, is reported as missing and its extractive query stands in), and by the default, which calls no LLM."""
     from tests.conftest import read_rows
 
     assert run_cli(tmp_path, "import", str(KAGGLE_JSONL), "--limit", "25", "--json").returncode == 0
     query_id = read_rows(KAGGLE_JSONL, 0, 1)[0]["id"]
-    related = run_cli(tmp_path, "related", "--arxiv-id", query_id, "--limit", "5", "--mode", "json", "--json")
+    related = run_cli(tmp_path, "related", "--arxiv-id", query_id, "--limit", "5", "--method", "prism-hybrid",
+                      "--mode", "json", "--json")
     assert related.returncode == 0, related.stderr
     [line] = related.stdout.strip().splitlines()
     result = json.loads(line)
-    assert set(result) == {"query", "aspects", "missing_aspects", "results", "baseline"}
+    assert set(result) == {"query", "method", "method_label", "aspects", "missing_aspects", "aspect_queries",
+                           "aspect_sources", "notices", "results", "baseline"}
+    assert result["method"] == "prism-hybrid"
+    assert set(result["aspects"]) | set(result["missing_aspects"]) == {"research_question", "method", "experiments"}
+    assert all(result["aspect_sources"][a] == "extractive" for a in result["missing_aspects"]
+               if a in result["aspect_queries"])
     assert (result["query"]["id"], result["query"]["source"]) == (query_id, "library")
     assert 0 < len(result["results"]) <= 5 and query_id not in {row["id"] for row in result["results"]}
     assert all(set(row) == {"id", "title", "score", "date", "url", "ranks"} for row in result["results"])
+    plain = run_cli(tmp_path, "related", "--arxiv-id", query_id, "--limit", "5")
+    assert plain.returncode == 0, plain.stderr
+    assert "Ranked by prism-extractive" in plain.stdout and len(plain.stdout.strip().splitlines()) >= 6

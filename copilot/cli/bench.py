@@ -10,7 +10,7 @@ from pathlib import Path
 from copilot.cli.output import print_json
 from copilot.embed import distill_static
 from copilot.errors import UserError
-from copilot.eval.bench import PAPERS_JSONL, PARTS, log, read_papers, run, to_markdown
+from copilot.eval.bench import DEFAULT_PARTS, PAPERS_JSONL, PARTS, log, read_papers, run, to_markdown
 from copilot.services import Services
 
 
@@ -51,7 +51,8 @@ def cmd_distill(args: argparse.Namespace) -> int:
 def add_bench_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure ingestion, retrieval, memory, disk and chat overhead vs the anchor")
     p.add_argument("--sizes", default=None, help="corpus sizes, comma-separated (default 1000,10000,100000)")
-    p.add_argument("--parts", default=None, help=f"measure only these, comma-separated (default {','.join(PARTS)})")
+    p.add_argument("--parts", default=None, help=f"measure only these, comma-separated, of {','.join(PARTS)} "
+                   f"(default {','.join(DEFAULT_PARTS)})")
     p.add_argument("--quick", action="store_true", help="small sizes and samples (under two minutes)")
     p.add_argument("--real-papers", type=int, default=None,
                    help="embed at most N real papers for the stores; larger sizes use perturbed copies (default all)")

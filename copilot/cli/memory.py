@@ -1,4 +1,4 @@
-"""`doctor`: do SQLite and Chroma agree about thoughts; `--repair` makes them."""
+"""`doctor`: do SQLite and Chroma agree about thoughts, is the lexical index in step; `--repair` makes them."""
 
 from __future__ import annotations
 
@@ -20,13 +20,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         for key, value in report["thoughts"].items():
             print(f"thoughts {key}: {value}")
         print(f"stale thought jobs: {report['stale_jobs']}")
+        lexical = report["lexical_index"]
+        print(f"lexical index: {lexical['indexed']} papers indexed of {lexical['stored']} stored, "
+              f"{'in step' if lexical['in_step'] else 'NOT in step (--repair rebuilds it)'}")
         print(f"mismatches: {report['mismatches']}" + (f", after repair: {left}" if args.repair else ""))
     return 0 if left == 0 else 1
 
 
 def add_memory_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("doctor", help="check that SQLite and Chroma agree about thoughts (exit 1 if not)")
+    p = sub.add_parser("doctor", help="check that SQLite and Chroma agree about thoughts and that the lexical index "
+                       "holds exactly the stored papers (exit 1 if not)")
     p.add_argument("--repair", action="store_true",
-                   help="drop vectors without a live row, re-add missing ones, resume stale thought jobs")
+                   help="drop vectors without a live row, re-add missing ones, resume stale thought jobs, "
+                   "rebuild the lexical index")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_doctor)

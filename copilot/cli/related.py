@@ -1,4 +1,4 @@
-"""`related`: papers related to a query paper, by PRISM."""
+"""`related`: papers related to a query paper, ranked by one of the Related rankings (default: Settings)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 
 from copilot.cli.output import print_json
 from copilot.errors import UserError
-from copilot.features.related import (MODES, ONE_CALL_PER_ASPECT, QUERY_LABELS, RESULT_LIMIT, RelatedError,
-                                      find_related, parse_query)
+from copilot.features.related import (MODES, ONE_CALL_PER_ASPECT, QUERY_LABELS, RANKINGS, RESULT_LIMIT,
+                                      RelatedError, find_related, parse_query)
 from copilot.services import Services
 
 
@@ -16,17 +16,20 @@ def cmd_related(args: argparse.Namespace) -> int:
     services = Services()
     try:
         query = parse_query(services, args.arxiv_id or "", args.title or "", args.abstract or args.text or "")
-        result = find_related(services, query, args.limit, args.mode, lambda step: print(step, file=sys.stderr))
+        result = find_related(services, query, args.limit, args.mode, lambda step: print(step, file=sys.stderr),
+                              method=args.method)
     except RelatedError as error:
         raise UserError(str(error)) from None
-    if result.missing_notice:
-        print(result.missing_notice, file=sys.stderr)
+    for notice in [*result.notices, result.missing_notice]:
+        if notice:
+            print(notice, file=sys.stderr)
     if args.json:
         print_json(result.as_dict())
         return 0
     print(f"Query: {query.paper.title or '(untitled)'} [{query.source}]")
-    for aspect, text in result.aspects.descriptions.items():
-        print(f"  {QUERY_LABELS[aspect]}: {text}")
+    print(f"Ranked by {result.method}: {result.method_label}")
+    for aspect, text in result.aspect_queries.items():
+        print(f"  {QUERY_LABELS[aspect]} ({result.aspect_sources[aspect]}): {text}")
     for n, row in enumerate(result.results, start=1):
         ranks = " ".join(f"{QUERY_LABELS[k][:3]}={v}" for k, v in row["ranks"].items())
         print(f"{n:2d}. {row['score']:.4f} {row['id']} {row['title'][:70]} ({ranks})")
@@ -34,14 +37,19 @@ def cmd_related(args: argparse.Namespace) -> int:
 
 
 def add_related_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("related", help="papers related to a query paper (PRISM: aspect queries fused by RRF)")
+    p = sub.add_parser("related", help="papers related to a query paper (PRISM aspect queries, title, abstract and "
+                       "shared words, fused by RRF)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--arxiv-id", help="arXiv id or URL of the query paper (library first, else arXiv)")
     source.add_argument("--title", help="title of the query paper (with --abstract)")
     source.add_argument("--text", help="pasted text of the query paper (a short first line is taken as title)")
     p.add_argument("--abstract", help="abstract of the query paper (with --title)")
     p.add_argument("--limit", type=int, default=RESULT_LIMIT, help="number of results")
+    p.add_argument("--method", choices=list(RANKINGS), default=None,
+                   help="the ranking (default: COPILOT_RELATED_METHOD; docs/related-eval.md compares them): "
+                   + "; ".join(f"{name}: {label}" for name, label in RANKINGS.items()))
     p.add_argument("--mode", choices=MODES, default=ONE_CALL_PER_ASPECT,
-                   help="aspect descriptions: one LLM call per aspect, or one JSON call")
+                   help="how the LLM writes aspect descriptions (rankings prism, prism-hybrid): one call per aspect, "
+                   "or one JSON call")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_related)

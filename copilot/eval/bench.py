@@ -32,7 +32,7 @@ from copilot.eval.bench_store import PERTURB_SIGMA, THOUGHT_SOURCES, Spec
 ROOT = Path(__file__).resolve().parents[2]
 PAPERS_JSONL = ROOT.parent / "shared" / "data" / "arxiv-cs-2025-2026" / "papers.jsonl"
 CSFCUBE = ROOT.parent / "shared" / "data" / "csfcube"
-PARTS = ("ingestion", "retrieval", "chat", "quality", "answers")
+PARTS = ("ingestion", "retrieval", "chat", "quality", "answers", "related")
 DEFAULT_PARTS = ("ingestion", "retrieval", "chat", "quality")   # `answers` runs the local model: ask for it
 THOUGHTS_PER_PAPER = 0.1      # 100,000 papers come with 10,000 thoughts
 TARGETS = {"retrieval_p95_ms": 20, "recall_at_8": 0.95, "peak_rss_mb": 1536, "chat_overhead_p95_ms": 150,
@@ -239,7 +239,7 @@ def run(services, args: argparse.Namespace) -> dict:
             log(f"ingestion: {p['ingest_papers']} papers batched, {p['one_by_one']} one by one")
             result["ingestion"] = ingestion(work, all_papers[-p["ingest_papers"]:], p["one_by_one"], fast_model)
 
-        if {"retrieval", "chat"} & set(p["parts"]):
+        if {"retrieval", "chat", "related"} & set(p["parts"]):
             vectors = cached_vectors(services.embedder, [x.document for x in all_papers[:real_count]], cache_dir,
                                      "papers")
             np.save(work / "real.npy", vectors)
@@ -266,6 +266,14 @@ def run(services, args: argparse.Namespace) -> dict:
             store_unique(chat_services.store, all_papers[:min(p["chat_papers"], real_count)], vectors)
             result["chat_overhead"] = chat_overhead(chat_services, questions[p["queries"]:], warmup=2,
                                                     local_model=args.chat_llm == "local")
+        if "related" in p["parts"]:
+            from copilot.eval.bench_related import related_latency
+
+            count = min(p["chat_papers"], real_count)
+            log(f"related: one query paper in a library of {count} papers")
+            related_services = _fresh_services(work)
+            store_unique(related_services.store, all_papers[:count], vectors)
+            result["related"] = related_latency(related_services, all_papers[:count], queries=10 if quick else 30)
         if "answers" in p["parts"]:
             from copilot.eval.bench_answers import QUESTIONS, answers_bench
 
@@ -320,6 +328,10 @@ def to_markdown(result: dict) -> str:
         lines += ["", f"CSFCube NDCG@20 ({q['dataset']}): {scores}" +
                   (f"; fast path relative loss {q['fast_relative_loss']:.1%}" if q.get("fast_relative_loss")
                    is not None else "")]
+    if "related" in result:
+        from copilot.eval import bench_related
+
+        lines += ["", bench_related.to_markdown(result["related"]).rstrip()]
     if "answers" in result:
         from copilot.eval import bench_answers
 

@@ -44,20 +44,27 @@ def memory_count(services: Services) -> int:
 
 
 def doctor(services: Services, repair: bool = False, wait_s: float = 600) -> dict:
-    """Where SQLite and Chroma disagree about thoughts, and thought jobs a stopped process left behind. With
-    `repair`: fix both (`chat.resume_jobs`), wait for the resumed jobs, and check again."""
+    """Where SQLite and Chroma disagree about thoughts, thought jobs a stopped process left behind, and whether the
+    lexical index holds exactly the stored papers. With `repair`: fix all three (`chat.resume_jobs`, a rebuilt
+    index), wait for the resumed jobs, and check again."""
     chat = chat_for(services)
     found = chat.memory.check()
     stale = chat.stale_jobs()
+    lexical = services.lexical.check()
     report = {"papers": _lineage_papers(services), "thoughts": found.as_dict(), "stale_jobs": stale,
-              "mismatches": found.mismatches + len(stale)}
+              "lexical_index": lexical.as_dict(),
+              "mismatches": found.mismatches + len(stale) + (0 if lexical.in_step else 1)}
     if repair:
         report["repair"] = resume_jobs(services)
+        if not lexical.in_step:
+            report["repair"]["lexical_index_rebuilt"] = services.lexical.rebuild()
         chat.wait_for_all(timeout=wait_s)
         after = chat.memory.check()
         left = chat.stale_jobs()
+        lexical_after = services.lexical.check()
         report["after_repair"] = {"thoughts": after.as_dict(), "stale_jobs": left,
-                                  "mismatches": after.mismatches + len(left)}
+                                  "lexical_index": lexical_after.as_dict(),
+                                  "mismatches": after.mismatches + len(left) + (0 if lexical_after.in_step else 1)}
     return report
 
 

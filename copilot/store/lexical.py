@@ -110,12 +110,14 @@ class LexicalIndex:
         self._loaded: tuple[str, Bm25] | None = None       # (directory name, its index)
 
     # --- building
-    def _stored_papers(self) -> tuple[list[str], list[str]]:
+    def _stored_papers(self, with_documents: bool = True) -> tuple[list[str], list[str]]:
         ids, documents, offset = [], [], 0
         while True:
-            found = self.store.papers.get(include=["documents"], limit=READ_CHUNK, offset=offset)
+            found = self.store.papers.get(include=["documents"] if with_documents else [], limit=READ_CHUNK,
+                                          offset=offset)
             ids.extend(found["ids"])
-            documents.extend(doc or "" for doc in found["documents"])
+            if with_documents:
+                documents.extend(doc or "" for doc in found["documents"])
             if len(found["ids"]) < READ_CHUNK:
                 return ids, documents
             offset += READ_CHUNK
@@ -190,7 +192,7 @@ class LexicalIndex:
 
     def check(self) -> LexicalCheck:
         """The index against the store, paper by paper (reads every stored id)."""
-        stored, _ = self._stored_papers()
+        stored, _ = self._stored_papers(with_documents=False)
         indexed = set(self.indexed_ids())
         missing, extra = len(set(stored) - indexed), len(indexed - set(stored))
         in_step = self._current_name() is not None and not missing and not extra

@@ -1,4 +1,5 @@
-"""The Related tab: a query paper in, PRISM-ranked related papers out, with each query's rank per result."""
+"""The Related tab: a query paper in, related papers out — ranked by the chosen ranking (default: the one that won
+the CSFCube evaluation), with each list's rank per result and the abstract-only baseline one click away."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ from copilot.ui.common import arxiv_link, current_user, escape, rate_scope
 
 MODE_LABELS = {"Three aspect prompts (PRISM)": related.ONE_CALL_PER_ASPECT,
                "One JSON prompt (cheaper)": related.ONE_JSON_CALL}
-RANK_COLUMNS = [*related.ASPECTS, related.ABSTRACT]
+RANK_COLUMNS = list(related.LIST_ORDER)
+SOURCE_LABELS = {"llm": "written by the LLM", "extractive": "the title and the abstract's own sentences on this aspect"}
+
+
+def ranking_choices() -> list[tuple[str, str]]:
+    return [(f"{name}: {label}", name) for name, label in related.RANKINGS.items()]
 
 
 def query_html(result: related.RelatedResult) -> str:
@@ -22,12 +28,14 @@ def query_html(result: related.RelatedResult) -> str:
     title = escape(q.paper.title or "(untitled text)")
     link = arxiv_link(q.paper.id, q.paper.id) if q.paper.id else "pasted text"
     origin = {"library": "from the library", "arxiv": "fetched from arXiv", "input": "your input"}[q.source]
-    lines = [f"<p><strong>Query paper:</strong> {title} · {link} · {escape(q.date or '')} ({origin})</p>"]
-    for notice in (q.notice, result.missing_notice):
+    lines = [f"<p><strong>Query paper:</strong> {title} · {link} · {escape(q.date or '')} ({origin})</p>",
+             f"<p class='related-method'><strong>Ranked by</strong> <code>{escape(result.method)}</code>: "
+             f"{escape(result.method_label)}. The abstract-only list is under “Abstract only (baseline)”.</p>"]
+    for notice in (q.notice, *result.notices, result.missing_notice):
         if notice:
             lines.append(f"<p class='related-notice'><strong>Note:</strong> {escape(notice)}</p>")
-    lines.append(f"<p>{len(result.results)} related papers; ranks per query show where each list placed the "
-                 "paper (– = not in that list's top 60).</p>")
+    lines.append(f"<p>{len(result.results)} related papers; ranks per list show where each list placed the "
+                 "paper (– = not in that list's top 60, or a list this ranking does not use).</p>")
     return "\n".join(lines)
 
 
@@ -57,15 +65,21 @@ def baseline_html(rows: list[dict]) -> str:
 
 def aspects_html(result: related.RelatedResult) -> str:
     source = arxiv_link(result.query.paper.id) if result.query.paper.id else "the pasted text"
-    parts = [f"<p>Written by the LLM from {source} at temperature 0; each is one search query.</p>"]
+    if not result.aspect_queries and not result.aspects.missing:
+        return f"<p>The ranking <code>{escape(result.method)}</code> uses no aspect queries.</p>"
+    parts = [f"<p>The aspect queries of {source}; each searched the library on its own.</p>"]
     for aspect in related.ASPECTS:
         label = escape(related.QUERY_LABELS[aspect])
-        if aspect in result.aspects.descriptions:
-            cached = " (cached)" if aspect in result.aspects.from_cache else ""
-            parts.append(f"<h4>{label}{cached}</h4><p class='aspect-{aspect}'>"
-                         f"{escape(result.aspects.descriptions[aspect])}</p>")
+        why = result.aspects.missing.get(aspect)
+        if aspect in result.aspect_queries:
+            origin = SOURCE_LABELS[result.aspect_sources[aspect]]
+            cached = " (cached)" if aspect in result.aspects.from_cache and result.aspect_sources[aspect] == "llm" else ""
+            note = f" — the LLM's description was not used: {why}" if why else ""
+            parts.append(f"<h4>{label}{cached}</h4><p class='aspect-{aspect}'>{escape(result.aspect_queries[aspect])}"
+                         f"</p><p><em>{escape(origin + note)}</em></p>")
         else:
-            parts.append(f"<h4>{label}</h4><p><em>missing: {escape(result.aspects.missing.get(aspect, ''))}</em></p>")
+            parts.append(f"<h4>{label}</h4><p><em>no query: {escape(why or 'no sentence of the abstract is on this aspect')}"
+                         "</em></p>")
     return "\n".join(parts)
 
 
@@ -74,27 +88,32 @@ def _status(text: str) -> str:
 
 
 def build(services: Services) -> None:
-    gr.Markdown("Find papers related to a query paper. Three aspect descriptions (research question, method, "
-                "experiments) written by the LLM and the abstract each search the library; Reciprocal Rank "
-                "Fusion merges the four lists (PRISM).")
+    gr.Markdown("Find papers related to a query paper. Several queries each search the library — the abstract, the "
+                "title, one query per aspect (research question, method, experiments: PRISM) and the words the "
+                "papers share (BM25) — and Reciprocal Rank Fusion merges their lists. The default ranking is the "
+                "one that ranked best on a benchmark with expert judgements (docs/related-eval.md).")
     with gr.Row():
         reference = gr.Textbox(label="arXiv id or URL", placeholder="2501.01234 or https://arxiv.org/abs/2501.01234",
                                elem_id="related-input", scale=3)
-        mode = gr.Radio(list(MODE_LABELS), value=next(iter(MODE_LABELS)), label="Aspect descriptions", scale=2)
         run_button = gr.Button("Find related papers", variant="primary", elem_id="related-run", scale=1)
+    with gr.Row():
+        ranking = gr.Dropdown(ranking_choices(), value=services.settings.related_ranking, label="Ranking",
+                              elem_id="related-ranking", scale=3)
+        mode = gr.Radio(list(MODE_LABELS), value=next(iter(MODE_LABELS)), scale=2,
+                        label="How the LLM writes aspect descriptions (rankings prism, prism-hybrid)")
     with gr.Accordion("…or paste a title and abstract", open=False):
         title = gr.Textbox(label="Title", elem_id="related-title")
         abstract = gr.Textbox(label="Abstract (or any pasted text)", lines=6, elem_id="related-abstract")
     status = gr.HTML(elem_id="related-status")
     with gr.Tabs():
-        with gr.Tab("Related (PRISM)"):
+        with gr.Tab("Related"):
             results = gr.HTML(elem_id="related-results")
         with gr.Tab("Abstract only (baseline)"):
             baseline = gr.HTML(elem_id="related-baseline")
-        with gr.Tab("Aspect descriptions"):
+        with gr.Tab("Aspect queries"):
             aspects = gr.HTML(elem_id="related-aspects")
 
-    def run(reference_text, title_text, abstract_text, mode_label, request: gr.Request):
+    def run(reference_text, title_text, abstract_text, ranking_name, mode_label, request: gr.Request):
         try:
             check_rate(services, current_user(request), rate_scope(request, current_user(request)),
                        "a related search")
@@ -113,7 +132,7 @@ def build(services: Services) -> None:
         def work() -> None:
             try:
                 outcome["result"] = related.find_related(services, query, mode=MODE_LABELS[mode_label],
-                                                         progress=steps.put)
+                                                         progress=steps.put, method=ranking_name or None)
             except related.RelatedError as error:
                 outcome["error"] = str(error)
             except Exception as error:  # shown to the user instead of a silent failure
@@ -129,5 +148,5 @@ def build(services: Services) -> None:
         result = outcome["result"]
         yield query_html(result), results_html(result.results), baseline_html(result.baseline), aspects_html(result)
 
-    gr.on([run_button.click, reference.submit], run, inputs=[reference, title, abstract, mode],
+    gr.on([run_button.click, reference.submit], run, inputs=[reference, title, abstract, ranking, mode],
           outputs=[status, results, baseline, aspects])

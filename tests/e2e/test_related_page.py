@@ -1,4 +1,5 @@
-"""The Related tab in Chromium: an arXiv id of a preloaded paper → ranked related papers with aspect ranks."""
+"""The Related tab in Chromium: an arXiv id of a preloaded paper → related papers ranked by the default ranking
+(prism-extractive on the local model: no LLM call), each list's rank per paper, the aspect queries, the baseline."""
 
 from __future__ import annotations
 
@@ -26,12 +27,14 @@ def test_related_tab_ranks_papers_with_aspect_ranks(app_server, page):
 
     status = page.locator("#related-status").inner_text()
     assert query.title[:40] in status and "from the library" in status
+    assert "Ranked by prism-extractive" in status                     # the tab says which ranking this is
     rows = table.locator("tbody tr.related-row")
     assert rows.count() == 20
     headers = table.locator("thead th").all_inner_texts()
-    assert headers[4:] == ["Research question rank", "Method rank", "Experiments rank", "Abstract rank"]
+    assert headers[4:] == ["Research question rank", "Method rank", "Experiments rank", "Abstract rank",
+                           "Title rank", "Words (BM25) rank"]
     first = rows.nth(0).locator("td").all_inner_texts()
-    assert re.fullmatch(r"0\.0\d{3}", first[3])                       # an RRF score: at most 4 / 61
+    assert re.fullmatch(r"0\.0\d{3}", first[3])                       # a weighted RRF score: at most 4.5 / 61
     aspect_ranks = [cell for cell in first[4:] if cell != "–"]
     assert aspect_ranks and all(cell.isdigit() for cell in aspect_ranks)
     links = table.locator("a").evaluate_all("els => els.map(e => e.href)")
@@ -39,10 +42,11 @@ def test_related_tab_ranks_papers_with_aspect_ranks(app_server, page):
     assert f"https://arxiv.org/abs/{query.id}" not in links            # the query paper itself is not "related"
     page.screenshot(path="/tmp/related-results.png", full_page=True)
 
-    page.get_by_role("tab", name="Aspect descriptions").click()
+    page.get_by_role("tab", name="Aspect queries").click()
     aspects = page.locator("#related-aspects")
     aspects.get_by_role("heading", name=re.compile("Research question")).wait_for()
     assert aspects.locator("p.aspect-method, p.aspect-research_question, p.aspect-experiments").count() >= 2
+    assert "the abstract's own sentences" in aspects.inner_text()
     page.get_by_role("tab", name="Abstract only (baseline)").click()
     assert page.locator("#baseline-table tbody tr").count() == 20
     page.screenshot(path="/tmp/related-aspects.png", full_page=True)
