@@ -273,7 +273,8 @@ def run(services, args: argparse.Namespace) -> dict:
             log(f"related: one query paper in a library of {count} papers")
             related_services = _fresh_services(work)
             store_unique(related_services.store, all_papers[:count], vectors)
-            result["related"] = related_latency(related_services, all_papers[:count], queries=10 if quick else 30)
+            result["related"] = related_latency(related_services, all_papers[:count],
+                                                queries=10 if p["quick"] else 30)
         if "answers" in p["parts"]:
             from copilot.eval.bench_answers import QUESTIONS, answers_bench
 

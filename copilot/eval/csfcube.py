@@ -352,7 +352,8 @@ def choose_default(report: Report) -> tuple[str, str]:
         if test["mean_difference"] > 0 and test["bootstrap_p"] < SIGNIFICANCE and worst >= -FACET_TOLERANCE:
             eligible.append((report.results[method]["overall"][SELECTION_METRIC], method))
     rule = (f"best mean {METRIC_LABELS[SELECTION_METRIC]} among the product's rankings that beat `{BASELINE}` by "
-            f"the paired bootstrap (p < {SIGNIFICANCE}) and lose at most {100 * FACET_TOLERANCE:.0f} point on any facet")
+            f"the paired bootstrap (p < {SIGNIFICANCE}) and lose at most {100 * FACET_TOLERANCE:.0f} point on any "
+            "facet")
     return (max(eligible)[1] if eligible else BASELINE), rule
 
 
@@ -446,6 +447,10 @@ def _p(value: float) -> str:
     return f"{value:.3f}" if value >= 0.001 else "<0.001"
 
 
+def _interval(test: dict) -> str:
+    return f"[{100 * test['bootstrap_ci_low']:+.2f}, {100 * test['bootstrap_ci_high']:+.2f}]"
+
+
 def _weights(weights: dict[str, float]) -> str:
     short = {prism.ABSTRACT: "a", prism.TITLE: "t", prism.LEXICAL: "w", "aspects": "x"}
     return " ".join(f"{short[name]}{value:g}" for name, value in weights.items())
@@ -498,7 +503,7 @@ def markdown_table(report: Report) -> str:
              "95% bootstrap CI", "wins/losses/ties", "sign test p", "bootstrap p", "weights chosen (folds)"],
             [[method, f"{100 * report.results[method]['overall'][SELECTION_METRIC]:.2f}",
               f"{100 * cv['mean'][SELECTION_METRIC]:.2f}", f"{100 * cv['vs_abstract']['mean_difference']:+.2f}",
-              f"[{100 * cv['vs_abstract']['bootstrap_ci_low']:+.2f}, {100 * cv['vs_abstract']['bootstrap_ci_high']:+.2f}]",
+              _interval(cv["vs_abstract"]),
               f"{cv['vs_abstract']['wins']}/{cv['vs_abstract']['losses']}/{cv['vs_abstract']['ties']}",
               _p(cv["vs_abstract"]["sign_test_p"]), _p(cv["vs_abstract"]["bootstrap_p"]),
               "; ".join(f"{_weights(c['weights'])} ({c['folds']})" for c in cv["weights_chosen"])]

@@ -73,13 +73,14 @@ def aspects_html(result: related.RelatedResult) -> str:
         why = result.aspects.missing.get(aspect)
         if aspect in result.aspect_queries:
             origin = SOURCE_LABELS[result.aspect_sources[aspect]]
-            cached = " (cached)" if aspect in result.aspects.from_cache and result.aspect_sources[aspect] == "llm" else ""
+            from_llm = result.aspect_sources[aspect] == "llm"
+            cached = " (cached)" if from_llm and aspect in result.aspects.from_cache else ""
             note = f" — the LLM's description was not used: {why}" if why else ""
             parts.append(f"<h4>{label}{cached}</h4><p class='aspect-{aspect}'>{escape(result.aspect_queries[aspect])}"
                          f"</p><p><em>{escape(origin + note)}</em></p>")
         else:
-            parts.append(f"<h4>{label}</h4><p><em>no query: {escape(why or 'no sentence of the abstract is on this aspect')}"
-                         "</em></p>")
+            reason = why or "no sentence of the abstract is on this aspect"
+            parts.append(f"<h4>{label}</h4><p><em>no query: {escape(reason)}</em></p>")
     return "\n".join(parts)
 
 
