@@ -1,3 +1,12 @@
 """Research Copilot: a personalized research assistant over arXiv."""
 
+import os
+
+# OpenMP threads that sleep rather than spin while they wait, for both runtimes this process loads (torch's bundled
+# libgomp under the embedder, the system one under llama.cpp); each reads this once, when it loads, so it is set
+# before any of them is imported. Spinning threads collapse when another process wants the same cores: embedding
+# one abstract on 2 threads took 1,286 ms with spinning and 34 ms with sleeping threads (52 ms on 1 thread) on the
+# project's 2-core machine at load 3.8 (docs/performance.md). An explicit OMP_WAIT_POLICY in the environment wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 __version__ = "0.1.0"
