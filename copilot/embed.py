@@ -82,6 +82,24 @@ class Embedder:
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
 
+    def token_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        """Per text, its tokens' contextual vectors (the model's last layer; [CLS] and [SEP] left out), each
+        unit-normalised: the material of a BERTScore-style similarity. Texts are cut at the model's maximum
+        length (256 word pieces for the packaged MiniLM). A static model gives its per-token vectors."""
+        model = self._model()
+        if isinstance(model, StaticModel):
+            encodings = model.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+            rows = [model.vectors[np.asarray(e.ids or [0], dtype=np.int64)] for e in encodings]
+        else:
+            out = model.encode(list(texts), batch_size=self.batch_size, output_value="token_embeddings",
+                               convert_to_numpy=False, show_progress_bar=False)
+            rows = [t.float().numpy()[1:-1] if len(t) > 2 else t.float().numpy() for t in out]
+        normed = []
+        for row in rows:
+            norms = np.linalg.norm(row, axis=1, keepdims=True)
+            normed.append((row / np.where(norms > 0, norms, 1.0)).astype(np.float32))
+        return normed
+
 
 # --- static (distilled) embeddings ---------------------------------------------------------------------------
 STATIC_FILE = "static_embeddings.npz"

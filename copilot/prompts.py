@@ -230,6 +230,45 @@ TRENDS_IDEAS_TASK = ("Propose {count} new research ideas for {who}. The topics t
                      "Each idea is one step: what to try, and why it could work.")
 
 
+# --- Graph of Records (methods.md §5, issue #16) ------------------------------------------------------------
+# Query simulation: the paper prompts an LLM with one randomly chosen chunk (here: one paper of the period) for a
+# question that chunk answers, sampled at temperature 0.5, and keeps the non-duplicates. The local model is held to
+# one short question that opens with a question word (unheld, the 135M model restates the title or writes a
+# statement), which is also what a user types into "Ask about this period".
+GOR_QUESTION_WORDS = ("What", "How", "Which", "Why", "Does", "Can")
+GOR_QUESTION_CHARS = 110
+
+GOR_SIMULATED_QUESTION = register(Prompt(
+    name="gor_simulated_question",
+    system="You write questions that researchers ask about recent papers. " + QUOTED_MATERIAL_RULE,
+    user=("{source}\n\nWrite one short, specific question that a researcher might ask and that this paper "
+          "answers. Use your own words, not the title. Output only the question."),
+))
+
+
+def question_grammar() -> str:
+    """GBNF: one question of GOR_QUESTION_CHARS at most, opening with a question word, no brackets or markup."""
+    return "\n".join([
+        'root ::= opener " " words "?"',
+        f"opener ::= {_choices(GOR_QUESTION_WORDS)}",
+        f"words ::= [^\\[\\]\\n<>?.…]{{12,{GOR_QUESTION_CHARS}}}",
+    ])
+
+
+# The answer to a free question about a period, from the nodes GoR (or plain retrieval) chose: numbered sources as
+# in Chat (papers and stored thoughts look alike), a little longer since the question is a global one.
+GOR_PERIOD_STATEMENTS = 3
+
+GOR_PERIOD_ANSWER = register(Prompt(
+    name="gor_period_answer",
+    system=("You answer a researcher's question about what the research of a period did, using only the numbered "
+            "sources you are given: papers of the period and notes made from them. " + QUOTED_MATERIAL_RULE +
+            " Write one to three short statements, each tied to the source it comes from by that source's number "
+            "in square brackets, like [2]. Never cite a number that is not a source, and never write links."),
+    user="Period: {period}\nQuestion: {question}\n\nSources:\n{sources}\n\nQuestion: {question}",
+))
+
+
 # --- Related papers (PRISM): aspect descriptions used as search queries ---------------------------------
 # Each aspect prompt names the other two aspects as covered by someone else (the paper's multi-agent setup);
 # the output is one paragraph, in the model's own words, never the title or abstract copied.

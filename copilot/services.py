@@ -19,6 +19,7 @@ from copilot.store.caches import AspectCache, TrendsCache
 from copilot.store.chat_log import ChatLog
 from copilot.store.db import Database
 from copilot.store.failures import FailureLog
+from copilot.store.gor_cache import GoRCache
 from copilot.store.lexical import LexicalIndex
 from copilot.store.profiles import ProfileStore
 from copilot.store.runs import RunLog
@@ -127,6 +128,10 @@ class Services:
         return SlimLog(self.db)
 
     @cached_property
+    def gor_cache(self) -> GoRCache:
+        return GoRCache(self.db)
+
+    @cached_property
     def embedder(self) -> Embedder:
         return Embedder(self.settings.embed_model, batch_size=self.settings.embed_batch_size)
 
@@ -145,6 +150,16 @@ class Services:
     def thought_jobs(self) -> BackgroundJobs:
         """Chat's thought jobs: one background thread."""
         return BackgroundJobs("thought-job")
+
+    @cached_property
+    def gor_jobs(self) -> BackgroundJobs:
+        """Graph of Records trainings: one background thread (one core), keyed by scope."""
+        return BackgroundJobs("gor-training")
+
+    @cached_property
+    def gor_progress(self) -> dict:
+        """What each GoR training of this process is doing, by scope key (written by its one job thread)."""
+        return {}
 
     @cached_property
     def rate_limiter(self) -> RateLimiter:

@@ -27,6 +27,7 @@ UNIT_MODULES |= {"test_eval_judge"}    # eval thoughts --judge: blind order, ver
 UNIT_MODULES |= {"test_eval_slim"}  # eval slim: F1, the dev set, scripted counts; its real run: integration
 UNIT_MODULES |= {"test_login"}     # the password gate with a fake clock (issue #19)
 UNIT_MODULES |= {"test_fusion"}    # Related rankings: fusion, BM25, query choice, the default rule (issue #22)
+UNIT_MODULES |= {"test_gor_unit"}  # Graph of Records: graph, BERTScore, loss, store (issue #16)
 TIERS = ("unit", "integration", "browser")
 
 

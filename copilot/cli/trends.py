@@ -7,6 +7,7 @@ import sys
 
 from copilot.cli.output import print_json
 from copilot.errors import UserError
+from copilot.features import gor
 from copilot.features.trends import PRESETS, TrendsError, TrendsOptions, default_ideas, resolve_range, run_trends
 from copilot.services import Services
 
@@ -14,6 +15,8 @@ from copilot.services import Services
 def cmd_trends(args: argparse.Namespace) -> int:
     services = Services()
     categories = [c.strip() for c in (args.categories or "").split(",") if c.strip()]
+    if args.ask is not None:
+        return cmd_ask_period(services, args, categories)
     try:
         start, end = resolve_range(services, args.range, args.start, args.end)
         opts = TrendsOptions.from_settings(services.settings, cap=args.cap, summarized_topics=args.summaries,
@@ -39,6 +42,26 @@ def cmd_trends(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ask_period(services: Services, args: argparse.Namespace, categories: list[str]) -> int:
+    """`trends --ask QUESTION`: trains the period's record graph first when none is cached (progress on stderr)."""
+    try:
+        start, end = resolve_range(services, args.range, args.start, args.end)
+        result = gor.ask_period(services, gor.scope_for(start, end, categories), args.ask, train=True,
+                                progress=lambda stage: print(f"[gor] {stage}", file=sys.stderr, flush=True))
+    except (TrendsError, ValueError) as error:
+        raise UserError(str(error)) from None
+    for notice in result.notices:
+        print(f"[gor] {notice}", file=sys.stderr)
+    if args.json:
+        print_json(result.as_json())
+    else:
+        print(result.answer)
+        print(f"\nchosen by {result.chosen_by}:")
+        for node in result.nodes:
+            print(f"  {node.score:.3f} {node.kind} {node.id} {node.title[:90]}")
+    return 0
+
+
 def add_trends_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trends", help="topics, summaries and research ideas of a time range")
     p.add_argument("--from", dest="start", default=None, help="first day, YYYY-MM-DD")
@@ -52,5 +75,9 @@ def add_trends_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ideas", type=int, default=None,
                    help="research ideas = RAT steps (default 3 with an endpoint, 0 with the local model; 0 = none)")
     p.add_argument("--refresh", action="store_true", help="recompute even when a cached report exists")
+    p.add_argument("--ask", default=None, metavar="QUESTION",
+                   help="instead of the report: answer a free question about the period from the records Graph of "
+                   "Records chooses (trains the period's graph first if needed); JSON: answer, citations, nodes "
+                   "with scores, chosen_by (gor or plain)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_trends)

@@ -254,4 +254,27 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             PRIMARY KEY (question_id, role)
         )""",
     ]),
+    # Issue #16: Graph of Records (store/gor_cache.py). A scope's simulated questions and the answers the LLM wrote
+    # to them (the graph's response records), and a trained network per scope and corpus version; a network row
+    # is written in one statement after training finished, so an interrupted training leaves none.
+    ("gor_0001_records_and_models", [
+        """CREATE TABLE gor_simulations (
+            scope TEXT NOT NULL,
+            corpus_version TEXT NOT NULL,
+            model TEXT NOT NULL,
+            questions TEXT NOT NULL,
+            responses TEXT NOT NULL DEFAULT '[]',
+            created_at REAL NOT NULL,
+            PRIMARY KEY (scope, corpus_version, model)
+        )""",
+        """CREATE TABLE gor_models (
+            scope TEXT NOT NULL,
+            corpus_version TEXT NOT NULL,
+            variant TEXT NOT NULL,
+            weights BLOB NOT NULL,
+            meta TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (scope, corpus_version, variant)
+        )""",
+    ]),
 ]

@@ -178,6 +178,41 @@ class ThoughtStore:
     def vector_ids(self) -> set[str]:
         return set(self.vectors.thoughts.get(include=[])["ids"])
 
+    def live_touching(self, item_ids: Sequence[str], user: str | None = None, rounds: int = 3
+                      ) -> list[tuple[ThoughtRow, list[Source]]]:
+        """Live thoughts (visible to `user`) made from any of `item_ids`, then from those thoughts, up to `rounds`
+        levels: each with its direct sources, in order of creation."""
+        found: dict[str, ThoughtRow] = {}
+        frontier = list(dict.fromkeys(item_ids))
+        for _ in range(rounds):
+            if not frontier:
+                break
+            new: list[str] = []
+            for start in range(0, len(frontier), 500):
+                chunk = frontier[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                sql = (f"SELECT DISTINCT {', '.join('t.' + c.strip() for c in _COLUMNS.split(','))} FROM thoughts t"
+                       f" JOIN thought_edges e ON e.thought_id = t.id WHERE e.source_id IN ({marks})"
+                       f" AND t.deleted_at IS NULL AND t.retracted_at IS NULL")
+                params: list = list(chunk)
+                if user is not None:
+                    sql += " AND (t.private = 0 OR t.user = ?)"
+                    params.append(user)
+                for row in self.db.query(sql, tuple(params)):
+                    if row["id"] not in found:
+                        found[row["id"]] = _row(row)
+                        new.append(row["id"])
+            frontier = new
+        ordered = sorted(found.values(), key=lambda r: (r.created_at, r.id))
+        return [(row, self.sources(row.id)) for row in ordered]
+
+    def vectors_of(self, thought_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored (searchable) vectors of these thoughts."""
+        if not thought_ids:
+            return {}
+        found = self.vectors.thoughts.get(ids=list(thought_ids), include=["embeddings"])
+        return {tid: np.asarray(vec, dtype=np.float32) for tid, vec in zip(found["ids"], found["embeddings"])}
+
     def source_papers(self) -> list[str]:
         """Every paper some thought (in any state) was made from, sorted."""
         rows = self.db.query("SELECT DISTINCT source_id FROM thought_edges WHERE source_kind = 'paper'"

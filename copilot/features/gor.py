@@ -1,0 +1,468 @@
+"""Ask about a period: a free question answered from the records GoR chooses (issue #16, methods.md §5).
+
+A scope is a Trends period (and its categories). Preparing it: its papers (the Trends selection without a profile,
+capped), the stored thoughts whose lineage touches them, simulated questions written by the LLM from random papers
+(cached), the LLM's answers to the training questions as response records (cached), BERTScore labels, and the
+training of the graph network (cached per scope and corpus version; written only once finished). Asking: with a
+trained network, the top-6 retrievable nodes by query · GNN(node); without one (still training, or too few nodes),
+the top-6 by plain embedding cosine, and the answer says so. Training runs on one background thread in the app, in
+the foreground on the command line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+
+import numpy as np
+
+from copilot.features.trends import corpus_version, select_papers
+from copilot.grounding import check, close_cut_statements, drop_unfinished_statement, labels_to_ids
+from copilot.grounding import cited as cited_keys
+from copilot.llm import LLMError
+from copilot.methods import gor
+from copilot.methods.thought_retriever import fit_budget
+from copilot.methods.topics import previous_window
+from copilot.prompts import (ANSWER_STATEMENT_CHARS, GOR_PERIOD_ANSWER, GOR_PERIOD_STATEMENTS, GOR_SIMULATED_QUESTION, question_grammar,
+                             source_block, statements_grammar)
+from copilot.records import Evidence, Paper
+from copilot.services import Services
+from copilot.store.gor_cache import SimulatedQuestion, SimulatedResponse, Simulation
+
+log = logging.getLogger(__name__)
+
+GOR, PLAIN = "gor", "plain"
+FORMAT = 1                         # part of every key: bump when what a trained network means changes
+
+
+@dataclass
+class GoROptions:
+    cap: int = 300                 # most papers of a scope (the Trends cap)
+    questions: int = 40            # simulated questions per scope: the first `train_questions` train, the rest
+    train_questions: int = 30      # are held out for `eval gor` (paper: 30 per document)
+    responses: int = 30            # simulated RAG answers that become response nodes (paper: one per question)
+    response_k: int = 3            # records each simulated answer is made from (paper: 6; prompt time locally)
+    response_tokens: int = 64
+    question_tokens: int = 40
+    quote_chars: int = 600         # of a paper quoted to write a question from
+    min_nodes: int = 24            # fewer retrievable nodes: plain retrieval, with a notice
+    negatives_cap: int = 100       # papers of the previous window: the "other graph" of in-batch negatives
+    top_k: int = gor.TOP_K
+    train: gor.TrainSettings = field(default_factory=gor.TrainSettings)
+
+
+@dataclass(frozen=True)
+class Scope:
+    start: date
+    end: date
+    categories: tuple[str, ...] = ()
+
+    def key(self, opts: GoROptions) -> str:
+        return json.dumps(["period", str(self.start), str(self.end), sorted(self.categories), opts.cap])
+
+    @property
+    def label(self) -> str:
+        return f"{self.start} … {self.end}" if self.start != self.end else str(self.start)
+
+
+class TooFewNodes(ValueError):
+    """The scope is too small to train on."""
+
+
+@dataclass
+class Prepared:
+    graph: gor.RecordGraph
+    trained: gor.Trained | None
+    simulation: Simulation
+    token_vectors: list[np.ndarray] | None = None
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class ChosenNode:
+    id: str
+    kind: str
+    title: str
+    score: float
+
+    def as_json(self) -> dict:
+        return {"id": self.id, "kind": self.kind, "title": self.title, "score": round(self.score, 4)}
+
+
+@dataclass
+class PeriodAnswer:
+    question: str
+    answer: str
+    citations: list[str]
+    nodes: list[ChosenNode]
+    chosen_by: str                 # GOR | PLAIN
+    notices: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def as_json(self) -> dict:
+        return {"question": self.question, "answer": self.answer, "citations": self.citations,
+                "nodes": [n.as_json() for n in self.nodes], "chosen_by": self.chosen_by, "notices": self.notices,
+                "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
+
+
+# --- keys ---------------------------------------------------------------------------------------------------
+def network_variant(services: Services, opts: GoROptions) -> str:
+    s = opts.train
+    return json.dumps([FORMAT, services.embedder.name, services.llm_info()["model"], opts.train_questions,
+                       opts.responses, opts.response_k, s.epochs, s.lr, s.alpha, s.tau, s.dropout, s.heads, s.seed])
+
+
+def _seed(key: str) -> int:
+    return int(hashlib.sha1(key.encode("utf-8")).hexdigest()[:8], 16)
+
+
+# --- the scope's graph --------------------------------------------------------------------------------------
+def paper_node(paper: Paper) -> gor.Node:
+    return gor.Node(paper.id, gor.PAPER, f"{paper.title}\n{paper.abstract}", paper.title)
+
+
+def scope_papers(services: Services, scope: Scope, cap: int) -> tuple[list[Paper], np.ndarray]:
+    papers, vectors, _ = select_papers(services, scope.start, scope.end, list(scope.categories), None, cap)
+    return papers, vectors
+
+
+def thought_records(services: Services, item_ids: Sequence[str], user: str | None) -> list[gor.Record]:
+    found = services.thoughts.live_touching(item_ids, user)
+    vectors = services.thoughts.vectors_of([row.id for row, _ in found])
+    return [gor.Record(row.id, gor.THOUGHT, row.text, vectors[row.id], tuple(s for s, _ in sources),
+                       title=row.question[:120])
+            for row, sources in found if row.id in vectors]
+
+
+def response_records(services: Services, simulation: Simulation) -> list[gor.Record]:
+    if not simulation.responses:
+        return []
+    vectors = services.embedder.embed([r.text for r in simulation.responses])
+    return [gor.Record(r.id, gor.RESPONSE, r.text, v, r.sources, title=r.question)
+            for r, v in zip(simulation.responses, vectors)]
+
+
+def scope_graph(services: Services, scope: Scope, opts: GoROptions, simulation: Simulation | None,
+                user: str | None) -> gor.RecordGraph:
+    papers, vectors = scope_papers(services, scope, opts.cap)
+    paper_nodes = [paper_node(p) for p in papers]
+    records = thought_records(services, [p.id for p in papers], user)
+    if simulation:
+        records += response_records(services, simulation)
+    return gor.build_graph(paper_nodes, vectors, records)
+
+
+def negatives_graph(services: Services, scope: Scope, opts: GoROptions) -> gor.RecordGraph | None:
+    """The previous window's papers: an unrelated graph whose nodes serve as in-batch negatives (as the paper's
+    other documents do)."""
+    before = Scope(*previous_window(scope.start, scope.end), scope.categories)
+    papers, vectors = scope_papers(services, before, opts.negatives_cap)
+    return gor.build_graph([paper_node(p) for p in papers], vectors, []) if papers else None
+
+
+# --- simulation: questions and the answers to them --------------------------------------------------------
+# A simulated question is kept only when it is about its paper: the 135M model, even under the question grammar,
+# writes "What is the answer to this question?" or "What is the purpose of this paper?" for about half the papers
+# (seen in llm_calls). The paper notes the need for such a filter among its limitations.
+_GENERIC = re.compile(r"\b(?:this|the|our|your) (?:paper|question|answer|study|research|article|work)\b"
+                      r"|\byou\b|\byour\b|\bour\b|\bI\b", re.I)
+_WORD = re.compile(r"[a-z][a-z0-9-]{3,}")
+_PLAIN_WORDS = frozenset("what which does have with that this from into about purpose answer question used using "
+                         "they their there when where whom will would could should been being more most some such "
+                         "than then these those help improve main role".split())
+MIN_SHARED_WORDS = 2
+
+
+def about_its_paper(question: str, paper: Paper) -> bool:
+    """No generic reference ("this paper", "you"), and at least MIN_SHARED_WORDS content words of the paper."""
+    if _GENERIC.search(question):
+        return False
+    words = set(_WORD.findall(question.lower())) - _PLAIN_WORDS
+    return len(words & set(_WORD.findall(f"{paper.title} {paper.abstract}".lower()))) >= MIN_SHARED_WORDS
+
+
+def write_question(services: Services, paper: Paper, opts: GoROptions) -> str:
+    text = paper.abstract[:opts.quote_chars].rsplit(" ", 1)[0] if len(paper.abstract) > opts.quote_chars \
+        else paper.abstract
+    prompt = GOR_SIMULATED_QUESTION.render(source=source_block(paper.id, f"{paper.title}\n{text}"))
+    grammar = question_grammar() if services.llm.obeys_grammar else None
+    out = services.llm.complete(prompt, max_tokens=opts.question_tokens, temperature=0.5, grammar=grammar)
+    line = " ".join(out.strip().split("\n")[0].split())
+    return line if line.endswith("?") and about_its_paper(line, paper) else ""
+
+
+def simulate_questions(services: Services, papers: Sequence[Paper], opts: GoROptions, seed: int,
+                       progress: Callable[[str], None]) -> list[SimulatedQuestion]:
+    """`opts.questions` distinct questions about their papers, each from a randomly drawn paper (at most three
+    tries per question)."""
+    order = gor.choose_sources(3 * opts.questions, len(papers), seed)
+    questions: list[SimulatedQuestion] = []
+    seen: set[str] = set()
+    for index in order:
+        if len(questions) >= opts.questions:
+            break
+        try:
+            text = write_question(services, papers[index], opts)
+        except LLMError as error:
+            log.warning("simulated question failed: %s", error)
+            continue
+        if text and text.lower() not in seen:
+            seen.add(text.lower())
+            questions.append(SimulatedQuestion(text, papers[index].id))
+            progress(f"simulated question {len(questions)} of {opts.questions}")
+    return questions
+
+
+def answer_from(services: Services, question: str, items: Sequence[Evidence], period: str, max_tokens: int
+                ) -> tuple[str, list[str], list[str]]:
+    """(checked answer with [id] citations, cited ids, notes of the checks) from the numbered items."""
+    blocks = "\n".join(source_block(str(n), item.text) for n, item in enumerate(items, 1))
+    prompt = GOR_PERIOD_ANSWER.render(period=period, question=question, sources=blocks)
+    labels = [str(n) for n in range(1, len(items) + 1)]
+    grammar = statements_grammar(labels, GOR_PERIOD_STATEMENTS, opener="Source") if services.llm.obeys_grammar \
+        else None
+    text = services.llm.complete(prompt, max_tokens=max_tokens, temperature=0.1, grammar=grammar).strip()
+    if grammar is not None:   # statements of the grammar's shape: an unfinished last one (the token limit) goes
+        text = close_cut_statements(drop_unfinished_statement(text), ANSWER_STATEMENT_CHARS)
+    checked = check(text, allowed=labels, source_texts=[i.text for i in items],
+                    instructions=[GOR_PERIOD_ANSWER.system], attribute=True)
+    ids = [item.id for item in items]
+    answer = labels_to_ids(checked.text, ids)
+    cited = [ids[int(n) - 1] for n in dict.fromkeys(cited_keys(checked.text)) if n.isdigit() and
+             0 < int(n) <= len(ids)]
+    return answer, cited, checked.notes
+
+
+def simulate_responses(services: Services, papers: Sequence[Paper], vectors: np.ndarray,
+                       questions: Sequence[SimulatedQuestion], opts: GoROptions, period: str,
+                       progress: Callable[[str], None]) -> list[SimulatedResponse]:
+    """RAG over the scope for each training question, as the paper builds its graph: the `response_k` records
+    closest to the question (papers and the responses written so far) → the LLM's answer, a response record with
+    an edge from each of them."""
+    texts = [f"{p.title}\n{p.abstract}" for p in papers]
+    ids = [p.id for p in papers]
+    titles = [p.title for p in papers]
+    matrix = np.asarray(vectors, dtype=np.float32)
+    wanted = list(questions[:min(opts.responses, opts.train_questions)])
+    query_vectors = services.embedder.embed([q.question for q in wanted]) if wanted else []
+    responses: list[SimulatedResponse] = []
+    for number, (question, query) in enumerate(zip(wanted, query_vectors), start=1):
+        scores = matrix @ query
+        best = np.argsort(-scores, kind="stable")[:opts.response_k]
+        items = [Evidence(ids[i], gor.PAPER if i < len(papers) else gor.RESPONSE, titles[i], texts[i],
+                          float(scores[i])) for i in best]
+        items = fit_budget(items, services.settings.answer_budget_tokens,
+                           item_tokens=services.settings.source_cap_tokens)
+        try:
+            answer, _, _ = answer_from(services, question.question, items, period, opts.response_tokens)
+        except LLMError as error:
+            log.warning("simulated response failed: %s", error)
+            continue
+        if len(answer.split()) < 6:
+            continue
+        response = SimulatedResponse(f"R{number}", question.question, answer, tuple(i.id for i in items))
+        responses.append(response)
+        vector = services.embedder.embed_one(answer)
+        matrix = np.vstack([matrix, vector[None, :]])
+        texts.append(answer)
+        ids.append(response.id)
+        titles.append(question.question)
+        progress(f"simulated answer {len(responses)} of {len(wanted)}")
+    return responses
+
+
+def simulation_for(services: Services, scope: Scope, opts: GoROptions, papers: Sequence[Paper], vectors: np.ndarray,
+                   progress: Callable[[str], None]) -> Simulation:
+    key, corpus, model = scope.key(opts), corpus_version(services), services.llm_info()["model"]
+    cached = services.gor_cache.simulation(key, corpus, model)
+    if cached is not None and cached.questions:
+        return cached
+    questions = simulate_questions(services, papers, opts, _seed(key), progress)
+    train = questions[:opts.train_questions]
+    responses = simulate_responses(services, papers, vectors, train, opts, scope.label, progress)
+    simulation = Simulation(questions, responses)
+    services.gor_cache.put_simulation(key, corpus, model, simulation)
+    return simulation
+
+
+# --- preparing a scope: simulate, label, train ------------------------------------------------------------
+def labels_for(services: Services, graph: gor.RecordGraph, questions: Sequence[SimulatedQuestion],
+               token_vectors: list[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """(query vectors [Q, d], BERTScore labels [Q, N], every node's token vectors) for questions whose source
+    paper is in the graph."""
+    where = graph.index()
+    kept = [q for q in questions if q.source_id in where]
+    if token_vectors is None:
+        token_vectors = services.embedder.token_vectors([n.text for n in graph.nodes])
+    labels = gor.label_matrix([where[q.source_id] for q in kept], token_vectors) if kept else \
+        np.zeros((0, len(graph)), np.float32)
+    queries = services.embedder.embed([q.question for q in kept]) if kept else \
+        np.zeros((0, graph.features.shape[1]), np.float32)
+    return queries, labels, token_vectors
+
+
+def prepare(services: Services, scope: Scope, opts: GoROptions | None = None, user: str | None = None,
+            progress: Callable[[str], None] = lambda _: None, should_stop: Callable[[], bool] | None = None,
+            retrain: bool = False) -> Prepared:
+    """The scope's graph with its trained network, from the cache when one was trained for this scope, corpus
+    version and setting; else simulated, labelled, trained and stored. Raises TooFewNodes on a small scope and
+    gor.TrainingStopped when asked to stop (nothing is stored then)."""
+    opts = opts or GoROptions()
+    key, corpus, variant = scope.key(opts), corpus_version(services), network_variant(services, opts)
+    services.gor_cache.drop_stale(key, corpus)
+    papers, vectors = scope_papers(services, scope, opts.cap)
+    if len(papers) < opts.min_nodes:
+        raise TooFewNodes(f"{len(papers)} papers in {scope.label}: too few to train the record graph on "
+                          f"(at least {opts.min_nodes})")
+    stored = None if retrain else services.gor_cache.network(key, corpus, variant)
+    simulation = simulation_for(services, scope, opts, papers, vectors, progress)
+    graph = scope_graph(services, scope, opts, simulation, user)
+    if stored is not None:
+        return Prepared(graph, gor.from_bytes(stored.weights), simulation, meta=stored.meta)
+    progress("scoring every record against each question's paper (BERTScore)")
+    started = time.perf_counter()
+    train_questions = simulation.questions[:opts.train_questions]
+    queries, labels, tokens = labels_for(services, graph, train_questions)
+    label_seconds = time.perf_counter() - started
+    if len(queries) < 2:
+        raise TooFewNodes(f"only {len(queries)} usable simulated questions for {scope.label}")
+
+    def report(epoch: int, epochs: int, loss: float) -> None:
+        if epoch == 1 or epoch % 10 == 0 or epoch == epochs:
+            progress(f"training epoch {epoch} of {epochs} (loss {loss:.3f})")
+
+    trained = gor.train(graph, queries, labels, opts.train, negatives_graph(services, scope, opts), report,
+                        should_stop)
+    meta = {"nodes": len(graph), "edges": len(graph.edges), "papers": len(papers),
+            "thoughts": sum(n.kind == gor.THOUGHT for n in graph.nodes),
+            "responses": sum(n.kind == gor.RESPONSE for n in graph.nodes), "questions": len(queries),
+            "train_seconds": round(trained.seconds, 2), "label_seconds": round(label_seconds, 2),
+            "final_loss": round(trained.losses[-1], 4), "first_loss": round(trained.losses[0], 4)}
+    services.gor_cache.put_network(key, corpus, variant, gor.to_bytes(trained), meta)
+    return Prepared(graph, trained, simulation, tokens, meta)
+
+
+# --- training in the background (the app) ------------------------------------------------------------------
+_progress_lock = threading.Lock()
+
+
+def training_status(services: Services, scope: Scope, opts: GoROptions | None = None) -> dict:
+    """{'state': 'idle' | 'running' | 'ready' | 'failed' | 'too small', 'stage': …} of a scope in this process."""
+    opts = opts or GoROptions()
+    key = scope.key(opts)
+    with _progress_lock:
+        status = dict(services.gor_progress.get(key, {}))
+    if status.get("state") in ("running", "failed", "too small"):
+        return status
+    stored = services.gor_cache.network(key, corpus_version(services), network_variant(services, opts))
+    if stored is not None:
+        return {"state": "ready", "stage": f"trained on {stored.meta.get('questions')} simulated questions over "
+                                           f"{stored.meta.get('nodes')} records", "meta": stored.meta}
+    return status or {"state": "idle", "stage": "not trained yet"}
+
+
+def _set_status(services: Services, key: str, **status) -> None:
+    with _progress_lock:
+        services.gor_progress[key] = status
+
+
+def start_training(services: Services, scope: Scope, opts: GoROptions | None = None, user: str | None = None
+                   ) -> dict:
+    """Train the scope on the GoR background thread unless it is trained or training; returns its status."""
+    opts = opts or GoROptions()
+    key = scope.key(opts)
+    status = training_status(services, scope, opts)
+    if status["state"] in ("running", "ready", "too small"):
+        return status
+    _set_status(services, key, state="running", stage="queued", started=time.time())
+
+    def job() -> None:
+        try:
+            prepare(services, scope, opts, user,
+                    progress=lambda stage: _set_status(services, key, state="running", stage=stage))
+        except TooFewNodes as error:
+            _set_status(services, key, state="too small", stage=str(error))
+            return
+        except Exception as error:  # the job thread must record why, or the page waits forever
+            log.exception("GoR training failed")
+            _set_status(services, key, state="failed", stage=f"training failed: {error}")
+            return
+        with _progress_lock:
+            services.gor_progress.pop(key, None)
+
+    services.gor_jobs.submit(key, job)
+    return training_status(services, scope, opts)
+
+
+# --- asking ------------------------------------------------------------------------------------------------
+def _evidence(node: gor.Node, score: float) -> Evidence:
+    return Evidence(node.id, node.kind, node.title, node.text, score)
+
+
+def plain_choice(graph: gor.RecordGraph, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """Top-k retrievable nodes by cosine of their embedder vectors: the baseline GoR is measured against."""
+    return gor.top_nodes(graph.features, graph, query, k)
+
+
+def ask_period(services: Services, scope: Scope, question: str, opts: GoROptions | None = None,
+               user: str | None = None, train: bool = False,
+               progress: Callable[[str], None] = lambda _: None) -> PeriodAnswer:
+    """Answer `question` from the scope's top-6 records. `train`: prepare the scope now if needed (the command
+    line); otherwise a scope without a trained network is answered by plain retrieval and its training started
+    in the background (the app)."""
+    opts = opts or GoROptions()
+    question = " ".join(question.split())
+    if not question:
+        raise ValueError("type a question about the period")
+    seconds: dict[str, float] = {}
+    notices: list[str] = []
+    clock = time.perf_counter()
+    prepared: Prepared | None = None
+    if train:
+        try:
+            prepared = prepare(services, scope, opts, user, progress)
+        except TooFewNodes as error:
+            notices.append(f"Plain retrieval: {error}.")
+    else:
+        status = start_training(services, scope, opts, user)
+        if status["state"] == "ready":
+            prepared = prepare(services, scope, opts, user)
+        elif status["state"] == "too small":
+            notices.append(f"Plain retrieval: {status['stage']}.")
+        elif status["state"] == "failed":
+            notices.append(f"Plain retrieval: the record graph's {status['stage']}.")
+        else:
+            notices.append("Plain retrieval: the record graph of this period is still training "
+                           f"({status['stage']}); ask again when it is ready to get GoR's choice.")
+    seconds["prepare"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    query = services.embedder.embed_one(question)
+    if prepared is not None and prepared.trained is not None:
+        graph = prepared.graph
+        chosen, by = gor.top_nodes(gor.node_embeddings(prepared.trained, graph), graph, query, opts.top_k), GOR
+    else:
+        graph = prepared.graph if prepared else scope_graph(services, scope, opts, None, user)
+        if not len(graph):
+            raise ValueError(f"no papers in {scope.label}")
+        chosen, by = plain_choice(graph, query, opts.top_k), PLAIN
+    seconds["retrieve"] = time.perf_counter() - clock
+    items = fit_budget([_evidence(graph.nodes[i], s) for i, s in chosen], services.settings.answer_budget_tokens,
+                       item_tokens=services.settings.source_cap_tokens)
+    clock = time.perf_counter()
+    answer, cited, notes = answer_from(services, question, items, scope.label, services.settings.answer_tokens)
+    seconds["answer"] = time.perf_counter() - clock
+    nodes = [ChosenNode(graph.nodes[i].id, graph.nodes[i].kind, graph.nodes[i].title, s) for i, s in chosen]
+    return PeriodAnswer(question, answer, cited, nodes[:len(items)], by, notices + notes, seconds)
+
+
+def scope_for(start: date, end: date, categories: Sequence[str] | None = None) -> Scope:
+    return Scope(start, end, tuple(sorted(c for c in (categories or []) if c)))
+
+
