@@ -97,6 +97,13 @@ class Settings(BaseSettings):
         "local model (it won on the CSFCube dev fold, no LLM call), `prism-hybrid` with an OpenAI-compatible endpoint "
         "(the LLM writes the aspect descriptions).")
 
+    # --- Graph of Records (Trends: "Ask about this period")
+    gor_questions: int = Field(40, ge=4, le=1000, description="Simulated questions written per period for Graph of "
+                               "Records: three quarters train its network (30 of 40, the paper's number), the rest "
+                               "are held out for `eval gor`.")
+    gor_responses: int = Field(30, ge=0, le=1000, description="Simulated answers to training questions that join a "
+                               "period's record graph as response records (paper: one per question).")
+
     # --- profile
     profile_max_papers: int = Field(50, ge=1, le=1000,
                                     description="Most papers an author lookup fetches (newest first).")

@@ -39,7 +39,7 @@ from copilot.store.gor_cache import SimulatedQuestion, SimulatedResponse, Simula
 log = logging.getLogger(__name__)
 
 GOR, PLAIN = "gor", "plain"
-FORMAT = 1                         # part of every key: bump when what a trained network means changes
+FORMAT = 2                         # part of every key: bump when what a simulation or a network means changes
 
 
 @dataclass
@@ -57,6 +57,15 @@ class GoROptions:
     top_k: int = gor.TOP_K
     train: gor.TrainSettings = field(default_factory=gor.TrainSettings)
 
+    @classmethod
+    def from_settings(cls, settings, **overrides) -> GoROptions:
+        """COPILOT_GOR_QUESTIONS questions, three quarters of them for training; COPILOT_GOR_RESPONSES answers."""
+        train_questions = max(2, round(0.75 * settings.gor_questions))
+        values = dict(questions=settings.gor_questions, train_questions=train_questions,
+                      responses=min(settings.gor_responses, train_questions))
+        values.update(overrides)
+        return cls(**values)
+
 
 @dataclass(frozen=True)
 class Scope:
@@ -65,7 +74,7 @@ class Scope:
     categories: tuple[str, ...] = ()
 
     def key(self, opts: GoROptions) -> str:
-        return json.dumps(["period", str(self.start), str(self.end), sorted(self.categories), opts.cap])
+        return json.dumps(["period", str(self.start), str(self.end), sorted(self.categories), opts.cap, FORMAT])
 
     @property
     def label(self) -> str:
@@ -280,7 +289,9 @@ def simulate_responses(services: Services, papers: Sequence[Paper], vectors: np.
 
 def simulation_for(services: Services, scope: Scope, opts: GoROptions, papers: Sequence[Paper], vectors: np.ndarray,
                    progress: Callable[[str], None]) -> Simulation:
-    key, corpus, model = scope.key(opts), corpus_version(services), services.llm_info()["model"]
+    key, corpus = scope.key(opts), corpus_version(services)
+    model = json.dumps([services.llm_info()["model"], opts.questions, opts.train_questions, opts.responses,
+                        opts.response_k])
     cached = services.gor_cache.simulation(key, corpus, model)
     if cached is not None and cached.questions:
         return cached
@@ -314,7 +325,7 @@ def prepare(services: Services, scope: Scope, opts: GoROptions | None = None, us
     """The scope's graph with its trained network, from the cache when one was trained for this scope, corpus
     version and setting; else simulated, labelled, trained and stored. Raises TooFewNodes on a small scope and
     gor.TrainingStopped when asked to stop (nothing is stored then)."""
-    opts = opts or GoROptions()
+    opts = opts or GoROptions.from_settings(services.settings)
     key, corpus, variant = scope.key(opts), corpus_version(services), network_variant(services, opts)
     services.gor_cache.drop_stale(key, corpus)
     papers, vectors = scope_papers(services, scope, opts.cap)
@@ -355,7 +366,7 @@ _progress_lock = threading.Lock()
 
 def training_status(services: Services, scope: Scope, opts: GoROptions | None = None) -> dict:
     """{'state': 'idle' | 'running' | 'ready' | 'failed' | 'too small', 'stage': …} of a scope in this process."""
-    opts = opts or GoROptions()
+    opts = opts or GoROptions.from_settings(services.settings)
     key = scope.key(opts)
     with _progress_lock:
         status = dict(services.gor_progress.get(key, {}))
@@ -376,11 +387,16 @@ def _set_status(services: Services, key: str, **status) -> None:
 def start_training(services: Services, scope: Scope, opts: GoROptions | None = None, user: str | None = None
                    ) -> dict:
     """Train the scope on the GoR background thread unless it is trained or training; returns its status."""
-    opts = opts or GoROptions()
+    opts = opts or GoROptions.from_settings(services.settings)
     key = scope.key(opts)
     status = training_status(services, scope, opts)
     if status["state"] in ("running", "ready", "too small"):
         return status
+    papers, _ = scope_papers(services, scope, opts.cap)
+    if len(papers) < opts.min_nodes:
+        _set_status(services, key, state="too small", stage=f"{len(papers)} papers in {scope.label}: too few to "
+                    f"train the record graph on (at least {opts.min_nodes})")
+        return training_status(services, scope, opts)
     _set_status(services, key, state="running", stage="queued", started=time.time())
 
     def job() -> None:
@@ -417,7 +433,7 @@ def ask_period(services: Services, scope: Scope, question: str, opts: GoROptions
     """Answer `question` from the scope's top-6 records. `train`: prepare the scope now if needed (the command
     line); otherwise a scope without a trained network is answered by plain retrieval and its training started
     in the background (the app)."""
-    opts = opts or GoROptions()
+    opts = opts or GoROptions.from_settings(services.settings)
     question = " ".join(question.split())
     if not question:
         raise ValueError("type a question about the period")
@@ -456,7 +472,13 @@ def ask_period(services: Services, scope: Scope, question: str, opts: GoROptions
     items = fit_budget([_evidence(graph.nodes[i], s) for i, s in chosen], services.settings.answer_budget_tokens,
                        item_tokens=services.settings.source_cap_tokens)
     clock = time.perf_counter()
-    answer, cited, notes = answer_from(services, question, items, scope.label, services.settings.answer_tokens)
+    try:
+        answer, cited, notes = answer_from(services, question, items, scope.label, services.settings.answer_tokens)
+    except LLMError as error:
+        answer, cited, notes = "", [], [f"The model could not answer: {error}"]
+    if not answer.strip() and not any(n.startswith("The model could not") for n in notes):
+        notes.append("Nothing of the model's answer passed the output checks; the records it was given are "
+                     "listed below.")
     seconds["answer"] = time.perf_counter() - clock
     nodes = [ChosenNode(graph.nodes[i].id, graph.nodes[i].kind, graph.nodes[i].title, s) for i, s in chosen]
     return PeriodAnswer(question, answer, cited, nodes[:len(items)], by, notices + notes, seconds)

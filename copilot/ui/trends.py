@@ -7,7 +7,7 @@ import re
 import gradio as gr
 import plotly.graph_objects as go
 
-from copilot.features import trends
+from copilot.features import gor, trends
 from copilot.features.limits import RateLimited, check_rate
 from copilot.records import ARXIV_ID_PATTERN
 from copilot.services import Services
@@ -131,6 +131,74 @@ def message(text: str) -> tuple:
     return (f"<span id='trends-message'>{escape(text)}</span>", "", None, None, "", "")
 
 
+# --- "Ask about this period": a free question answered from the records Graph of Records chooses ---------------
+def training_html(status: dict) -> str:
+    state = status.get("state", "idle")
+    text = {"ready": "ready", "running": "training", "failed": "failed", "too small": "not trained (too small)",
+            "idle": "not trained yet"}.get(state, state)
+    return (f"<span id='trends-gor-state' data-state='{escape(state)}'>Record graph of this period: <b>{text}</b>"
+            f"</span> · <small>{escape(status.get('stage', ''))}</small>")
+
+
+def answer_html(result: gor.PeriodAnswer, titles: dict[str, str] | None = None) -> str:
+    if result.chosen_by == gor.GOR:
+        how = ("<b>Chosen by Graph of Records</b>: the period's papers and thoughts, ranked by the network trained "
+               "on this period's record graph.")
+    else:
+        how = "<b>Plain retrieval</b> (embedding similarity), not Graph of Records."
+    notices = "".join(f"<li>{escape(n)}</li>" for n in result.notices)
+    rows = "".join(
+        f"<li class='trends-gor-node' data-kind='{escape(n.kind)}'>{n.score:.3f} · {escape(n.kind)} · "
+        + (arxiv_link(n.id, n.title or n.id) if n.kind == "paper" else f"{escape(n.id)} {escape(n.title[:90])}")
+        + "</li>" for n in result.nodes)
+    return (f"<div id='trends-gor-answer' data-chosen-by='{escape(result.chosen_by)}'>"
+            f"<p class='trends-gor-how'>{how}</p>"
+            + (f"<ul class='trends-gor-notices'>{notices}</ul>" if notices else "")
+            + f"<div class='trends-gor-text'>{linked(result.answer)}</div>"
+            f"<details open><summary>Records handed to the model, with their scores</summary><ol>{rows}</ol>"
+            "</details></div>")
+
+
+def build_ask(services: Services, range_inputs: list) -> None:
+    """The question box, its answer, and the training status of the last asked period (polled)."""
+    gr.Markdown("### Ask about this period\nA free question over the chosen range, answered from the six records "
+                "Graph of Records picks among its papers and the thoughts made from them. The first question of a "
+                "period starts training its record graph in the background; until it is ready, answers use plain "
+                "retrieval and say so.")
+    question = gr.Textbox(label="Your question about the period", lines=2, elem_id="trends-ask",
+                          placeholder="What did the papers of this period do about agents?")
+    ask = gr.Button("Ask", elem_id="trends-ask-run")
+    answer = gr.HTML(elem_id="trends-ask-answer")
+    status = gr.HTML(elem_id="trends-ask-status")
+    asked = gr.State(None)          # the period of the last question: (start, end, categories)
+    timer = gr.Timer(2.0)
+
+    def scope_of(value):
+        return gor.scope_for(trends.parse_day(value[0], "start"), trends.parse_day(value[1], "end"), value[2])
+
+    def on_ask(text, range_name, first, last, cats, request: gr.Request):
+        try:
+            check_rate(services, current_user(request), rate_scope(request, current_user(request)),
+                       "a question about the period")
+            begin, finish = trends.resolve_range(services, RANGES.get(range_name, "week"), first, last)
+            scope = gor.scope_for(begin, finish, cats or [])
+            result = gor.ask_period(services, scope, text[:services.settings.max_input_chars],
+                                    user=current_user(request))
+        except (RateLimited, ValueError) as error:   # TrendsError is a ValueError
+            return f"<span id='trends-ask-message'>{escape(str(error))}</span>", gr.skip(), gr.skip()
+        value = (str(scope.start), str(scope.end), list(scope.categories))
+        return answer_html(result), training_html(gor.training_status(services, scope)), value
+
+    def on_tick(value):
+        if not value:
+            return gr.skip()
+        return training_html(gor.training_status(services, scope_of(value)))
+
+    ask.click(on_ask, [question] + range_inputs, [answer, status, asked], concurrency_limit=2)
+    question.submit(on_ask, [question] + range_inputs, [answer, status, asked], concurrency_limit=2)
+    timer.tick(on_tick, [asked], [status], show_progress="hidden")
+
+
 def build(services: Services) -> None:
     gr.Markdown("What moved in your field: topics of a period, how they rise or fall, summaries that cite their "
                 "papers, and research ideas revised against papers and thoughts (RAT). With a saved profile, "
@@ -154,7 +222,11 @@ def build(services: Services) -> None:
     with gr.Row():
         timeline = gr.Plot(label="Papers per topic over time", elem_id="trends-timeline")
         movers = gr.Plot(label="Rising vs falling topics", elem_id="trends-movers")
-    summary = gr.HTML(elem_id="trends-summary")
+    with gr.Row():
+        with gr.Column():
+            summary = gr.HTML(elem_id="trends-summary")
+        with gr.Column():
+            build_ask(services, [preset, start, end, categories])
     ideas = gr.HTML(elem_id="trends-ideas")
     outputs = [status, topics, timeline, movers, summary, ideas]
 
