@@ -131,3 +131,23 @@ def test_sources_are_drawn_without_repeats_until_exhausted():
     picks = gor.choose_sources(5, 3, seed=1)
     assert len(picks) == 5 and sorted(picks[:3]) == [0, 1, 2]
     assert picks == gor.choose_sources(5, 3, seed=1)
+
+
+@pytest.mark.parametrize("question, kept", [
+    ("What is the answer to this question?", False),
+    ("What is the purpose of this paper?", False),
+    ("What would you like to know about our research?", False),
+    ("How does speculative decoding speed up downstream tasks?", True),
+    ("What is the purpose of Chronocept?", False),                 # one shared word is not enough
+    ("How can register tokens improve interpretability of vision transformers?", True),
+])
+def test_a_simulated_question_is_kept_only_when_it_is_about_its_paper(question, kept):
+    from datetime import date
+
+    from copilot.features.gor import about_its_paper
+    from copilot.records import Paper
+
+    paper = Paper("2505.00001", "Faster speculative decoding for downstream tasks, and register tokens",
+                  "We study speculative decoding and register tokens that improve the interpretability of vision "
+                  "transformers. Chronocept is a benchmark.", [], ["cs.CL"], date(2025, 5, 14))
+    assert about_its_paper(question, paper) is kept

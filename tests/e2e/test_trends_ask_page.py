@@ -1,0 +1,46 @@
+"""Trends → "Ask about this period" in Chromium with the real local model (issue #16): the first question is
+answered by plain retrieval while the period's record graph trains in the background (the page says so and shows
+the training's progress); once it is ready, the next question is answered from the records Graph of Records chose,
+with citations linking papers of the period."""
+
+from __future__ import annotations
+
+from tests.conftest import sample_papers
+
+SMALL_GOR = {"COPILOT_GOR_QUESTIONS": "8", "COPILOT_GOR_RESPONSES": "2"}   # a short training: 6 questions, 2 answers
+
+
+def ask(page, question: str) -> None:
+    box = page.locator("#trends-ask textarea")
+    box.fill(question)
+    page.locator("#trends-ask-run").click()
+
+
+def test_ask_about_the_period_falls_back_while_training_then_uses_gor(app_server, page):
+    url = app_server(preload=40, env=SMALL_GOR)
+    ids = {p.id for p in sample_papers(40)}
+    page.goto(url)
+    page.get_by_role("tab", name="Trends").click()
+    page.get_by_role("radio", name="Last week").check()
+
+    ask(page, "What did the papers of this period do with language models?")
+    first = page.locator("#trends-gor-answer")
+    first.wait_for(timeout=180_000)
+    assert first.get_attribute("data-chosen-by") == "plain"
+    assert "still training" in first.inner_text()
+    assert page.locator("#trends-gor-state").get_attribute("data-state") == "running"
+    assert page.locator("li.trends-gor-node").count() == 6
+
+    # the status is polled while the graph trains; it ends ready
+    page.locator("#trends-gor-state[data-state='ready']").wait_for(timeout=420_000)
+    ask(page, "Which methods did this period's papers propose for reasoning?")
+    page.locator("#trends-gor-answer[data-chosen-by='gor']").wait_for(timeout=180_000)
+    answer = page.locator("#trends-gor-answer")
+    assert "Chosen by Graph of Records" in answer.inner_text()
+    assert page.locator("li.trends-gor-node").count() == 6
+    text = page.locator(".trends-gor-text").inner_text().strip()
+    assert text, answer.inner_text()
+    links = page.locator(".trends-gor-text a").evaluate_all("els => els.map(e => e.href)")
+    assert links and all(h.startswith("https://arxiv.org/abs/") for h in links)
+    assert {h.rsplit("/", 1)[1] for h in links} <= ids                  # only papers of the period
+    page.screenshot(path="/tmp/trends-ask.png", full_page=True)
