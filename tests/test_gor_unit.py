@@ -140,6 +140,7 @@ def test_sources_are_drawn_without_repeats_until_exhausted():
     ("How does speculative decoding speed up downstream tasks?", True),
     ("What is the purpose of Chronocept?", False),                 # one shared word is not enough
     ("How can register tokens improve interpretability of vision transformers?", True),
+    ("What is the purpose of speculative decoding?", True),          # a word of the title counts twice
 ])
 def test_a_simulated_question_is_kept_only_when_it_is_about_its_paper(question, kept):
     from datetime import date

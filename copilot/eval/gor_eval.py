@@ -109,9 +109,10 @@ def run(services: Services, scope: feature.Scope, opts: feature.GoROptions | Non
     prepare_seconds = time.perf_counter() - clock
     graph, trained = prepared.graph, prepared.trained
     questions = prepared.simulation.questions
-    train_q, held_q = questions[:opts.train_questions], questions[opts.train_questions:]
+    train_q, held_q = opts.training_part(questions)
     if not held_q:
-        raise ValueError("no held-out simulated questions: raise GoROptions.questions above train_questions")
+        raise ValueError(f"no held-out simulated question among the {len(questions)} written: raise "
+                         "COPILOT_GOR_QUESTIONS")
     progress("labelling held-out questions (BERTScore)")
     tokens = prepared.token_vectors or services.embedder.token_vectors([n.text for n in graph.nodes])
     keep = graph.retrievable()

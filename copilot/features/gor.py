@@ -39,7 +39,7 @@ from copilot.store.gor_cache import SimulatedQuestion, SimulatedResponse, Simula
 log = logging.getLogger(__name__)
 
 GOR, PLAIN = "gor", "plain"
-FORMAT = 2                         # part of every key: bump when what a simulation or a network means changes
+FORMAT = 3                         # part of every key: bump when what a simulation or a network means changes
 
 
 @dataclass
@@ -56,6 +56,12 @@ class GoROptions:
     negatives_cap: int = 100       # papers of the previous window: the "other graph" of in-batch negatives
     top_k: int = gor.TOP_K
     train: gor.TrainSettings = field(default_factory=gor.TrainSettings)
+
+    def training_part(self, questions: Sequence) -> tuple[list, list]:
+        """(training, held-out) questions: the same share held out however many questions the model managed to
+        write (the small one's are often dropped as not about their paper)."""
+        count = min(self.train_questions, max(2, round(len(questions) * self.train_questions / self.questions)))
+        return list(questions[:count]), list(questions[count:])
 
     @classmethod
     def from_settings(cls, settings, **overrides) -> GoROptions:
@@ -124,7 +130,8 @@ class PeriodAnswer:
 # --- keys ---------------------------------------------------------------------------------------------------
 def network_variant(services: Services, opts: GoROptions) -> str:
     s = opts.train
-    return json.dumps([FORMAT, services.embedder.name, services.llm_info()["model"], opts.train_questions,
+    return json.dumps([FORMAT, "split-by-share", services.embedder.name, services.llm_info()["model"],
+                       opts.train_questions,
                        opts.responses, opts.response_k, s.epochs, s.lr, s.alpha, s.tau, s.dropout, s.heads, s.seed])
 
 
@@ -150,12 +157,15 @@ def thought_records(services: Services, item_ids: Sequence[str], user: str | Non
             for row, sources in found if row.id in vectors]
 
 
-def response_records(services: Services, simulation: Simulation) -> list[gor.Record]:
-    if not simulation.responses:
+def response_records(services: Services, simulation: Simulation, opts: GoROptions) -> list[gor.Record]:
+    """The simulated answers to training questions (never to held-out ones: those would lead to their paper)."""
+    training = {q.question for q in opts.training_part(simulation.questions)[0]}
+    responses = [r for r in simulation.responses if r.question in training]
+    if not responses:
         return []
-    vectors = services.embedder.embed([r.text for r in simulation.responses])
+    vectors = services.embedder.embed([r.text for r in responses])
     return [gor.Record(r.id, gor.RESPONSE, r.text, v, r.sources, title=r.question)
-            for r, v in zip(simulation.responses, vectors)]
+            for r, v in zip(responses, vectors)]
 
 
 def scope_graph(services: Services, scope: Scope, opts: GoROptions, simulation: Simulation | None,
@@ -164,7 +174,7 @@ def scope_graph(services: Services, scope: Scope, opts: GoROptions, simulation: 
     paper_nodes = [paper_node(p) for p in papers]
     records = thought_records(services, [p.id for p in papers], user)
     if simulation:
-        records += response_records(services, simulation)
+        records += response_records(services, simulation, opts)
     return gor.build_graph(paper_nodes, vectors, records)
 
 
@@ -190,11 +200,14 @@ MIN_SHARED_WORDS = 2
 
 
 def about_its_paper(question: str, paper: Paper) -> bool:
-    """No generic reference ("this paper", "you"), and at least MIN_SHARED_WORDS content words of the paper."""
+    """No generic reference ("this paper", "you"), and at least MIN_SHARED_WORDS content words of the paper, a
+    word of its title counting twice ("What is the purpose of BioProBench?" is about the BioProBench paper)."""
     if _GENERIC.search(question):
         return False
     words = set(_WORD.findall(question.lower())) - _PLAIN_WORDS
-    return len(words & set(_WORD.findall(f"{paper.title} {paper.abstract}".lower()))) >= MIN_SHARED_WORDS
+    title = set(_WORD.findall(paper.title.lower()))
+    shared = words & (title | set(_WORD.findall(paper.abstract.lower())))
+    return len(shared) + len(shared & title) >= MIN_SHARED_WORDS
 
 
 def write_question(services: Services, paper: Paper, opts: GoROptions) -> str:
@@ -209,9 +222,9 @@ def write_question(services: Services, paper: Paper, opts: GoROptions) -> str:
 
 def simulate_questions(services: Services, papers: Sequence[Paper], opts: GoROptions, seed: int,
                        progress: Callable[[str], None]) -> list[SimulatedQuestion]:
-    """`opts.questions` distinct questions about their papers, each from a randomly drawn paper (at most three
+    """`opts.questions` distinct questions about their papers, each from a randomly drawn paper (at most four
     tries per question)."""
-    order = gor.choose_sources(3 * opts.questions, len(papers), seed)
+    order = gor.choose_sources(4 * opts.questions, len(papers), seed)
     questions: list[SimulatedQuestion] = []
     seen: set[str] = set()
     for index in order:
@@ -259,7 +272,7 @@ def simulate_responses(services: Services, papers: Sequence[Paper], vectors: np.
     ids = [p.id for p in papers]
     titles = [p.title for p in papers]
     matrix = np.asarray(vectors, dtype=np.float32)
-    wanted = list(questions[:min(opts.responses, opts.train_questions)])
+    wanted = list(questions[:opts.responses])
     query_vectors = services.embedder.embed([q.question for q in wanted]) if wanted else []
     responses: list[SimulatedResponse] = []
     for number, (question, query) in enumerate(zip(wanted, query_vectors), start=1):
@@ -296,7 +309,7 @@ def simulation_for(services: Services, scope: Scope, opts: GoROptions, papers: S
     if cached is not None and cached.questions:
         return cached
     questions = simulate_questions(services, papers, opts, _seed(key), progress)
-    train = questions[:opts.train_questions]
+    train, _ = opts.training_part(questions)
     responses = simulate_responses(services, papers, vectors, train, opts, scope.label, progress)
     simulation = Simulation(questions, responses)
     services.gor_cache.put_simulation(key, corpus, model, simulation)
@@ -339,7 +352,7 @@ def prepare(services: Services, scope: Scope, opts: GoROptions | None = None, us
         return Prepared(graph, gor.from_bytes(stored.weights), simulation, meta=stored.meta)
     progress("scoring every record against each question's paper (BERTScore)")
     started = time.perf_counter()
-    train_questions = simulation.questions[:opts.train_questions]
+    train_questions, _ = opts.training_part(simulation.questions)
     queries, labels, tokens = labels_for(services, graph, train_questions)
     label_seconds = time.perf_counter() - started
     if len(queries) < 2:
