@@ -130,7 +130,7 @@ class PeriodAnswer:
 # --- keys ---------------------------------------------------------------------------------------------------
 def network_variant(services: Services, opts: GoROptions) -> str:
     s = opts.train
-    return json.dumps([FORMAT, "split-by-share", services.embedder.name, services.llm_info()["model"],
+    return json.dumps([FORMAT, "validated-split", services.embedder.name, services.llm_info()["model"],
                        opts.train_questions,
                        opts.responses, opts.response_k, s.epochs, s.lr, s.alpha, s.tau, s.dropout, s.heads, s.seed])
 
@@ -369,8 +369,31 @@ def prepare(services: Services, scope: Scope, opts: GoROptions | None = None, us
             "responses": sum(n.kind == gor.RESPONSE for n in graph.nodes), "questions": len(queries),
             "train_seconds": round(trained.seconds, 2), "label_seconds": round(label_seconds, 2),
             "final_loss": round(trained.losses[-1], 4), "first_loss": round(trained.losses[0], 4)}
+    meta.update(validate(services, graph, trained, opts.training_part(simulation.questions)[1], tokens))
     services.gor_cache.put_network(key, corpus, variant, gor.to_bytes(trained), meta)
     return Prepared(graph, trained, simulation, tokens, meta)
+
+
+def validate(services: Services, graph: gor.RecordGraph, trained: gor.Trained,
+             held_out: Sequence[SimulatedQuestion], tokens: list[np.ndarray]) -> dict:
+    """The trained network against plain retrieval on the held-out questions (MRR of the training objective's
+    positive, over the retrievable records). `validated`: GoR did at least as well; otherwise answers use plain
+    retrieval and say why. Without held-out questions nothing can be told, and GoR is used."""
+    queries, labels, _ = labels_for(services, graph, held_out, tokens)
+    if not len(queries):
+        return {"validated": True, "heldout_questions": 0}
+    keep = graph.retrievable()
+    ours = gor.ranking_metrics((queries @ gor.node_embeddings(trained, graph).T)[:, keep], labels[:, keep])
+    plain = gor.ranking_metrics((queries @ graph.features.T)[:, keep], labels[:, keep])
+    return {"validated": ours["mrr"] >= plain["mrr"], "heldout_questions": len(queries),
+            "heldout_mrr_gor": round(ours["mrr"], 4), "heldout_mrr_plain": round(plain["mrr"], 4)}
+
+
+def not_validated_notice(meta: dict) -> str:
+    return (f"Plain retrieval chose these records: the record graph trained on this period ranked its "
+            f"{meta.get('heldout_questions')} held-out simulated questions worse than plain retrieval does (MRR "
+            f"{meta.get('heldout_mrr_gor', 0):.2f} against {meta.get('heldout_mrr_plain', 0):.2f}), so it is not "
+            "used (docs/gor-eval.md says why).")
 
 
 # --- training in the background (the app) ------------------------------------------------------------------
@@ -387,8 +410,11 @@ def training_status(services: Services, scope: Scope, opts: GoROptions | None = 
         return status
     stored = services.gor_cache.network(key, corpus_version(services), network_variant(services, opts))
     if stored is not None:
+        verdict = ("" if stored.meta.get("validated", True) else
+                   f"; not used: held-out MRR {stored.meta.get('heldout_mrr_gor', 0):.2f} against plain retrieval's "
+                   f"{stored.meta.get('heldout_mrr_plain', 0):.2f}")
         return {"state": "ready", "stage": f"trained on {stored.meta.get('questions')} simulated questions over "
-                                           f"{stored.meta.get('nodes')} records", "meta": stored.meta}
+                                           f"{stored.meta.get('nodes')} records{verdict}", "meta": stored.meta}
     return status or {"state": "idle", "stage": "not trained yet"}
 
 
@@ -473,6 +499,9 @@ def ask_period(services: Services, scope: Scope, question: str, opts: GoROptions
     seconds["prepare"] = time.perf_counter() - clock
     clock = time.perf_counter()
     query = services.embedder.embed_one(question)
+    if prepared is not None and prepared.trained is not None and not prepared.meta.get("validated", True):
+        notices.append(not_validated_notice(prepared.meta))
+        prepared.trained = None
     if prepared is not None and prepared.trained is not None:
         graph = prepared.graph
         chosen, by = gor.top_nodes(gor.node_embeddings(prepared.trained, graph), graph, query, opts.top_k), GOR
