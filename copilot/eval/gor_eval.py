@@ -14,7 +14,6 @@ Training time (simulation, labels, epochs) and retrieval time per question are r
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import time
@@ -30,6 +29,7 @@ from copilot.methods import gor
 from copilot.methods.topics import build_topics
 from copilot.records import Evidence
 from copilot.services import Services
+from copilot.store.lexical import Bm25
 
 METHODS = ("gor", "plain", "bm25")
 TOPIC_QUESTIONS = 5
@@ -50,7 +50,7 @@ class GoREvalReport:
                 "answers": self.answers, "timing": self.timing, "per_question": self.per_question}
 
 
-# --- BM25 (Okapi, k1 = 1.5, b = 0.75) over the records' words --------------------------------------------------
+# --- BM25: the product's lexical ranker (store/lexical.py) over the records' texts ------------------------------
 _TOKEN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
@@ -58,22 +58,11 @@ def words(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
-def bm25_scores(documents: Sequence[str], queries: Sequence[str], k1: float = 1.5, b: float = 0.75) -> np.ndarray:
+def bm25_scores(documents: Sequence[str], queries: Sequence[str]) -> np.ndarray:
     """[Q, N] BM25 scores of every document for every query."""
-    bags = [Counter(words(d)) for d in documents]
-    lengths = np.array([sum(bag.values()) for bag in bags], dtype=np.float64)
-    average = lengths.mean() if len(lengths) else 1.0
-    frequency = Counter(term for bag in bags for term in bag)
-    n = len(documents)
-    out = np.zeros((len(queries), n), dtype=np.float64)
-    for qi, query in enumerate(queries):
-        for term in set(words(query)):
-            if term not in frequency:
-                continue
-            idf = math.log(1 + (n - frequency[term] + 0.5) / (frequency[term] + 0.5))
-            tf = np.array([bag.get(term, 0) for bag in bags], dtype=np.float64)
-            out[qi] += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths / average))
-    return out
+    index = Bm25([str(i) for i in range(len(documents))], documents)
+    return np.array([index.scores(query) for query in queries], dtype=np.float64).reshape(len(queries),
+                                                                                           len(documents))
 
 
 def rouge_l(candidate: str, reference: str) -> float:
