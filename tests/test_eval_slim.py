@@ -160,9 +160,10 @@ def test_eval_slim_refuses_judge_with_the_packaged_model_before_any_work(tmp_pat
 
 @pytest.mark.integration
 def test_eval_slim_with_the_packaged_model_through_the_cli(tmp_path):
+    """Three questions with the packaged model as proxy, main and (--judge-local) judge, through the CLI."""
     env = app_env(tmp_path / "data")
-    done = run_cli(["eval", "slim", "--questions", str(DEV_SET), "--limit", "3", "--distractors", "20", "--json"],
-                   env)
+    done = run_cli(["eval", "slim", "--questions", str(DEV_SET), "--limit", "3", "--distractors", "20", "--json",
+                    "--judge", "--judge-local"], env)      # the 135M judge: only the plumbing
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)
     assert report["meta"]["questions"] == 3 and report["meta"]["slim_one_main_call"] is True
@@ -175,4 +176,9 @@ def test_eval_slim_with_the_packaged_model_through_the_cli(tmp_path):
     assert {r["strategy"]: r["gold_found"] for r in first}["always"] is True   # its title finds it among 22
     assert {r["strategy"]: r["decided"] for r in first}["adaptive"] == "forced"
     assert "| SlimPLM | 3 |" in done.stderr
+    assert report["meta"]["answer_judge"]["backend"] == "local" and "LLM judge of answer accuracy" in done.stderr
+    for strategy in slim_eval.STRATEGIES:
+        figures = report["summary"][strategy]["all"]
+        assert sum(figures["judge_verdicts"].values()) + figures["judge_unparseable"] == 3
+    assert all(r["accuracy"] in ("correct", "incorrect", None) for r in report["per_question"])
     assert list((tmp_path / "data" / "eval").glob("slim-slim-dev-n3.*"))
