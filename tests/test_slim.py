@@ -167,6 +167,8 @@ def test_the_chat_tab_says_when_the_proxy_failed(db):
     _, shown = slim_html(trace.as_dict())
     assert f"Retrieval <b>retrieved</b>: {slim.PROXY_FAILED}" in shown
     assert "The proxy failed: local model timed out after 120 s" in shown
+    trace.costs[slim.MAIN].prompt_tokens = 0          # an endpoint that does not report its prompt tokens
+    assert "main: 1 call(s), ?+" in slim_html(trace.as_dict())[1]
 
 
 def test_main_failure_raises_after_exactly_one_call(db):
