@@ -348,9 +348,12 @@ class OpenAIBackend:
     def stream(self, messages, max_tokens, temperature, usage, grammar=None):
         started = time.monotonic()
         try:
+            # include_usage: the endpoint's own token counts in a last chunk (OpenAI, vLLM, Ollama); one that ignores
+            # it (llama_cpp.server) leaves the prompt's tokens unknown (0) and the streamed pieces are counted instead
             response = self.client.chat.completions.create(
-                model=self.model, messages=messages, max_tokens=max_tokens, temperature=temperature, stream=True)
-            count = 0
+                model=self.model, messages=messages, max_tokens=max_tokens, temperature=temperature, stream=True,
+                stream_options={"include_usage": True})
+            count, reported = 0, False
             for chunk in response:
                 if time.monotonic() - started > self.timeout:   # the client's timeout is per read, not per call
                     response.close()
@@ -358,12 +361,14 @@ class OpenAIBackend:
                 if getattr(chunk, "usage", None):
                     usage.prompt_tokens = chunk.usage.prompt_tokens
                     usage.completion_tokens = chunk.usage.completion_tokens
+                    reported = True
                 if not chunk.choices:
                     continue
                 piece = chunk.choices[0].delta.content or ""
                 if piece:
                     count += 1
-                    usage.completion_tokens = usage.completion_tokens or count
+                    if not reported:
+                        usage.completion_tokens = count
                     if usage.first_token_seconds is None:
                         usage.first_token_seconds = time.monotonic() - started
                     yield piece

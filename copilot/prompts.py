@@ -415,3 +415,24 @@ PAIRWISE_JUDGE = register(Prompt(
 def judge_verdict_grammar() -> str:
     """GBNF: exactly one verdict."""
     return f"root ::= {_choices(JUDGE_VERDICTS)}"
+
+
+# --- Evaluation: does an answer agree with a short reference answer? (issue #14, `eval slim --judge`) -----------
+# One answer at a time, with nothing said about how it was made (with or without retrieval).
+ACCURACY_VERDICTS = ("correct", "incorrect")
+
+ACCURACY_JUDGE = register(Prompt(
+    name="accuracy_judge",
+    system=("You are a careful grader. You are shown a question, a short reference answer that is right, and an "
+            "answer to grade. " + QUOTED_MATERIAL_RULE + " The graded answer is correct when what it says about "
+            "the question agrees with the reference answer in substance; other words, more detail or a "
+            "different order are fine. It is incorrect when it contradicts the reference, misses its point or "
+            "says nothing definite. Reply with one word: correct or incorrect."),
+    user=("Question: {question}\n\nReference answer:\n{reference}\n\nAnswer to grade:\n{answer}\n\n"
+          "Question: {question}\nIs the graded answer correct? Reply with one word: correct or incorrect."),
+))
+
+
+def accuracy_verdict_grammar() -> str:
+    """GBNF: exactly one accuracy verdict."""
+    return f"root ::= {_choices(ACCURACY_VERDICTS)}"

@@ -1,4 +1,5 @@
-"""Helpers the test modules share: where the data is, a clean environment, running the CLI, a free port."""
+"""Helpers the test modules share: where the data is, a clean environment, running the CLI, a free port, a
+loopback llama_cpp.server."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ import os
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -65,3 +70,40 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextmanager
+def llama_server(model: Path, log_path: Path, alias: str, key: str, n_ctx: int = 2048) -> Iterator[str]:
+    """A real OpenAI-compatible endpoint on loopback: `python -m llama_cpp.server` serving `model` under `alias`,
+    one thread, behind `key`. Yields its base URL (…/v1); the server's log (uvicorn's access lines included, one
+    "POST /v1/chat/completions" per request) goes to `log_path`. Stopped on exit."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/v1"
+    with log_path.open("wb") as log:   # a file, not a pipe: llama.cpp logs a lot and would block on a full pipe
+        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host",
+                                 "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "1",
+                                 "--model_alias", alias, "--api_key", key], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 180
+            while not _serving(base, key):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("llama_cpp.server did not come up: "
+                                       + log_path.read_text(errors="replace")[-2000:])
+                time.sleep(0.3)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+def _serving(base: str, key: str) -> bool:
+    request = urllib.request.Request(base + "/models", headers={"Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as answer:
+            return answer.status == 200
+    except OSError:
+        return False

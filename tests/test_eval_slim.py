@@ -9,6 +9,7 @@ import pytest
 
 from copilot.eval import slim_eval
 from copilot.eval.slim_eval import make_questions, read_questions, token_f1
+from copilot.llm import LLMError
 from copilot.methods import slim
 from copilot.methods.slim import SlimOptions
 from copilot.records import Evidence
@@ -16,7 +17,7 @@ from copilot.services import Services
 from copilot.store.db import Database
 from tests.conftest import make_settings
 from tests.doubles import ScriptedBackend, scripted_llm
-from tests.helpers import PAPERS_JSONL, ROOT, app_env, clean_env, run_cli
+from tests.helpers import PAPERS_JSONL, ROOT, app_env, clean_env, run_cli, run_cli_in_process
 
 DEV_SET = ROOT / "tests" / "data" / "slim-dev.jsonl"
 
@@ -109,11 +110,60 @@ def test_the_comparison_with_a_scripted_model_gives_exact_counts(tmp_path, monke
     assert "| SlimPLM | 3 |" in md and "exactly once per question: yes" in md
 
 
+@pytest.mark.parametrize("output, verdict", [
+    ("correct", "correct"), ("Incorrect.", "incorrect"), ("**Verdict: correct**", "correct"),
+    ("correct\nbecause it matches", "correct"), ("", None), ("partly correct", None), ("yes", None),
+    ("correct or incorrect", None),
+])
+def test_read_accuracy(output, verdict):
+    assert slim_eval.read_accuracy(output) == verdict
+
+
+def test_a_scripted_judge_grades_every_answer_blind_and_the_counts_add_up(tmp_path, monkeypatch):
+    clean_env(monkeypatch)
+    answers = {"always": "Source [1] shows that we propose foo bar networks.", "never": "No idea.",
+               "adaptive": "Source [1] shows that we propose foo bar."}
+    services = Services(make_settings(tmp_path / "data"), llm_backend=ScriptedBackend(list(answers.values())))
+    judge, judge_backend = scripted_llm(None, ["correct", "maybe", LLMError("the judge endpoint failed")])
+    report = slim_eval.evaluate(services, [FORCED_Q], retriever=scripted_library, answer_judge=judge)
+    assert [r.get("accuracy") for r in report.per_question] == ["correct", None, None]
+    assert report.per_question[2]["accuracy_error"] == "the judge endpoint failed"
+    for call, shown in zip(judge_backend.calls, answers.values()):
+        prompt = " ".join(m["content"] for m in call.messages)
+        assert shown in prompt and FORCED_Q["answer"] in prompt and call.temperature == 0.0
+        assert not any(word in prompt.lower() for word in ("retriev", "slim", "strateg", "adaptive", "baseline"))
+    s = report.summary
+    assert s["always"]["all"]["judge_accuracy"] == 1.0 and s["never"]["all"]["judge_accuracy"] is None
+    assert s["never"]["all"]["judge_unparseable"] == s["adaptive"]["all"]["judge_unparseable"] == 1
+    assert s["always"]["all"]["judge_verdicts"] == {"correct": 1, "incorrect": 0}
+    assert report.meta["answer_judge"] == {"backend": "scripted", "model": "scripted-model"}
+    md = slim_eval.markdown(report)
+    assert "LLM judge of answer accuracy (scripted/scripted-model)" in md and "| always-retrieve | 1.00 / 1.00 / –" in md
+
+
+def test_without_judge_no_verdicts_are_reported(tmp_path, monkeypatch):
+    clean_env(monkeypatch)
+    services = Services(make_settings(tmp_path / "data"), llm_backend=ScriptedBackend(["a b c."] * 3))
+    report = slim_eval.evaluate(services, [FORCED_Q], retriever=scripted_library)
+    assert "judge_accuracy" not in report.summary["always"]["all"] and report.meta["answer_judge"] is None
+    assert "LLM judge" not in slim_eval.markdown(report)
+
+
+def test_eval_slim_refuses_judge_with_the_packaged_model_before_any_work(tmp_path, monkeypatch, capsys):
+    clean_env(monkeypatch)
+    monkeypatch.setenv("COPILOT_DATA_DIR", str(tmp_path / "data"))
+    code, printed, err = run_cli_in_process(capsys, "eval", "slim", "--questions", str(DEV_SET), "--judge")
+    assert code == 2 and printed is None
+    assert err.startswith("error: --judge needs a model that can judge") and "--judge-local" in err
+    assert not (tmp_path / "data" / "eval").exists()
+
+
 @pytest.mark.integration
 def test_eval_slim_with_the_packaged_model_through_the_cli(tmp_path):
+    """Three questions with the packaged model as proxy, main and (--judge-local) judge, through the CLI."""
     env = app_env(tmp_path / "data")
-    done = run_cli(["eval", "slim", "--questions", str(DEV_SET), "--limit", "3", "--distractors", "20", "--json"],
-                   env)
+    done = run_cli(["eval", "slim", "--questions", str(DEV_SET), "--limit", "3", "--distractors", "20", "--json",
+                    "--judge", "--judge-local"], env)      # the 135M judge: only the plumbing
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)
     assert report["meta"]["questions"] == 3 and report["meta"]["slim_one_main_call"] is True
@@ -126,4 +176,9 @@ def test_eval_slim_with_the_packaged_model_through_the_cli(tmp_path):
     assert {r["strategy"]: r["gold_found"] for r in first}["always"] is True   # its title finds it among 22
     assert {r["strategy"]: r["decided"] for r in first}["adaptive"] == "forced"
     assert "| SlimPLM | 3 |" in done.stderr
+    assert report["meta"]["answer_judge"]["backend"] == "local" and "LLM judge of answer accuracy" in done.stderr
+    for strategy in slim_eval.STRATEGIES:
+        figures = report["summary"][strategy]["all"]
+        assert sum(figures["judge_verdicts"].values()) + figures["judge_unparseable"] == 3
+    assert all(r["accuracy"] in ("correct", "incorrect", None) for r in report["per_question"])
     assert list((tmp_path / "data" / "eval").glob("slim-slim-dev-n3.*"))

@@ -22,6 +22,7 @@ from copilot.services import Services
 from tests.conftest import make_settings, stop_process
 from tests.doubles import scripted_llm
 from tests.helpers import clean_env, free_port
+from tests.test_secrets import FakeOpenAI
 
 KEY = "sk-test-Zq9-never-log-me-4711"
 PROMPT = Prompt("test_llm", "You are a terse assistant.", "Name one planet of the solar system.")
@@ -177,11 +178,13 @@ def test_openai_backend_real_round_trip(llama_server, tmp_path):
     assert services.llm.info == {"backend": "openai", "model": "smollm2-test"}
     text = services.llm.complete(PROMPT.render(), max_tokens=16, temperature=0.0)
     assert text.strip()
-    streamed = "".join(services.llm.stream(PROMPT.render(), max_tokens=16, temperature=0.0))
-    assert streamed.strip()
+    pieces = list(services.llm.stream(PROMPT.render(), max_tokens=16, temperature=0.0))
+    assert "".join(pieces).strip()
     calls = llm_calls(services)
     assert [(c["backend"], c["model"], c["error"]) for c in calls] == [("openai", "smollm2-test", None)] * 2
     assert calls[0]["output"] == text and calls[0]["completion_tokens"] > 0
+    # llama_cpp.server reports no usage when streaming: each streamed piece (one token) is counted
+    assert len(pieces) > 1 and calls[1]["completion_tokens"] == len(pieces)
     assert_key_nowhere(services)
 
 
@@ -191,6 +194,16 @@ def test_openai_backend_wrong_key_is_a_clear_error(llama_server, tmp_path):
         services.llm.complete(PROMPT.render(), max_tokens=8)
     assert "rejected the API key" in str(caught.value) and not caught.value.retryable
     assert KEY[::-1] not in str(caught.value) and KEY[::-1] not in json.dumps(llm_calls(services))
+
+
+def test_an_endpoint_that_reports_usage_has_its_counts_logged(tmp_path):
+    with FakeOpenAI() as endpoint:
+        services = openai_services(tmp_path, endpoint.url("ok"))
+        pieces = list(services.llm.stream(PROMPT.render(), max_tokens=16))
+        request = json.loads(endpoint.requests[-1]["body"])
+    assert request["stream"] is True and request["stream_options"] == {"include_usage": True}
+    [call] = llm_calls(services)
+    assert (call["prompt_tokens"], call["completion_tokens"]) == (11, 3 * len(pieces))   # the endpoint's own
 
 
 class _EchoingEndpoint(BaseHTTPRequestHandler):

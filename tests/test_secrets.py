@@ -92,6 +92,12 @@ class FakeOpenAI:
                         chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "fake",
                                  "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    asked = json.loads(owner.requests[-1]["body"] or "{}").get("stream_options") or {}
+                    if asked.get("include_usage"):              # as OpenAI does: a last chunk with the usage
+                        usage = {"prompt_tokens": 11, "completion_tokens": 3 * len(pieces), "total_tokens": 0}
+                        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "fake",
+                                 "choices": [], "usage": usage}
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.write(b"data: [DONE]\n\n")
                 except OSError:
                     pass

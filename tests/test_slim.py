@@ -153,6 +153,24 @@ def test_proxy_failure_falls_back_to_always_retrieve_and_says_so(db, replies):
     assert "local model" in trace.proxy_error
 
 
+@pytest.mark.parametrize("draft", ["", "   \n"])
+def test_an_empty_draft_retrieves_with_the_question_without_asking_the_judge(db, draft):
+    trace, library, proxy, _ = run(db, [draft])
+    assert len(proxy.calls) == 1 and library.queries == [QUESTION] and trace.retrieved
+    assert trace.decided_by == "proxy failure" and trace.reason == slim.NO_DRAFT and trace.verdict == ""
+
+
+def test_the_chat_tab_says_when_the_proxy_failed(db):
+    from copilot.ui.chat import slim_html
+
+    trace, *_ = run(db, [LLMError("local model timed out after 120 s")])
+    _, shown = slim_html(trace.as_dict())
+    assert f"Retrieval <b>retrieved</b>: {slim.PROXY_FAILED}" in shown
+    assert "The proxy failed: local model timed out after 120 s" in shown
+    trace.costs[slim.MAIN].prompt_tokens = 0          # an endpoint that does not report its prompt tokens
+    assert "main: 1 call(s), ?+" in slim_html(trace.as_dict())[1]
+
+
 def test_main_failure_raises_after_exactly_one_call(db):
     proxy, _ = scripted_llm(db, [HEURISTIC, "known"])
     main, main_backend = scripted_llm(db, [LLMError("the endpoint failed", retryable=False)])

@@ -103,12 +103,16 @@ def cmd_eval_slim(args: argparse.Namespace) -> int:
                         f"{path}`")
     questions = slim_eval.read_questions(path, args.limit)
     settings = load_settings()
+    refused = thoughts_eval.judge_refusal(settings, args.judge_local) if args.judge else None
+    if refused:
+        raise UserError(refused)
     eval_dir = settings.data_dir / "eval"
     store_dir = eval_dir / slim_eval.library_name(questions, args.distractors)
     services = Services(settings.model_copy(update={"data_dir": store_dir}))
     stored = slim_eval.prepare_library(services, questions, _corpus(args), args.distractors)
     _to_stderr(f"library: {stored} papers in {store_dir}")
-    report = slim_eval.evaluate(services, questions, progress=_to_stderr)
+    report = slim_eval.evaluate(services, questions, progress=_to_stderr, 
+                                answer_judge=services.llm if args.judge else None)
     report.meta.update(questions_file=str(path), library_papers=stored, distractors=args.distractors)
     paths = slim_eval.write_outputs(report, eval_dir, f"slim-{path.stem}-n{len(questions)}")
     _to_stderr(slim_eval.markdown(report))
@@ -203,6 +207,10 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
                    "from (default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
     p.add_argument("--distractors", type=int, default=300, help="the corpus's first N other papers also imported "
                    "(default 300)")
+    p.add_argument("--judge", action="store_true", help="the configured LLM (an OpenAI-compatible endpoint) also "
+                   "judges every answer correct or incorrect against the reference answer, not told how it was made")
+    p.add_argument("--judge-local", action="store_true", help="let the packaged 135M local model judge (it cannot "
+                   "judge well; for testing the plumbing)")
     p.add_argument("--json", action="store_true", help="print one JSON object: summary, judge, per_question, meta "
                    "(the Markdown tables go to stderr); exit 1 if SlimPLM ever called the main model other than once")
     p.set_defaults(func=cmd_eval_slim)

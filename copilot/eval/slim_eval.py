@@ -25,11 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from copilot.eval.thoughts_eval import JUDGE_MAX_TOKENS, verdict_line
 from copilot.features.adaptive import paper_retriever, proxy_llm, slim_options
 from copilot.features.library import ingestor
-from copilot.llm import LLMError
+from copilot.llm import LLM, LLMError
 from copilot.methods import slim
 from copilot.methods.slim import JUDGE, MAIN, PROXY, REWRITE, Retriever, SlimTrace
+from copilot.prompts import ACCURACY_JUDGE, ACCURACY_VERDICTS, accuracy_verdict_grammar, source_block
 from copilot.services import Services
 from copilot.sources.snapshot import paper_from_row
 
@@ -245,6 +247,30 @@ def prepare_library(services: Services, questions: Sequence[dict], corpus: Path,
     return services.store.count("paper")
 
 
+# --- an LLM judge of answer accuracy (`--judge`) -----------------------------------------------------------------
+_ACCURACY = re.compile(r"^(?:(?:verdict|grade|answer)\s*[:\-]?\s*)?(correct|incorrect)\s*[.!]?$", re.I)
+
+
+def read_accuracy(output: str) -> str | None:
+    """"correct" or "incorrect" when the judge's first line is clearly that word (optionally "Verdict: …"), else
+    None (counted as unparseable, never as either)."""
+    found = _ACCURACY.match(verdict_line(output))
+    return found.group(1).lower() if found else None
+
+
+def judge_accuracy(judge: LLM, row: dict, answer: str) -> dict:
+    """The judge's verdict on one answer against the row's reference answer; the prompt does not say how the
+    answer was made. A failed judge call is recorded, not raised."""
+    rendered = ACCURACY_JUDGE.render(question=row["question"], reference=source_block("reference", row["answer"]),
+                                     answer=source_block("answer", answer))
+    grammar = accuracy_verdict_grammar() if judge.obeys_grammar else None
+    try:
+        output = judge.complete(rendered, max_tokens=JUDGE_MAX_TOKENS, temperature=0.0, grammar=grammar)
+    except LLMError as error:
+        return {"accuracy": None, "accuracy_output": "", "accuracy_error": str(error)[:200]}
+    return {"accuracy": read_accuracy(output), "accuracy_output": output.strip()[:200]}
+
+
 # --- the comparison --------------------------------------------------------------------------------------------
 @dataclass
 class SlimReport:
@@ -298,12 +324,24 @@ def summarize(rows: Sequence[dict]) -> dict:
             "main_calls_max": max(calls), "helper_token_share": round(sum(r["helper_tokens"] for r in rows)
                                                                        / main_tokens, 4) if main_tokens else None,
             "seconds_per_question": round(sum(r["seconds"] for r in rows) / len(rows), 3),
-            "errors": sum(bool(r["error"]) for r in rows)}
+            "errors": sum(bool(r["error"]) for r in rows), **judged(rows)}
+
+
+def judged(rows: Sequence[dict]) -> dict:
+    """With `--judge`: the share of answers judged correct among those with a verdict, and how many had none."""
+    if not any("accuracy" in r for r in rows):
+        return {}
+    verdicts = Counter(r.get("accuracy") for r in rows if "accuracy" in r)
+    decided = verdicts["correct"] + verdicts["incorrect"]
+    return {"judge_accuracy": round(verdicts["correct"] / decided, 4) if decided else None,
+            "judge_verdicts": {v: verdicts[v] for v in ACCURACY_VERDICTS}, "judge_unparseable": verdicts[None]}
 
 
 def evaluate(services: Services, questions: Sequence[dict], strategies: Sequence[str] = STRATEGIES,
-             retriever: Retriever | None = None, progress: Callable[[str], None] | None = None) -> SlimReport:
-    """Every question through every strategy, with the product's proxy, main model, papers retriever and options."""
+             retriever: Retriever | None = None, progress: Callable[[str], None] | None = None,
+             answer_judge: LLM | None = None) -> SlimReport:
+    """Every question through every strategy, with the product's proxy, main model, papers retriever and options;
+    with an `answer_judge`, each answer also gets its verdict against the reference (judge_accuracy)."""
     proxy, retriever = proxy_llm(services), retriever or paper_retriever(services)
     base = slim_options(services)
     rows = []
@@ -316,6 +354,9 @@ def evaluate(services: Services, questions: Sequence[dict], strategies: Sequence
                 rows.append(score_one(row, strategy, trace, time.perf_counter() - started))
             except LLMError as error:
                 rows.append(score_one(row, strategy, None, time.perf_counter() - started, str(error)[:200]))
+            if answer_judge is not None:
+                rows[-1].update(judge_accuracy(answer_judge, row, rows[-1]["answer"]) if rows[-1]["answer"] else
+                                {"accuracy": None, "accuracy_output": "", "accuracy_error": "no answer"})
         if progress:
             progress(f"{n}/{len(questions)} " + " · ".join(f"{LABELS[r['strategy']]} F1 {r['f1']:.2f}"
                                                             for r in rows[-len(strategies):]))
@@ -327,7 +368,8 @@ def evaluate(services: Services, questions: Sequence[dict], strategies: Sequence
             judge.setdefault(r["kind"], Counter())[r["decided"]] += 1
     slim_calls = [r["main_calls"] for r in rows if r["strategy"] == "adaptive" and not r["error"]]
     meta = {"questions": len(questions), "strategies": list(strategies), "proxy_model": proxy.info["model"],
-            "main_model": services.llm.info["model"], "slim_one_main_call": all(c == 1 for c in slim_calls)}
+            "main_model": services.llm.info["model"], "slim_one_main_call": all(c == 1 for c in slim_calls),
+            "answer_judge": answer_judge.info if answer_judge is not None else None}
     return SlimReport(summary, {k: dict(v) for k, v in judge.items()}, rows, meta)
 
 
@@ -355,6 +397,19 @@ def markdown(report: SlimReport) -> str:
         for decided in sorted({d for counts in report.judge.values() for d in counts}):
             lines.append(f"| {decided} | " + " | ".join(str(counts.get(decided, 0))
                                                          for counts in report.judge.values()) + " |")
+    judge = report.meta.get("answer_judge")
+    if judge:
+        lines += ["", f"LLM judge of answer accuracy ({judge['backend']}/{judge['model']}): share of answers judged "
+                  "correct against the reference, among those with a verdict:", "",
+                  "| strategy | judged correct all / paper / general | correct / incorrect / no verdict |",
+                  "|---|---|---|"]
+        for strategy, groups in report.summary.items():
+            a = groups["all"]
+            if a.get("judge_verdicts"):
+                counts = a["judge_verdicts"]
+                lines.append(f"| {LABELS[strategy]} | " + " / ".join(_fmt(groups[g].get("judge_accuracy"))
+                                                                      for g in GROUPS)
+                             + f" | {counts['correct']} / {counts['incorrect']} / {a['judge_unparseable']} |")
     lines += ["", f"SlimPLM called the main model exactly once per question: "
               f"{'yes' if report.meta.get('slim_one_main_call') else 'NO'}"]
     return "\n".join(lines) + "\n"

@@ -341,7 +341,7 @@ def judge_refusal(settings: Settings, allow_local: bool = False) -> str | None:
                 return None          # another GGUF: the user chose it
         except LLMError:
             return None
-    return ("--judge needs a model that can judge two answers, and the configured LLM is the packaged 135M local "
+    return ("--judge needs a model that can judge answers, and the configured LLM is the packaged 135M local "
             "model, which cannot: set OPENAI_API_KEY (and OPENAI_BASE_URL, COPILOT_LLM_MODEL) for an "
             "OpenAI-compatible endpoint, or COPILOT_LOCAL_MODEL to a larger GGUF (--judge-local judges with the "
             "local model anyway, to test the plumbing)")
@@ -353,12 +353,17 @@ def blind_order(seed: int, count: int) -> list[bool]:
     return [coin.random() < 0.5 for _ in range(count)]
 
 
+def verdict_line(output: str) -> str:
+    """A judge's first non-empty line, without quoting tags, Markdown emphasis and surrounding quotes: where a
+    one-word verdict is read from (also by `eval slim --judge`)."""
+    lines = [line.strip() for line in strip_quoting_tags(output).replace("*", "").replace("`", "").splitlines()]
+    return next((line for line in lines if line), "").strip("\"' ")
+
+
 def parse_verdict(output: str) -> str | None:
     """"A", "B" or "tie" when the output's first line is clearly one verdict (optionally "Verdict: A", "Answer
     B."), else None: anything else is not read as a verdict."""
-    lines = [line.strip() for line in strip_quoting_tags(output).replace("*", "").replace("`", "").splitlines()]
-    first = next((line for line in lines if line), "")
-    found = _VERDICT.match(first.strip("\"' "))
+    found = _VERDICT.match(verdict_line(output))
     if not found:
         return None
     word = found.group(1).lower()

@@ -2,7 +2,7 @@
 
     question ──timeliness rule fires──────────────────────────────► retrieve with the question itself
         │
-        proxy writes a heuristic answer â ──proxy fails──────────────► retrieve with the question itself
+        proxy writes a heuristic answer â ──proxy fails, or no â─────► retrieve with the question itself
         │
         judge(question, â): known ──────────────────────────────────► no retrieval
         │ unknown, or anything unclear
@@ -50,6 +50,7 @@ NO_CLAIMS = "no usable claims, retrieved with the question"
 FORCED = "forced by the timeliness rule"
 BASELINE = "fixed by the options: {} retrieve (a baseline, the proxy not asked)"
 PROXY_FAILED = "the proxy failed: always-retrieve with the question"
+NO_DRAFT = "the proxy wrote no draft answer: always-retrieve with the question"
 
 
 # --- the timeliness rule --------------------------------------------------------------------------------------
@@ -304,14 +305,17 @@ def _queries_from_proxy(question: str, proxy: LLM, trace: SlimTrace, options: Sl
     trace.heuristic_answer = heuristic_answer(proxy, question, trace, options)
     trace.step = "proxy"
     yield trace
-    trace.verdict, trace.judge_output = judge(proxy, question, trace.heuristic_answer or "(no answer)", trace)
+    if not trace.heuristic_answer:          # nothing to judge: a judge asked about nothing could still say known
+        trace.decided_by, trace.reason = "proxy failure", NO_DRAFT
+        return [question]
+    trace.verdict, trace.judge_output = judge(proxy, question, trace.heuristic_answer, trace)
     trace.decided_by = "judge"
     trace.step = "judge"
     yield trace
     if trace.verdict == SLIM_KNOWN:
         trace.reason = JUDGED_KNOWN
         return []
-    trace.claims = decompose(proxy, question, trace.heuristic_answer, trace, options) if trace.heuristic_answer else []
+    trace.claims = decompose(proxy, question, trace.heuristic_answer, trace, options)
     judged = f"judge: {trace.verdict}; "
     if not trace.claims:
         trace.reason = judged + NO_CLAIMS

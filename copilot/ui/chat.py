@@ -278,8 +278,9 @@ def slim_html(trace: dict) -> tuple[str, str]:
                        f'{i["score"]:.2f} · {escape(i["query"])}</span></li>' for i in items)   # papers only
         steps.append(f'<li>References:<ol class="chat-sources">{refs}</ol></li>')
     if done:
-        costs = " · ".join(f"{role}: {c['calls']} call(s), {c['prompt_tokens']}+{c['completion_tokens']} tokens, "
-                           f"{c['seconds']:.1f} s" for role, c in trace["costs"].items() if c["calls"])
+        # a prompt has tokens: 0 means the endpoint did not report them (llama_cpp.server when streaming)
+        costs = " · ".join(f"{role}: {c['calls']} call(s), {c['prompt_tokens'] or '?'}+{c['completion_tokens']} "
+                           f"tokens, {c['seconds']:.1f} s" for role, c in trace["costs"].items() if c["calls"])
         steps.append(f'<li class="slim-costs">Cost by role — {escape(costs)}</li>')
     return answer, f'<ul class="slim-trace">{"".join(steps)}</ul>'
 
