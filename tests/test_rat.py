@@ -102,10 +102,12 @@ def test_empty_query_falls_back_to_the_current_step_text(db):
 
 
 def test_steps_are_capped_and_embedded_queries_skip_the_query_call(db):
-    llm, backend = scripted_llm(db, [DRAFT, "r1", "r2"])
+    llm, backend = scripted_llm(db, [DRAFT, "r1 revised.", "r1 revised.\n\nr2 revised."])
     result = run_rat(llm, "task", lambda q: [evidence("x", "thought")], max_steps=2, llm_queries=False)
     assert len(backend.calls) == 3 and len(result.steps) == 2
-    assert result.steps[0].query == "RAW-ONE alpha." and result.steps[1].query == "RAW-TWO beta."
+    # ToQuery without a model: the raw step first, then the task, then the revised steps before it
+    assert result.steps[0].query == "RAW-ONE alpha.\n\ntask"
+    assert result.steps[1].query == "RAW-TWO beta.\n\ntask\n\nr1 revised."
     assert [e.id for e in result.retrieved] == ["x"]
 
 

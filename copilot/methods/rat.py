@@ -2,7 +2,8 @@
 
 1. Draft: zero-shot step-by-step answer to the task, split into steps (paragraphs separated by blank lines).
 2. Causal loop, i = 1..n: the draft so far = revised steps < i + raw step i;
-   query_i = ToQuery(task, draft so far) (an LLM-written short query; the text itself when the model gives none);
+   query_i = ToQuery(task, draft so far) (an LLM-written short query, or the task and the draft so far themselves
+   for an embedder: `llm_queries=False`);
    retrieve top-k for query_i; revise the WHOLE draft so far with what was retrieved (an empty revision keeps it).
 3. Return the revised draft, with a trace per step: query, retrieved ids, before and after.
 
@@ -41,6 +42,7 @@ REVISED, KEPT, NOTHING_RETRIEVED, FAILED, PENDING = "revised", "kept", "nothing 
 
 _BLANK_LINES = re.compile(r"\n\s*\n")
 _NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+", re.M)
+_STEP_LABEL = re.compile(r"^\s*step\s*\d+\s*(?:[-:.)–—]\s*)?", re.I)   # "Step 2 - …": the paragraph is the step
 _PREAMBLE = re.compile(r"^(?:sure|here(?: is|'s| are)|revised (?:draft|answer)|the revised)[^\n]*:\s*$", re.I)
 
 
@@ -108,7 +110,8 @@ def split_steps(text: str, max_steps: int | None = None) -> list[str]:
     text = clean_output(text)
     if not text:
         return []
-    parts = [p.strip() for p in _BLANK_LINES.split(text) if p.strip()]
+    parts = [_STEP_LABEL.sub("", p).strip() for p in _BLANK_LINES.split(text) if p.strip()]
+    parts = [p for p in parts if p]
     if len(parts) == 1 and len(_NUMBERED.findall(text)) >= 2:
         parts = [p.strip() for p in re.split(r"\n(?=\s*(?:\d+[.)]|[-*•])\s+)", text) if p.strip()]
     return parts[:max_steps] if max_steps else parts
@@ -127,6 +130,16 @@ def quote_evidence(items: Sequence[Evidence], chars: int = 320, label: Labeller 
         body = body if len(body) <= chars else body[:chars].rsplit(" ", 1)[0] + " …"
         blocks.append(source_block(label(item) if label else item.id, body))
     return "\n".join(blocks)
+
+
+def text_query(task: str, text: str) -> str:
+    """ToQuery without a model: the draft so far itself, for an embedder to search with. The current (raw) step
+    comes first, then the task, then the revised earlier steps: an embedder that reads only a text's beginning
+    (MiniLM: 256 tokens) still sees the step being checked."""
+    steps = split_steps(text)
+    if not steps:
+        return task
+    return "\n\n".join([steps[-1], task, *steps[:-1]])
 
 
 def to_query(llm: LLM | None, task: str, text: str, max_tokens: int = 32, grammar: str | None = None) -> str:
@@ -173,7 +186,7 @@ def restore_cut_revision(revision: str, before: str) -> tuple[str, str]:
 def iter_rat(llm: LLM, task: str, retrieve: Retriever, *, context: str = "", max_steps: int = 3,
              draft_tokens: int = 160, query_tokens: int = 32, revise_tokens: int = 192, llm_queries: bool = True,
              evidence_chars: int = 320, draft: str | None = None, draft_grammar: str | None = None,
-             revise_grammar: Callable[[Sequence[Evidence], int], str | None] | None = None,
+             revise_grammar: Callable[[Sequence[Evidence], str], str | None] | None = None,
              query_grammar: str | None = None, revise_prompt: Prompt = RAT_REVISE, label: Labeller | None = None,
              review: Reviewer | None = None) -> Iterator[RATResult]:
     """RAT for one task, yielding the one growing RATResult after the draft, after each step's retrieval and after
@@ -181,7 +194,7 @@ def iter_rat(llm: LLM, task: str, retrieve: Retriever, *, context: str = "", max
 
     `evidence_chars` cuts each retrieved item quoted to the reviser (prompt length is time on a local model).
     `draft` skips the draft call (a caller that already has one). `draft_grammar` and `revise_grammar` (made from
-    the items a step retrieved and the number of steps the draft so far has) bind the output's shape on a backend
+    the items a step retrieved and the draft so far) bind the output's shape on a backend
     that obeys grammars; `query_grammar` binds the query. `label` names each retrieved item in the revision prompt
     (default: its id); `review` applies the caller's output checks to a revision before it is accepted.
     Raises LLMError only when the draft fails; a failed query or revision keeps the draft so far and records the
@@ -201,11 +214,12 @@ def iter_rat(llm: LLM, task: str, retrieve: Retriever, *, context: str = "", max
         result.steps.append(step)
         result.stage = f"step {index} of {len(result.raw_steps)}: writing a search query"
         yield result
-        step.query = to_query(llm if llm_queries else None, task, before, query_tokens, query_grammar)
+        step.query = (to_query(llm, task, before, query_tokens, query_grammar) if llm_queries
+                      else text_query(task, before))
         step.retrieved = list(retrieve(step.query))
         result.stage = f"step {index} of {len(result.raw_steps)}: revising with what was retrieved"
         yield result
-        _revise(llm, step, task, len(split_steps(before)), revise_tokens=revise_tokens, evidence_chars=evidence_chars,
+        _revise(llm, step, task, revise_tokens=revise_tokens, evidence_chars=evidence_chars,
                 revise_grammar=revise_grammar, revise_prompt=revise_prompt, label=label, review=review)
         revised = step.after
         yield result
@@ -214,7 +228,7 @@ def iter_rat(llm: LLM, task: str, retrieve: Retriever, *, context: str = "", max
     yield result
 
 
-def _revise(llm: LLM, step: RevisionStep, task: str, paragraphs: int, *, revise_tokens: int, evidence_chars: int,
+def _revise(llm: LLM, step: RevisionStep, task: str, *, revise_tokens: int, evidence_chars: int,
             revise_grammar, revise_prompt: Prompt, label: Labeller | None, review: Reviewer | None) -> None:
     """Revise the draft so far with what the step retrieved; fill in step.after, status and note."""
     if not step.retrieved:
@@ -227,7 +241,7 @@ def _revise(llm: LLM, step: RevisionStep, task: str, paragraphs: int, *, revise_
             revise_prompt.render(task=task, sources=quote_evidence(step.retrieved, evidence_chars, label),
                                  draft=step.before),
             max_tokens=revise_tokens, temperature=0.0, usage=usage,
-            grammar=revise_grammar(step.retrieved, paragraphs) if revise_grammar else None))
+            grammar=revise_grammar(step.retrieved, step.before) if revise_grammar else None))
     except LLMError as caught:
         step.kept, step.status, step.error = True, FAILED, str(caught)
         step.note = "the revision failed, so the draft so far is kept"
