@@ -229,6 +229,13 @@ RELATED_WORK_TASK = ("Write the related work section of the paper titled \"{titl
                      "earlier work on the problem it studies, on the kind of method it uses, and on how such methods "
                      "are evaluated.")
 
+RELATED_WORK_ONE_CALL = register(Prompt(
+    name="related_work_one_call",
+    system="You write the related work section of a research paper from numbered sources. " + QUOTED_MATERIAL_RULE,
+    user=("{sources}\n\nWrite a short related work section for the paper titled \"{title}\", using the sources "
+          "above. Cite each source you use by its number in square brackets, e.g. [2]. Output only the section."),
+))
+
 STEP_CHARS = 220                # most characters of one sentence of a grammar-bound RAT draft or revision
 
 
