@@ -33,6 +33,8 @@ def scripted_reply(messages) -> str:
     if "Step 1: Is this a real answer" in text:
         return ("1\nAsked how language models can avoid hallucinating; the answer found that retrieval and checking "
                 "claims against papers help.")
+    if "describe the" in text or "JSON object" in text:     # PRISM's aspect descriptions, when the ranking asks
+        return "The paper studies how retrieval grounds the answers of language models in documents."
     raise AssertionError("unexpected prompt: " + text[:200])
 
 
@@ -90,8 +92,6 @@ def test_a_stopped_deep_answer_stores_nothing_and_calls_nothing_more(library):
 def test_related_work_cites_only_papers_of_its_prism_pool(library):
     services, papers = library
     services, _ = scripted(services)
-    backend = services.llm.backend
-    backend.replies[:0] = ["A concise research question description for this paper about its problem."] * 3
     query = related.parse_query(services, papers[7].id)
     draft = draft_related_work(services, query)
     record = draft.as_dict()
