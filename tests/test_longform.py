@@ -163,3 +163,5 @@ def test_authors_bibtex_and_latex():
     assert as_latex(shown, items, keys) == ("Claims. Deguchi and Watanabe~\\cite{deguchi2023subset} propose a subset "
                                             "search. Lee~\\cite{lee2023best} shows that it works.")
     assert "eprint" not in bibtex_entry(paper("rw10-c03", ["A B"], "T"), "b2023t")    # not an arXiv paper
+    nameless = {"2301.00001": paper("2301.00001", [], "Untitled")}
+    assert with_authors("Source [1] proposes x.", items, nameless) == "Earlier work [1] proposes x."

@@ -116,15 +116,16 @@ def finish(draft: RelatedWorkDraft) -> None:
 
 
 def with_authors(text: str, items: Sequence[Evidence], papers: dict[str, Paper]) -> str:
-    """"Source [3] proposes …" → "Deguchi et al. [3] propose …" for a paper; a thought stays "Source [n]"."""
+    """"Source [3] proposes …" → "Deguchi et al. [3] propose …" for a paper ("Earlier work [3] proposes …" when it
+    has no author on record); a thought stays "Source [n]"."""
     def replace(match: re.Match) -> str:
         number, verb = int(match.group(1)), match.group(2)
         if not 0 < number <= len(items) or items[number - 1].id not in papers:
             return match.group(0)
         authors = papers[items[number - 1].id].authors
         who = author_phrase(authors)
-        if not who:
-            return match.group(0)
+        if not who:       # no author on record: still no "Source" in a related-work section
+            return f"Earlier work [{number}] {verb}"
         return f"{who} [{number}] {PLURAL[verb] if len(authors) > 1 else verb}"
     verbs = "|".join(re.escape(v) for v in PLURAL)
     return re.sub(rf"\bSource \[(\d+)\] ({verbs})", replace, text)
