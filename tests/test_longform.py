@@ -165,3 +165,4 @@ def test_authors_bibtex_and_latex():
     assert "eprint" not in bibtex_entry(paper("rw10-c03", ["A B"], "T"), "b2023t")    # not an arXiv paper
     nameless = {"2301.00001": paper("2301.00001", [], "Untitled")}
     assert with_authors("Source [1] proposes x.", items, nameless) == "Earlier work [1] proposes x."
+    assert with_authors("Source [1] reports less.", items, papers) == "Deguchi and Watanabe [1] reports less."

@@ -119,16 +119,17 @@ def with_authors(text: str, items: Sequence[Evidence], papers: dict[str, Paper])
     """"Source [3] proposes …" → "Deguchi et al. [3] propose …" for a paper ("Earlier work [3] proposes …" when it
     has no author on record); a thought stays "Source [n]"."""
     def replace(match: re.Match) -> str:
-        number, verb = int(match.group(1)), match.group(2)
+        number, verb = int(match.group(1)), match.group(2) or ""
         if not 0 < number <= len(items) or items[number - 1].id not in papers:
             return match.group(0)
         authors = papers[items[number - 1].id].authors
         who = author_phrase(authors)
         if not who:       # no author on record: still no "Source" in a related-work section
-            return f"Earlier work [{number}] {verb}"
-        return f"{who} [{number}] {PLURAL[verb] if len(authors) > 1 else verb}"
+            return f"Earlier work [{number}]{verb}"
+        plural = len(authors) > 1 and verb.strip() in PLURAL
+        return f"{who} [{number}]{' ' + PLURAL[verb.strip()] if plural else verb}"
     verbs = "|".join(re.escape(v) for v in PLURAL)
-    return re.sub(rf"\bSource \[(\d+)\] ({verbs})", replace, text)
+    return re.sub(rf"\bSource \[(\d+)\](\s+(?:{verbs}))?", replace, text)
 
 
 def author_phrase(authors: Sequence[str]) -> str:
