@@ -187,7 +187,10 @@ def profile_grammar(paper_ids) -> str:
     return "\n".join([f"root ::= {body}", f"verb ::= {_choices(PROFILE_VERBS)}", f"words ::= {words}"])
 
 
-# --- Trends (issue #5): RAT (reusable: Chat's deep answer uses the same three), topic and period summaries
+# --- RAT (methods.md §3): Trends ideas, Chat's deep answers and Related's related-work drafts all run it --------
+# The draft and the query prompts are shared. Trends' ideas cite papers by id (RAT_REVISE); deep answers and
+# related-work drafts number what they retrieved [1], [2] … across the whole run (RAT_REVISE_NUMBERED), since a
+# short number is what a small model copies correctly.
 RAT_DRAFT = register(Prompt(
     name="rat_draft",
     system="You answer research tasks step by step, briefly. " + QUOTED_MATERIAL_RULE,
@@ -210,6 +213,70 @@ RAT_REVISE = register(Prompt(
           "brackets, e.g. [2501.01234]. If the draft is already right, output it unchanged. Keep one paragraph "
           "per step, separated by blank lines. Output only the revised draft."),
 ))
+
+RAT_REVISE_NUMBERED = register(Prompt(
+    name="rat_revise_numbered",
+    system="You revise a draft using numbered sources from a library of papers and notes. " + QUOTED_MATERIAL_RULE,
+    user=("{sources}\n\n##Task:\n{task}\n\n##Draft:\n{draft}\n\n##Instruction:\nRevise the draft with the sources "
+          "above. Correct what they show is wrong and add what they support, citing each source you use by its "
+          "number in square brackets, e.g. [2]. Keep what is already right. Keep one paragraph per step, separated "
+          "by blank lines. Output only the revised draft."),
+))
+
+DEEP_ANSWER_TASK = "Answer this research question in {steps} short steps: {question}"
+
+RELATED_WORK_TASK = ("Write the related work section of the paper titled \"{title}\" in {steps} short paragraphs: "
+                     "earlier work on the problem it studies, on the kind of method it uses, and on how such methods "
+                     "are evaluated.")
+
+RELATED_WORK_ONE_CALL = register(Prompt(
+    name="related_work_one_call",
+    system="You write the related work section of a research paper from numbered sources. " + QUOTED_MATERIAL_RULE,
+    user=("{sources}\n\nWrite a short related work section for the paper titled \"{title}\", using the sources "
+          "above. Cite each source you use by its number in square brackets, e.g. [2]. Output only the section."),
+))
+
+STEP_CHARS = 220                # most characters of one sentence of a grammar-bound RAT draft or revision
+
+
+def steps_grammar(steps: int, sentences: int = 1, max_chars: int = STEP_CHARS) -> str:
+    """GBNF for a small model's zero-shot RAT draft: exactly `steps` paragraphs separated by a blank line, each
+    1..`sentences` plain sentences without brackets, links or markup (no source was given, so nothing to cite)."""
+    more = "".join(' (" " sentence)?' for _ in range(max(1, sentences) - 1))
+    return "\n".join([f"root ::= {_paragraphs(['step'] * max(1, steps))}", f"step ::= sentence{more}",
+                      f'sentence ::= [A-Z] [^\\[\\]\\n<>.…!?:]{{20,{max_chars}}} "."'])
+
+
+def _paragraphs(rules) -> str:
+    return ' "\\n\\n" '.join(rules)
+
+
+def revision_grammar(labels, kept_labels, new_labels=(), max_chars: int = STEP_CHARS) -> str:
+    """GBNF for a small model's RAT revision of a draft whose earlier steps cite `kept_labels` (one list per earlier
+    step) and whose last step is being revised: exactly that many paragraphs (no step can be dropped). Each is a
+    sentence that may end with a citation of one of `labels` ("… [2].") followed by a sentence that opens with the
+    source it comes from ("Source [3] shows that …", as Chat's answers do): required, and citing one of its own
+    sources, in an earlier step that cited some (a small model otherwise drops them), optional in one that cited
+    none; required in the last step, citing one of `new_labels` (what this step retrieved)."""
+    rules, names = [], []
+    for index, cited in enumerate(kept_labels, start=1):
+        if cited:
+            rules.append(f'step{index} ::= sentence " Source [" ({_choices(cited)}) "] " verb " " words "."')
+        else:
+            rules.append(f"step{index} ::= sentence evidence?")
+        names.append(f"step{index}")
+    return "\n".join([
+        f"root ::= {_paragraphs(names + ['last'])}",
+        *rules,
+        f'last ::= sentence " Source [" ({_choices(new_labels or labels)}) "] " verb " " words "."',
+        'evidence ::= " Source [" label "] " verb " " words "."',
+        f'sentence ::= [A-Z] [^\\[\\]\\n<>.…!?:]{{20,{max_chars}}} cite? "."',
+        'cite ::= " [" label "]"',
+        f"verb ::= {_choices(ANSWER_VERBS)}",
+        f"words ::= [^\\[\\]\\n<>.…]{{20,{max_chars}}}",
+        f"label ::= {_choices(labels)}",
+    ])
+
 
 TRENDS_TOPIC_SUMMARY = register(Prompt(
     name="trends_topic_summary",

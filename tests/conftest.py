@@ -28,6 +28,7 @@ UNIT_MODULES |= {"test_eval_slim"}  # eval slim: F1, the dev set, scripted count
 UNIT_MODULES |= {"test_login"}     # the password gate with a fake clock (issue #19)
 UNIT_MODULES |= {"test_fusion"}    # Related rankings: fusion, BM25, query choice, the default rule (issue #22)
 UNIT_MODULES |= {"test_gor_unit"}  # Graph of Records: graph, BERTScore, loss, store (issue #16)
+UNIT_MODULES |= {"test_longform", "test_eval_related_work"}  # RAT deep answers, related-work drafts (issue #15)
 TIERS = ("unit", "integration", "browser")
 
 

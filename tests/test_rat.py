@@ -33,7 +33,8 @@ def test_call_order_is_draft_then_query_retrieve_revise_per_step(db):
     events: list[str] = []
     replies = [recorder(events, "draft", DRAFT)]
     for i in (1, 2, 3):
-        replies += [recorder(events, f"query{i}", f"q{i}"), recorder(events, f"revise{i}", f"REV-{i}")]
+        revised = "\n\n".join(f"REVISED STEP {n} of the draft." for n in range(1, i + 1))
+        replies += [recorder(events, f"query{i}", f"q{i}"), recorder(events, f"revise{i}", revised)]
     llm, backend = scripted_llm(db, replies)
 
     def retrieve(query):
@@ -46,7 +47,7 @@ def test_call_order_is_draft_then_query_retrieve_revise_per_step(db):
                       "query3", "retrieve:q3", "revise3"]
     assert [c.messages[-1]["content"].split("##Instruction")[0].count("the task") for c in backend.calls] == [1] * 7
     assert result.raw_steps == ["RAW-ONE alpha.", "RAW-TWO beta.", "RAW-THREE gamma."]
-    assert result.text == "REV-3"
+    assert result.revised_steps == [f"REVISED STEP {n} of the draft." for n in (1, 2, 3)]
     assert [s.query for s in result.steps] == ["q1", "q2", "q3"]
     assert [s.retrieved_ids for s in result.steps] == [["2501.00001"], ["2501.00002"], ["2501.00003"]]
     # the revision prompt quotes what was retrieved for its own step
@@ -79,18 +80,18 @@ def test_each_step_sees_revised_earlier_steps_and_raw_current_step_only(db):
 
 def test_empty_revision_keeps_the_previous_draft(db):
     llm, _ = scripted_llm(db, [DRAFT, "q1", "REV-ONE", "q2", "   \n ", "q3", "REV-ONE\n\nRAW-TWO beta.\n\nREV-3"])
-    result = run_rat(llm, "task", lambda q: [], max_steps=3)
+    result = run_rat(llm, "task", lambda q: [evidence("2501.00001")], max_steps=3)
     assert result.steps[1].kept and result.steps[1].after == result.steps[1].before == "REV-ONE\n\nRAW-TWO beta."
     assert result.steps[2].before == "REV-ONE\n\nRAW-TWO beta.\n\nRAW-THREE gamma."
     assert not result.steps[0].kept
 
 
 def test_failed_revision_keeps_the_draft_and_records_the_error(db):
-    llm, _ = scripted_llm(db, [DRAFT, "q1", LLMError("model crashed"), "q2", "ONE\n\nTWO"])
-    result = run_rat(llm, "task", lambda q: [], max_steps=2)
+    llm, _ = scripted_llm(db, [DRAFT, "q1", LLMError("model crashed"), "q2", "ONE revised.\n\nTWO revised."])
+    result = run_rat(llm, "task", lambda q: [evidence("2501.00001")], max_steps=2)
     assert result.steps[0].kept and result.steps[0].error == "model crashed"
     assert result.steps[0].after == "RAW-ONE alpha."
-    assert result.text == "ONE\n\nTWO"
+    assert result.text == "ONE revised.\n\nTWO revised."
 
 
 def test_empty_query_falls_back_to_the_current_step_text(db):
@@ -101,10 +102,12 @@ def test_empty_query_falls_back_to_the_current_step_text(db):
 
 
 def test_steps_are_capped_and_embedded_queries_skip_the_query_call(db):
-    llm, backend = scripted_llm(db, [DRAFT, "r1", "r2"])
+    llm, backend = scripted_llm(db, [DRAFT, "r1 revised.", "r1 revised.\n\nr2 revised."])
     result = run_rat(llm, "task", lambda q: [evidence("x", "thought")], max_steps=2, llm_queries=False)
     assert len(backend.calls) == 3 and len(result.steps) == 2
-    assert result.steps[0].query == "RAW-ONE alpha." and result.steps[1].query == "RAW-TWO beta."
+    # ToQuery without a model: the raw step first, then the task, then the revised steps before it
+    assert result.steps[0].query == "RAW-ONE alpha.\n\ntask"
+    assert result.steps[1].query == "RAW-TWO beta.\n\ntask\n\nr1 revised."
     assert [e.id for e in result.retrieved] == ["x"]
 
 

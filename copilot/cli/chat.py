@@ -9,6 +9,7 @@ from copilot.cli.output import print_json
 from copilot.errors import UserError
 from copilot.features.adaptive import ask_adaptive
 from copilot.features.chat import VOTE_CHOICES, ChatError, chat_for, job_record
+from copilot.features.deep import ask_deep
 from copilot.features.stats import chat_stats
 from copilot.services import Services
 
@@ -16,6 +17,8 @@ from copilot.services import Services
 def cmd_ask(args: argparse.Namespace) -> int:
     if args.mode == "slim":
         return ask_slim(args)
+    if args.mode == "deep":
+        return ask_deep_answer(args)
     try:
         record = chat_for(Services()).ask(args.question, args.user, personalize=args.personalize, vote=args.vote,
                                           previous_turn=args.after)
@@ -57,6 +60,26 @@ def ask_slim(args: argparse.Namespace) -> int:
     return 0
 
 
+def ask_deep_answer(args: argparse.Namespace) -> int:
+    """One deep answer (RAT): a step-by-step draft, each step checked against papers and thoughts and revised."""
+    if args.vote or args.after or args.personalize:
+        raise UserError("--vote, --after and --personalize belong to the A/B mode, not to --mode deep")
+    try:
+        record = ask_deep(Services(), args.question, args.user, keep=not args.no_thought)
+    except ChatError as error:
+        raise UserError(str(error)) from None
+    if args.json:
+        print_json(record)
+        return 0
+    print(record["answer"])
+    for citation in record["citations"]:
+        print(f"  [{citation['label']}] {citation['id']} {citation['title']}")
+    for step in record["trace"]:
+        print(f"step {step['step']} ({step['status']}): {' '.join(step['query'].split())[:100]} -> "
+              f"{', '.join(r['id'] for r in step['retrieved']) or 'nothing'}", file=sys.stderr)
+    return 0
+
+
 def cmd_vote(args: argparse.Namespace) -> int:
     chat = chat_for(Services())
     try:
@@ -90,9 +113,13 @@ def add_chat_commands(sub: argparse._SubParsersAction) -> None:
                    "no thought until it is voted on or its grace period ends")
     p.add_argument("--after", default=None, metavar="TURN_ID",
                    help="the previous turn of this chat: a follow-up question is read in its context")
-    p.add_argument("--mode", choices=("ab", "slim"), default="ab",
+    p.add_argument("--mode", choices=("ab", "slim", "deep"), default="ab",
                    help="ab (default): the blind comparison of two answers; slim: one answer, the local proxy model "
-                   "deciding whether and what to retrieve first (SlimPLM), with its decision trace")
+                   "deciding whether and what to retrieve first (SlimPLM), with its decision trace; deep: a "
+                   "step-by-step answer, each step checked against papers and thoughts and revised (RAT), with its "
+                   "trace")
+    p.add_argument("--no-thought", action="store_true",
+                   help="--mode deep: do not turn the finished answer into a thought")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_ask)
 

@@ -11,7 +11,9 @@ from pathlib import Path
 from copilot.cli.output import print_json
 from copilot.config import load_settings
 from copilot.errors import UserError
-from copilot.eval import slim_eval, thoughts_eval
+from copilot.eval import related_work_eval, slim_eval, thoughts_eval
+from copilot.eval.bench_chat import TimedBackend
+from copilot.llm import build_llm
 from copilot.eval.csfcube import FACETS, METHODS, EvalDataError, markdown_table, output_name, run, write_outputs
 from copilot.methods.prism import ASPECT_MAX_TOKENS, MODES, SEPARATE
 from copilot.services import Services
@@ -86,6 +88,37 @@ def _corpus(args: argparse.Namespace) -> Path:
     if not corpus.is_file():
         raise UserError(f"no corpus at {corpus}: pass --corpus PATH (a JSON-lines file of arXiv papers)")
     return corpus
+
+
+def cmd_eval_related_work(args: argparse.Namespace) -> int:
+    """Drafts with plain retrieval + one call, RAT, and RAT over papers ∪ thoughts after a warm-up."""
+    settings = load_settings()
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in related_work_eval.METHODS]
+    if unknown:
+        raise UserError(f"unknown method(s) {', '.join(unknown)}: choose from {', '.join(related_work_eval.METHODS)}")
+    try:
+        targets = related_work_eval.load_targets(Path(args.data))[:args.limit]
+    except related_work_eval.EvalDataError as error:
+        raise UserError(str(error)) from None
+    eval_dir = settings.data_dir / "eval"
+    digest = hashlib.sha1(str(Path(args.data).resolve()).encode("utf-8")).hexdigest()[:8]
+    store_dir = eval_dir / "related-work-store" / f"{digest}-d{args.distractors}"
+    store_settings = settings.model_copy(update={"data_dir": store_dir})
+    backend = TimedBackend(build_llm(store_settings, None).backend)
+    services = Services(store_settings, llm_backend=backend)
+    stored = related_work_eval.prepare_library(services, targets, _corpus(args), args.distractors)
+    _to_stderr(f"library: {stored} papers in {store_dir}; {len(targets)} target papers")
+    report = related_work_eval.evaluate(services, backend, targets, methods, progress=_to_stderr)
+    report.meta.update(data=str(args.data), library_papers=stored, distractors=args.distractors)
+    paths = related_work_eval.write_outputs(report, eval_dir)
+    _to_stderr(related_work_eval.markdown(report))
+    _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
+    if args.json:
+        print_json(report.as_json())
+    else:
+        print(related_work_eval.markdown(report))
+    return 0
 
 
 def cmd_eval_slim_questions(args: argparse.Namespace) -> int:
@@ -226,6 +259,20 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object: meta, heldout, trained_on, coverage, "
                    "answers, timing, per_question (the Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_gor)
+    p = names.add_parser("related-work", help="related-work drafts against real sections: plain retrieval + one call "
+                         "vs RAT vs RAT over papers and thoughts after a warm-up (citation recall/precision, ROUGE-L, "
+                         "length, time, LLM calls)")
+    p.add_argument("--data", required=True, help="directory of rwsg-prv records (e.g. ../shared/data/related-work)")
+    p.add_argument("--methods", default=",".join(related_work_eval.METHODS), help="comma-separated: "
+                   + ", ".join(related_work_eval.METHODS))
+    p.add_argument("--limit", type=int, default=None, help="only the first N target papers")
+    p.add_argument("--corpus", default=None, help="JSON-lines papers the distractors come from "
+                   "(default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
+    p.add_argument("--distractors", type=int, default=300, help="the corpus's first N papers also in the library "
+                   "(default 300)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: summary, per_target, meta (the "
+                   "Markdown table goes to stderr)")
+    p.set_defaults(func=cmd_eval_related_work)
 
     p = names.add_parser("slim-questions", help="write SlimPLM's dev question set: questions about seeded recent "
                          "papers (reference: the abstract's proposal sentence) alternating with general CS questions")

@@ -9,6 +9,7 @@ from copilot.cli.output import print_json
 from copilot.errors import UserError
 from copilot.features.related import (MODES, ONE_CALL_PER_ASPECT, QUERY_LABELS, RANKINGS, RESULT_LIMIT,
                                       RelatedError, find_related, parse_query)
+from copilot.features.related_work import draft_related_work
 from copilot.services import Services
 
 
@@ -36,6 +37,24 @@ def cmd_related(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_related_work(args: argparse.Namespace) -> int:
+    services = Services()
+    try:
+        query = parse_query(services, args.arxiv_id or "", args.title or "", args.abstract or "")
+        draft = draft_related_work(services, query, user=args.user, thoughts=args.with_thoughts,
+                                   progress=lambda step: print(step, file=sys.stderr))
+    except RelatedError as error:
+        raise UserError(str(error)) from None
+    record = draft.as_dict()
+    if args.json:
+        print_json(record)
+        return 0
+    print(record["text"])
+    print()
+    print(record["bibtex"])
+    return 0
+
+
 def add_related_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("related", help="papers related to a query paper (PRISM aspect queries, title, abstract and "
                        "shared words, fused by RRF)")
@@ -53,3 +72,14 @@ def add_related_commands(sub: argparse._SubParsersAction) -> None:
                    "or one JSON call")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_related)
+
+    p = sub.add_parser("related-work", help="draft a related-work section for a paper, citing library papers "
+                       "(PRISM retrieval, then RAT revision), with the BibTeX of the cited papers")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--arxiv-id", help="arXiv id or URL of the paper (library first, else arXiv)")
+    source.add_argument("--title", help="title of the paper (with --abstract)")
+    p.add_argument("--abstract", help="abstract of the paper (with --title)")
+    p.add_argument("--with-thoughts", action="store_true", help="also retrieve stored thoughts at each step")
+    p.add_argument("--user", default="local", help="whose private thoughts may be retrieved (default: local)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_related_work)

@@ -386,7 +386,7 @@ def generate_ideas(services: Services, report: TrendsReport, papers: dict[str, P
     if services.llm.obeys_grammar:   # a small local model: "Idea: … Support: [id] shows that …", one per step
         draft_grammar = ideas_grammar(opts.ideas)
 
-        def revise_grammar(retrieved: Sequence[Evidence]) -> str:
+        def revise_grammar(retrieved: Sequence[Evidence], draft_so_far: str) -> str:
             return ideas_grammar(opts.ideas, [e.id for e in retrieved if e.kind == "paper"])
     result = run_rat(services.llm, ideas_task(report, profile, opts.ideas),
                      retriever(services, opts.retrieve_k, report.user),

@@ -14,12 +14,14 @@ import gradio as gr
 
 from copilot.features.adaptive import stream_adaptive
 from copilot.features.chat import ChatError, chat_for
+from copilot.features.deep import keep_in_background, stream_deep
 from copilot.features.limits import RateLimited, check_rate
 from copilot.features.memory import delete_thought, memory_view
 from copilot.features.stats import vote_stats
 from copilot.services import Services
 from copilot.grounding import ids_to_labels
 from copilot.ui.common import arxiv_link, current_user, escape, rate_scope
+from copilot.ui.longform import result_html, trace_html
 
 VOTE_BUTTONS = [("A is better", "A", "chat-vote-a"), ("B is better", "B", "chat-vote-b"),
                 ("Tie", "tie", "chat-vote-tie"), ("Both bad", "bad", "chat-vote-bad")]
@@ -237,6 +239,19 @@ def stats_figure(stats: dict):
     return figure
 
 
+DEEP_THOUGHT_WAIT_S = 30
+DEEP_THOUGHT = {"stored": "Kept as a thought ({thought_id}), made from all {sources} items retrieved in the run.",
+                "redundant": "Not kept as a thought: memory already holds something this close.",
+                "not_an_answer": "Not kept as a thought: {reason}."}
+
+
+def _deep_thought_text(thought: dict) -> str:
+    template = DEEP_THOUGHT.get(thought.get("status", ""), "Thought step: {status}.")
+    values = {"reason": "the thought step found no real answer"}
+    values.update({key: value for key, value in thought.items() if value is not None})
+    return template.format(**values)
+
+
 SLIM_NO_SOURCES = ("Answered from the model's own knowledge, without sources: the judge decided no retrieval was "
                    "needed. Check it, or ask again naming a paper.")
 
@@ -332,6 +347,37 @@ def build(services: Services) -> None:
         except (ChatError, RateLimited) as error:     # MainModelFailed is a ChatError
             yield f'<div class="chat-notice">{escape(error)}</div>', gr.update(), gr.update()
 
+    def ask_deep(question: str, turn_id: str | None, request: gr.Request):
+        """A deep answer (RAT) to the question typed, or else to the turn shown; streamed with its step trace. The
+        finished answer goes to the thought step in the background; a stopped one never does."""
+        user = current_user(request)
+        if not (question or "").strip() and turn_id:
+            shown = chat.view(turn_id)
+            question = shown["question"] if shown and shown["user"] == user else ""
+        try:
+            check_rate(services, user, rate_scope(request, user), "asking")
+            last, live = 0.0, None
+            for live in stream_deep(services, question, user):
+                if time.monotonic() - last >= _STREAM_EVERY_S or live.done:
+                    last = time.monotonic()
+                    record = live.as_dict()
+                    yield result_html(record, "answer", f"Deep answer (RAT): {record['question']}"), trace_html(record)
+        except (ChatError, RateLimited) as error:
+            yield f'<div class="chat-notice">{escape(error)}</div>', ""
+            return
+        if not live.run.text:
+            return
+        job = keep_in_background(services, live, user)
+        waited = time.monotonic()
+        while not job.done() and time.monotonic() - waited < DEEP_THOUGHT_WAIT_S:
+            time.sleep(0.5)
+        record = live.as_dict()
+        status = (_deep_thought_text(record["thought"]) if job.done() and not job.exception() else
+                  "The thought step is still running in the background." if not job.done() else
+                  f"The thought step failed: {job.exception()}")
+        yield (result_html(record, "answer", f"Deep answer (RAT): {record['question']}")
+               + f'<div class="deep-thought">{escape(status)}</div>', trace_html(record))
+
     def vote(choice: str, turn_id: str | None, request: gr.Request):
         user = current_user(request)
         if not turn_id:
@@ -384,6 +430,7 @@ def build(services: Services) -> None:
                 personalize = gr.Checkbox(label="Adapt answers to my saved profile", value=False,
                                           elem_id="chat-personalize")
                 ask_button = gr.Button("Ask", variant="primary", elem_id="chat-ask")
+                deep_button = gr.Button("Deep answer (RAT)", elem_id="chat-deep")
             notice = gr.HTML(elem_id="chat-notice")
             with gr.Row(equal_height=False):
                 answer_a = gr.HTML(elem_id="chat-answer-a")
@@ -391,6 +438,14 @@ def build(services: Services) -> None:
             with gr.Row(visible=False, elem_id="chat-vote-row") as vote_row:
                 vote_buttons = [(gr.Button(text, elem_id=elem), value) for text, value, elem in VOTE_BUTTONS]
             vote_status = gr.HTML(elem_id="chat-vote-status")
+            deep_answer = gr.HTML(elem_id="chat-deep-answer")
+            deep_stop = gr.Button("Stop the deep answer", size="sm", elem_id="chat-deep-stop")
+            with gr.Accordion("Deep answer: step trace", open=False, elem_id="chat-deep-trace-box"):
+                gr.Markdown("A deep answer drafts the answer step by step without sources, then for each step "
+                            "searches papers and stored thoughts with the draft so far and revises the whole draft "
+                            "with what it found (RAT). Each step shows its query, what it retrieved, and the text "
+                            "before and after. A finished answer may become a thought; a stopped one never does.")
+                deep_trace = gr.HTML(elem_id="chat-deep-trace")
             gr.Markdown("#### Your recent questions")
             recent = gr.HTML(elem_id="chat-recent")
             turn_state = gr.State(None)
@@ -425,6 +480,9 @@ def build(services: Services) -> None:
                      concurrency_id="chat-ask")
     question.submit(ask, [question, personalize, turn_state], ask_outputs, concurrency_limit=asks_at_once,
                     concurrency_id="chat-ask")
+    deep_event = deep_button.click(ask_deep, [question, turn_state], [deep_answer, deep_trace],
+                                   concurrency_limit=asks_at_once, concurrency_id="chat-ask")
+    deep_stop.click(None, None, None, cancels=[deep_event])
     for trigger in (slim_button.click, slim_question.submit):
         trigger(ask_slim, [slim_question], [slim_notice, slim_answer, slim_trace], concurrency_limit=asks_at_once,
                 concurrency_id="chat-ask")

@@ -12,6 +12,7 @@ from copilot.features import related
 from copilot.services import Services
 from copilot.features.limits import RateLimited, check_rate
 from copilot.ui.common import arxiv_link, current_user, escape, rate_scope
+from copilot.ui.related_work import build_draft_tab
 
 MODE_LABELS = {"Three aspect prompts (PRISM)": related.ONE_CALL_PER_ASPECT,
                "One JSON prompt (cheaper)": related.ONE_JSON_CALL}
@@ -113,6 +114,8 @@ def build(services: Services) -> None:
             baseline = gr.HTML(elem_id="related-baseline")
         with gr.Tab("Aspect queries"):
             aspects = gr.HTML(elem_id="related-aspects")
+        with gr.Tab("Related-work draft (RAT)", id="related-work-tab"):
+            build_draft_tab(services, reference, title, abstract)
 
     def run(reference_text, title_text, abstract_text, ranking_name, mode_label, request: gr.Request):
         try:

@@ -1,0 +1,70 @@
+"""Related's "Related-work draft (RAT)" tab: for the query paper above, a related-work section citing library papers,
+streamed with its step trace; the cited papers' BibTeX as a download and the draft in LaTeX."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import gradio as gr
+
+from copilot.features import related
+from copilot.features.limits import RateLimited, check_rate
+from copilot.features.related_work import stream_related_work
+from copilot.services import Services
+from copilot.ui.common import current_user, escape, rate_scope
+from copilot.ui.longform import result_html, trace_html
+
+_STREAM_EVERY_S = 0.2
+
+
+def write_bibtex(bibtex: str, paper_title: str) -> str | None:
+    """The BibTeX in a temporary .bib file for the download button (None when nothing was cited)."""
+    if not bibtex.strip():
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="related-work-"))
+    stem = "".join(c if c.isalnum() else "-" for c in (paper_title or "draft").lower())[:40].strip("-") or "draft"
+    path = folder / f"related-work-{stem}.bib"
+    path.write_text(bibtex + "\n", encoding="utf-8")
+    return str(path)
+
+
+def build_draft_tab(services: Services, reference: gr.Textbox, title: gr.Textbox, abstract: gr.Textbox) -> None:
+    """The tab's parts and events; the query paper comes from the Related tab's own inputs."""
+    gr.Markdown("A related-work section for the query paper, citing papers of the library: the library is ranked "
+                "by the paper's aspects (PRISM), a draft is written without sources, then each paragraph is checked "
+                "against the best-matching ranked papers and the whole draft revised (RAT). Citations are checked: "
+                "only retrieved papers can be cited.")
+    with gr.Row():
+        with_thoughts = gr.Checkbox(label="Also use stored thoughts", value=False, elem_id="related-work-thoughts")
+        run_button = gr.Button("Draft related work (RAT)", variant="primary", elem_id="related-work-run")
+        stop_button = gr.Button("Stop", size="sm", elem_id="related-work-stop")
+    result = gr.HTML(elem_id="related-work-result")
+    bibtex_file = gr.File(label="BibTeX of the cited papers", elem_id="related-work-bibtex", interactive=False)
+    latex = gr.Code(label="The draft in LaTeX (\\cite keys match the BibTeX)", language="latex",
+                    elem_id="related-work-latex", interactive=False)
+    with gr.Accordion("Step trace", open=False):
+        trace = gr.HTML(elem_id="related-work-trace")
+
+    def run(reference_text, title_text, abstract_text, thoughts, request: gr.Request):
+        user = current_user(request)
+        try:
+            check_rate(services, user, rate_scope(request, user), "a related-work draft")
+            query = related.parse_query(services, reference_text, title_text, abstract_text)
+            last = 0.0
+            for live in stream_related_work(services, query, user=user, thoughts=thoughts):
+                if time.monotonic() - last >= _STREAM_EVERY_S or live.done:
+                    last = time.monotonic()
+                    record = live.as_dict()
+                    done = live.done
+                    yield (result_html(record, "text", f"Related work: {query.paper.title or 'pasted text'}"),
+                           write_bibtex(record["bibtex"], query.paper.title) if done else None,
+                           record["latex"] if done else "", trace_html(record))
+        except (related.RelatedError, RateLimited) as error:
+            yield f"<p class='related-status'>⚠ {escape(error)}</p>", None, "", ""
+
+    event = run_button.click(run, [reference, title, abstract, with_thoughts], [result, bibtex_file, latex, trace],
+                             concurrency_limit=1 if services.settings.llm_backend == "local" else None,
+                             concurrency_id="related-work")
+    stop_button.click(None, None, None, cancels=[event])
