@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from copilot.eval.related_work_eval import citation_scores, load_targets, markdown, rouge_l, summarize, Report
+from copilot.eval.metrics import rouge_l
+from copilot.eval.related_work_eval import Report, citation_scores, load_targets, markdown, summarize
 from tests.helpers import DATA
 
 RELATED_WORK = DATA / "related-work"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from copilot.eval.metrics import rouge_l
 from copilot.features import gor as feature
 from copilot.methods import gor
 from copilot.methods.topics import build_topics
@@ -51,36 +51,11 @@ class GoREvalReport:
 
 
 # --- BM25: the product's lexical ranker (store/lexical.py) over the records' texts ------------------------------
-_TOKEN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-
-
-def words(text: str) -> list[str]:
-    return _TOKEN.findall(text.lower())
-
-
 def bm25_scores(documents: Sequence[str], queries: Sequence[str]) -> np.ndarray:
     """[Q, N] BM25 scores of every document for every query."""
     index = Bm25([str(i) for i in range(len(documents))], documents)
     return np.array([index.scores(query) for query in queries], dtype=np.float64).reshape(len(queries),
                                                                                            len(documents))
-
-
-def rouge_l(candidate: str, reference: str) -> float:
-    """ROUGE-L F1 on lower-cased word tokens (longest common subsequence)."""
-    a, r = words(candidate), words(reference)
-    if not a or not r:
-        return 0.0
-    previous = [0] * (len(r) + 1)
-    for x in a:
-        current = [0]
-        for j, y in enumerate(r, start=1):
-            current.append(previous[j - 1] + 1 if x == y else max(previous[j], current[j - 1]))
-        previous = current
-    lcs = previous[-1]
-    if lcs == 0:
-        return 0.0
-    precision, recall = lcs / len(a), lcs / len(r)
-    return 2 * precision * recall / (precision + recall)
 
 
 # --- the run ---------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ never a candidate of its own ranking (`score_ranking` drops it from the ranking 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -137,3 +138,24 @@ def compare_paired(method: Sequence[float], baseline: Sequence[float], tie: floa
             "wins": wins, "losses": losses, "ties": len(differences) - wins - losses,
             "sign_test_p": sign_test_p(wins, losses), "bootstrap_ci_low": boot["ci_low"],
             "bootstrap_ci_high": boot["ci_high"], "bootstrap_p": boot["p"]}
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def rouge_l(candidate: str, reference: str) -> float:
+    """ROUGE-L F1 over lower-cased word tokens (the longest common subsequence; beta = 1)."""
+    a, b = _WORD.findall(candidate.lower()), _WORD.findall(reference.lower())
+    if not a or not b:
+        return 0.0
+    previous = [0] * (len(b) + 1)
+    for x in a:
+        current = [0]
+        for j, y in enumerate(b, start=1):
+            current.append(previous[j - 1] + 1 if x == y else max(previous[j], current[j - 1]))
+        previous = current
+    lcs = previous[-1]
+    if lcs == 0:
+        return 0.0
+    precision, recall = lcs / len(a), lcs / len(b)
+    return 2 * precision * recall / (precision + recall)

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from copilot.eval.bench_chat import TimedBackend
+from copilot.eval.metrics import rouge_l
 from copilot.features import related
 from copilot.features.deep import keep_as_thought, stream_deep
 from copilot.features.library import ingestor
@@ -131,24 +132,6 @@ def prepare_library(services: Services, targets: Sequence[Target], corpus: Path,
 
 # --- metrics -------------------------------------------------------------------------------------------------
 _TOKEN = re.compile(r"[a-z0-9]+")
-
-
-def rouge_l(candidate: str, reference: str) -> float:
-    """ROUGE-L F1 over lower-cased word tokens (the longest common subsequence; beta = 1)."""
-    a, b = _TOKEN.findall(candidate.lower()), _TOKEN.findall(reference.lower())
-    if not a or not b:
-        return 0.0
-    previous = [0] * (len(b) + 1)
-    for x in a:
-        current = [0]
-        for j, y in enumerate(b, start=1):
-            current.append(previous[j - 1] + 1 if x == y else max(previous[j], current[j - 1]))
-        previous = current
-    lcs = previous[-1]
-    if lcs == 0:
-        return 0.0
-    precision, recall = lcs / len(a), lcs / len(b)
-    return 2 * precision * recall / (precision + recall)
 
 
 def citation_scores(cited: Sequence[str], gold: Sequence[str]) -> tuple[float, float | None]:
