@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from copilot.eval.report_files import json_text, write_files
 from copilot.eval.metrics import METRICS, TESTED_METRICS, compare_paired, mean_metrics, score_ranking
 from copilot.methods import prism
 from copilot.methods.fusion import reciprocal_rank_fusion, score_fusion
@@ -530,14 +531,8 @@ def markdown_table(report: Report) -> str:
 
 def write_outputs(report: Report, out_dir: Path, name: str) -> dict[str, Path]:
     """`name.json` (results, comparison with the baseline, per-query scores, meta) and `name.md`."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / f"{name}.json", "markdown": out_dir / f"{name}.md"}
-    contents = {"json": json.dumps(report.as_json(), indent=2), "markdown": markdown_table(report)}
-    for key, path in paths.items():
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(contents[key], encoding="utf-8")
-        os.replace(tmp, path)
-    return paths
+    return write_files(out_dir, {"json": (f"{name}.json", json_text(report.as_json())),
+                                 "markdown": (f"{name}.md", markdown_table(report))})
 
 
 def output_name(fold_prefix: str, mode: str, limit: int | None, facets: Sequence[str],

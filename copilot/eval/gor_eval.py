@@ -13,7 +13,6 @@ Training time (simulation, labels, epochs) and retrieval time per question are r
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import Counter
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from copilot.eval.report_files import json_text, write_files
 from copilot.eval.metrics import rouge_l
 from copilot.features import gor as feature
 from copilot.methods import gor
@@ -252,11 +252,5 @@ def markdown(report: GoREvalReport) -> str:
 
 
 def write_outputs(report: GoREvalReport, out_dir: Path, name: str) -> dict[str, Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / f"{name}.json", "markdown": out_dir / f"{name}.md"}
-    contents = {"json": json.dumps(report.as_json(), indent=2, ensure_ascii=False), "markdown": markdown(report)}
-    for key, path in paths.items():
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(contents[key], encoding="utf-8")
-        os.replace(tmp, path)
-    return paths
+    return write_files(out_dir, {"json": (f"{name}.json", json_text(report.as_json())),
+                                 "markdown": (f"{name}.md", markdown(report))})

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from copilot.eval.report_files import json_text, write_files
 from copilot.eval.bench_chat import TimedBackend
 from copilot.eval.metrics import rouge_l
 from copilot.features import related
@@ -251,10 +252,5 @@ def markdown(report: Report) -> str:
 
 
 def write_outputs(report: Report, out_dir: Path) -> dict[str, Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / "related-work.json", "md": out_dir / "related-work.md"}
-    for key, text in (("json", json.dumps(report.as_json(), indent=1)), ("md", markdown(report) + "\n")):
-        partial = paths[key].with_suffix(".partial")
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(paths[key])
-    return paths
+    return write_files(out_dir, {"json": ("related-work.json", json_text(report.as_json(), indent=1)),
+                                 "md": ("related-work.md", markdown(report) + "\n")})

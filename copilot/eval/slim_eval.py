@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from copilot.eval.report_files import json_text, write_files
 from copilot.eval.thoughts_eval import JUDGE_MAX_TOKENS, verdict_line
 from copilot.features.adaptive import paper_retriever, proxy_llm, slim_options
 from copilot.features.library import ingestor
@@ -416,11 +417,5 @@ def markdown(report: SlimReport) -> str:
 
 
 def write_outputs(report: SlimReport, out_dir: Path, name: str) -> dict[str, Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / f"{name}.json", "markdown": out_dir / f"{name}.md"}
-    contents = {"json": json.dumps(report.as_json(), indent=2, ensure_ascii=False), "markdown": markdown(report)}
-    for key, path in paths.items():
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(contents[key], encoding="utf-8")
-        os.replace(tmp, path)
-    return paths
+    return write_files(out_dir, {"json": (f"{name}.json", json_text(report.as_json())),
+                                 "markdown": (f"{name}.md", markdown(report))})

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from copilot.eval.report_files import json_text, write_files
 from copilot.config import Settings
 from copilot.eval.csfcube import ABSTRACTS_FILE, EvalDataError, machine, paper_text, read_abstracts
 from copilot.eval.metrics import compare_paired
@@ -517,14 +518,6 @@ def plots(report: ThoughtsReport) -> dict[str, str]:
 
 def write_outputs(report: ThoughtsReport, out_dir: Path, name: str) -> dict[str, Path]:
     """`name.json`, `name.md` and the two plots `name-recall-precision.svg`, `name-recall-thoughts.svg`."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / f"{name}.json", "markdown": out_dir / f"{name}.md"}
-    contents = {"json": json.dumps(report.as_json(), indent=2), "markdown": markdown(report)}
-    for plot, svg in plots(report).items():
-        paths[plot] = out_dir / f"{name}-{plot}.svg"
-        contents[plot] = svg
-    for key, path in paths.items():
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(contents[key], encoding="utf-8")
-        os.replace(tmp, path)
-    return paths
+    files = {"json": (f"{name}.json", json_text(report.as_json())), "markdown": (f"{name}.md", markdown(report))}
+    files.update({plot: (f"{name}-{plot}.svg", svg) for plot, svg in plots(report).items()})
+    return write_files(out_dir, files)
