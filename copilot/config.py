@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import functools
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -237,6 +240,41 @@ def settings_table() -> str:
         shown = "—" if default is None else f"`{default}`"
         rows.append(f"| `{_env_name(name)}` | {shown} | {info.description} |")
     return "\n".join(rows)
+
+
+SECRET_MASK = "***"
+# What a careless echo puts between a secret's characters: spaces, punctuation, escaped line breaks (at most three)
+_GAP = r"(?:\\[nrt]|[^0-9A-Za-z]){0,3}"
+
+
+def mask_secret(text: str, secret: str | None) -> str:
+    """`text` with every form of `secret` an error body is seen to echo replaced by SECRET_MASK: as written, in any
+    case, reversed, with spaces or punctuation between its characters, base64-encoded (standard or URL-safe, at any
+    alignment inside a longer encoded text), hex- or percent-encoded. A secret under 8 characters is masked only as
+    written (its fuzzy forms would match ordinary text)."""
+    if not text or not secret:
+        return text
+    text = text.replace(secret, SECRET_MASK)
+    if len(secret) < 8:
+        return text
+    for pattern in _secret_patterns(secret):
+        text = pattern.sub(SECRET_MASK, text)
+    return text
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_patterns(secret: str) -> tuple[re.Pattern[str], ...]:
+    raw = secret.encode("utf-8")
+    spelled = "|".join(_GAP.join(re.escape(c) for c in form) for form in (secret, secret[::-1]))
+    hexed = "|".join(re.escape(form) for form in (raw.hex(), "".join(f"%{b:02x}" for b in raw)))
+    based = set()
+    for offset in range(3):                # the key's bytes may start at any of the three places in a base64 group
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            full = encode(bytes(offset) + raw).decode("ascii")
+            # only the characters made of the key's bits alone, not of a neighbour's or the padding's
+            based.add(full[-(-8 * offset // 6):8 * (offset + len(raw)) // 6])
+    return (re.compile(spelled, re.IGNORECASE), re.compile(hexed, re.IGNORECASE),
+            re.compile("|".join(re.escape(form) for form in sorted(based))))
 
 
 def load_settings(**overrides: object) -> Settings:

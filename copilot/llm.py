@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from copilot.config import Settings
+from copilot.config import Settings, mask_secret
 from copilot.prompts import RenderedPrompt
 from copilot.records import storable_text
 from copilot.store.db import Database
@@ -328,9 +328,13 @@ class OpenAIBackend:
         self.timeout = timeout
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
 
+    def mask(self, text: str) -> str:
+        """`text` without the API key in any form an endpoint may echo (base64, reversed, spaced …)."""
+        return mask_secret(text, self._key)
+
     def _error(self, error: Exception) -> LLMError:
         o = self._openai
-        text = str(error).replace(self._key, "***") if self._key else str(error)
+        text = self.mask(str(error))
         if isinstance(error, o.AuthenticationError):
             return LLMError("the endpoint rejected the API key: check OPENAI_API_KEY")
         if isinstance(error, o.NotFoundError):
@@ -422,7 +426,7 @@ class LLM:
             except LLMError as caught:
                 error = caught
             except Exception as caught:  # a backend bug or library error: report it as an LLM failure
-                error = LLMError(f"LLM call failed: {type(caught).__name__}: {caught}"[:400])
+                error = LLMError(self._mask(f"LLM call failed: {type(caught).__name__}: {caught}")[:400])
             finally:
                 self._log(prompt, "".join(pieces), usage, time.time() - started, started, error)
             if error is None:
@@ -433,6 +437,11 @@ class LLM:
                 continue
             raise error
 
+    def _mask(self, text: str) -> str:
+        """`text` without the backend's secret (a backend without one has nothing to hide)."""
+        mask = getattr(self.backend, "mask", None)
+        return mask(text) if mask else text
+
     def _log(self, prompt, output, usage, latency, started, error) -> None:
         if self.db is None:
             return
@@ -440,8 +449,9 @@ class LLM:
             self.db.execute(
                 "INSERT INTO llm_calls (started_at, backend, model, prompt_name, prompt, output, prompt_tokens,"
                 " completion_tokens, latency_s, error) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (started, self.backend.name, self.backend.model, prompt.name, prompt.as_text(), output,
-                 usage.prompt_tokens, usage.completion_tokens, latency, str(error) if error else None))
+                (started, self.backend.name, self.backend.model, prompt.name, self._mask(prompt.as_text()),
+                 self._mask(output), usage.prompt_tokens, usage.completion_tokens, latency,
+                 self._mask(str(error)) if error else None))
         except Exception:  # logging must never break an answer
             log.exception("could not log an LLM call")
 

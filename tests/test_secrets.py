@@ -6,8 +6,11 @@ error messages and tracebacks, turn records shown to users.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
+import re
 import subprocess
 import threading
 import time
@@ -26,14 +29,15 @@ from tests.conftest import import_papers, make_settings
 from tests.helpers import subprocess_env
 
 KEY = "sk-canary-7f3d9c1e5b2a48d6a0c4e8f1b3d5a7c9"
-MODES = ("ok", "echo400", "echo500", "unauthorized", "garbage", "hang")
+MODES = ("ok", "echo400", "echo500", "echo_variants", "unauthorized", "garbage", "hang")
 QUESTION = "How do language models use retrieval to answer questions?"
 
 
 class FakeOpenAI:
     """A loopback OpenAI-compatible chat endpoint. The first path segment picks the behaviour:
     /ok/v1 streams a short answer; /echo400/v1 and /echo500/v1 answer an error whose body repeats the request's
-    Authorization header (as careless proxies do); /reply/v1 streams `reply`; /unauthorized/v1 answers 401; /garbage/v1 answers 200 with
+    Authorization header (as careless proxies do); /echo_variants/v1 answers 400 with the key base64-encoded (the
+    whole header, so at an odd alignment), reversed and spaced out; /reply/v1 streams `reply`; /unauthorized/v1 answers 401; /garbage/v1 answers 200 with
     bytes that are not an event stream; /hang/v1 waits `hang_s` before answering."""
 
     def __init__(self, hang_s: float = 5.0, reply: str = "") -> None:
@@ -60,6 +64,12 @@ class FakeOpenAI:
                 if mode in ("echo400", "echo500"):
                     return self._json(400 if mode == "echo400" else 500,
                                       {"error": {"message": echo, "type": "invalid_request_error", "param": KEY}})
+                if mode == "echo_variants":
+                    header = self.headers.get("Authorization", "")
+                    key = header.removeprefix("Bearer ")
+                    message = (f"bad header {base64.b64encode(header.encode()).decode()}; reversed {key[::-1]}; "
+                               f"spaced {' '.join(key)}")
+                    return self._json(400, {"error": {"message": message, "type": "invalid_request_error"}})
                 if mode == "unauthorized":
                     return self._json(401, {"error": {"message": f"Incorrect API key provided: {echo}"}})
                 if mode == "garbage":
@@ -125,9 +135,34 @@ def fake_openai():
 
 
 def secret_in(text: str | bytes) -> bool:
+    """The key, or its distinctive tail (a key cut into pieces or partly masked), as written, reversed, with
+    whitespace between its characters, or inside base64 at any alignment."""
     data = text if isinstance(text, bytes) else str(text).encode("utf-8", "replace")
-    # the key, and its distinctive tail (catches a key cut into pieces or partly masked)
-    return KEY.encode() in data or KEY[-16:].encode() in data
+    squeezed = re.sub(rb"\s+", b"", data)
+    tails = (KEY.encode(), KEY[-16:].encode())
+    if any(t in form for t in tails for form in (data, data[::-1], squeezed, squeezed[::-1])):
+        return True
+    return any(piece in decoded for decoded in _base64_runs(data) for piece in (KEY[10:26].encode(), tails[1]))
+
+
+def _base64_runs(data: bytes):
+    """Every run of base64 characters in `data`, decoded from each of its first four characters."""
+    for run in re.findall(rb"[A-Za-z0-9+/_-]{20,}", data):
+        for start in range(4):
+            chunk = run[start:].replace(b"-", b"+").replace(b"_", b"/")
+            try:
+                yield base64.b64decode(chunk[:len(chunk) // 4 * 4])
+            except (binascii.Error, ValueError):
+                continue
+
+
+def test_the_canary_check_sees_the_echoed_forms():
+    """secret_in, the check every test here relies on, sees the forms the echo_variants endpoint sends."""
+    header = f"Bearer {KEY}"
+    forms = [KEY, KEY[::-1], " ".join(KEY), base64.b64encode(header.encode()).decode(),
+             base64.urlsafe_b64encode(KEY.encode()).decode(), f"x{KEY[-16:]}y"]
+    assert all(secret_in(f"error: {form}!") for form in forms)
+    assert not secret_in("error: Bearer *** " + base64.b64encode(b"Bearer sk-other-key").decode())
 
 
 def files_holding_secret(root: Path) -> list[str]:
@@ -155,6 +190,7 @@ def test_llm_layer_never_leaks_the_key(fake_openai, tmp_path, caplog, monkeypatc
             shown += [str(error), repr(error), "".join(traceback.format_exception(error))]
     assert set(errors) == set(MODES) - {"ok"}, "every failing mode must raise LLMError"
     assert "rejected the API key" in str(errors["unauthorized"])
+    assert "reversed ***" in str(errors["echo_variants"]) and "spaced ***" in str(errors["echo_variants"])
     assert "timed out" in str(errors["hang"]) and errors["hang"].retryable
     assert all(r["auth"] == f"Bearer {KEY}" for r in fake_openai.requests), "the key must reach the endpoint"
     rows = Services(openai_settings(data_dir, fake_openai.url("ok"))).db.query("SELECT * FROM llm_calls")
@@ -183,7 +219,7 @@ def test_chat_turns_never_show_the_key(fake_openai, corpus, tmp_path, caplog):
     data_dir = tmp_path / "data"
     shutil.copytree(corpus, data_dir)
     shown: list[str] = []
-    for mode in ("ok", "echo400", "echo500", "garbage", "unauthorized"):
+    for mode in ("ok", "echo400", "echo500", "echo_variants", "garbage", "unauthorized"):
         services = Services(openai_settings(data_dir, fake_openai.url(mode)))
         chat = Chat(services)
         record = chat.ask(QUESTION, user="local", wait=True)
