@@ -6,11 +6,13 @@ import os
 from pathlib import Path
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from copilot.ratelimit import PasswordGate
 from copilot.scheduler import IngestScheduler
 from copilot.services import Services
 from copilot.ui import chat, library, profile, related, trends
+from copilot.ui.guard import RequestGuard
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 MAX_UPLOAD = "2mb"      # no tab takes a file; Gradio's upload route took files of any size (issue #19)
@@ -48,6 +50,9 @@ def launch_options(services: Services) -> dict:
         "theme": gr.themes.Soft(),
         "show_error": False,
         "max_file_size": MAX_UPLOAD,
+        # request size, session ids and their users, no API schema before sign-in (copilot/ui/guard.py); no
+        # FastAPI route list either (Gradio's own API description needs a login)
+        "app_kwargs": {"middleware": [Middleware(RequestGuard)], "openapi_url": None},
         "auth": PasswordGate(s.auth_pairs()) if s.auth_pairs() else None,
         "auth_message": "Research Copilot: log in with the account your administrator gave you." if s.auth else None,
     }
