@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from copilot.cli import build_parser
-from copilot.config import SettingsError, load_settings, settings_table
+from copilot.config import SettingsError, load_settings, mask_secret, settings_table
 from tests import helpers
 from tests.helpers import ROOT
 
@@ -80,3 +82,25 @@ def test_cli_help_renders_for_every_command():
     sub = next(a for a in parser._actions if a.dest == "command")
     for name, command in sub.choices.items():
         assert command.format_help(), name
+
+
+MASKED_KEY = "sk-test-2b7e151628aed2a6abf7158809cf4f3c"
+
+
+@pytest.mark.parametrize("form", [
+    MASKED_KEY, MASKED_KEY.upper(), MASKED_KEY[::-1], " ".join(MASKED_KEY), "-".join(MASKED_KEY),
+    "\\n".join(MASKED_KEY),
+    base64.b64encode(MASKED_KEY.encode()).decode(), base64.b64encode(f"Bearer {MASKED_KEY}".encode()).decode(),
+    base64.urlsafe_b64encode(f"k={MASKED_KEY}".encode()).decode(), MASKED_KEY.encode().hex()])
+def test_mask_secret_hides_every_echoed_form(form):
+    shown = mask_secret(f"provider said: {form} (400)", MASKED_KEY)
+    # all of the form is gone but for a few characters a base64 text shares with its neighbours ("Bearer ", "=")
+    assert shown.startswith("provider said: ") and shown.endswith(" (400)") and "***" in shown
+    assert len(shown) - len("provider said:  (400)") - len("***") <= 12, shown
+
+
+def test_mask_secret_leaves_other_text_alone():
+    text = "the model sk-test was refused: 400 bad request, see https://example.org/keys?id=2b7e"
+    assert mask_secret(text, MASKED_KEY) == text
+    assert mask_secret("short key abc123 here", "abc123") == "short key *** here"
+    assert mask_secret("a b c 1 2 3", "abc123") == "a b c 1 2 3"     # a short secret: only as written
