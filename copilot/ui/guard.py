@@ -31,6 +31,8 @@ Send = Callable[[Message], Awaitable[None]]
 BODY_LIMIT = 256 * 1024                       # a question, a profile text (20,000 characters) and Gradio's envelope
 UPLOAD_LIMIT = 2 * 1024 * 1024 + 64 * 1024    # ui.main.MAX_UPLOAD plus the multipart envelope
 URL_LIMIT = 8 * 1024
+DRAIN_LIMIT = 4 * 1024 * 1024                 # a refused body up to this size is read (and dropped) before the answer,
+                                              # so a client still sending it sees the 413, not a reset connection
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_SESSIONS = 50_000                          # session ids remembered with their user (least recently used dropped)
 _SESSION_IN_PATH = re.compile(r"/(?:heartbeat|stream)/([^/]*)")
@@ -58,10 +60,14 @@ class RequestGuard:
         limit = self.upload_limit if upload else self.body_limit
         refusal = _size_refusal(scope, headers, limit, upload)
         if refusal:
+            if refusal[0] == 413 and int(headers[b"content-length"]) <= DRAIN_LIMIT:
+                await _drain(receive)
             return await _refuse(send, *refusal)
         if not upload:                         # bounded by the limit: read it whole, then hand it on
-            body, whole = await _read_body(receive, limit)
-            if not whole:
+            body, ended = await _read_body(receive, limit)
+            if body is None:
+                if not ended:
+                    await _drain(receive)
                 return await _refuse(send, 413, f"Request too large: at most {limit // 1024} KB.")
             receive = _replay(body, receive)
         sessions = _session_ids(scope, headers, None if upload else body)
@@ -124,8 +130,8 @@ def _size_refusal(scope: Scope, headers: dict[bytes, bytes], limit: int, upload:
     return None
 
 
-async def _read_body(receive: Receive, limit: int) -> tuple[bytes, bool]:
-    """The request body, and whether it ended within `limit` bytes (reading stops as soon as it does not)."""
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes | None, bool]:
+    """The request body (None once it passes `limit`: reading stops there), and whether its end was read."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -134,11 +140,22 @@ async def _read_body(receive: Receive, limit: int) -> tuple[bytes, bool]:
             return b"".join(chunks), True
         chunk = message.get("body", b"")
         size += len(chunk)
+        ended = not message.get("more_body", False)
         if size > limit:
-            return b"", False
+            return None, ended
         chunks.append(chunk)
-        if not message.get("more_body", False):
+        if ended:
             return b"".join(chunks), True
+
+
+async def _drain(receive: Receive) -> None:
+    """Read and drop what is left of a refused body, up to DRAIN_LIMIT bytes (nothing is kept)."""
+    size = 0
+    while size <= DRAIN_LIMIT:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+        size += len(message.get("body", b""))
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
