@@ -30,16 +30,27 @@ def test_the_running_app_refuses_a_guesser(app_server):
 
 
 def test_the_upload_route_refuses_a_large_file(app_server):
-    """A 3 MB upload is refused from its announced length, before a byte of it is read. (Sending the body too made
-    the test flaky: the early 413 closes the connection while the client is still writing, and the client may see
-    a reset instead of the answer.)"""
+    """A 3 MB upload is read and dropped (the guard drains a refused body up to 4 MB, so the client sees the 413,
+    not a reset connection), then refused; a larger one is refused from its announced length alone."""
     from copilot.ui.main import MAX_UPLOAD
 
     url = app_server()
+    boundary = "copilot-test-boundary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.bin\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode() + b"x" * (3 * 1024 * 1024) \
+        + f"\r\n--{boundary}--\r\n".encode()
+    request = urllib.request.Request(url + "gradio_api/upload", data=body,
+                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            status = response.status
+    except urllib.error.HTTPError as error:
+        status = error.code
+    assert MAX_UPLOAD == "2mb" and status == 413
     port = urllib.parse.urlsplit(url).port
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:    # 5 MB announced, none sent
         sock.sendall(b"POST /gradio_api/upload HTTP/1.1\r\nHost: x\r\n"
                      b"Content-Type: multipart/form-data; boundary=copilot-test-boundary\r\n"
-                     + f"Content-Length: {3 * 1024 * 1024}\r\n\r\n".encode())
+                     + f"Content-Length: {5 * 1024 * 1024}\r\n\r\n".encode())
         answer = sock.recv(200)
-    assert MAX_UPLOAD == "2mb" and answer.startswith(b"HTTP/1.1 413"), answer
+    assert answer.startswith(b"HTTP/1.1 413"), answer
