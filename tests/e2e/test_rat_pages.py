@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from playwright.sync_api import expect
+
 from tests.conftest import sample_papers
 
 QUESTION = "How can language models reduce hallucination with retrieval?"
@@ -30,7 +32,7 @@ def test_deep_answer_streams_a_step_trace(app_server, page):
 
     page.get_by_text("Deep answer: step trace").click()
     steps = page.locator("#chat-deep-trace .rat-step")
-    assert steps.count() == 3
+    expect(steps).to_have_count(3, timeout=15_000)     # the accordion renders its content after it opens
     first = steps.nth(0)
     assert first.locator(".rat-query q").inner_text().strip()
     assert first.locator(".rat-before").inner_text().strip() and first.locator(".rat-retrieved li").count() >= 1
