@@ -66,3 +66,16 @@ def test_votes_needed_edge_cases():
     assert votes_to_exclude_half(60, 100) == 0          # Wilson low 0.5020
     assert votes_to_exclude_half(8, 10) == 1            # 80% of 10: low 0.4902; of 11: 0.5045
     assert votes_to_exclude_half(45, 100) == 285        # 45% needs 385 votes for the high end to drop below 50%
+
+
+def test_the_win_rate_plot_counts_votes_on_its_x_axis_not_milliseconds():
+    """Votes seconds apart drew a time axis with sub-millisecond ticks (issue #20): x is the vote count."""
+    from copilot.ui.chat import stats_figure
+
+    points = [{"at": f"2026-11-23T10:00:0{i}", "decisive_votes": i + 1, "win_rate": 0.5, "ci_low": 0.1,
+               "ci_high": 0.9} for i in range(3)]
+    figure = stats_figure({"over_time": points})
+    line = figure.data[-1]
+    assert list(line.x) == [1, 2, 3]
+    assert figure.layout.xaxis.dtick == 1 and figure.layout.xaxis.tickformat == "d"
+    assert "2026-11-23 10:00" in line.customdata[0]

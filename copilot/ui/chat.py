@@ -226,14 +226,22 @@ def stats_figure(stats: dict):
 
     points = stats["over_time"]
     figure = go.Figure()
+    # x is the running count of decisive votes, not their clock time: votes minutes apart made a time axis with
+    # sub-millisecond ticks (issue #20); the time of each vote is in the hover text.
+    count = len(points)
     if points:
-        x = [p["at"] for p in points]
+        x = list(range(1, count + 1))
+        when = [str(p["at"])[:16].replace("T", " ") for p in points]
         figure.add_trace(go.Scatter(x=x + x[::-1], y=[p["ci_high"] for p in points] + [p["ci_low"] for p in points][::-1],
-                                    fill="toself", line={"width": 0}, name="Wilson 95% interval", opacity=0.25))
-        figure.add_trace(go.Scatter(x=x, y=[p["win_rate"] for p in points], mode="lines+markers",
-                                    name="thought-augmented win rate"))
+                                    fill="toself", line={"width": 0}, name="Wilson 95% interval", opacity=0.25,
+                                    hoverinfo="skip"))
+        figure.add_trace(go.Scatter(x=x, y=[p["win_rate"] for p in points], mode="lines+markers", customdata=when,
+                                    name="thought-augmented win rate",
+                                    hovertemplate="vote %{x} (%{customdata}): %{y:.2f}<extra></extra>"))
     figure.add_hline(y=0.5, line_dash="dot")
-    figure.update_layout(yaxis={"range": [0, 1], "title": "win rate (cumulative)"}, xaxis={"title": "vote time"},
+    figure.update_layout(yaxis={"range": [0, 1], "title": "win rate (cumulative)"},
+                         xaxis={"title": "decisive votes so far", "tickformat": "d", "dtick": max(1, -(-count // 8)),
+                                "range": [0.5, max(count, 1) + 0.5]},
                          height=320, margin={"l": 40, "r": 10, "t": 30, "b": 40},
                          title="Decisive votes over time" if points else "No decisive votes yet")
     return figure
