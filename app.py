@@ -37,7 +37,8 @@ def main() -> int:
     threading.Thread(target=resume_thought_jobs, args=(services,), name="resume-thought-jobs", daemon=True).start()
     scheduler = None
     if settings.scheduler:
-        scheduler = IngestScheduler(lambda: library.ingest_from_arxiv(services), settings.ingest_cron)
+        scheduler = IngestScheduler(lambda trigger: library.ingest_from_arxiv(services, trigger=trigger),
+                                    settings.ingest_cron)
         scheduler.start()
     page = build_ui(services, scheduler)
     page.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size)

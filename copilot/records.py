@@ -41,6 +41,24 @@ def parse_arxiv_id(text: str) -> tuple[str, int | None] | None:
     return match.group("base"), int(version) if version else None
 
 
+_ID_TOKEN = re.compile(r"[\s,;]+")
+
+
+def parse_id_list(text: str) -> tuple[list[str], list[str]]:
+    """arXiv ids or links separated by spaces, commas or lines → (ids as given, version kept; unreadable tokens)."""
+    ids, seen, bad = [], set(), []
+    for token in _ID_TOKEN.split(text or ""):
+        if not token:
+            continue
+        parsed = parse_arxiv_id(token)
+        if parsed is None:
+            bad.append(token[:60])
+        elif parsed[0] not in seen:
+            seen.add(parsed[0])
+            ids.append(f"{parsed[0]}v{parsed[1]}" if parsed[1] else parsed[0])
+    return ids, bad
+
+
 def date_number(day: date) -> int:
     """A date as a sortable, filterable integer: 2025-03-18 → 20250318."""
     return day.year * 10000 + day.month * 100 + day.day

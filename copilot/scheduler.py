@@ -1,4 +1,5 @@
-"""The daily ingestion job, run by APScheduler inside the app process. Runs never overlap."""
+"""The daily ingestion job, run by APScheduler inside the app process. Runs never overlap. The job is told how it
+was started ("scheduled" by the cron, "manual" from the Library tab's button) so its run is labelled as such."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ JOB_ID = "daily-ingest"
 
 
 class IngestScheduler:
-    def __init__(self, job: Callable[[], object], cron: str) -> None:
+    def __init__(self, job: Callable[[str], object], cron: str) -> None:
         self._job = job
         self.cron = cron
         self.scheduler = BackgroundScheduler(timezone="UTC")
         self.last_error: str | None = None
+        self.last_trigger: str | None = None     # "scheduled" | "manual": how the last run was started
         self._guard = threading.Lock()
 
     def start(self) -> None:
@@ -47,7 +49,7 @@ class IngestScheduler:
         if Ingestor.busy() or not self._guard.acquire(blocking=False):
             return False
         # the guard is taken here, not in the thread, so two quick clicks cannot both say "started"
-        thread = threading.Thread(target=self._run_locked, name="ingest-now", daemon=True)
+        thread = threading.Thread(target=self._run_locked, args=("manual",), name="ingest-now", daemon=True)
         thread.start()
         return True
 
@@ -55,15 +57,16 @@ class IngestScheduler:
         if not self._guard.acquire(blocking=False):
             log.info("ingestion already running; this trigger is skipped")
             return
-        self._run_locked()
+        self._run_locked("scheduled")
 
-    def _run_locked(self) -> None:
+    def _run_locked(self, trigger: str) -> None:
         """Run the job; the caller holds the guard, released here."""
         try:
             self.last_error = None
-            self._job()
+            self.last_trigger = trigger
+            self._job(trigger)
         except Exception as error:  # recorded in ingest_runs by the job; kept here for the status line
             self.last_error = f"{type(error).__name__}: {error}"
-            log.exception("scheduled ingestion failed")
+            log.exception("%s ingestion failed", trigger)
         finally:
             self._guard.release()

@@ -31,11 +31,13 @@ def arxiv_services(fake_arxiv, tmp_path):
 
 
 def test_trigger_runs_the_ingestion_and_records_it(arxiv_services, fake_arxiv):
-    scheduler = IngestScheduler(lambda: library.ingest_from_arxiv(arxiv_services), "0 6 * * *")
+    scheduler = IngestScheduler(lambda trigger: library.ingest_from_arxiv(arxiv_services, trigger=trigger),
+                                "0 6 * * *")
     assert scheduler.trigger_now() is True
     wait_idle(scheduler)
     [run] = library.ingest_history(arxiv_services)
-    assert (run["status"], run["source"], run["error"]) == ("ok", "arxiv:cs.CL,cs.IR", None)
+    assert (run["status"], run["source"], run["error"]) == ("ok", "arxiv:cs.CL,cs.IR (manual)", None)
+    assert scheduler.last_trigger == "manual"
     assert run["finished"] is not None
     [query] = fake_arxiv.queries  # the fake has nothing for this window: one empty page
     assert "cat:cs.CL OR cat:cs.IR" in query["search_query"] and "submittedDate:[" in query["search_query"]
@@ -44,7 +46,8 @@ def test_trigger_runs_the_ingestion_and_records_it(arxiv_services, fake_arxiv):
 
 def test_apscheduler_fires_the_job(arxiv_services):
     fired = threading.Event()
-    scheduler = IngestScheduler(lambda: (library.ingest_from_arxiv(arxiv_services), fired.set()), "0 6 * * *")
+    scheduler = IngestScheduler(lambda trigger: (library.ingest_from_arxiv(arxiv_services, trigger=trigger),
+                                                 fired.set()), "0 6 * * *")
     scheduler.start()
     try:
         next_run = scheduler.next_run()
@@ -55,7 +58,9 @@ def test_apscheduler_fires_the_job(arxiv_services):
         wait_idle(scheduler)
     finally:
         scheduler.shutdown()
-    assert [r["status"] for r in library.ingest_history(arxiv_services)] == ["ok"]
+    assert [(r["status"], r["source"]) for r in library.ingest_history(arxiv_services)] == \
+        [("ok", "arxiv:cs.CL,cs.IR (scheduled)")]
+    assert scheduler.last_trigger == "scheduled"
 
 
 def test_overlapping_trigger_is_refused(services):
@@ -69,7 +74,7 @@ def test_overlapping_trigger_is_refused(services):
         return
         yield
 
-    def job():
+    def job(trigger):
         calls.append(1)
         library.ingestor(services).run("test:slow", slow_papers())
 
@@ -96,7 +101,7 @@ def test_overlapping_trigger_is_refused(services):
 def test_concurrent_triggers_start_one_run(services):
     release = threading.Event()
     calls = []
-    scheduler = IngestScheduler(lambda: (calls.append(1), release.wait(30)), "0 6 * * *")
+    scheduler = IngestScheduler(lambda trigger: (calls.append(1), release.wait(30)), "0 6 * * *")
     answers: list[bool] = []
     threads = [threading.Thread(target=lambda: answers.append(scheduler.trigger_now())) for _ in range(8)]
     for t in threads:
@@ -111,7 +116,8 @@ def test_concurrent_triggers_start_one_run(services):
 
 def test_failing_job_is_recorded_as_failed(arxiv_services, fake_arxiv):
     fake_arxiv.fail_next(10, status=503)
-    scheduler = IngestScheduler(lambda: library.ingest_from_arxiv(arxiv_services), "0 6 * * *")
+    scheduler = IngestScheduler(lambda trigger: library.ingest_from_arxiv(arxiv_services, trigger=trigger),
+                                "0 6 * * *")
     assert scheduler.trigger_now()
     wait_idle(scheduler)
     [run] = library.ingest_history(arxiv_services)

@@ -30,3 +30,25 @@ def test_papers_imported_by_another_process_are_found_by_the_running_store(tmp_p
     import_papers(running, 1, start=600)
     mine = read_rows(PAPERS_JSONL, 600, 1)[0]
     assert mine["id"] in {e.id for e in running.store.search("paper", running.embedder.embed_one(mine["title"]), 5)}
+
+
+def test_reads_after_another_process_imported_see_its_papers_without_error(tmp_path):
+    """Trends read the new papers' vectors with `paper_embeddings` and failed with Chroma's "Error finding id" until
+    a restart (issue #20): every read, not only search, must see what another process wrote."""
+    data_dir = tmp_path / "data"
+    running = Services(make_settings(data_dir))
+    import_papers(running, 20)
+    before = running.store.date_range()
+    rows = read_rows(PAPERS_JSONL, 700, 5)
+    snapshot = tmp_path / "more.jsonl"
+    snapshot.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    done = run_cli(["import", str(snapshot)], subprocess_env(data_dir))
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    ids = [row["id"] for row in rows]
+    vectors = running.store.paper_embeddings(ids)
+    assert sorted(vectors) == sorted(ids) and all(v.shape == (384,) for v in vectors.values())
+    assert [p.id for p in running.store.get_papers(ids)] == ids
+    low, high = running.store.date_range()
+    assert {p.id for p in running.store.papers_between(low, high)} >= set(ids)
+    assert before is not None and running.store.count("paper") == 25

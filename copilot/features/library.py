@@ -5,10 +5,15 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from copilot.ingest import IngestCounts, Ingestor, Progress
+from copilot.errors import UserError
+from copilot.ingest import IngestBusy, IngestCounts, Ingestor, Progress
+from copilot.records import parse_arxiv_id, parse_id_list
 from copilot.services import Services
+from copilot.sources.arxiv_api import ArxivSourceError
 from copilot.sources.snapshot import read_snapshot
 from copilot.store.runs import IngestRun
+
+MAX_PASTED_IDS = 200        # arXiv answers an id list in pages of 100; more belongs in a snapshot file
 
 
 def ingestor(services: Services) -> Ingestor:
@@ -21,12 +26,63 @@ def import_snapshot(services: Services, path: Path, limit: int | None = None,
     return ingestor(services).run(f"snapshot:{Path(path).name}", read_snapshot(path, limit=limit), progress)
 
 
+def import_upload(services: Services, path: Path, progress: Progress | None = None) -> IngestCounts:
+    """A snapshot uploaded on the Library tab: the same idempotent, resumable path as `python -m copilot import`.
+    A file that is not JSON lines at all is refused before anything is written; within a JSON-lines file each bad
+    line is skipped and reported by number (the rows of either schema may be mixed)."""
+    path = Path(path)
+    first = _first_line(path)
+    if first is None:
+        raise UserError("the file is empty: upload a JSON-lines snapshot, one paper per line")
+    if not first.lstrip().startswith("{"):
+        raise UserError("this is not a JSON-lines snapshot: its first line is not a JSON object. Each line must be "
+                        "one paper, e.g. {\"id\": \"2401.01234\", \"title\": …, \"summary\": …}")
+    try:
+        return ingestor(services).run(f"upload:{path.name[:80]}", read_snapshot(path), progress)
+    except IngestBusy as error:
+        raise UserError(f"{error}; your file was not imported — try again when it is done") from None
+
+
+def import_ids(services: Services, text: str, progress: Progress | None = None) -> tuple[IngestCounts, list[str]]:
+    """Papers by pasted arXiv ids or links, fetched from arXiv and stored like any ingestion. Returns the counts and
+    notes on what was left out (tokens that are not arXiv ids, ids arXiv does not know)."""
+    wanted, bad = parse_id_list(text)
+    if not wanted:
+        raise UserError("no arXiv id or link found; paste ids like 2401.01234 or https://arxiv.org/abs/2401.01234")
+    if len(wanted) > MAX_PASTED_IDS:
+        raise UserError(f"{len(wanted)} ids pasted; at most {MAX_PASTED_IDS} at a time (use a snapshot file and "
+                        "`python -m copilot import` for more)")
+    try:
+        papers = services.arxiv.by_ids(wanted)
+        counts = ingestor(services).run("arxiv:ids (manual)", papers, progress)
+    except ArxivSourceError as error:
+        raise UserError(f"arXiv could not be reached: {error}. Nothing was imported.") from None
+    except IngestBusy as error:
+        raise UserError(f"{error}; nothing was imported — try again when it is done") from None
+    found = {paper.id for paper in papers}
+    missing = [token for token in wanted if parse_arxiv_id(token)[0] not in found]
+    notes = [f"not arXiv ids, ignored: {', '.join(bad[:5])}"] if bad else []
+    if missing:
+        notes.append(f"not found on arXiv: {', '.join(missing[:10])}")
+    return counts, notes
+
+
+def _first_line(path: Path) -> str | None:
+    with path.open("r", encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if line.strip():
+                return line
+    return None
+
+
 def ingest_from_arxiv(services: Services, days: int | None = None, categories: list[str] | None = None,
-                      progress: Progress | None = None) -> IngestCounts:
+                      progress: Progress | None = None, trigger: str = "command line") -> IngestCounts:
+    """The newest papers of the categories from arXiv. `trigger` (scheduled, manual, command line) labels the run in
+    the history, so a failed button press is not reported as a failed daily run."""
     s = services.settings
     cats = categories or s.categories
     papers = services.arxiv.by_categories(cats, days or s.ingest_days, s.ingest_max_papers)
-    return ingestor(services).run(f"arxiv:{','.join(cats)}", papers, progress)
+    return ingestor(services).run(f"arxiv:{','.join(cats)} ({trigger})", papers, progress)
 
 
 def _iso(timestamp: float | None) -> str | None:

@@ -18,7 +18,7 @@ from copilot.llm import LLMError
 from copilot.methods.authors import (AuthorName, AuthorNameError, NamesakeGroup, author_queries, fold,
                                      group_namesakes, matching_author, parse_author_name)
 from copilot.prompts import PROFILE_DRAFT, PROFILE_STATEMENT_CHARS, profile_grammar, source_block
-from copilot.records import Paper, date_number, parse_arxiv_id, storable_text
+from copilot.records import Paper, date_number, parse_arxiv_id, parse_id_list, storable_text
 from copilot.services import Services
 from copilot.sources.arxiv_api import ArxivSourceError
 from copilot.store.profiles import BrokenProfile, Profile   # Trends, Chat and the Profile tab import them here
@@ -240,24 +240,6 @@ def lookup_author(services: Services, name: str, max_results: int | None = None,
 
 
 # --- papers by id ---------------------------------------------------------------------------------------------
-_ID_TOKEN = re.compile(r"[\s,;]+")
-
-
-def parse_id_list(text: str) -> tuple[list[str], list[str]]:
-    """arXiv ids or links separated by spaces, commas or lines → (ids as given, version kept; unreadable tokens)."""
-    ids, seen, bad = [], set(), []
-    for token in _ID_TOKEN.split(text or ""):
-        if not token:
-            continue
-        parsed = parse_arxiv_id(token)
-        if parsed is None:
-            bad.append(token[:60])
-        elif parsed[0] not in seen:
-            seen.add(parsed[0])
-            ids.append(f"{parsed[0]}v{parsed[1]}" if parsed[1] else parsed[0])
-    return ids, bad
-
-
 def papers_from_ids(services: Services, text: str, limit: int | None = None) -> tuple[list[Paper], str]:
     """The papers for pasted ids/links (from the paper store, else arXiv), and a message about what is missing."""
     wanted, bad = parse_id_list(text)

@@ -59,17 +59,30 @@ class VectorStore:
         self._seen_version = others_version() if others_version else None
         self._lock = threading.Lock()
 
-    def _see_other_writers(self) -> None:
+    def _see_other_writers(self, force: bool = False) -> None:
         if self._others_version is None or self._reopen is None:
             return
         version = self._others_version()
-        if version == self._seen_version:
+        if version == self._seen_version and not force:
             return
         with self._lock:
-            if version != self._seen_version:
+            if version != self._seen_version or force:
                 client = self._reopen()
                 self.papers, self.thoughts = (client.get_collection(PAPERS), client.get_collection(THOUGHTS))
                 self.client, self._seen_version = client, version
+
+    def _read(self, read: Callable[[], object]):
+        """Every read first looks for other writers. An embedded client whose in-memory index lags the files (another
+        process wrote between our check and the read) raises "Error finding id": reopen once and read again (issue
+        #20: Trends broke after a CLI import until a restart)."""
+        self._see_other_writers()
+        try:
+            return read()
+        except Exception as error:          # noqa: BLE001 - Chroma raises a bare InternalError here
+            if self._reopen is None or "finding id" not in str(error):
+                raise
+            self._see_other_writers(force=True)
+            return read()
 
     def _collection(self, name: str):
         return self.client.get_or_create_collection(name=name, embedding_function=None,
@@ -83,7 +96,7 @@ class VectorStore:
         """Existing (version, updated date number, document) per stored id."""
         if not ids:
             return {}
-        found = self.papers.get(ids=list(ids), include=["metadatas", "documents"])
+        found = self._read(lambda: self.papers.get(ids=list(ids), include=["metadatas", "documents"]))
         return {pid: (int(meta.get("version", 1)), int(meta.get("updated", 0)), doc)
                 for pid, meta, doc in zip(found["ids"], found["metadatas"], found["documents"])}
 
@@ -96,7 +109,7 @@ class VectorStore:
     def get_papers(self, ids: Sequence[str]) -> list[Paper]:
         if not ids:
             return []
-        found = self.papers.get(ids=list(ids), include=["metadatas", "documents"])
+        found = self._read(lambda: self.papers.get(ids=list(ids), include=["metadatas", "documents"]))
         by_id = {pid: Paper.from_store(pid, doc, meta)
                  for pid, doc, meta in zip(found["ids"], found["documents"], found["metadatas"])}
         return [by_id[pid] for pid in ids if pid in by_id]
@@ -105,13 +118,14 @@ class VectorStore:
         """Those of `ids` that are stored (looked up `chunk` at a time)."""
         present: set[str] = set()
         for start in range(0, len(ids), chunk):
-            present |= set(self.papers.get(ids=list(ids[start:start + chunk]), include=[])["ids"])
+            part = list(ids[start:start + chunk])
+            present |= set(self._read(lambda part=part: self.papers.get(ids=part, include=[]))["ids"])
         return present
 
     def paper_embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids:
             return {}
-        found = self.papers.get(ids=list(ids), include=["embeddings"])
+        found = self._read(lambda: self.papers.get(ids=list(ids), include=["embeddings"]))
         return {pid: np.asarray(vec, dtype=np.float32) for pid, vec in zip(found["ids"], found["embeddings"])}
 
     def papers_between(self, start: int, end: int, categories: Sequence[str] | None = None,
@@ -120,20 +134,24 @@ class VectorStore:
         where: dict = {"$and": [{"date": {"$gte": start}}, {"date": {"$lte": end}}]}
         if categories:
             where["$and"].append({"primary_category": {"$in": list(categories)}})
-        found = self.papers.get(where=where, include=["metadatas", "documents"], limit=limit)
+        found = self._read(lambda: self.papers.get(where=where, include=["metadatas", "documents"], limit=limit))
         return [Paper.from_store(pid, doc, meta)
                 for pid, doc, meta in zip(found["ids"], found["documents"], found["metadatas"])]
 
     # --- both collections
     def search(self, kind: str, embedding: np.ndarray, k: int, where: dict | None = None) -> list[Evidence]:
-        self._see_other_writers()
-        collection = self.collection(kind)
-        count = collection.count()
-        if count == 0 or k <= 0:
+        def query():
+            collection = self.collection(kind)
+            count = collection.count()
+            if count == 0 or k <= 0:
+                return None
+            return collection.query(query_embeddings=[np.asarray(embedding, dtype=np.float32)],
+                                    n_results=min(k, count), where=where,
+                                    include=["documents", "metadatas", "distances"])
+
+        result = self._read(query)
+        if result is None:
             return []
-        result = collection.query(query_embeddings=[np.asarray(embedding, dtype=np.float32)],
-                                  n_results=min(k, count), where=where,
-                                  include=["documents", "metadatas", "distances"])
         items = []
         for item_id, doc, meta, dist in zip(result["ids"][0], result["documents"][0], result["metadatas"][0],
                                             result["distances"][0]):
@@ -144,10 +162,10 @@ class VectorStore:
         return items
 
     def count(self, kind: str = "paper") -> int:
-        return self.collection(kind).count()
+        return self._read(lambda: self.collection(kind).count())
 
     def date_range(self) -> tuple[int, int] | None:
         """Smallest and largest paper date number, or None when the store is empty (scans metadata)."""
-        found = self.papers.get(include=["metadatas"])
+        found = self._read(lambda: self.papers.get(include=["metadatas"]))
         dates = [int(m["date"]) for m in found["metadatas"] if m and "date" in m]
         return (min(dates), max(dates)) if dates else None

@@ -1,14 +1,19 @@
-"""The Library tab: corpus status, ingestion history, and a button to ingest from arXiv now."""
+"""The Library tab: corpus status, adding papers (a snapshot file, pasted arXiv ids, arXiv now), ingestion history."""
 
 from __future__ import annotations
 
 import gradio as gr
 import pandas as pd
 
+from copilot.errors import UserError
 from copilot.features import library
+from copilot.features.limits import RateLimited, check_rate
+from copilot.ingest import IngestCounts
 from copilot.scheduler import IngestScheduler
 from copilot.services import Services
-from copilot.ui.common import escape
+from copilot.ui.common import current_user, escape, rate_scope
+
+BAD_LINES_SHOWN = 20
 
 HISTORY_COLUMNS = ["id", "source", "status", "started", "finished", "seen", "added", "updated", "unchanged",
                    "skipped", "error"]
@@ -37,12 +42,43 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
     if running:
         lines.append("**Ingestion running…** counts below update as batches land.")
     if scheduler and scheduler.last_error:
-        lines.append(f"**Last scheduled run failed:** {escape(scheduler.last_error)}")
+        lines.append(f"**Last {escape(scheduler.last_trigger or 'scheduled')} run failed:** "
+                     f"{escape(scheduler.last_error)}")
     return "\n\n".join(lines)
 
 
 def history_frame(services: Services) -> pd.DataFrame:
     return pd.DataFrame(library.ingest_history(services), columns=HISTORY_COLUMNS)
+
+
+def import_report(counts: IngestCounts, notes: list[str] | None = None) -> str:
+    """What an import did, with each skipped line by number (the first ones) so the file can be fixed."""
+    c = counts
+    lines = [f'<div class="library-import-result"><p>Imported: <b>{c.added}</b> new, {c.updated} updated, '
+             f"{c.unchanged} already in the library, {c.skipped} skipped.</p>"]
+    if c.bad_lines:
+        items = "".join(f"<li>line {bad.line_no}: {escape(bad.reason)}</li>" for bad in c.bad_lines[:BAD_LINES_SHOWN])
+        more = (f"<li>… and {len(c.bad_lines) - BAD_LINES_SHOWN} more</li>" if len(c.bad_lines) > BAD_LINES_SHOWN
+                else "")
+        lines.append(f'<p>Skipped lines (fix them and upload again; what was imported stays):</p>'
+                     f'<ul class="library-bad-lines">{items}{more}</ul>')
+    lines += [f"<p>{escape(note)}</p>" for note in notes or []]
+    return "".join(lines) + "</div>"
+
+
+def _progress_reporter(progress: gr.Progress, total: int | None):
+    def report(counts: IngestCounts) -> None:
+        done = counts.seen + counts.skipped
+        if total:
+            progress(min(done / total, 1.0), desc=f"{done} of {total} lines read, {counts.added} new papers")
+        else:
+            progress(None, desc=f"{done} papers read, {counts.added} new")
+    return report
+
+
+def _line_count(path: str) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for line in handle if line.strip())
 
 
 def build(services: Services, scheduler: IngestScheduler | None) -> None:
@@ -51,7 +87,20 @@ def build(services: Services, scheduler: IngestScheduler | None) -> None:
         run_now = gr.Button("Run ingestion now", variant="primary", interactive=scheduler is not None)
         refresh = gr.Button("Refresh")
     notice = gr.Markdown()
-    history = gr.Dataframe(headers=HISTORY_COLUMNS, interactive=False, label="Ingestion history")
+    with gr.Accordion("Add papers", open=True, elem_id="library-add"):
+        gr.Markdown("Upload a JSON-lines snapshot (the daily-listing rows or Kaggle's arXiv metadata rows; up to "
+                    "2 MB, about 1,000 abstracts — for more use `python -m copilot import FILE`), or paste arXiv ids "
+                    "or links to fetch those papers from arXiv. Importing again is safe: known papers are skipped.")
+        with gr.Row():
+            snapshot = gr.File(label="Snapshot (.jsonl)", file_types=[".jsonl", ".json", ".txt"],
+                               elem_id="library-upload")
+            with gr.Column():
+                pasted = gr.Textbox(label="arXiv ids or links", lines=3, elem_id="library-ids",
+                                    placeholder="2401.01234, https://arxiv.org/abs/2402.04321 …")
+                fetch = gr.Button("Fetch these papers", elem_id="library-fetch")
+        import_result = gr.HTML(elem_id="library-import-result")
+    history = gr.Dataframe(headers=HISTORY_COLUMNS, interactive=False, label="Ingestion history", wrap=True,
+                           max_height=420, elem_id="library-history")
     timer = gr.Timer(3.0)
 
     def show():
@@ -64,6 +113,28 @@ def build(services: Services, scheduler: IngestScheduler | None) -> None:
             return "Ingestion started in the background; progress shows above."
         return "An ingestion is already running; this request was not started."
 
+    def on_upload(file_path, request: gr.Request, progress=gr.Progress()):
+        if not file_path:
+            return ""
+        try:
+            user = current_user(request)
+            check_rate(services, user, rate_scope(request, user), "importing")
+            report = _progress_reporter(progress, _line_count(file_path))
+            return import_report(library.import_upload(services, file_path, report))
+        except (UserError, RateLimited) as error:
+            return f'<div class="chat-notice">{escape(error)}</div>'
+
+    def on_fetch(text, request: gr.Request, progress=gr.Progress()):
+        try:
+            user = current_user(request)
+            check_rate(services, user, rate_scope(request, user), "importing")
+            counts, notes = library.import_ids(services, text or "", _progress_reporter(progress, None))
+            return import_report(counts, notes)
+        except (UserError, RateLimited) as error:
+            return f'<div class="chat-notice">{escape(error)}</div>'
+
+    snapshot.upload(on_upload, snapshot, import_result).then(show, outputs=[status, history])
+    fetch.click(on_fetch, pasted, import_result).then(show, outputs=[status, history])
     gr.on([refresh.click, timer.tick], show, outputs=[status, history], show_progress="hidden")
     run_now.click(trigger, outputs=notice).then(show, outputs=[status, history])
     return show, status, history
