@@ -8,7 +8,6 @@ import pandas as pd
 from copilot.errors import UserError
 from copilot.features import library
 from copilot.features.limits import RateLimited, check_rate
-from copilot.ingest import IngestCounts
 from copilot.scheduler import IngestScheduler
 from copilot.services import Services
 from copilot.ui.common import current_user, escape, rate_scope
@@ -51,7 +50,7 @@ def history_frame(services: Services) -> pd.DataFrame:
     return pd.DataFrame(library.ingest_history(services), columns=HISTORY_COLUMNS)
 
 
-def import_report(counts: IngestCounts, notes: list[str] | None = None) -> str:
+def import_report(counts, notes: list[str] | None = None) -> str:
     """What an import did, with each skipped line by number (the first ones) so the file can be fixed."""
     c = counts
     lines = [f'<div class="library-import-result"><p>Imported: <b>{c.added}</b> new, {c.updated} updated, '
@@ -67,7 +66,7 @@ def import_report(counts: IngestCounts, notes: list[str] | None = None) -> str:
 
 
 def _progress_reporter(progress: gr.Progress, total: int | None):
-    def report(counts: IngestCounts) -> None:
+    def report(counts) -> None:
         done = counts.seen + counts.skipped
         if total:
             progress(min(done / total, 1.0), desc=f"{done} of {total} lines read, {counts.added} new papers")
