@@ -104,3 +104,28 @@ def test_turn_shows_only_the_total_time_until_the_vote():
     assert "chat-time" not in writing
     _, a, b = turn_outputs(view(vote={"choice": "thoughts", "label": "B", "changes": 0}), lineage=LINEAGE)
     assert "papers only" in a and "papers + thoughts" in b and "Rests on:" in b
+
+
+def test_a_turn_without_comparison_says_why_in_both_columns_and_a_reopened_turn_shows_its_vote():
+    """Issue #20: the right column was empty on the first questions with no word on why; a past turn can be reopened
+    with its answers, sources and the user's vote."""
+    from copilot.ui.chat import NO_COMPARISON_SIDE, history_choices, reopened_outputs
+
+    single = {"turn_id": "t1", "comparison": "same_items", "question": "What <i>is</i> RAG?", "user": "local",
+              "answers": [dict(RAW, label="A")], "vote": None, "retrieval_s": 0.1, "created_at": 1_760_000_000.0}
+    notice, a, b = turn_outputs(single)
+    assert "No comparison yet" in notice and "vote" in notice
+    assert "Graphs help" in a and NO_COMPARISON_SIDE.split(":")[0] in b
+
+    voted = {"turn_id": "t2", "comparison": "yes", "question": "Which retrievers?", "user": "local",
+             "answers": [RAW, AUGMENTED], "retrieval_s": 0.1, "created_at": 1_760_000_100.0,
+             "vote": {"choice": "thoughts", "label": "B", "changes": 0}}
+    notice, a, b, status = reopened_outputs(voted)
+    assert "reopened from your history" in notice and "Your vote: B" in status
+    assert "chat-badge" in a                                    # voted: the sides are revealed
+    _, _, _, status = reopened_outputs(dict(voted, vote=None))
+    assert "Not voted yet" in status
+    notice, *_ = reopened_outputs(single)
+    assert "&lt;i&gt;is&lt;/i&gt;" in notice and "<i>" not in notice
+    [(label, turn_id)] = history_choices([{"id": "t1", "question": "x" * 300, "created_at": 1_760_000_000.0}])
+    assert turn_id == "t1" and len(label) < 120

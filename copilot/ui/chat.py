@@ -146,16 +146,45 @@ def turn_outputs(view: dict, notice: str = "", lineage: dict[str, list[dict]] | 
     else:
         parts.append(f'<div class="chat-question">Question: <q>{escape(view["question"])}</q></div>')
     if view["comparison"] == "same_items":
-        parts.append('<div class="chat-notice">No comparison this time: no stored thought is relevant yet, so both '
-                     "retrievals found the same papers. One answer is shown; this turn is not counted in the "
-                     "statistics.</div>")
+        parts.append(f'<div class="chat-notice chat-no-comparison">{escape(NO_COMPARISON)}</div>')
     elif view["comparison"] == "failed" and all(a["done"] for a in view["answers"]):
         parts.append('<div class="chat-notice">One answer failed, so this turn cannot be voted as a comparison.</div>')
     parts.append(_total_time_html(view))
     answers = view["answers"]
     a_html = answer_html(answers[0], reveal=reveal, lineage=lineage)
     b_html = answer_html(answers[1], reveal=reveal, lineage=lineage) if len(answers) > 1 else ""
+    if view["comparison"] == "same_items" and len(answers) == 1:
+        b_html = f'<div class="chat-answer chat-empty chat-no-comparison-side">{escape(NO_COMPARISON_SIDE)}</div>'
     return "".join(parts), a_html, b_html
+
+
+def reopened_outputs(view: dict, lineage: dict[str, list[dict]] | None = None) -> tuple[str, str, str, str]:
+    """(notice, answer A, answer B, vote status) of a past turn reopened from the history."""
+    notice, a, b = turn_outputs(view, lineage=lineage)
+    when = _when(view["created_at"]) if view.get("created_at") else ""
+    notice = f'<div class="chat-reopened">A past question ({escape(when)}), reopened from your history.</div>' + notice
+    vote = view.get("vote")
+    if vote:
+        label = vote["label"] if vote["label"] in ("A", "B") else vote["choice"]
+        status = (f'<div class="chat-voted">Your vote: {escape(label)} — {escape(CHOICE_TEXT[vote["choice"]])}. '
+                  "You can change it by clicking another button.</div>")
+    elif view["comparison"] == "yes":
+        status = '<div class="chat-voted">Not voted yet: which answer is better?</div>'
+    else:
+        status = ""
+    return notice, a, b, status
+
+
+def history_choices(rows: list[dict]) -> list[tuple[str, str]]:
+    """(label, turn id) for the "reopen" selector: when, and the question's start."""
+    return [(f"{_when(row['created_at'])} · {row['question'][:90]}", row["id"]) for row in rows]
+
+
+NO_COMPARISON = ("No comparison yet: thought memory holds nothing relevant to this question, so both retrievals "
+                 "found the same papers and one answer is shown (not counted in the statistics). Thoughts come from "
+                 "answers you vote on; once memory holds some close to a question, it gets two answers to compare.")
+NO_COMPARISON_SIDE = ("No second answer: it would use the same papers as the first. Vote on compared answers to grow "
+                      "the thought memory that makes the second answer differ.")
 
 
 def recent_html(rows: list[dict]) -> str:
@@ -405,7 +434,23 @@ def build(services: Services) -> None:
         return message, a, b, recent_html(chat.recent_turns(user))
 
     def show_recent(request: gr.Request):
-        return recent_html(chat.recent_turns(current_user(request)))
+        rows = chat.recent_turns(current_user(request))
+        return recent_html(rows), gr.update(choices=history_choices(rows), value=None)
+
+    def refresh_history(request: gr.Request):
+        return gr.update(choices=history_choices(chat.recent_turns(current_user(request))))
+
+    def reopen(turn_id: str | None, request: gr.Request):
+        """A past turn of this user, shown again with its answers, sources and vote; it becomes the turn a vote or
+        a follow-up question refers to."""
+        user = current_user(request)
+        view = chat.view(turn_id) if isinstance(turn_id, str) and turn_id else None
+        if view is None or view["user"] != user:
+            message = "Pick one of your recent questions." if not turn_id else "That question is not in your history."
+            return (f'<div class="chat-notice">{escape(message)}</div>', gr.update(), gr.update(), gr.update(),
+                    gr.update(), gr.update())
+        notice, a, b, status = reopened_outputs(view, lineage_of(view, user))
+        return notice, a, b, gr.update(visible=view["comparison"] == "yes"), status, turn_id
 
     def search_memory(query: str, request: gr.Request):
         return memory_html(memory_view(services, query, user=current_user(request)))
@@ -455,6 +500,10 @@ def build(services: Services) -> None:
                             "before and after. A finished answer may become a thought; a stopped one never does.")
                 deep_trace = gr.HTML(elem_id="chat-deep-trace")
             gr.Markdown("#### Your recent questions")
+            with gr.Row():
+                history = gr.Dropdown(label="Reopen a past question (its answers, sources and your vote)",
+                                      choices=[], value=None, allow_custom_value=True, elem_id="chat-history",
+                                      scale=4)
             recent = gr.HTML(elem_id="chat-recent")
             turn_state = gr.State(None)
         with gr.Tab("Adaptive retrieval (SlimPLM)", id="chat-slim-tab"):
@@ -485,9 +534,9 @@ def build(services: Services) -> None:
     asks_at_once = 1 if services.settings.llm_backend == "local" else services.settings.concurrency
     # the turn shown so far is what a follow-up question refers to
     ask_button.click(ask, [question, personalize, turn_state], ask_outputs, concurrency_limit=asks_at_once,
-                     concurrency_id="chat-ask")
+                     concurrency_id="chat-ask").then(refresh_history, None, [history])
     question.submit(ask, [question, personalize, turn_state], ask_outputs, concurrency_limit=asks_at_once,
-                    concurrency_id="chat-ask")
+                    concurrency_id="chat-ask").then(refresh_history, None, [history])
     deep_event = deep_button.click(ask_deep, [question, turn_state], [deep_answer, deep_trace],
                                    concurrency_limit=asks_at_once, concurrency_id="chat-ask")
     deep_stop.click(None, None, None, cancels=[deep_event])
@@ -500,7 +549,8 @@ def build(services: Services) -> None:
     memory_query.submit(search_memory, [memory_query], [memory_list])
     delete_button.click(remove_thought, [delete_id, memory_query], [delete_status, memory_list])
     stats_refresh.click(show_stats, None, [stats_table, stats_plot])
-    _on_page_load(show_recent, [recent])
+    history.input(reopen, [history], [notice, answer_a, answer_b, vote_row, vote_status, turn_state])
+    _on_page_load(show_recent, [recent, history])
     _on_page_load(first_memory, [memory_list])
     _on_page_load(show_stats, [stats_table, stats_plot])
 

@@ -26,6 +26,11 @@ def ask(page, question: str) -> None:
     page.locator("#chat-ask").click()
 
 
+def reopen(page, question_start: str) -> None:
+    page.locator("#chat-history input").click()
+    page.get_by_role("option").filter(has_text=question_start).first.click()
+
+
 def open_chat(page, url: str) -> None:
     page.goto(url)
     page.get_by_role("tab", name="Chat").click()
@@ -46,7 +51,8 @@ def test_ask_vote_reload_and_escaping(app_server, page):
     ask(page, f"{QUESTION} {SCRIPT}")
     expect(page.locator("#chat-notice")).to_contain_text(SCRIPT, timeout=120_000)  # shown before the answer
     expect(page.locator("#chat-notice .chat-time")).to_be_visible(timeout=ANSWER_TIMEOUT_MS)  # answer done
-    expect(page.locator("#chat-notice")).to_contain_text("No comparison this time")
+    expect(page.locator("#chat-notice")).to_contain_text("No comparison yet")
+    expect(page.locator("#chat-answer-b")).to_contain_text("No second answer")   # the empty column says why
     expect(page.locator("#chat-answer-a .chat-sources li").first).to_be_visible()
     assert page.evaluate("window.__chat_xss") is None
     assert page.locator("#chat-notice b").count() == 0
@@ -88,6 +94,18 @@ def test_ask_vote_reload_and_escaping(app_server, page):
     expect(latest).to_contain_text(" ".join(thought_text.split())[:40])
     expect(latest.locator(".chat-recent-vote")).to_contain_text("voted: B")
     expect(page.locator("#chat-recent")).to_contain_text(SCRIPT)
+
+    # 4) reopen past turns from the history: the first one (one answer, the script still text), then the voted one
+    reopen(page, "reasoning benchmarks")
+    expect(page.locator("#chat-notice")).to_contain_text("reopened from your history")
+    expect(page.locator("#chat-notice")).to_contain_text(SCRIPT)
+    expect(page.locator("#chat-answer-a .chat-sources li").first).to_be_visible()
+    expect(page.locator("#chat-answer-b")).to_contain_text("No second answer")
+    assert page.evaluate("window.__chat_xss") is None
+    reopen(page, " ".join(thought_text.split()[:4]))
+    expect(page.locator("#chat-vote-status")).to_contain_text("Your vote: B")
+    expect(page.locator("#chat-vote-row")).to_be_visible()
+    expect(page.locator("#chat-answer-a .chat-badge").first).to_be_visible()   # voted: sides shown
     page.get_by_role("tab", name="Statistics").click()
     expect(page.locator("#chat-stats")).to_contain_text("Decisive votes")
     page.screenshot(path="/tmp/chat-stats.png", full_page=True)
