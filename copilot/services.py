@@ -16,6 +16,7 @@ from copilot.llm import LLM, Backend, build_llm
 from copilot.ratelimit import RateLimiter
 from copilot.sources.arxiv_api import ArxivSource
 from copilot.store.caches import AspectCache, TrendsCache
+from copilot.store.catalog import PaperCatalog
 from copilot.store.chat_log import ChatLog
 from copilot.store.db import Database
 from copilot.store.failures import FailureLog
@@ -90,6 +91,10 @@ class Services:
             pid = os.getpid()
             return VectorStore(chroma_client(self.settings), reopen=lambda: reopened_client(self.settings),
                                others_version=lambda: self.runs.others_progress(pid))
+
+    @cached_property
+    def catalog(self) -> PaperCatalog:
+        return PaperCatalog(self.store)
 
     @cached_property
     def lexical(self) -> LexicalIndex:

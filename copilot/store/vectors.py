@@ -138,15 +138,22 @@ class VectorStore:
         return [Paper.from_store(pid, doc, meta)
                 for pid, doc, meta in zip(found["ids"], found["documents"], found["metadatas"])]
 
+    def paper_metadata_page(self, offset: int, limit: int) -> list[tuple[str, dict]]:
+        """(id, metadata) of up to `limit` stored papers from `offset`, in the store's order (for full scans)."""
+        found = self._read(lambda: self.papers.get(include=["metadatas"], limit=limit, offset=offset))
+        return [(pid, meta or {}) for pid, meta in zip(found["ids"], found["metadatas"])]
+
     # --- both collections
-    def search(self, kind: str, embedding: np.ndarray, k: int, where: dict | None = None) -> list[Evidence]:
+    def search(self, kind: str, embedding: np.ndarray, k: int, where: dict | None = None,
+               ids: Sequence[str] | None = None) -> list[Evidence]:
+        """The `k` nearest items, optionally only among `ids`."""
         def query():
             collection = self.collection(kind)
-            count = collection.count()
+            count = collection.count() if ids is None else len(ids)
             if count == 0 or k <= 0:
                 return None
             return collection.query(query_embeddings=[np.asarray(embedding, dtype=np.float32)],
-                                    n_results=min(k, count), where=where,
+                                    n_results=min(k, count), where=where, ids=list(ids) if ids is not None else None,
                                     include=["documents", "metadatas", "distances"])
 
         result = self._read(query)

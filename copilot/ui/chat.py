@@ -338,7 +338,7 @@ def slim_html(trace: dict) -> tuple[str, str]:
 
 
 # --- the tab -------------------------------------------------------------------------------------------------
-def build(services: Services) -> None:
+def build(services: Services) -> gr.Textbox:
     chat = chat_for(services)
 
     def lineage_of(view: dict, user: str) -> dict[str, list[dict]]:
@@ -553,6 +553,7 @@ def build(services: Services) -> None:
     _on_page_load(show_recent, [recent, history])
     _on_page_load(first_memory, [memory_list])
     _on_page_load(show_stats, [stats_table, stats_plot])
+    return question          # the Search tab's "Ask about this paper" fills it
 
 
 def _bind_choice(vote, choice: str):

@@ -11,7 +11,7 @@ from starlette.middleware import Middleware
 from copilot.ratelimit import PasswordGate
 from copilot.scheduler import IngestScheduler
 from copilot.services import Services
-from copilot.ui import chat, library, profile, related, trends
+from copilot.ui import chat, library, profile, related, search, trends
 from copilot.ui.guard import RequestGuard
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -25,17 +25,20 @@ def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr
                         "papers.", elem_id="app-header")
             if os.environ.get("OAUTH_CLIENT_ID"):  # set by Hugging Face Spaces when the Space enables OAuth
                 gr.LoginButton(scale=0)
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             with gr.Tab("Profile", id="profile"):
                 profile.build(services)
             with gr.Tab("Trends", id="trends"):
                 trends.build(services)
             with gr.Tab("Chat", id="chat"):
-                chat.build(services)
+                chat_question = chat.build(services)
+            with gr.Tab("Search", id="search"):
+                search_tab = search.build(services)
             with gr.Tab("Related", id="related"):
-                related.build(services)
+                related_reference, related_run = related.build(services)
             with gr.Tab("Library", id="library"):
                 show, status, history = library.build(services, scheduler)
+        search.connect(services, search_tab, tabs, related_reference, related_run, chat_question)
         page.load(show, outputs=[status, history])
     return page
 

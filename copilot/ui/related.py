@@ -89,7 +89,7 @@ def _status(text: str) -> str:
     return f"<p class='related-status'>{escape(text)}</p>"
 
 
-def build(services: Services) -> None:
+def build(services: Services):
     gr.Markdown("Find papers related to a query paper. Several queries each search the library — the abstract, the "
                 "title, one query per aspect (research question, method, experiments: PRISM) and the words the "
                 "papers share (BM25) — and Reciprocal Rank Fusion merges their lists. The default ranking is the "
@@ -152,5 +152,6 @@ def build(services: Services) -> None:
         result = outcome["result"]
         yield query_html(result), results_html(result.results), baseline_html(result.baseline), aspects_html(result)
 
-    gr.on([run_button.click, reference.submit], run, inputs=[reference, title, abstract, ranking, mode],
-          outputs=[status, results, baseline, aspects])
+    inputs, outputs = [reference, title, abstract, ranking, mode], [status, results, baseline, aspects]
+    gr.on([run_button.click, reference.submit], run, inputs=inputs, outputs=outputs)
+    return reference, (run, inputs, outputs)     # the Search tab's "Related papers" fills the id and runs

@@ -1,0 +1,167 @@
+"""Searching the library like a researcher: words and meaning together, filters, sort.
+
+A query is ranked twice — by meaning (the embedded query against the papers' vectors in Chroma) and by its words
+(BM25 over titles and abstracts, the index Related uses) — and the two lists are fused by reciprocal rank, equal
+weights. Filters (date range, any of the categories, an author) are applied to the candidates before either list
+is cut, through the in-memory catalog of the papers' dates, categories and authors. An arXiv id or link in the
+query puts that paper first. With no words but a filter, the filtered papers are listed newest first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date
+
+from copilot.errors import UserError
+from copilot.methods.authors import AuthorNameError, matching_author, parse_author_name
+from copilot.methods.fusion import reciprocal_rank_fusion
+from copilot.records import Paper, date_number, parse_arxiv_id, storable_text
+from copilot.services import Services
+
+MAX_QUERY_CHARS = 500
+MAX_LIMIT = 100
+LIST_DEPTH = 200          # how deep each of the two lists is read before fusing
+SORTS = ("relevance", "date")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-]{2,}")
+_STOP = {"the", "and", "for", "with", "from", "that", "this", "are", "how", "what", "which", "into", "over", "can",
+         "does", "using", "use", "about", "paper", "papers"}
+
+
+@dataclass
+class Hit:
+    paper: Paper
+    score: float                                   # RRF score (0 when listed by date only)
+    ranks: dict[str, int] = field(default_factory=dict)   # {"meaning": rank, "words": rank}
+
+    def as_dict(self) -> dict:
+        p = self.paper
+        return {"id": p.id, "version": p.version, "title": p.title, "authors": p.authors,
+                "date": p.published.isoformat(), "categories": p.categories, "abstract": p.abstract,
+                "abs_url": p.abs_url, "pdf_url": p.pdf_url, "score": round(self.score, 6), "ranks": self.ranks}
+
+
+@dataclass
+class SearchResult:
+    query: str
+    hits: list[Hit]
+    matched: int | None        # papers passing the filters (None: no filter)
+    message: str = ""
+
+    def as_dict(self) -> dict:
+        return {"query": self.query, "matched": self.matched, "message": self.message,
+                "hits": [hit.as_dict() for hit in self.hits]}
+
+
+def parse_day(text: str | None, what: str) -> date | None:
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        return date.fromisoformat(text[:10])
+    except ValueError:
+        raise UserError(f"the {what} date {text[:30]!r} is not a date; write it as YYYY-MM-DD") from None
+
+
+def query_words(text: str) -> list[str]:
+    """The query's content words, for highlighting in snippets."""
+    return [w for w in dict.fromkeys(m.group(0).lower() for m in _WORD.finditer(text)) if w not in _STOP]
+
+
+def search_papers(services: Services, text: str | None, date_from: str | date | None = None,
+                  date_to: str | date | None = None, categories: list[str] | None = None, author: str | None = None,
+                  sort: str = "relevance", limit: int = 20) -> SearchResult:
+    query = " ".join(storable_text(text or "").split())
+    if len(query) > MAX_QUERY_CHARS:
+        raise UserError(f"the query has {len(query):,} characters; at most {MAX_QUERY_CHARS}")
+    if sort not in SORTS:
+        raise UserError(f"sort by one of: {', '.join(SORTS)}")
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    start = date_from if isinstance(date_from, date) else parse_day(date_from, "from")
+    end = date_to if isinstance(date_to, date) else parse_day(date_to, "to")
+    if start and end and start > end:
+        raise UserError(f"the date range is empty: from {start} is after to {end}")
+    wanted_categories = [c.strip() for c in categories or [] if c and c.strip()]
+    target = None
+    if author and author.strip():
+        try:
+            target = parse_author_name(author)
+        except AuthorNameError as error:
+            raise UserError(f"author: {error}") from None
+    filtered = bool(start or end or wanted_categories or target)
+    if not query and not filtered:
+        raise UserError("type words to search for, or choose a date range, a category or an author")
+    if services.store.count("paper") == 0:
+        raise UserError("the library is empty: add papers on the Library tab first")
+
+    allowed = _filtered_ids(services, start, end, wanted_categories, target) if filtered else None
+    if allowed is not None and not allowed:
+        return SearchResult(query, [], 0, "No paper in the library matches these filters.")
+    if not query:
+        return _newest(services, query, allowed, limit)
+
+    lists = {"meaning": _by_meaning(services, query, allowed), "words": _by_words(services, query, allowed)}
+    named = _named_paper(services, query, allowed)
+    fused = reciprocal_rank_fusion(lists)
+    if named:
+        fused = [(named, float("inf"), {})] + [row for row in fused if row[0] != named]
+    if sort == "date":
+        fused = fused[:LIST_DEPTH]
+    papers = {p.id: p for p in services.store.get_papers([pid for pid, _, _ in
+                                                          (fused if sort == "date" else fused[:limit])])}
+    hits = [Hit(papers[pid], 0.0 if score == float("inf") else score, ranks) for pid, score, ranks in fused
+            if pid in papers]
+    if sort == "date":
+        hits = sorted(hits, key=lambda h: h.paper.published, reverse=True)
+    hits = hits[:limit]
+    message = "" if hits else "No paper matches this search; try other words or wider filters."
+    return SearchResult(query, hits, None if allowed is None else len(allowed), message)
+
+
+def _filtered_ids(services: Services, start: date | None, end: date | None, categories: list[str],
+                  target) -> set[str]:
+    low = date_number(start) if start else 0
+    high = date_number(end) if end else 99_999_999
+    wanted = set(categories)
+    return {row.id for row in services.catalog.rows()
+            if low <= row.date <= high
+            and (not wanted or wanted.intersection(row.categories))
+            and (target is None or matching_author(target, row.authors) is not None)}
+
+
+def _by_meaning(services: Services, query: str, allowed: set[str] | None) -> list[str]:
+    vector = services.embedder.embed_one(query)
+    restrict = sorted(allowed) if allowed is not None else None
+    items = services.store.search("paper", vector, LIST_DEPTH, ids=restrict)
+    return [item.id for item in items]
+
+
+def _by_words(services: Services, query: str, allowed: set[str] | None) -> list[str]:
+    depth = LIST_DEPTH if allowed is None else services.store.count("paper")   # filter first, then cut
+    ranked = [pid for pid, score in services.lexical.search(query, depth) if score > 0]
+    if allowed is not None:
+        ranked = [pid for pid in ranked if pid in allowed]
+    return ranked[:LIST_DEPTH]
+
+
+def _named_paper(services: Services, query: str, allowed: set[str] | None) -> str | None:
+    """An arXiv id or link in the query names a paper: it comes first when the library has it."""
+    for token in query.split():
+        parsed = parse_arxiv_id(token)
+        if parsed and (allowed is None or parsed[0] in allowed) and services.store.get_papers([parsed[0]]):
+            return parsed[0]
+    return None
+
+
+def _newest(services: Services, query: str, allowed: set[str], limit: int) -> SearchResult:
+    rows = sorted((row for row in services.catalog.rows() if row.id in allowed), key=lambda r: r.date, reverse=True)
+    papers = services.store.get_papers([row.id for row in rows[:limit]])
+    return SearchResult(query, [Hit(p, 0.0) for p in papers], len(allowed))
+
+
+def question_about(services: Services, paper_id: str) -> str:
+    """A question to start Chat with about a library paper ("" when the library does not hold it)."""
+    papers = services.store.get_papers([paper_id.strip()]) if paper_id and paper_id.strip() else []
+    if not papers:
+        return ""
+    return f'What does "{papers[0].title}" (arXiv {papers[0].id}) propose, and how does it compare with related work?'
