@@ -173,3 +173,11 @@ def test_grouping_separates_real_authors_renamed_to_one_name():
     recall = sum(r for _, r in scores) / len(scores)
     assert min(len(papers_of[a]) for a in authors) >= 6
     assert precision >= 0.85 and recall >= 0.6, (precision, recall)
+
+
+def test_the_full_name_query_needs_a_spelled_out_first_name():
+    from copilot.methods.authors import full_name_query
+
+    assert full_name_query(parse_author_name("Chen, Muhao")) == 'au:"muhao chen"'
+    assert full_name_query(parse_author_name("Adrián Del Maestro")) == 'au:"adrian del maestro"'
+    assert full_name_query(parse_author_name("M. Chen")) is None and full_name_query(parse_author_name("Chen")) is None

@@ -68,13 +68,15 @@ def test_lookup_accepts_spellings_and_finds_the_recorded_papers(svc, fake_arxiv,
     result = P.lookup_author(svc, name, max_results=10)
     assert {c.paper.id for c in result.candidates} == PAGE_ONE_IDS
     sent = [q["search_query"] for q in fake_arxiv.queries]
-    assert sent == ["au:del_maestro_a", "au:del_maestro"]          # precise first; it found nothing here
+    full = ['au:"adrian del maestro"'] if "A." not in name else []   # the full name first, when it is spelled out
+    assert sent == full + ["au:del_maestro_a", "au:del_maestro"]     # then broader; nothing was recorded for those
     assert all(q["sortBy"] == "submittedDate" and q["sortOrder"] == "descending" for q in fake_arxiv.queries)
     assert result.query == "au:del_maestro"
     dates = [c.paper.published for c in result.candidates if c.group == 1]
     assert dates == sorted(dates, reverse=True)                      # newest first within a group
     row = result.as_dict()["candidates"][0]
-    assert set(row) == {"id", "title", "date", "authors", "primary_category", "group"}
+    assert set(row) == {"id", "title", "date", "authors", "primary_category", "group", "found_in"}
+    assert row["found_in"] == "arxiv"
     assert row["date"] == "2014-12-19" and row["primary_category"] == "cond-mat.quant-gas"
 
 
@@ -93,9 +95,9 @@ def test_bad_names_send_no_query(svc, fake_arxiv, name):
 
 def test_no_papers_found_offers_the_other_inputs(svc, fake_arxiv):
     result = P.lookup_author(svc, "Yoshua Bengio")
-    assert result.candidates == [] and "No arXiv papers found" in result.message
+    assert result.candidates == [] and "No papers found" in result.message
     assert "arXiv ids" in result.message and "paste a text" in result.message
-    assert [q["search_query"] for q in fake_arxiv.queries] == ["au:bengio_y", "au:bengio"]
+    assert [q["search_query"] for q in fake_arxiv.queries] == ['au:"yoshua bengio"', "au:bengio_y", "au:bengio"]
 
 
 def test_surname_query_drops_other_first_names(svc, fake_arxiv):
@@ -340,7 +342,7 @@ def test_cli_lookup_build_show(svc, fake_arxiv, capsys, monkeypatch):
     monkeypatch.setenv("COPILOT_ARXIV_RETRIES", "0")
     code, out, _ = run_cli(capsys, "profile", "lookup", "Del Maestro, Adrian", "--max", "10", "--json")
     assert code == 0 and {c["id"] for c in out["candidates"]} == PAGE_ONE_IDS
-    assert all(set(c) == {"id", "title", "date", "authors", "primary_category", "group"} for c in out["candidates"])
+    assert all(set(c) == {"id", "title", "date", "authors", "primary_category", "group", "found_in"} for c in out["candidates"])
 
     code, out, err = run_cli(capsys, "profile", "lookup", "<script>", "--json")
     assert code == 2 and out is None and "no HTML" in err
@@ -386,3 +388,57 @@ def test_cli_build_then_show(scripted_svc, fake_arxiv, capsys, monkeypatch):
     assert code == 0 and shown["text"] == out["text"] and shown["version"] == 1
     code, _, err = run_cli(capsys, "profile", "show", "--json")
     assert code == 2 and "no saved profile for user 'local'" in err
+
+
+# --- common surnames and the local library (issue #18, #20) ----------------------------------------------------
+TEMPLATE_FEED = DEL_MAESTRO.read_text(encoding="utf-8")
+
+
+def synthetic_feed(entries: list[tuple[str, str, list[str]]]) -> str:
+    """A feed in the recorded format whose entries are (id, YYYY-MM-DD, authors), built from a recorded entry."""
+    head, rest = TEMPLATE_FEED.split("<entry>", 1)
+    head = re.sub(r"(<opensearch:totalResults[^>]*>)\d+", rf"\g<1>{len(entries)}", head)
+    template = re.search(r"<entry>.*?</entry>", "<entry>" + rest, re.S).group(0)
+    out = []
+    for pid, day, authors in entries:
+        entry = template.replace("1201.4869", pid).replace("2012-01-23", day)
+        entry = re.sub(r"<title>.*?</title>", f"<title>Study {pid} of graph reasoning</title>", entry)
+        names = "".join(f"<author><name>{a}</name></author>" for a in authors)
+        out.append(re.sub(r"<author>.*</author>", names, entry, flags=re.S))
+    return head + "\n".join(out) + "\n</feed>\n"
+
+
+def test_a_common_surname_does_not_crowd_out_the_persons_papers(svc, fake_arxiv):
+    """'chen, muhao' found 5 of 10 papers: the initial's query was cut at the newest 50, most of them other
+    M. Chens. The full name is asked first and read to the end."""
+    own = [(f"2401.{n:05d}", f"2024-01-{n + 1:02d}", ["Muhao Chen", "Dan Roth"]) for n in range(10)]
+    others = [(f"2501.{n:05d}", f"2025-0{n % 9 + 1}-10", [name, "Someone Else"])
+              for n, name in enumerate(["Ming Chen", "Mei Chen", "M. Chen"] * 20)]
+    fake_arxiv.add_response(author_params('au:"muhao chen"', 0), synthetic_feed(own))
+    fake_arxiv.add_response(author_params("au:chen_m", 0), synthetic_feed(others + own))
+    result = P.lookup_author(svc, "chen, muhao", max_results=50)
+    assert {c.paper.id for c in result.candidates} == {pid for pid, _, _ in own}
+    assert [q["search_query"] for q in fake_arxiv.queries] == ['au:"muhao chen"']   # no broadening needed
+    assert result.query == 'au:"muhao chen"'
+
+
+def test_lookup_works_offline_from_the_library_and_merges_with_arxiv(tmp_path, fake_arxiv, monkeypatch):
+    clean_env(monkeypatch)
+    offline = profile_services(tmp_path / "off", "http://127.0.0.1:9/api/query")
+    papers = sample_papers(120)
+    from copilot.features.library import ingestor
+
+    ingestor(offline).run("test", papers)
+    author = papers[7].authors[0]
+    expected = {p.id for p in papers if any(P.matching_author(P.parse_name(author), [a]) for a in p.authors)}
+    result = P.lookup_author(offline, author)
+    assert {c.paper.id for c in result.candidates} == expected
+    assert all(c.found_in == "library" for c in result.candidates)
+    assert "arXiv could not be searched" in result.message and "in this library" in result.message
+    with pytest.raises(P.ProfileError, match="arXiv could not be searched"):
+        P.lookup_author(offline, "Zebulon Quasimodo")           # nobody of that name here, and arXiv is down
+
+    online = profile_services(tmp_path / "on", fake_arxiv.url)
+    ingestor(online).run("test", papers[:20])
+    result = P.lookup_author(online, "Adrian Del Maestro", max_results=10)   # arXiv only: the library has none
+    assert {c.found_in for c in result.candidates} == {"arxiv"}

@@ -16,7 +16,7 @@ from copilot.features.library import ingestor
 from copilot.grounding import check, close_cut_statements, keep_paper_citations, tidy
 from copilot.llm import LLMError
 from copilot.methods.authors import (AuthorName, AuthorNameError, NamesakeGroup, author_queries, fold,
-                                     group_namesakes, matching_author, parse_author_name)
+                                     full_name_query, group_namesakes, matching_author, parse_author_name)
 from copilot.prompts import PROFILE_DRAFT, PROFILE_STATEMENT_CHARS, profile_grammar, source_block
 from copilot.records import Paper, date_number, parse_arxiv_id, parse_id_list, storable_text
 from copilot.services import Services
@@ -153,11 +153,12 @@ class Candidate:
     paper: Paper
     group: int                  # NamesakeGroup.number
     written_as: str             # how the looked-up name is spelled on this paper
+    found_in: str = "arxiv"     # "library", "arxiv" or "both"
 
     def as_dict(self) -> dict:
         p = self.paper
         return {"id": p.id, "title": p.title, "date": p.published.isoformat(), "authors": list(p.authors),
-                "primary_category": p.primary_category, "group": self.group}
+                "primary_category": p.primary_category, "group": self.group, "found_in": self.found_in}
 
 
 @dataclass
@@ -176,6 +177,9 @@ class Lookup:
 
 
 NOT_FOUND_HINT = "You can also paste arXiv ids or links, or paste a text about your research."
+# The full name's own results are read to the end (up to this many): a common surname's other authors must not
+# crowd the person's papers out of a list cut at the newest N (issue #18: "chen, muhao" found 5 of 10).
+MAX_OWN_PAPERS = 300
 
 
 def parse_name(name: str) -> AuthorName:
@@ -187,53 +191,103 @@ def parse_name(name: str) -> AuthorName:
 
 
 def _fetch(services: Services, query: str, limit: int,
-           progress: Callable[[int], None] | None) -> tuple[list[Paper], str]:
+           progress: Callable[[int], None] | None, done: int = 0) -> tuple[list[Paper], str]:
     """Papers for one author query; a failure after some pages keeps those pages and says so."""
     papers: list[Paper] = []
     try:
         for paper in services.arxiv.by_author(query, max_results=limit):
             papers.append(paper)
             if progress:
-                progress(len(papers))
+                progress(done + len(papers))
     except ArxivSourceError as error:
         if not papers:
-            raise ProfileError(f"arXiv could not be searched: {error}. Your saved profile is unchanged. "
-                               + NOT_FOUND_HINT) from None
+            raise ArxivDown(str(error)) from None
         return papers, f"arXiv stopped answering after {len(papers)} papers ({error}); showing those."
     return papers, ""
 
 
+class ArxivDown(Exception):
+    """arXiv could not be searched at all (the library's papers may still answer the lookup)."""
+
+
+def _matching(papers: Sequence[Paper], target: AuthorName) -> tuple[list[tuple[Paper, str]], int]:
+    kept, dropped = [], 0
+    for paper in papers:
+        written = matching_author(target, paper.authors)
+        if written is None:
+            dropped += 1
+        else:
+            kept.append((paper, written))
+    return kept, dropped
+
+
+def _from_arxiv(services: Services, target: AuthorName, limit: int,
+                progress: Callable[[int], None] | None) -> tuple[list[tuple[Paper, str]], str, int, str]:
+    """(papers with the name as written, the query that found them, dropped, warning). The full name first, read
+    to the end; only when it finds nothing, the broader queries (surname and initial, then the surname)."""
+    kept, dropped, warning, query = [], 0, "", ""
+    full = full_name_query(target)
+    if full:
+        found, warning = _fetch(services, full, MAX_OWN_PAPERS, progress)
+        kept, dropped = _matching(found, target)
+        query = full
+    if not kept:
+        for query in author_queries(target):
+            found, warning = _fetch(services, query, limit, progress)
+            kept, more = _matching(found, target)
+            dropped += more
+            if kept:
+                if len(found) >= limit:
+                    warning = (warning + f" Showing the newest {limit} arXiv results for {query}.").strip()
+                break
+    return kept, query, dropped, warning
+
+
+def _from_library(services: Services, target: AuthorName) -> list[tuple[Paper, str]]:
+    """The library's papers with an author of this name (same normalisation as the arXiv path)."""
+    ids = [row.id for row in services.catalog.rows() if matching_author(target, row.authors) is not None]
+    papers = services.store.get_papers(ids[:MAX_OWN_PAPERS])
+    return [(paper, matching_author(target, paper.authors)) for paper in papers]
+
+
 def lookup_author(services: Services, name: str, max_results: int | None = None,
                   progress: Callable[[int], None] | None = None) -> Lookup:
-    """The newest papers on arXiv by `name`, grouped by likely identity. Precise query first
-    (`au:surname_initial`); when it finds nothing, the surname alone, keeping authors whose first names fit."""
+    """Papers by `name` from the library and from arXiv (when reachable), merged by id and grouped by likely
+    identity. On arXiv the full name is asked first and read to the end; the surname with its initial, then the
+    surname alone, only when the full name finds nothing — keeping authors whose first names fit."""
     target = parse_name(name)
     limit = max_results or services.settings.profile_max_papers
-    for query in author_queries(target):
-        found, warning = _fetch(services, query, limit, progress)
-        kept, dropped = [], 0
-        for paper in found:
-            written = matching_author(target, paper.authors)
-            if written is None:
-                dropped += 1
-            else:
-                kept.append((paper, written))
-        if kept:
-            break
-    if not kept:
+    local = _from_library(services, target)
+    try:
+        remote, query, dropped, warning = _from_arxiv(services, target, limit, progress)
+    except ArxivDown as error:
+        if not local:
+            raise ProfileError(f"arXiv could not be searched: {error}. Your saved profile is unchanged. "
+                               + NOT_FOUND_HINT) from None
+        remote, query, dropped = [], "", 0
+        warning = f"arXiv could not be searched ({error}); showing the papers in this library."
+    where: dict[str, str] = {}
+    merged: dict[str, tuple[Paper, str]] = {}
+    for paper, written in remote:
+        merged[paper.id], where[paper.id] = (paper, written), "arxiv"
+    for paper, written in local:
+        where[paper.id] = "both" if paper.id in merged else "library"
+        merged.setdefault(paper.id, (paper, written))
+    if not merged:
         others = f" (arXiv had {dropped} by authors with other first names)" if dropped else ""
         return Lookup(target.display(), query, [], [], dropped,
-                      f"No arXiv papers found for {target.display()}{others}. " + NOT_FOUND_HINT)
-    papers = [p for p, _ in kept]
+                      f"No papers found for {target.display()} on arXiv or in this library{others}. "
+                      + NOT_FOUND_HINT)
+    papers = [paper for paper, _ in merged.values()]
     groups = group_namesakes(papers, target)
     group_of = {pid: g.number for g in groups for pid in g.paper_ids}
-    candidates = [Candidate(p, group_of[p.id], written) for p, written in kept]
+    candidates = [Candidate(p, group_of[p.id], written, where[p.id]) for p, written in merged.values()]
     candidates.sort(key=lambda c: (c.group, -date_number(c.paper.published)))
-    message = f"{len(candidates)} papers found for {target.display()} in {len(groups)} group(s)."
+    in_library = sum(1 for c in candidates if c.found_in != "arxiv")
+    message = (f"{len(candidates)} papers found for {target.display()} in {len(groups)} group(s)"
+               f" ({in_library} of them in this library).")
     if len(groups) > 1:
         message += " Groups may be different people with the same name: uncheck the ones that are not you."
-    if len(found) >= limit:
-        message += f" Showing the newest {limit}."
     if warning:
         message += " " + warning
     return Lookup(target.display(), query, candidates, groups, dropped, message)

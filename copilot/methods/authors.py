@@ -113,8 +113,16 @@ def parse_author_name(raw: str) -> AuthorName:
     return AuthorName(first=tuple(first), last=tuple(last))
 
 
+def full_name_query(name: AuthorName) -> str | None:
+    """The arXiv query for the whole name as a phrase, 'au:"muhao chen"'; None when no first name is spelled out
+    (an initial alone would match every namesake with that initial)."""
+    if not name.given:
+        return None
+    return f'au:"{" ".join((name.given, *name.last))}"'
+
+
 def author_queries(name: AuthorName) -> list[str]:
-    """arXiv author queries, most precise first: ['au:del_maestro_a', 'au:del_maestro']."""
+    """The broader arXiv author queries, most precise first: ['au:del_maestro_a', 'au:del_maestro']."""
     surname = "_".join(name.last)
     queries = [f"au:{surname}_{name.initial}"] if name.initial else []
     return queries + [f"au:{surname}"]
