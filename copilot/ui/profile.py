@@ -19,19 +19,25 @@ from copilot.ui.common import arxiv_link, current_user, escape, escape_markdown,
 PASTED_GROUP = 0      # papers given as ids form their own group
 
 
-def _paper_label(paper: Paper, group: int) -> str:
+FOUND_IN = {"library": "in your library", "both": "in your library and on arXiv", "arxiv": ""}
+
+
+def _paper_label(paper: Paper, group: int, found_in: str = "") -> str:
     others = ", ".join(paper.authors[:4]) + (" …" if len(paper.authors) > 4 else "")
     tag = f"G{group} · " if group else ""
-    return f"{tag}{paper.published} · {paper.primary_category} · {paper.id} · {paper.title} — {others}"
+    where = f" [{FOUND_IN[found_in]}]" if FOUND_IN.get(found_in) else ""
+    return f"{tag}{paper.published} · {paper.primary_category} · {paper.id} · {paper.title} — {others}{where}"
 
 
-def _candidates_state(papers: list[Paper], group_of: dict[str, int], group_labels: dict[int, str]) -> dict:
+def _candidates_state(papers: list[Paper], group_of: dict[str, int], group_labels: dict[int, str],
+                      found_in: dict[str, str] | None = None) -> dict:
     return {"papers": {p.id: p for p in papers}, "group_of": group_of, "groups": group_labels,
-            "checked_groups": sorted(group_labels)}
+            "checked_groups": sorted(group_labels), "found_in": found_in or {}}
 
 
 def _choices(state: dict) -> list[tuple[str, str]]:
-    return [(_paper_label(p, state["group_of"].get(pid, 0)), pid) for pid, p in state["papers"].items()]
+    return [(_paper_label(p, state["group_of"].get(pid, 0), state.get("found_in", {}).get(pid, "")), pid)
+            for pid, p in state["papers"].items()]
 
 
 def _group_choices(state: dict) -> list[tuple[str, int]]:
@@ -44,7 +50,7 @@ def lookup_view(services: Services, name: str, progress=None):
 
     def report(count: int) -> None:
         if progress is not None:
-            progress((count, limit), desc=f"Fetching papers from arXiv: {count}", unit="papers")
+            progress(None, desc=f"Searching your library, then arXiv: {count} papers from arXiv so far")
 
     try:
         result = feature.lookup_author(services, name, progress=report)
@@ -54,8 +60,10 @@ def lookup_view(services: Services, name: str, progress=None):
         return (escape(result.message), gr.update(choices=[], value=[], visible=False),
                 gr.update(choices=[], value=[]), _candidates_state([], {}, {}))
     state = _candidates_state([c.paper for c in result.candidates], {c.paper.id: c.group for c in result.candidates},
-                              {g.number: g.label() for g in result.groups})
-    message = escape(result.message) + f" <small>(arXiv query `{escape(result.query)}`)</small>"
+                              {g.number: g.label() for g in result.groups},
+                              {c.paper.id: c.found_in for c in result.candidates})
+    message = escape(result.message) + (f" <small>(arXiv query `{escape(result.query)}`)</small>" if result.query
+                                        else "")
     return (message,
             gr.update(choices=_group_choices(state), value=sorted(state["groups"]), visible=len(result.groups) > 1),
             gr.update(choices=_choices(state), value=list(state["papers"])), state)
@@ -161,11 +169,13 @@ def build(services: Services) -> None:
         name = gr.Textbox(label="Your name as on arXiv", placeholder="Yoshua Bengio · Bengio, Yoshua · Y. Bengio",
                           max_lines=1, scale=4, elem_id="profile-name")
         find = gr.Button("Find my papers", variant="primary", scale=1, elem_id="profile-find")
-    with gr.Accordion("Other inputs: arXiv ids or links, or a text about your research", open=False):
-        ids = gr.Textbox(label="arXiv ids or links (comma or line separated)", lines=2, elem_id="profile-ids")
-        use_ids = gr.Button("Use these papers", elem_id="profile-use-ids")
-        pasted = gr.Textbox(label="A text about your research (used by Generate, with any checked papers)", lines=4,
-                            elem_id="profile-pasted")
+    with gr.Row(equal_height=False):      # the other inputs, in view: not everyone's papers are found by name
+        with gr.Column():
+            ids = gr.Textbox(label="…or your arXiv ids or links (comma or line separated)", lines=2,
+                             elem_id="profile-ids")
+            use_ids = gr.Button("Use these papers", elem_id="profile-use-ids")
+        pasted = gr.Textbox(label="…or a text about your research (used by Generate, with any checked papers)",
+                            lines=4, elem_id="profile-pasted")
     status = gr.Markdown(elem_id="profile-status")
     groups = gr.CheckboxGroup(label="Groups: papers by likely identity (uncheck a group that is not you)",
                               visible=False, elem_id="profile-groups")
@@ -204,7 +214,10 @@ def build(services: Services) -> None:
     gr.on([find.click, name.submit], on_lookup, inputs=name, outputs=lookup_outputs)
     use_ids.click(on_ids, inputs=ids, outputs=lookup_outputs)
     groups.input(groups_view, inputs=[state, groups, papers], outputs=[papers, state], show_progress="hidden")
-    generate.click(on_generate, inputs=[state, papers, pasted], outputs=[notice, text, keywords])
+    # Save is off while a draft is being written: a click mid-stream saved a 6-word fragment as version 1
+    (generate.click(lambda: gr.update(interactive=False), None, save, show_progress="hidden")
+     .then(on_generate, inputs=[state, papers, pasted], outputs=[notice, text, keywords])
+     .then(lambda: gr.update(interactive=True), None, save, show_progress="hidden"))
     save.click(on_save, inputs=[text, keywords, state, papers], outputs=saved)
     root = gr.context.Context.root_block
     if root is not None:

@@ -7,6 +7,7 @@ import re
 
 from playwright.sync_api import expect
 
+from tests.conftest import sample_papers
 from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
 
 DROPPED = "1201.4869"
@@ -30,11 +31,14 @@ def test_lookup_uncheck_generate_edit_save_reload(app_server, page, fake_arxiv):
     expect(page.locator("#profile-papers input[type=checkbox]:checked")).to_have_count(10)
     page.locator("#profile-papers label").filter(has_text=DROPPED).locator("input").uncheck()
     expect(page.locator("#profile-papers input[type=checkbox]:checked")).to_have_count(9)
-    assert [q["search_query"] for q in fake_arxiv.queries] == ["au:del_maestro_a", "au:del_maestro"]
+    assert [q["search_query"] for q in fake_arxiv.queries] == ['au:"adrian del maestro"', "au:del_maestro_a",
+                                                              "au:del_maestro"]
 
     page.locator("#profile-generate").click()
+    expect(page.locator("#profile-save")).to_be_disabled(timeout=10_000)   # no saving a half-written draft
     notice = page.locator("#profile-notice")
     expect(notice).to_contain_text("This is a draft", timeout=900_000)  # busy machines are slow
+    expect(page.locator("#profile-save")).to_be_enabled(timeout=30_000)
     text_box = page.locator("#profile-text textarea")
     draft = text_box.input_value()
     assert draft.strip() and DROPPED not in draft
@@ -62,3 +66,21 @@ def test_lookup_uncheck_generate_edit_save_reload(app_server, page, fake_arxiv):
     assert not any(href.endswith(DROPPED) for href in hrefs)
     assert all(re.match(r"https://arxiv.org/abs/", href) for href in hrefs)
     page.screenshot(path="/tmp/profile-saved.png", full_page=True)
+
+
+def test_lookup_by_name_offline_finds_the_library_papers(app_server, page):
+    """arXiv unreachable: the name is looked up in the library, said so, and the other inputs are in view."""
+    url = app_server(preload=60, env={"COPILOT_ARXIV_API_URL": "http://127.0.0.1:9/api/query",
+                                      "COPILOT_ARXIV_RETRIES": "0", "COPILOT_ARXIV_TIMEOUT": "2"})
+    author = sample_papers(60)[11].authors[0]
+    page.goto(url)
+    expect(page.locator("#profile-ids textarea")).to_be_visible(timeout=60_000)     # not folded away
+    expect(page.locator("#profile-pasted textarea")).to_be_visible()
+    page.locator("#profile-name textarea, #profile-name input").first.fill(author)
+    page.locator("#profile-find").click()
+    status = page.locator("#profile-status")
+    expect(status).to_contain_text("arXiv could not be searched", timeout=60_000)
+    expect(status).to_contain_text("in this library")
+    labels = page.locator("#profile-papers label")
+    expect(labels.first).to_contain_text("in your library")
+    expect(labels.filter(has_text=sample_papers(60)[11].id)).to_have_count(1)
