@@ -29,6 +29,7 @@ UNIT_MODULES |= {"test_login"}     # the password gate with a fake clock (issue 
 UNIT_MODULES |= {"test_fusion"}    # Related rankings: fusion, BM25, query choice, the default rule (issue #22)
 UNIT_MODULES |= {"test_gor_unit"}  # Graph of Records: graph, BERTScore, loss, store (issue #16)
 UNIT_MODULES |= {"test_longform", "test_eval_related_work"}  # RAT deep answers, related-work drafts (issue #15)
+UNIT_MODULES |= {"test_bibtex"}    # BibTeX out and in (issue #18)
 TIERS = ("unit", "integration", "browser")
 
 

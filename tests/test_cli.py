@@ -64,7 +64,7 @@ def test_related_json_from_a_stored_paper(tmp_path):
                if a in result["aspect_queries"])
     assert (result["query"]["id"], result["query"]["source"]) == (query_id, "library")
     assert 0 < len(result["results"]) <= 5 and query_id not in {row["id"] for row in result["results"]}
-    assert all(set(row) == {"id", "title", "score", "date", "url", "ranks"} for row in result["results"])
+    assert all(set(row) == {"id", "title", "score", "date", "url", "ranks", "authors"} for row in result["results"])
     plain = run_cli(tmp_path, "related", "--arxiv-id", query_id, "--limit", "5")
     assert plain.returncode == 0, plain.stderr
     assert "Ranked by prism-extractive" in plain.stdout and len(plain.stdout.strip().splitlines()) >= 6

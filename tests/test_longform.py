@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from copilot.features.longform import LongformOptions, Numbering, stream_longform
-from copilot.features.related_work import as_latex, bibtex_entry, bibtex_keys, with_authors
+from copilot.features.bibtex import bibtex_keys, bibtex_text
+from copilot.features.related_work import as_latex, with_authors
 from copilot.records import Evidence, Paper
 from copilot.store.db import Database
 from tests.doubles import scripted_llm
@@ -157,12 +158,12 @@ def test_authors_bibtex_and_latex():
     assert shown == "Claims. Deguchi and Watanabe [1] propose a subset search. Lee [2] shows that it works."
     keys = bibtex_keys(list(papers.values()))
     assert keys == {"2301.00001": "deguchi2023subset", "2301.00002": "lee2023best"}
-    entry = bibtex_entry(papers["2301.00002"], "lee2023best")
-    assert entry.startswith("@misc{lee2023best,") and r"The \{Best\} Model \& more" in entry
-    assert "eprint = {2301.00002}" in entry and "url = {https://arxiv.org/abs/2301.00002}" in entry
+    entry = bibtex_text([papers["2301.00002"]], keys)
+    assert entry.startswith("@misc{lee2023best,") and r"{The {Best} Model \& more}" in entry
+    assert "eprint = {2301.00002}" in entry and "url = {https://arxiv.org/abs/2301.00002v1}" in entry
     assert as_latex(shown, items, keys) == ("Claims. Deguchi and Watanabe~\\cite{deguchi2023subset} propose a subset "
                                             "search. Lee~\\cite{lee2023best} shows that it works.")
-    assert "eprint" not in bibtex_entry(paper("rw10-c03", ["A B"], "T"), "b2023t")    # not an arXiv paper
+    assert "eprint" not in bibtex_text([paper("rw10-c03", ["A B"], "T")])    # not an arXiv paper
     nameless = {"2301.00001": paper("2301.00001", [], "Untitled")}
     assert with_authors("Source [1] proposes x.", items, nameless) == "Earlier work [1] proposes x."
     assert with_authors("Source [1] reports less.", items, papers) == "Deguchi and Watanabe [1] reports less."

@@ -98,3 +98,28 @@ def test_the_command_line_prints_json(library):
     assert {"id", "title", "authors", "date", "abs_url", "pdf_url", "score"} <= set(result["hits"][0])
     bad = run_cli(["search", "x", "--from", "2025-05-01", "--to", "2025-01-01", "--json"], env)
     assert bad.returncode == 2 and "date range is empty" in bad.stderr
+
+
+def test_bibtex_export_of_library_papers_and_a_profile_built_from_a_bibtex_file(library, tmp_path):
+    """`export bibtex` prints the papers' BibTeX; the same file given to `profile build --bibtex` makes those papers
+    the profile's (issue #18)."""
+    services, papers = library
+    env = subprocess_env(services.settings.data_dir)
+    ids = [papers[2].id, papers[3].id]
+    done = run_cli(["export", "bibtex", "--ids", ",".join(ids)], env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("@misc{") == 2 and f"eprint = {{{ids[0]}}}" in done.stdout
+    bib = tmp_path / "mine.bib"
+    bib.write_text(done.stdout + "\n@article{other, title={Not arXiv}, journal={Nature}}\n", encoding="utf-8")
+    built = run_cli(["profile", "build", "--bibtex", str(bib), "--user", "bibber", "--max-tokens", "24", "--json"],
+                    env)
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert json.loads(built.stdout)["paper_ids"] == ids and "1 other entries skipped" in built.stderr
+    unknown = run_cli(["export", "bibtex", "--ids", f"{ids[0]},2999.00001"], env)
+    assert unknown.returncode == 2 and "not in the library: 2999.00001" in unknown.stderr
+    empty = tmp_path / "empty.bib"
+    empty.write_text("@article{x, title={A}, journal={B}}", encoding="utf-8")
+    refused = run_cli(["profile", "build", "--bibtex", str(empty), "--user", "bibber", "--json"], env)
+    assert refused.returncode == 2 and "none of the 1 entries" in refused.stderr
+    shown = run_cli(["profile", "show", "--user", "bibber", "--json"], env)
+    assert json.loads(shown.stdout)["version"] == 1                   # the refused file saved nothing

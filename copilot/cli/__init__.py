@@ -17,6 +17,7 @@ from collections.abc import Callable
 from copilot.cli.bench import add_bench_commands
 from copilot.cli.chat import add_chat_commands
 from copilot.cli.evals import add_eval_commands
+from copilot.cli.export import add_export_commands
 from copilot.cli.library import add_library_commands
 from copilot.cli.memory import add_memory_commands
 from copilot.cli.profile import add_profile_commands
@@ -34,6 +35,7 @@ COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_chat_commands,          # ask, vote, stats
     add_trends_commands,        # trends
     add_profile_commands,       # profile lookup|build|show
+    add_export_commands,        # export bibtex
     add_bench_commands,         # bench, embed-distill
     add_memory_commands,        # doctor
 ]

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 from copilot.cli.output import print_json
 from copilot.errors import UserError
+from copilot.features.bibtex import arxiv_ids_from_bibtex_file
 from copilot.features.profile import DEFAULT_USER, ProfileError, build_profile, load_profile, lookup_author
 from copilot.services import Services
 
@@ -34,8 +35,13 @@ def cmd_lookup(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    if not (args.ids or args.text):
-        raise UserError("give --ids ID,… or --text T")
+    if not (args.ids or args.text or args.bibtex):
+        raise UserError("give --ids ID,…, --bibtex FILE or --text T")
+    if args.bibtex:
+        ids, others = arxiv_ids_from_bibtex_file(args.bibtex)
+        print(f"{len(ids)} arXiv entries in {args.bibtex}" + (f"; {others} other entries skipped" if others else ""),
+              file=sys.stderr)
+        args.ids = ",".join([args.ids] * bool(args.ids) + ids)
     services = Services()
     try:
         profile, draft = build_profile(services, args.user, ids=args.ids or "", text=args.text or "",
@@ -82,6 +88,8 @@ def add_profile_commands(sub: argparse._SubParsersAction) -> None:
 
     p = commands.add_parser("build", help="generate a profile from papers or a text, and save it")
     p.add_argument("--ids", default=None, help="arXiv ids or links, comma-separated")
+    p.add_argument("--bibtex", default=None, help="a BibTeX file (e.g. a Zotero export): its arXiv entries are the "
+                   "profile's papers")
     p.add_argument("--text", default=None, help="a text about your research")
     p.add_argument("--user", default=DEFAULT_USER, help=f"whose profile (default {DEFAULT_USER})")
     p.add_argument("--max-tokens", type=int, default=None, help="most tokens generated "

@@ -138,7 +138,8 @@ def _row(evidence: Evidence, score: float, ranks: dict[str, int] | None = None) 
     meta = evidence.metadata
     date = str(meta.get("date", ""))
     row = {"id": evidence.id, "title": evidence.title, "score": round(score, 6),
-           "date": f"{date[:4]}-{date[4:6]}-{date[6:]}" if len(date) == 8 else None, "url": evidence.url}
+           "date": f"{date[:4]}-{date[4:6]}-{date[6:]}" if len(date) == 8 else None, "url": evidence.url,
+           "authors": [a.strip() for a in str(meta.get("authors", "")).split(";") if a.strip()]}
     if ranks is not None:
         row["ranks"] = ranks
     return row

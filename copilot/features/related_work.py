@@ -11,13 +11,13 @@ The cited papers come with BibTeX, and the draft with a LaTeX copy that cites th
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from copilot.features import related
+from copilot.features.bibtex import bibtex_keys, bibtex_text
 from copilot.features.longform import Longform, LongformOptions, stream_longform
 from copilot.llm import LLMError
 from copilot.methods.thought_retriever import ThoughtMemory
@@ -111,7 +111,7 @@ def finish(draft: RelatedWorkDraft) -> None:
     cited = [item for item in draft.run.cited if item.kind == "paper" and item.id in draft.papers]
     draft.keys = bibtex_keys([draft.papers[item.id] for item in cited])
     draft.text = with_authors(draft.run.text, items, draft.papers)
-    draft.bibtex = "\n\n".join(bibtex_entry(draft.papers[item.id], draft.keys[item.id]) for item in cited)
+    draft.bibtex = bibtex_text([draft.papers[item.id] for item in cited], draft.keys)
     draft.latex = as_latex(draft.text, items, draft.keys)
 
 
@@ -150,51 +150,6 @@ def surname(author: str) -> str:
 
 def shorten(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[:chars].rsplit(" ", 1)[0] + " …"
-
-
-# --- BibTeX --------------------------------------------------------------------------------------------------
-_BIB_SPECIAL = re.compile(r"([&%$#_{}])")
-_STOP = {"a", "an", "the", "on", "of", "for", "and", "in", "to", "with", "towards", "toward", "is", "are", "via"}
-
-
-def _ascii(text: str) -> str:
-    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-
-
-def bibtex_keys(papers: Sequence[Paper]) -> dict[str, str]:
-    """surname + year + first word of the title that says something (deguchi2023subset); a clash gets b, c …"""
-    keys: dict[str, str] = {}
-    used: set[str] = set()
-    for paper in papers:
-        name = re.sub(r"[^a-z]", "", _ascii(surname(paper.authors[0]) if paper.authors else "anon").lower()) or "anon"
-        words = [w for w in re.findall(r"[a-z0-9]+", _ascii(paper.title).lower()) if w not in _STOP]
-        key = base = f"{name}{paper.published.year}{words[0] if words else ''}"
-        suffix = ord("b")
-        while key in used:
-            key, suffix = f"{base}{chr(suffix)}", suffix + 1
-        used.add(key)
-        keys[paper.id] = key
-    return keys
-
-
-def _bib_value(text: str) -> str:
-    return _BIB_SPECIAL.sub(r"\\\1", " ".join(text.split()))
-
-
-def bibtex_entry(paper: Paper, key: str) -> str:
-    fields = [("title", "{" + _bib_value(paper.title) + "}"), ("author", " and ".join(_bib_value(a) for a in paper.authors)),
-              ("year", str(paper.published.year))]
-    if looks_like_arxiv(paper.id):
-        fields += [("eprint", paper.id), ("archivePrefix", "arXiv")]
-        if paper.primary_category:
-            fields.append(("primaryClass", paper.primary_category))
-        fields.append(("url", paper.abs_url))
-    body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields if value)
-    return f"@misc{{{key},\n{body}\n}}"
-
-
-def looks_like_arxiv(paper_id: str) -> bool:
-    return parse_arxiv_id(paper_id) is not None
 
 
 def as_latex(text: str, items: Sequence[Evidence], keys: dict[str, str]) -> str:

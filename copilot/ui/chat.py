@@ -12,7 +12,9 @@ from datetime import datetime, timezone
 
 import gradio as gr
 
+from copilot.errors import UserError
 from copilot.features.adaptive import stream_adaptive
+from copilot.features.bibtex import bibtex_for_ids
 from copilot.features.chat import ChatError, chat_for
 from copilot.features.deep import keep_in_background, stream_deep
 from copilot.features.limits import RateLimited, check_rate
@@ -20,7 +22,7 @@ from copilot.features.memory import delete_thought, memory_view
 from copilot.features.stats import vote_stats
 from copilot.services import Services
 from copilot.grounding import ids_to_labels
-from copilot.ui.common import arxiv_link, current_user, escape, rate_scope
+from copilot.ui.common import arxiv_link, current_user, escape, rate_scope, write_bibtex
 from copilot.ui.longform import result_html, trace_html
 
 VOTE_BUTTONS = [("A is better", "A", "chat-vote-a"), ("B is better", "B", "chat-vote-b"),
@@ -437,6 +439,23 @@ def build(services: Services) -> gr.Textbox:
         rows = chat.recent_turns(current_user(request))
         return recent_html(rows), gr.update(choices=history_choices(rows), value=None)
 
+    def turn_bibtex(turn_id: str | None, request: gr.Request):
+        """The papers the shown turn's answers used, as BibTeX — once the sides are revealed (the vote, or no
+        comparison): before that, which papers a side used would tell the sides apart."""
+        user = current_user(request)
+        view = chat.view(turn_id) if isinstance(turn_id, str) and turn_id else None
+        if view is None or view["user"] != user:
+            return '<span class="chat-notice">Ask a question first.</span>', None
+        if not reveals(view):
+            return '<span class="chat-notice">Vote first: the sources stay blind until then.</span>', None
+        ids = list(dict.fromkeys(s["id"] for a in view["answers"] for s in a["sources"] if s["kind"] == "paper"))
+        if not ids:
+            return '<span class="chat-notice">This turn used no papers.</span>', None
+        try:
+            return "", write_bibtex(bibtex_for_ids(services, ids), f"chat-{view['question'][:40]}")
+        except UserError as error:
+            return f'<span class="chat-notice">{escape(error)}</span>', None
+
     def refresh_history(request: gr.Request):
         return gr.update(choices=history_choices(chat.recent_turns(current_user(request))))
 
@@ -491,6 +510,10 @@ def build(services: Services) -> gr.Textbox:
             with gr.Row(visible=False, elem_id="chat-vote-row") as vote_row:
                 vote_buttons = [(gr.Button(text, elem_id=elem), value) for text, value, elem in VOTE_BUTTONS]
             vote_status = gr.HTML(elem_id="chat-vote-status")
+            with gr.Row():
+                turn_bib = gr.Button("BibTeX of this turn's papers", size="sm", elem_id="chat-bib-run", scale=1)
+                turn_bib_note = gr.HTML(elem_id="chat-bib-note")
+                turn_bib_file = gr.File(label="BibTeX", elem_id="chat-bibtex", interactive=False, scale=2)
             deep_answer = gr.HTML(elem_id="chat-deep-answer")
             deep_stop = gr.Button("Stop the deep answer", size="sm", elem_id="chat-deep-stop")
             with gr.Accordion("Deep answer: step trace", open=False, elem_id="chat-deep-trace-box"):
@@ -549,6 +572,7 @@ def build(services: Services) -> gr.Textbox:
     memory_query.submit(search_memory, [memory_query], [memory_list])
     delete_button.click(remove_thought, [delete_id, memory_query], [delete_status, memory_list])
     stats_refresh.click(show_stats, None, [stats_table, stats_plot])
+    turn_bib.click(turn_bibtex, [turn_state], [turn_bib_note, turn_bib_file])
     history.input(reopen, [history], [notice, answer_a, answer_b, vote_row, vote_status, turn_state])
     _on_page_load(show_recent, [recent, history])
     _on_page_load(first_memory, [memory_list])

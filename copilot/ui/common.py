@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 import logging
 import re
+import tempfile
+from pathlib import Path
 
 import gradio as gr
 
@@ -89,3 +91,13 @@ def escape_markdown(text: object) -> str:
 def arxiv_link(paper_id: str, title: str | None = None) -> str:
     label = escape(title or paper_id)
     return f'<a href="https://arxiv.org/abs/{escape(paper_id)}" target="_blank" rel="noopener">{label}</a>'
+
+
+def write_bibtex(bibtex: str, name: str) -> str | None:
+    """BibTeX in a temporary .bib file, for a download (None when there is nothing to write)."""
+    if not (bibtex or "").strip():
+        return None
+    stem = "".join(c if c.isalnum() else "-" for c in (name or "papers").lower())[:50].strip("-") or "papers"
+    path = Path(tempfile.mkdtemp(prefix="copilot-bib-")) / f"{stem}.bib"
+    path.write_text(bibtex.rstrip() + "\n", encoding="utf-8")
+    return str(path)

@@ -10,7 +10,9 @@ from datetime import datetime, timezone
 
 import gradio as gr
 
+from copilot.errors import UserError
 from copilot.features import profile as feature
+from copilot.features.bibtex import arxiv_ids_from_bibtex_file
 from copilot.features.limits import RateLimited, check_rate
 from copilot.records import Paper
 from copilot.services import Services
@@ -76,6 +78,22 @@ def ids_view(services: Services, text: str):
         return f"**{escape(error)}**", gr.update(), gr.update(), gr.update()
     state = _candidates_state(papers, {p.id: PASTED_GROUP for p in papers}, {})
     message = f"{len(papers)} paper(s) from your ids." + (f" {escape(note)}" if note else "")
+    return (message, gr.update(choices=[], value=[], visible=False),
+            gr.update(choices=_choices(state), value=list(state["papers"])), state)
+
+
+def bibtex_view(services: Services, path: str | None):
+    """A BibTeX file's arXiv entries as the candidate papers (like pasted ids)."""
+    if not path:
+        return gr.update(), gr.update(), gr.update(), gr.update()
+    try:
+        ids, others = arxiv_ids_from_bibtex_file(path)
+        papers, note = feature.papers_from_ids(services, ",".join(ids))
+    except (UserError, feature.ProfileError) as error:
+        return f"**{escape(error)}**", gr.update(), gr.update(), gr.update()
+    state = _candidates_state(papers, {p.id: PASTED_GROUP for p in papers}, {})
+    message = (f"{len(papers)} paper(s) from the arXiv entries of your BibTeX file"
+               + (f"; {others} other entries skipped" if others else "") + "." + (f" {escape(note)}" if note else ""))
     return (message, gr.update(choices=[], value=[], visible=False),
             gr.update(choices=_choices(state), value=list(state["papers"])), state)
 
@@ -174,6 +192,8 @@ def build(services: Services) -> None:
             ids = gr.Textbox(label="…or your arXiv ids or links (comma or line separated)", lines=2,
                              elem_id="profile-ids")
             use_ids = gr.Button("Use these papers", elem_id="profile-use-ids")
+        bib = gr.File(label="…or a BibTeX file (e.g. a Zotero export): its arXiv entries", file_types=[".bib", ".txt"],
+                      elem_id="profile-bibtex")
         pasted = gr.Textbox(label="…or a text about your research (used by Generate, with any checked papers)",
                             lines=4, elem_id="profile-pasted")
     status = gr.Markdown(elem_id="profile-status")
@@ -213,6 +233,7 @@ def build(services: Services) -> None:
     lookup_outputs = [status, groups, papers, state]
     gr.on([find.click, name.submit], on_lookup, inputs=name, outputs=lookup_outputs)
     use_ids.click(on_ids, inputs=ids, outputs=lookup_outputs)
+    bib.upload(lambda path: bibtex_view(services, path), inputs=bib, outputs=lookup_outputs)
     groups.input(groups_view, inputs=[state, groups, papers], outputs=[papers, state], show_progress="hidden")
     # Save is off while a draft is being written: a click mid-stream saved a 6-word fragment as version 1
     (generate.click(lambda: gr.update(interactive=False), None, save, show_progress="hidden")

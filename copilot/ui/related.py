@@ -9,9 +9,10 @@ import threading
 import gradio as gr
 
 from copilot.features import related
-from copilot.services import Services
+from copilot.features.bibtex import bibtex_for_ids
 from copilot.features.limits import RateLimited, check_rate
-from copilot.ui.common import arxiv_link, current_user, escape, rate_scope
+from copilot.services import Services
+from copilot.ui.common import arxiv_link, current_user, escape, rate_scope, write_bibtex
 from copilot.ui.related_work import build_draft_tab
 
 MODE_LABELS = {"Three aspect prompts (PRISM)": related.ONE_CALL_PER_ASPECT,
@@ -47,7 +48,13 @@ def results_html(rows: list[dict]) -> str:
     body = []
     for n, row in enumerate(rows, start=1):
         ranks = "".join(f"<td class='rank-{c}'>{row['ranks'].get(c, '–')}</td>" for c in RANK_COLUMNS)
-        body.append(f"<tr class='related-row'><td>{n}</td><td>{arxiv_link(row['id'], row['title'])}</td>"
+        authors = row.get("authors") or []
+        byline = escape(", ".join(authors[:3]) + (" et al." if len(authors) > 3 else ""))
+        best = sorted(row["ranks"].items(), key=lambda kv: kv[1])[:2]
+        why = "; ".join(f"#{rank} by {related.QUERY_LABELS.get(name, name).lower()}" for name, rank in best)
+        body.append(f"<tr class='related-row'><td>{n}</td><td>{arxiv_link(row['id'], row['title'])}"
+                    f"<br><small class='related-byline'>{byline}</small>"
+                    + (f"<br><small class='related-why'>why: {escape(why)}</small>" if why else "") + "</td>"
                     f"<td style='white-space:nowrap'>{escape(row['date'] or '')}</td><td>{row['score']:.4f}</td>{ranks}</tr>")
     return (f"<table id='related-table'><thead><tr><th>#</th><th>Title</th><th>Date</th><th>Fused score</th>"
             f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
@@ -110,6 +117,7 @@ def build(services: Services):
     with gr.Tabs():
         with gr.Tab("Related"):
             results = gr.HTML(elem_id="related-results")
+            bib_file = gr.File(label="BibTeX of these results", elem_id="related-bibtex", interactive=False)
         with gr.Tab("Abstract only (baseline)"):
             baseline = gr.HTML(elem_id="related-baseline")
         with gr.Tab("Aspect queries"):
@@ -122,13 +130,13 @@ def build(services: Services):
             check_rate(services, current_user(request), rate_scope(request, current_user(request)),
                        "a related search")
         except RateLimited as error:
-            yield _status(f"⚠ {error}"), "", "", ""
+            yield _status(f"⚠ {error}"), "", "", "", None
             return
-        yield _status("Looking up the query paper…"), "", "", ""
+        yield _status("Looking up the query paper…"), "", "", "", None
         try:
             query = related.parse_query(services, reference_text, title_text, abstract_text)
         except related.RelatedError as error:
-            yield _status(f"⚠ {error}"), "", "", ""
+            yield _status(f"⚠ {error}"), "", "", "", None
             return
         steps: queue.Queue = queue.Queue()
         outcome: dict = {}
@@ -145,13 +153,15 @@ def build(services: Services):
 
         threading.Thread(target=work, daemon=True).start()
         while (step := steps.get()) is not None:
-            yield _status(f"{query.paper.title or 'Query'}: {step}…"), "", "", ""
+            yield _status(f"{query.paper.title or 'Query'}: {step}…"), "", "", "", None
         if "error" in outcome:
-            yield _status(f"⚠ {outcome['error']}"), "", "", ""
+            yield _status(f"⚠ {outcome['error']}"), "", "", "", None
             return
         result = outcome["result"]
-        yield query_html(result), results_html(result.results), baseline_html(result.baseline), aspects_html(result)
+        bibtex = bibtex_for_ids(services, [row["id"] for row in result.results]) if result.results else ""
+        yield (query_html(result), results_html(result.results), baseline_html(result.baseline), aspects_html(result),
+               write_bibtex(bibtex, f"related-to-{query.paper.id or query.paper.title or 'paper'}"))
 
-    inputs, outputs = [reference, title, abstract, ranking, mode], [status, results, baseline, aspects]
+    inputs, outputs = [reference, title, abstract, ranking, mode], [status, results, baseline, aspects, bib_file]
     gr.on([run_button.click, reference.submit], run, inputs=inputs, outputs=outputs)
     return reference, (run, inputs, outputs)     # the Search tab's "Related papers" fills the id and runs

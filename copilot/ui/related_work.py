@@ -3,9 +3,7 @@ streamed with its step trace; the cited papers' BibTeX as a download and the dra
 
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
 
 import gradio as gr
 
@@ -13,21 +11,10 @@ from copilot.features import related
 from copilot.features.limits import RateLimited, check_rate
 from copilot.features.related_work import stream_related_work
 from copilot.services import Services
-from copilot.ui.common import current_user, escape, rate_scope
+from copilot.ui.common import current_user, escape, rate_scope, write_bibtex
 from copilot.ui.longform import result_html, trace_html
 
 _STREAM_EVERY_S = 0.2
-
-
-def write_bibtex(bibtex: str, paper_title: str) -> str | None:
-    """The BibTeX in a temporary .bib file for the download button (None when nothing was cited)."""
-    if not bibtex.strip():
-        return None
-    folder = Path(tempfile.mkdtemp(prefix="related-work-"))
-    stem = "".join(c if c.isalnum() else "-" for c in (paper_title or "draft").lower())[:40].strip("-") or "draft"
-    path = folder / f"related-work-{stem}.bib"
-    path.write_text(bibtex + "\n", encoding="utf-8")
-    return str(path)
 
 
 def build_draft_tab(services: Services, reference: gr.Textbox, title: gr.Textbox, abstract: gr.Textbox) -> None:
@@ -59,7 +46,7 @@ def build_draft_tab(services: Services, reference: gr.Textbox, title: gr.Textbox
                     record = live.as_dict()
                     done = live.done
                     yield (result_html(record, "text", f"Related work: {query.paper.title or 'pasted text'}"),
-                           write_bibtex(record["bibtex"], query.paper.title) if done else None,
+                           write_bibtex(record["bibtex"], f"related-work-{query.paper.title or 'draft'}") if done else None,
                            record["latex"] if done else "", trace_html(record))
         except (related.RelatedError, RateLimited) as error:
             yield f"<p class='related-status'>⚠ {escape(error)}</p>", None, "", ""

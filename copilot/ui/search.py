@@ -9,10 +9,11 @@ from dataclasses import dataclass
 import gradio as gr
 
 from copilot.errors import UserError
+from copilot.features.bibtex import bibtex_text
 from copilot.features.limits import RateLimited, check_rate
 from copilot.features.search import SORTS, Hit, SearchResult, question_about, query_words, search_papers
 from copilot.services import Services
-from copilot.ui.common import current_user, escape, rate_scope
+from copilot.ui.common import current_user, escape, rate_scope, write_bibtex
 
 SNIPPET_CHARS = 320
 AUTHORS_SHOWN = 6
@@ -94,6 +95,7 @@ def build(services: Services) -> SearchTab:
                              scale=3)
         related_button = gr.Button("Related papers", elem_id="search-related", scale=1)
         ask_button = gr.Button("Ask about this paper", elem_id="search-ask", scale=1)
+    bib_file = gr.File(label="BibTeX of these results", elem_id="search-bibtex", interactive=False)
 
     def on_search(text, start, end, cats, name, order, request: gr.Request):
         try:
@@ -105,12 +107,14 @@ def build(services: Services) -> SearchTab:
                                    name if isinstance(name, str) else None,
                                    order if order in SORTS else "relevance")
         except (UserError, RateLimited) as error:
-            return f'<p class="search-empty">{escape(error)}</p>', gr.update(choices=[], value=None)
+            return f'<p class="search-empty">{escape(error)}</p>', gr.update(choices=[], value=None), None
         choices = [(f"{hit.paper.title[:90]} ({hit.paper.id})", hit.paper.id) for hit in result.hits]
-        return results_html(result), gr.update(choices=choices, value=choices[0][1] if choices else None)
+        bibtex = bibtex_text([hit.paper for hit in result.hits])
+        return (results_html(result), gr.update(choices=choices, value=choices[0][1] if choices else None),
+                write_bibtex(bibtex, f"search-{result.query or 'filtered'}"))
 
     gr.on([run.click, query.submit, author.submit], on_search, [query, date_from, date_to, categories, author, sort],
-          [results, chosen])
+          [results, chosen, bib_file])
     return SearchTab(chosen, related_button, ask_button)
 
 

@@ -7,11 +7,13 @@ import re
 import gradio as gr
 import plotly.graph_objects as go
 
+from copilot.errors import UserError
 from copilot.features import gor, trends
+from copilot.features.bibtex import bibtex_for_ids
 from copilot.features.limits import RateLimited, check_rate
 from copilot.records import ARXIV_ID_PATTERN
 from copilot.services import Services
-from copilot.ui.common import arxiv_link, current_user, escape, rate_scope
+from copilot.ui.common import arxiv_link, current_user, escape, rate_scope, write_bibtex
 
 RANGES = {"Last day": "day", "Last week": "week", "Last month": "month", "Custom": "custom"}
 _ID_REF = re.compile(rf"\[((?:{ARXIV_ID_PATTERN})(?:,\s*(?:{ARXIV_ID_PATTERN}))*)\]")
@@ -123,12 +125,15 @@ def movers_figure(report: trends.TrendsReport) -> go.Figure:
 
 
 def render(report: trends.TrendsReport) -> tuple:
+    topic_ids = {f"{topic.label} ({topic.size} papers)": list(topic.paper_ids) for topic in report.topics}
     return (status_html(report), topics_html(report), timeline_figure(report), movers_figure(report),
-            summary_html(report), ideas_html(report))
+            summary_html(report), ideas_html(report),
+            gr.update(choices=list(topic_ids), value=next(iter(topic_ids), None)), topic_ids)
 
 
 def message(text: str) -> tuple:
-    return (f"<span id='trends-message'>{escape(text)}</span>", "", None, None, "", "")
+    return (f"<span id='trends-message'>{escape(text)}</span>", "", None, None, "", "",
+            gr.update(choices=[], value=None), {})
 
 
 # --- "Ask about this period": a free question answered from the records Graph of Records chooses ---------------
@@ -228,7 +233,24 @@ def build(services: Services) -> None:
         with gr.Column():
             build_ask(services, [preset, start, end, categories])
     ideas = gr.HTML(elem_id="trends-ideas")
-    outputs = [status, topics, timeline, movers, summary, ideas]
+    with gr.Row():
+        topic_choice = gr.Dropdown([], value=None, label="A topic's papers as BibTeX", elem_id="trends-bib-topic",
+                                   scale=3)
+        topic_bib = gr.Button("Make BibTeX", elem_id="trends-bib-run", scale=1)
+        topic_file = gr.File(label="BibTeX", elem_id="trends-bibtex", interactive=False, scale=2)
+    topic_ids = gr.State({})
+    outputs = [status, topics, timeline, movers, summary, ideas, topic_choice, topic_ids]
+
+    def topic_bibtex(label, ids_by_topic):
+        ids = (ids_by_topic or {}).get(label) if isinstance(label, str) else None
+        if not ids:
+            return None
+        try:
+            return write_bibtex(bibtex_for_ids(services, ids), f"topic-{label}")
+        except UserError:          # a paper left the library since the report was made
+            return None
+
+    topic_bib.click(topic_bibtex, [topic_choice, topic_ids], topic_file)
 
     def show(range_name, first, last, cats, n_summaries, n_ideas, request: gr.Request, refresh_now=False,
              progress=gr.Progress()):

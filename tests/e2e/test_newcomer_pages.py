@@ -8,6 +8,7 @@ import json
 
 from playwright.sync_api import expect
 
+from copilot.features.bibtex import arxiv_ids_from_bibtex
 from tests.conftest import PAPERS_JSONL, read_rows
 from tests.helpers import run_cli, subprocess_env
 
@@ -40,9 +41,16 @@ def test_upload_a_snapshot_then_search_and_open_related(app_server, page, tmp_pa
     expect(first).to_have_attribute("data-id", target["id"], timeout=60_000)
     expect(first.locator(".search-meta")).to_contain_text(target["authors"][0])
     expect(first.locator("a", has_text="PDF")).to_have_attribute("href", f"https://arxiv.org/pdf/{target['id']}")
+    with page.expect_download() as download:                      # the results as BibTeX, same ids in order
+        page.locator("#search-bibtex a").first.click()
+    ids, _ = arxiv_ids_from_bibtex(download.value.path().read_bytes())
+    cards = page.locator("#search-results .search-card")
+    assert ids == [cards.nth(i).get_attribute("data-id") for i in range(cards.count())]
     page.locator("#search-related").click()
     expect(page.locator("#related-table tbody tr").first).to_be_visible(timeout=120_000)
     expect(page.locator("#related-input textarea, #related-input input").first).to_have_value(target["id"])
+    expect(page.locator("#related-table .related-byline").first).not_to_be_empty()     # authors under each title
+    expect(page.locator("#related-bibtex a").first).to_be_visible()
 
     # a CLI import while the app runs: search finds the new paper without a restart
     newcomer = read_rows(PAPERS_JSONL, 900, 1)[0]

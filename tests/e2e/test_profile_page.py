@@ -7,6 +7,7 @@ import re
 
 from playwright.sync_api import expect
 
+from copilot.features.bibtex import bibtex_text
 from tests.conftest import sample_papers
 from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
 
@@ -68,8 +69,9 @@ def test_lookup_uncheck_generate_edit_save_reload(app_server, page, fake_arxiv):
     page.screenshot(path="/tmp/profile-saved.png", full_page=True)
 
 
-def test_lookup_by_name_offline_finds_the_library_papers(app_server, page):
-    """arXiv unreachable: the name is looked up in the library, said so, and the other inputs are in view."""
+def test_lookup_by_name_offline_finds_the_library_papers(app_server, page, tmp_path):
+    """arXiv unreachable: the name is looked up in the library, said so, and the other inputs are in view; a BibTeX
+    file's arXiv entries become the candidate papers."""
     url = app_server(preload=60, env={"COPILOT_ARXIV_API_URL": "http://127.0.0.1:9/api/query",
                                       "COPILOT_ARXIV_RETRIES": "0", "COPILOT_ARXIV_TIMEOUT": "2"})
     author = sample_papers(60)[11].authors[0]
@@ -84,3 +86,12 @@ def test_lookup_by_name_offline_finds_the_library_papers(app_server, page):
     labels = page.locator("#profile-papers label")
     expect(labels.first).to_contain_text("in your library")
     expect(labels.filter(has_text=sample_papers(60)[11].id)).to_have_count(1)
+
+    # a BibTeX file's arXiv entries become the candidate papers (here, two papers of the library)
+    chosen = sample_papers(60)[3:5]
+    bib = tmp_path / "mine.bib"
+    bib.write_text(bibtex_text(chosen) + "@article{x, title={Not arXiv}, journal={Nature}}\n", encoding="utf-8")
+    page.locator("#profile-bibtex input[type=file]").set_input_files(str(bib))
+    expect(status).to_contain_text("2 paper(s) from the arXiv entries of your BibTeX file; 1 other entries skipped",
+                                   timeout=60_000)
+    expect(page.locator("#profile-papers input[type=checkbox]:checked")).to_have_count(2)
