@@ -20,6 +20,7 @@ from copilot.store.catalog import PaperCatalog
 from copilot.store.chat_log import ChatLog
 from copilot.store.db import Database
 from copilot.store.failures import FailureLog
+from copilot.store.feed import FeedStore
 from copilot.store.gor_cache import GoRCache
 from copilot.store.lexical import LexicalIndex
 from copilot.store.profiles import ProfileStore
@@ -93,8 +94,12 @@ class Services:
                                others_version=lambda: self.runs.others_progress(pid))
 
     @cached_property
+    def feed(self) -> FeedStore:
+        return FeedStore(self.db)
+
+    @cached_property
     def catalog(self) -> PaperCatalog:
-        return PaperCatalog(self.store)
+        return PaperCatalog(self.store, self.runs.latest_progress)
 
     @cached_property
     def lexical(self) -> LexicalIndex:

@@ -1,14 +1,18 @@
-"""The papers' filterable facts (date, categories, authors) held in memory, for search filters.
+"""The papers' filterable facts (date, categories, authors, when stored) held in memory, for search filters and the
+feed.
 
 Chroma filters metadata by equality and ranges but cannot test "one of this paper's categories" or "one of its
 authors" on our string fields, and reading all metadata takes about 3 s at 14,000 papers. So the catalog reads it
-once and again only when the number of stored papers changed (ingestion here or in another process).
+once and again only when the number of stored papers or the ingestion runs' progress changed (ingestion here or in
+another process).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+
+from collections.abc import Callable
 
 from copilot.store.vectors import VectorStore
 
@@ -21,20 +25,23 @@ class CatalogRow:
     date: int                      # date number, e.g. 20250318
     categories: tuple[str, ...]    # primary first
     authors: tuple[str, ...]
+    ingested: int                  # unix time this version was stored (0: stored before this was recorded)
 
 
 class PaperCatalog:
-    def __init__(self, store: VectorStore) -> None:
+    def __init__(self, store: VectorStore, writes: Callable[[], object] = tuple) -> None:
+        """`writes` tells how far ingestion has written (it changes when papers are added or replaced)."""
         self.store = store
+        self._writes = writes
         self._lock = threading.Lock()
         self._rows: list[CatalogRow] = []
-        self._count = -1
+        self._seen: tuple = ()
 
     def rows(self) -> list[CatalogRow]:
-        count = self.store.count("paper")
+        seen = (self.store.count("paper"), self._writes())
         with self._lock:
-            if count != self._count:
-                self._rows, self._count = self._read_all(), count
+            if seen != self._seen:
+                self._rows, self._seen = self._read_all(), seen
             return self._rows
 
     def _read_all(self) -> list[CatalogRow]:
@@ -42,7 +49,8 @@ class PaperCatalog:
         while True:
             page = self.store.paper_metadata_page(offset, PAGE)
             rows += [CatalogRow(pid, int(meta.get("date", 0)), tuple(str(meta.get("categories", "")).split()),
-                                tuple(a.strip() for a in str(meta.get("authors", "")).split(";") if a.strip()))
+                                tuple(a.strip() for a in str(meta.get("authors", "")).split(";") if a.strip()),
+                                int(meta.get("ingested", 0)))
                      for pid, meta in page]
             if len(page) < PAGE:
                 return rows

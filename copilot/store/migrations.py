@@ -277,4 +277,19 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             PRIMARY KEY (scope, corpus_version, variant)
         )""",
     ]),
+    ("feed_0001_feedback_visits_tokens", [
+        """CREATE TABLE feed_feedback (
+            user TEXT NOT NULL,
+            paper_id TEXT NOT NULL,
+            verdict TEXT NOT NULL CHECK (verdict IN ('more', 'not')),
+            at REAL NOT NULL,
+            PRIMARY KEY (user, paper_id)
+        )""",
+        """CREATE TABLE feed_users (
+            user TEXT PRIMARY KEY,
+            last_visit REAL,
+            previous_visit REAL,
+            token TEXT UNIQUE
+        )""",
+    ]),
 ]

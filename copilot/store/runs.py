@@ -75,6 +75,11 @@ class RunLog:
         row = self.db.query_one("SELECT COALESCE(MAX(id), 0) AS run FROM ingest_runs")
         return int(row["run"])
 
+    def latest_progress(self) -> tuple:
+        """The newest run's id, status and counts: changes whenever any process may have written papers."""
+        row = self.db.query_one("SELECT id, status, added, updated FROM ingest_runs ORDER BY id DESC LIMIT 1")
+        return tuple(row.values()) if row else ()
+
     def others_progress(self, pid: int) -> tuple:
         """What ingestion runs of processes other than `pid` have written so far (a changing value while they add
         papers): the newest such run's id, status and counts."""

@@ -6,6 +6,7 @@ We pass our own embeddings (no Chroma embedding function), cosine space, so dist
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -103,8 +104,10 @@ class VectorStore:
     def upsert_papers(self, papers: Sequence[Paper], embeddings: np.ndarray) -> None:
         if not papers:
             return
+        now = int(time.time())       # when this version arrived here: the "For you" feed lists what is new
         self.papers.upsert(ids=[p.id for p in papers], embeddings=np.asarray(embeddings, dtype=np.float32),
-                           documents=[p.document for p in papers], metadatas=[p.metadata() for p in papers])
+                           documents=[p.document for p in papers],
+                           metadatas=[{**p.metadata(), "ingested": now} for p in papers])
 
     def get_papers(self, ids: Sequence[str]) -> list[Paper]:
         if not ids:

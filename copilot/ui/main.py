@@ -11,7 +11,8 @@ from starlette.middleware import Middleware
 from copilot.ratelimit import PasswordGate
 from copilot.scheduler import IngestScheduler
 from copilot.services import Services
-from copilot.ui import chat, library, profile, related, search, trends
+from copilot.ui import chat, feed, library, profile, related, search, trends
+from copilot.ui.feed import FeedRoute
 from copilot.ui.guard import RequestGuard
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -28,6 +29,8 @@ def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr
         with gr.Tabs() as tabs:
             with gr.Tab("Profile", id="profile"):
                 profile.build(services)
+            with gr.Tab("For you", id="for-you") as for_you:
+                (show_feed, feed_inputs, feed_outputs), (show_feed_url, feed_url) = feed.build(services)
             with gr.Tab("Trends", id="trends"):
                 trends.build(services)
             with gr.Tab("Chat", id="chat"):
@@ -40,6 +43,7 @@ def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr
                 show, status, history = library.build(services, scheduler)
         search.connect(services, search_tab, tabs, related_reference, related_run, chat_question)
         page.load(show, outputs=[status, history])
+        for_you.select(show_feed, feed_inputs, feed_outputs).then(show_feed_url, None, feed_url)
     return page
 
 
@@ -54,8 +58,9 @@ def launch_options(services: Services) -> dict:
         "show_error": False,
         "max_file_size": MAX_UPLOAD,
         # request size, session ids and their users, no API schema before sign-in (copilot/ui/guard.py); no
-        # FastAPI route list either (Gradio's own API description needs a login)
-        "app_kwargs": {"middleware": [Middleware(RequestGuard)], "openapi_url": None},
+        # FastAPI route list either (Gradio's own API description needs a login); then the Atom feeds' route
+        "app_kwargs": {"middleware": [Middleware(RequestGuard), Middleware(FeedRoute, services=services)],
+                       "openapi_url": None},
         "auth": PasswordGate(s.auth_pairs()) if s.auth_pairs() else None,
         "auth_message": "Research Copilot: log in with the account your administrator gave you." if s.auth else None,
     }

@@ -1,0 +1,247 @@
+"""For you: the papers new since your last visit (or since a chosen day), ranked for you, with "more like this" and
+"not interested" that change the next ranking; the same list as a private Atom feed.
+
+Ranking, as Trends ranks a period for a profile: each query ranks the candidates by cosine and Reciprocal Rank
+Fusion merges the lists. The queries are your profile's text and papers, every paper you marked "more like this",
+and one Rocchio query — the profile's centroid, plus 0.75 × the mean of the liked papers, minus 0.5 × the mean of
+the papers you marked "not interested" — which carries the negative feedback into the order; a paper marked "not
+interested" is also never listed again. Candidates are the library's papers stored since your previous visit (a
+visit is opening the feed more than an hour after the last time); on the first visit, and in the Atom feed, the
+newest week of papers by arXiv date; with a chosen day, the papers dated from that day on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from xml.etree import ElementTree
+
+import numpy as np
+
+from copilot.errors import UserError
+from copilot.features.profile import BrokenProfile, load_profile
+from copilot.methods.fusion import reciprocal_rank_fusion
+from copilot.records import Paper, date_number, number_to_date, parse_arxiv_id
+from copilot.services import Services
+from copilot.store.feed import MORE, NOT_INTERESTED
+
+FEED_LIMIT = 30
+MAX_CANDIDATES = 3000      # the newest ones, when more arrived (a first bulk import)
+FIRST_VISIT_DAYS = 7
+LIKED_WEIGHT, DISLIKED_WEIGHT = 0.75, 0.5
+ATOM = "http://www.w3.org/2005/Atom"
+
+
+@dataclass
+class FeedItem:
+    paper: Paper
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)    # best rank by: profile, liked, rocchio
+
+    def as_dict(self) -> dict:
+        p = self.paper
+        return {"id": p.id, "version": p.version, "title": p.title, "authors": p.authors,
+                "date": p.published.isoformat(), "categories": p.categories, "abs_url": p.abs_url,
+                "score": round(self.score, 6), "ranks": self.ranks}
+
+
+@dataclass
+class Feed:
+    user: str
+    since: str                  # what "new" means here, in words
+    items: list[FeedItem]
+    candidates: int             # new papers before the cut
+    hidden: int                 # of them, marked "not interested"
+    liked: int                  # papers marked "more like this" (all time)
+    personalized: bool          # False: no profile and no feedback yet, listed newest first
+    message: str = ""
+
+    def as_dict(self) -> dict:
+        return {"user": self.user, "since": self.since, "candidates": self.candidates, "hidden": self.hidden,
+                "liked": self.liked, "personalized": self.personalized, "message": self.message,
+                "papers": [item.as_dict() for item in self.items]}
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _candidates(services: Services, user: str, since: date | None, visit: bool) -> tuple[list[str], str]:
+    rows = services.catalog.rows()
+    if not rows:
+        return [], "the library is empty"
+    if since is not None:
+        low = date_number(since)
+        chosen, words = [r for r in rows if r.date >= low], f"papers dated {since.isoformat()} or later"
+    else:
+        visits = services.feed.record_visit(user) if visit else services.feed.visits(user)
+        if visits.previous is not None:
+            chosen = [r for r in rows if r.ingested > visits.previous]
+            words = f"papers added since your previous visit ({_when(visits.previous)})"
+        else:
+            newest = number_to_date(max(r.date for r in rows))
+            low = date_number(newest - timedelta(days=FIRST_VISIT_DAYS - 1))
+            chosen = [r for r in rows if r.date >= low]
+            words = f"the newest week of papers ({number_to_date(low).isoformat()} to {newest.isoformat()})"
+    chosen.sort(key=lambda r: (r.date, r.ingested), reverse=True)
+    return [r.id for r in chosen[:MAX_CANDIDATES]], words
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+def feed_for(services: Services, user: str, since: date | str | None = None, limit: int = FEED_LIMIT,
+             visit: bool = True) -> Feed:
+    """The user's feed. `visit` records this as a visit (the page and the CLI do; the Atom feed does not)."""
+    if isinstance(since, str):
+        since = _parse_day(since)
+    feedback = services.feed.feedback(user)
+    liked = [pid for pid, verdict in feedback.items() if verdict == MORE]
+    disliked = {pid for pid, verdict in feedback.items() if verdict == NOT_INTERESTED}
+    try:
+        profile = load_profile(services, user)
+    except BrokenProfile:
+        profile = None
+    own = set(profile.paper_ids) if profile else set()
+    ids, words = _candidates(services, user, since, visit)
+    hidden = sum(1 for pid in ids if pid in disliked)
+    ids = [pid for pid in ids if pid not in disliked and pid not in own]
+    base = Feed(user, words, [], len(ids), hidden, len(liked), False)
+    if not ids:
+        base.message = f"Nothing new: no {words}." if "empty" not in words else "The library is empty."
+        return base
+    vectors = services.store.paper_embeddings(ids)
+    ids = [pid for pid in ids if pid in vectors]
+    matrix = _unit(np.stack([vectors[pid] for pid in ids]))
+
+    profile_queries = list(services.store.paper_embeddings(list(profile.paper_ids)).values()) if profile else []
+    if profile and profile.text.strip():
+        profile_queries.append(services.embedder.embed_one(profile.text))
+    liked_vectors = list(services.store.paper_embeddings(liked).values()) if liked else []
+    disliked_vectors = list(services.store.paper_embeddings(sorted(disliked)).values()) if disliked else []
+    if not profile_queries and not liked_vectors:
+        papers = services.store.get_papers(ids[:limit])
+        base.items = [FeedItem(p, 0.0) for p in papers]
+        base.message = ("Listed newest first: save a profile (Profile tab) or mark papers \"more like this\" to have "
+                        "the feed ranked for you.")
+        return base
+
+    lists: dict[str, list[str]] = {}
+    for n, query in enumerate(profile_queries):
+        lists[f"profile:{n}"] = _ranked(ids, matrix, query)
+    for n, query in enumerate(liked_vectors):
+        lists[f"liked:{n}"] = _ranked(ids, matrix, query)
+    lists["rocchio"] = _ranked(ids, matrix, _rocchio(profile_queries, liked_vectors, disliked_vectors))
+    fused = reciprocal_rank_fusion(lists)[:limit]
+    papers = {p.id: p for p in services.store.get_papers([pid for pid, _, _ in fused])}
+    base.items = [FeedItem(papers[pid], score, _best_ranks(ranks)) for pid, score, ranks in fused if pid in papers]
+    base.personalized = True
+    return base
+
+
+def _ranked(ids: list[str], matrix: np.ndarray, query: np.ndarray) -> list[str]:
+    scores = matrix @ _unit(np.asarray(query, dtype=np.float32))
+    return [ids[i] for i in np.argsort(-scores, kind="stable")]
+
+
+def _rocchio(profile: list[np.ndarray], liked: list[np.ndarray], disliked: list[np.ndarray]) -> np.ndarray:
+    query = np.mean(_unit(np.stack(profile)), axis=0) if profile else np.zeros_like(liked[0])
+    if liked:
+        query = query + LIKED_WEIGHT * np.mean(_unit(np.stack(liked)), axis=0)
+    if disliked:
+        query = query - DISLIKED_WEIGHT * np.mean(_unit(np.stack(disliked)), axis=0)
+    return query
+
+
+def _best_ranks(ranks: dict[str, int]) -> dict[str, int]:
+    best: dict[str, int] = {}
+    for name, rank in ranks.items():
+        kind = name.split(":")[0]
+        best[kind] = min(rank, best.get(kind, rank))
+    return best
+
+
+def _parse_day(text: str) -> date | None:
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        return date.fromisoformat(text[:10])
+    except ValueError:
+        raise UserError(f"{text[:30]!r} is not a date; write it as YYYY-MM-DD") from None
+
+
+def give_feedback(services: Services, user: str, paper_id: str, verdict: str) -> str:
+    """Record "more like this" (MORE) or "not interested" (NOT_INTERESTED) on a library paper; returns its id."""
+    parsed = parse_arxiv_id(str(paper_id or ""))
+    if parsed is None:
+        raise UserError("choose a paper of the feed first")
+    if verdict not in (MORE, NOT_INTERESTED):
+        raise UserError("the feedback is either 'more like this' or 'not interested'")
+    if not services.store.get_papers([parsed[0]]):
+        raise UserError(f"{parsed[0]} is not in the library")
+    services.feed.set_feedback(user, parsed[0], verdict)
+    return parsed[0]
+
+
+def undo_feedback(services: Services, user: str, paper_id: str) -> None:
+    parsed = parse_arxiv_id(str(paper_id or ""))
+    if parsed:
+        services.feed.clear_feedback(user, parsed[0])
+
+
+def feed_token(services: Services, user: str, renew: bool = False) -> str:
+    return services.feed.token(user, renew=renew)
+
+
+def atom_for_token(services: Services, token: str, base_url: str = "") -> bytes | None:
+    """The Atom XML of the user the token belongs to (None: no such token): the newest week, ranked for them."""
+    user = services.feed.user_of_token(token)
+    if user is None:
+        return None
+    rows = services.catalog.rows()
+    since = (number_to_date(max(r.date for r in rows)) - timedelta(days=FIRST_VISIT_DAYS - 1)) if rows else None
+    feed = feed_for(services, user, since=since, visit=False)
+    return atom_xml(feed, f"{base_url.rstrip('/')}/feed/{token}.atom")
+
+
+def atom_xml(feed: Feed, self_url: str) -> bytes:
+    ElementTree.register_namespace("", ATOM)
+
+    def add(parent, tag: str, text: str | None = None, **attrs) -> ElementTree.Element:
+        element = ElementTree.SubElement(parent, f"{{{ATOM}}}{tag}", attrs)
+        if text is not None:
+            element.text = text
+        return element
+
+    root = ElementTree.Element(f"{{{ATOM}}}feed")
+    add(root, "id", f"urn:research-copilot:feed:{hashlib.sha256(self_url.encode()).hexdigest()[:20]}")
+    add(root, "title", "Research Copilot: new papers for you")
+    add(root, "subtitle", f"{feed.since}, ranked by your profile and feedback")
+    add(root, "updated", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    add(root, "link", href=self_url, rel="self")
+    add(add(root, "author"), "name", "Research Copilot")
+    for item in feed.items:
+        p = item.paper
+        entry = add(root, "entry")
+        add(entry, "id", f"{p.abs_url}v{p.version}")
+        add(entry, "title", p.title)
+        day = datetime.combine(p.updated or p.published, datetime.min.time(), timezone.utc).isoformat()
+        add(entry, "updated", day)
+        add(entry, "published", datetime.combine(p.published, datetime.min.time(), timezone.utc).isoformat())
+        add(entry, "link", href=p.abs_url, rel="alternate")
+        add(entry, "link", href=p.pdf_url, rel="related", type="application/pdf")
+        for name in p.authors:
+            add(add(entry, "author"), "name", name)
+        for category in p.categories:
+            add(entry, "category", term=category)
+        add(entry, "summary", p.abstract)
+    return ElementTree.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def feedback_of(services: Services, user: str) -> dict[str, str]:
+    """The user's feedback: paper id → MORE or NOT_INTERESTED."""
+    return services.feed.feedback(user)

@@ -1,0 +1,144 @@
+"""The "For you" tab — new papers ranked for the user, with "more like this" / "not interested" — and the route of
+each user's private Atom feed, /feed/<token>.atom (an ASGI middleware: the token, not a login, opens it, so a feed
+reader can fetch it; a wrong or missing token gets 404 and nothing else)."""
+
+from __future__ import annotations
+
+import re
+
+import anyio
+import gradio as gr
+from starlette.responses import Response
+
+from copilot.errors import UserError
+from copilot.features import feed as feature
+from copilot.features.feed import MORE, NOT_INTERESTED
+from copilot.features.bibtex import bibtex_text
+from copilot.services import Services
+from copilot.ui.common import current_user, escape, write_bibtex
+
+FEED_PATH = re.compile(r"/feed/([A-Za-z0-9_-]{16,64})\.atom")
+AUTHORS_SHOWN = 5
+RANKED_BY = {"profile": "your profile", "liked": "papers you liked", "rocchio": "all your feedback"}
+
+
+def feed_html(feed: feature.Feed, marks: dict[str, str]) -> str:
+    head = (f'<p class="feed-since">New for you: {escape(feed.since)} — {feed.candidates} papers'
+            + (f", {feed.hidden} hidden as not interesting" if feed.hidden else "") + ".</p>")
+    if feed.message:
+        head += f'<p class="feed-message">{escape(feed.message)}</p>'
+    cards = []
+    for n, item in enumerate(feed.items, start=1):
+        p = item.paper
+        authors = ", ".join(p.authors[:AUTHORS_SHOWN]) + (" et al." if len(p.authors) > AUTHORS_SHOWN else "")
+        why = " · ".join(f"#{rank} by {RANKED_BY.get(kind, kind)}"
+                         for kind, rank in sorted(item.ranks.items(), key=lambda kv: kv[1])[:2])
+        mark = ' <span class="feed-liked">★ you asked for more like this</span>' if marks.get(p.id) == MORE else ""
+        cards.append(f'<li class="feed-card" data-id="{escape(p.id)}"><a href="{escape(p.abs_url)}" target="_blank" '
+                     f'rel="noopener">{escape(p.title)}</a>{mark}<div class="feed-meta">{escape(authors)} · '
+                     f"{escape(p.published.isoformat())} · {escape(' '.join(p.categories[:3]))}"
+                     + (f" · {escape(why)}" if why else "") + "</div>"
+                     f'<div class="feed-snippet">{escape(p.abstract[:300])}{"…" if len(p.abstract) > 300 else ""}'
+                     "</div></li>")
+    return head + (f'<ol class="feed-list">{"".join(cards)}</ol>' if cards else "")
+
+
+def feed_url(request: gr.Request | None, token: str) -> str:
+    headers = getattr(request, "headers", None) or {}
+    host = headers.get("x-forwarded-host") or headers.get("host") or "127.0.0.1:7860"
+    scheme = headers.get("x-forwarded-proto") or ("https" if ".hf.space" in host else "http")
+    return f"{scheme}://{host}/feed/{token}.atom"
+
+
+def url_html(url: str) -> str:
+    return (f'<p>Your private feed: <code id="feed-url">{escape(url)}</code> — add it to a feed reader. Anyone with '
+            "this link can read this list (nothing else); make a new link to stop the old one.</p>")
+
+
+def build(services: Services):
+    gr.Markdown("Papers new since your previous visit (or since a day you choose), ranked by your saved profile and "
+                "by your feedback: **More like this** adds a paper to what the ranking looks for, **Not interested** "
+                "hides it and pushes similar papers down.")
+    with gr.Row():
+        since = gr.Textbox(label="Since (YYYY-MM-DD; empty: since your previous visit)", elem_id="feed-since",
+                           scale=3)
+        refresh = gr.Button("Show", variant="primary", elem_id="feed-show", scale=1)
+    listing = gr.HTML(elem_id="feed-list")
+    with gr.Row():
+        chosen = gr.Dropdown([], value=None, label="A paper of the list", allow_custom_value=True,
+                             elem_id="feed-chosen", scale=3)
+        more = gr.Button("More like this", elem_id="feed-more", scale=1)
+        not_interested = gr.Button("Not interested", elem_id="feed-not", scale=1)
+        undo = gr.Button("Undo", size="sm", elem_id="feed-undo", scale=0)
+    note = gr.HTML(elem_id="feed-note")
+    bib_file = gr.File(label="BibTeX of this list", elem_id="feed-bibtex", interactive=False)
+    with gr.Accordion("Your private Atom feed", open=False):
+        url = gr.HTML(elem_id="feed-url-box")
+        renew = gr.Button("Make a new feed link", size="sm", elem_id="feed-renew")
+
+    def show(since_text, request: gr.Request, visit: bool = True):
+        user = current_user(request)
+        try:
+            result = feature.feed_for(services, user, since_text if isinstance(since_text, str) else None,
+                                      visit=visit)
+        except UserError as error:
+            return f'<p class="feed-message">{escape(error)}</p>', gr.update(choices=[], value=None), None
+        marks = feature.feedback_of(services, user)
+        choices = [(f"{item.paper.title[:90]} ({item.paper.id})", item.paper.id) for item in result.items]
+        file = write_bibtex(bibtex_text([item.paper for item in result.items]), "for-you") if result.items else None
+        return feed_html(result, marks), gr.update(choices=choices, value=choices[0][1] if choices else None), file
+
+    def react(verdict: str):
+        def handler(paper_id, since_text, request: gr.Request):
+            user = current_user(request)
+            try:
+                if verdict == "undo":
+                    feature.undo_feedback(services, user, paper_id)
+                    message = "Feedback removed."
+                else:
+                    pid = feature.give_feedback(services, user, paper_id, verdict)
+                    message = (f"More like {pid}: the list is re-ranked." if verdict == MORE else
+                               f"{pid} hidden; similar papers move down.")
+            except UserError as error:
+                return f'<p class="feed-message">{escape(error)}</p>', gr.update(), gr.update(), gr.update()
+            listing_html, choices, file = show(since_text, request, visit=False)
+            return f"<p>{escape(message)}</p>", listing_html, choices, file
+        return handler
+
+    def show_url(request: gr.Request, renew_now: bool = False):
+        return url_html(feed_url(request, feature.feed_token(services, current_user(request), renew=renew_now)))
+
+    outputs = [listing, chosen, bib_file]
+    gr.on([refresh.click, since.submit], show, [since], outputs)
+    for button, verdict in ((more, MORE), (not_interested, NOT_INTERESTED), (undo, "undo")):
+        button.click(react(verdict), [chosen, since], [note, *outputs])
+    def renew_url(request: gr.Request):
+        return show_url(request, True)
+
+    renew.click(renew_url, None, url)
+    return (show, [since], outputs), (show_url, url)
+
+
+class FeedRoute:
+    """ASGI middleware serving GET /feed/<token>.atom from the feature; every other request goes on to Gradio."""
+
+    def __init__(self, app, services: Services) -> None:
+        self.app = app
+        self.services = services
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/feed/"):
+            return await self.app(scope, receive, send)
+        match = FEED_PATH.fullmatch(scope["path"])
+        body = None
+        if match and scope["method"] in ("GET", "HEAD"):
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+            base = f"{headers.get('x-forwarded-proto', scope.get('scheme', 'http'))}://{headers.get('host', '')}"
+            body = await anyio.to_thread.run_sync(feature.atom_for_token, self.services, match.group(1), base)
+        if body is None:
+            response = Response("No such feed. Copy the link again from the For you tab.", status_code=404,
+                                media_type="text/plain")
+        else:
+            response = Response(body, media_type="application/atom+xml; charset=utf-8",
+                                headers={"Cache-Control": "private, max-age=300"})
+        await response(scope, receive, send)

@@ -1,0 +1,120 @@
+"""For you (issue #18): new papers ranked by the profile, feedback that changes the next ranking, visits, the Atom
+feed per user, and the `feed` command — on real stores with the packaged embedder."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from xml.etree import ElementTree
+
+import numpy as np
+import pytest
+
+from copilot.errors import UserError
+from copilot.features import feed as F
+from copilot.store.feed import VISIT_GAP_S
+from tests.conftest import import_papers
+from tests.helpers import run_cli, subprocess_env
+
+ATOM = "{http://www.w3.org/2005/Atom}"
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    from copilot.services import Services
+    from tests.conftest import make_settings
+
+    services = Services(make_settings(tmp_path_factory.mktemp("feed") / "data"))
+    papers = import_papers(services, 240)
+    mine = papers[:4]
+    services.profiles.save("ann", "I study retrieval for language models.", ["retrieval"], [p.id for p in mine])
+    return services, papers
+
+
+def since_all(papers) -> str:
+    return min(p.published for p in papers).isoformat()
+
+
+def test_the_feed_is_ranked_by_the_profile_and_leaves_out_its_own_papers(library):
+    services, papers = library
+    feed = F.feed_for(services, "ann", since_all(papers), limit=240, visit=False)
+    assert feed.personalized and feed.candidates == 236
+    ids = [item.paper.id for item in feed.items]
+    assert not {p.id for p in papers[:4]} & set(ids)
+    scores = [item.score for item in feed.items]
+    assert scores == sorted(scores, reverse=True)
+    assert set(feed.items[0].ranks) == {"profile", "rocchio"}
+
+
+def test_more_like_this_moves_similar_papers_up_and_not_interested_hides(library):
+    services, papers = library
+    user = "bob"
+    services.profiles.save(user, "I study vision models.", ["vision"], [papers[10].id])
+    before = [i.paper.id for i in F.feed_for(services, user, since_all(papers), limit=240, visit=False).items]
+    liked = before[150]                                   # a paper the profile ranks low
+    vectors = services.store.paper_embeddings(before)
+    nearest = max((pid for pid in before if pid != liked), key=lambda pid: float(vectors[pid] @ vectors[liked]))
+    F.give_feedback(services, user, liked, F.MORE)
+    after = [i.paper.id for i in F.feed_for(services, user, since_all(papers), limit=240, visit=False).items]
+    assert after.index(liked) < before.index(liked) and after.index(nearest) < before.index(nearest)
+
+    top = after[0]
+    F.give_feedback(services, user, top, F.NOT_INTERESTED)
+    hidden = F.feed_for(services, user, since_all(papers), limit=240, visit=False)
+    assert top not in [i.paper.id for i in hidden.items] and hidden.hidden == 1
+    F.undo_feedback(services, user, top)
+    assert top in [i.paper.id for i in F.feed_for(services, user, since_all(papers), limit=240, visit=False).items]
+    # another user's ranking is untouched by bob's feedback
+    assert F.feedback_of(services, "ann") == {}
+    with pytest.raises(UserError, match="not in the library"):
+        F.give_feedback(services, user, "2999.00001", F.MORE)
+
+
+def test_visits_decide_what_is_new(library):
+    services, papers = library
+    store = services.feed
+    first = store.record_visit("cy", now=1000.0)
+    assert (first.last, first.previous) == (1000.0, None)
+    again = store.record_visit("cy", now=1000.0 + VISIT_GAP_S / 2)       # a reload: still since the same visit
+    assert again.previous is None
+    later = store.record_visit("cy", now=1000.0 + 2 * VISIT_GAP_S)
+    assert later.previous == 1000.0 + VISIT_GAP_S / 2
+    feed = F.feed_for(services, "cy", visit=False)       # every paper was stored after that time: all are new
+    assert "since your previous visit" in feed.since and feed.candidates == 240
+    first_time = F.feed_for(services, "dee", visit=False)
+    assert "newest week" in first_time.since and not first_time.personalized and "save a profile" in \
+        first_time.message.lower()
+
+
+def test_the_atom_feed_parses_and_belongs_to_one_user(library):
+    services, papers = library
+    token = F.feed_token(services, "ann")
+    assert F.feed_token(services, "ann") == token and F.feed_token(services, "bob") != token
+    xml = F.atom_for_token(services, token, "http://127.0.0.1:7860")
+    root = ElementTree.fromstring(xml)
+    assert root.tag == f"{ATOM}feed"
+    entries = root.findall(f"{ATOM}entry")
+    assert entries and all(e.find(f"{ATOM}link").get("href").startswith("https://arxiv.org/abs/") for e in entries)
+    assert root.find(f"{ATOM}link").get("href") == f"http://127.0.0.1:7860/feed/{token}.atom"
+    assert F.atom_for_token(services, "x" * 32) is None
+    renewed = F.feed_token(services, "ann", renew=True)
+    assert renewed != token and F.atom_for_token(services, token) is None
+
+
+def test_the_feed_command(library):
+    services, papers = library
+    env = subprocess_env(services.settings.data_dir)
+    done = run_cli(["feed", "--user", "ann", "--since", since_all(papers), "--limit", "5", "--json"], env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert len(result["papers"]) == 5 and result["personalized"]
+    assert all({"id", "title", "score", "ranks"} <= set(p) for p in result["papers"])
+    liked = result["papers"][4]["id"]
+    marked = run_cli(["feed", "--user", "ann", "--more-like", liked, "--json"], env)
+    assert marked.returncode == 0 and json.loads(marked.stdout)["paper"] == liked
+    again = json.loads(run_cli(["feed", "--user", "ann", "--since", since_all(papers), "--limit", "5", "--json"],
+                               env).stdout)
+    assert [p["id"] for p in again["papers"]].index(liked) < 4
+    bad = run_cli(["feed", "--user", "ann", "--since", "yesterday"], env)
+    assert bad.returncode == 2 and "not a date" in bad.stderr
+    assert np.isfinite(again["papers"][0]["score"]) and date.fromisoformat(again["papers"][0]["date"])
