@@ -28,17 +28,26 @@ def main() -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
-    from copilot.features import library
+    from copilot.features import backup, library
     from copilot.scheduler import IngestScheduler
     from copilot.services import Services
     from copilot.ui.main import build_ui, launch_options
 
+    backup.restore_at_start(settings)        # a free Space starts with an empty disk: its last snapshot, if any
     services = Services(settings)
     threading.Thread(target=resume_thought_jobs, args=(services,), name="resume-thought-jobs", daemon=True).start()
     scheduler = None
     if settings.scheduler:
-        scheduler = IngestScheduler(lambda trigger: library.ingest_from_arxiv(services, trigger=trigger),
-                                    settings.ingest_cron)
+        def daily(trigger: str) -> None:
+            try:
+                library.ingest_from_arxiv(services, trigger=trigger)
+            finally:
+                if settings.hub_backup:
+                    backup.scheduled_backup(services)
+
+        scheduler = IngestScheduler(daily, settings.ingest_cron)
+        if settings.hub_backup:
+            scheduler.every(settings.hub_backup_minutes, lambda: backup.scheduled_backup(services), "hub-backup")
         scheduler.start()
     page = build_ui(services, scheduler)
     page.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size)

@@ -128,6 +128,22 @@ class Settings(BaseSettings):
     auth: SecretStr | None = Field(
         None, description="Password protection for self-hosting: `user:password` pairs, comma-separated.")
 
+    # --- backup to a Hugging Face dataset (a free Space's disk is wiped on restart)
+    hub_backup: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$",
+        description="`user/dataset`: snapshot the app's state to this Hugging Face dataset repository every "
+        "COPILOT_HUB_BACKUP_MINUTES and after each ingestion, and restore the newest snapshot at start when the data "
+        "dir is empty. Needs a write token in HF_TOKEN.")
+    hub_token: SecretStr | None = Field(
+        None, validation_alias=_env("HF_TOKEN"), description="Hugging Face token with write access to the backup "
+        "dataset (HF_TOKEN).")
+    hub_backup_minutes: int = Field(15, ge=1, le=1440, description="Minutes between backups to the Hub; votes "
+                                    "confirmed after the last backup are lost if the Space restarts.")
+    hub_endpoint: str | None = Field(None, validation_alias=_env("HF_ENDPOINT"),
+                                     description="Hugging Face Hub address (HF_ENDPOINT); default the public Hub.")
+    hub_timeout: float = Field(600.0, gt=0, le=7200, description="Seconds a whole backup or restore may take "
+                               "(upload or download included) before it is reported as failed.")
+
     @field_validator("auth")
     @classmethod
     def _check_auth(cls, value: SecretStr | None) -> SecretStr | None:
@@ -286,7 +302,7 @@ def load_settings(**overrides: object) -> Settings:
         for problem in error.errors():
             field = str(problem["loc"][0]) if problem["loc"] else "?"
             name = _env_name(field) if field in Settings.model_fields else field
-            shown = "<hidden>" if field in ("openai_api_key", "auth") else repr(problem.get("input"))
+            shown = "<hidden>" if field in ("openai_api_key", "auth", "hub_token") else repr(problem.get("input"))
             lines.append(f"{name}={shown}: {problem['msg']}")
         raise SettingsError("bad setting: " + "; ".join(lines)) from None
     if settings.llm_backend == "openai" and not settings.openai_api_key:

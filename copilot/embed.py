@@ -67,7 +67,8 @@ class Embedder:
         model = self._model()
         if isinstance(model, StaticModel):
             return model.dimension
-        return int(model.get_sentence_embedding_dimension())
+        named = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(named())
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from copilot.embed import Embedder
@@ -73,6 +74,18 @@ class Ingestor:
     @classmethod
     def busy(cls) -> bool:
         return cls._running.locked()
+
+    @classmethod
+    @contextmanager
+    def paused(cls, timeout: float) -> Iterator[None]:
+        """No ingestion in this process writes while the block runs (a backup copies the stores); raises IngestBusy
+        when a running one does not finish within `timeout` seconds."""
+        if not cls._running.acquire(timeout=timeout):
+            raise IngestBusy(f"an ingestion kept running for {timeout:g} s")
+        try:
+            yield
+        finally:
+            cls._running.release()
 
     def run(self, source: str, items: Iterable[Paper | BadLine], progress: Progress | None = None) -> IngestCounts:
         """Ingest everything `items` yields; raises IngestBusy if another run is going on."""

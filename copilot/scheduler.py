@@ -32,6 +32,13 @@ class IngestScheduler:
                                max_instances=1, coalesce=True, misfire_grace_time=3600, replace_existing=True)
         self.scheduler.start()
 
+    def every(self, minutes: int, job: Callable[[], object], job_id: str) -> None:
+        """Another job on the same scheduler, every `minutes` (e.g. the Hub backup); runs of it never overlap."""
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        self.scheduler.add_job(job, IntervalTrigger(minutes=minutes), id=job_id, max_instances=1, coalesce=True,
+                               replace_existing=True)
+
     def shutdown(self) -> None:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)

@@ -15,6 +15,7 @@ from copilot.embed import Embedder
 from copilot.llm import LLM, Backend, build_llm
 from copilot.ratelimit import RateLimiter
 from copilot.sources.arxiv_api import ArxivSource
+from copilot.store.backup import BackupLog
 from copilot.store.caches import AspectCache, TrendsCache
 from copilot.store.catalog import PaperCatalog
 from copilot.store.chat_log import ChatLog
@@ -92,6 +93,10 @@ class Services:
             pid = os.getpid()
             return VectorStore(chroma_client(self.settings), reopen=lambda: reopened_client(self.settings),
                                others_version=lambda: self.runs.others_progress(pid))
+
+    @cached_property
+    def backups(self) -> BackupLog:
+        return BackupLog(self.db)
 
     @cached_property
     def feed(self) -> FeedStore:

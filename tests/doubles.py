@@ -60,3 +60,65 @@ def rescript(services, replies: Iterable = ()) -> ScriptedBackend:
     backend.replies[:] = list(replies)
     backend.calls.clear()
     return backend
+
+
+class FakeHub:
+    """The part of `huggingface_hub.HfApi` the backup uses, over a folder: one dataset repository per id. A test
+    double at the library's boundary (the real client's HTTP is checked by hand: README "Backups to the Hub").
+    `fail_with` makes every call raise it (the Hub down, a wrong token); `delay` makes every call that long."""
+
+    def __init__(self, root, fail_with: Exception | None = None, delay: float = 0.0) -> None:
+        from pathlib import Path
+
+        self.root = Path(root)
+        self.fail_with = fail_with
+        self.delay = delay
+        self.commits: list[dict] = []
+
+    def _call(self) -> None:
+        import time
+
+        if self.delay:
+            time.sleep(self.delay)
+        if self.fail_with is not None:
+            raise self.fail_with
+
+    def _repo(self, repo_id: str):
+        return self.root / repo_id.replace("/", "--")
+
+    def create_repo(self, repo_id, repo_type=None, private=None, exist_ok=False):
+        self._call()
+        self._repo(repo_id).mkdir(parents=True, exist_ok=True)
+
+    def list_repo_files(self, repo_id, repo_type=None):
+        self._call()
+        repo = self._repo(repo_id)
+        return sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file()) if repo.exists() else []
+
+    def create_commit(self, repo_id, operations, commit_message="", repo_type=None):
+        from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+        self._call()
+        repo = self._repo(repo_id)
+        for op in operations:
+            target = repo / op.path_in_repo
+            if isinstance(op, CommitOperationAdd):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = op.path_or_fileobj
+                target.write_bytes(open(source, "rb").read() if isinstance(source, str) else source.getvalue())
+            elif isinstance(op, CommitOperationDelete):
+                target.unlink()
+        self.commits.append({"message": commit_message, "paths": [op.path_in_repo for op in operations]})
+
+    def hf_hub_download(self, repo_id, filename, repo_type=None, local_dir=None):
+        import shutil
+        from pathlib import Path
+
+        self._call()
+        source = self._repo(repo_id) / filename
+        if not source.is_file():
+            raise FileNotFoundError(f"{filename} not in {repo_id}")
+        target = Path(local_dir) / filename
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, target)
+        return str(target)

@@ -14,6 +14,7 @@ import logging
 import sys
 from collections.abc import Callable
 
+from copilot.cli.backup import add_backup_commands
 from copilot.cli.bench import add_bench_commands
 from copilot.cli.chat import add_chat_commands
 from copilot.cli.evals import add_eval_commands
@@ -40,6 +41,7 @@ COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_export_commands,        # export bibtex
     add_bench_commands,         # bench, embed-distill
     add_memory_commands,        # doctor
+    add_backup_commands,        # backup, restore
 ]
 
 

@@ -129,3 +129,25 @@ def failure_counts(services: Services) -> dict:
     """Failures the product worked around (logged where they happened), by kind: how many, the latest and why."""
     return {f.kind: {"count": f.count, "last": _iso(f.last_at), "last_reason": f.last_reason}
             for f in services.failures.counts()}
+
+
+def backup_line(services: Services) -> str | None:
+    """The Hub backup's state in one line for the Library tab (None when no backup repository is set)."""
+    from copilot.features.backup import backup_status
+
+    status = backup_status(services)
+    if status is None:
+        return None
+    parts = [f"{status['repository']}, every {status['every_minutes']} min"]
+    if status["last_ok"]:
+        parts.append(f"last snapshot {status['last_ok']['at']} ({status['last_ok']['snapshot']})")
+    else:
+        parts.append("no snapshot yet")
+    last = status["last"]
+    if last and last["status"] == "failed":
+        parts.append(f"last attempt {last['at']} failed: {last['error']}")
+    restored = status["restored"]
+    if restored:
+        parts.append(f"restored at start {restored['at']}: {restored['status']}"
+                     + (f" ({restored['error']})" if restored["error"] else ""))
+    return " · ".join(parts)

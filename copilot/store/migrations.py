@@ -292,4 +292,16 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             token TEXT UNIQUE
         )""",
     ]),
+    ("backup_0001_hub_log", [
+        """CREATE TABLE hub_backups (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL CHECK (kind IN ('backup', 'restore')),
+            started_at REAL NOT NULL,
+            finished_at REAL,
+            status TEXT NOT NULL,
+            snapshot TEXT,
+            size INTEGER,
+            error TEXT
+        )""",
+    ]),
 ]

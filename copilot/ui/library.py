@@ -38,6 +38,9 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
         f"**Models:** LLM {escape(info['llm']['backend'])} / {escape(info['llm']['model'])} · embeddings "
         f"{escape(info['embedder'])}",
     ]
+    backup = library.backup_line(services)
+    if backup:
+        lines.append(f"**Backup to the Hub:** {escape(backup)}")
     if running:
         lines.append("**Ingestion running…** counts below update as batches land.")
     if scheduler and scheduler.last_error:

@@ -1,0 +1,152 @@
+"""Nothing lost on a free Space: the app's state backed up to a Hugging Face dataset and restored from it.
+
+With COPILOT_HUB_BACKUP=<user>/<dataset> and a write token (HF_TOKEN), the app snapshots its state every
+COPILOT_HUB_BACKUP_MINUTES and after each ingestion, and restores the newest snapshot at start when its data dir is
+empty. What can be lost is what changed after the last snapshot: at most the interval (15 minutes by default). The
+Hub being down or the token wrong never stops the app: the failure is logged and shown on the Library tab. Every
+backup and restore has a deadline for the whole call (COPILOT_HUB_TIMEOUT), upload or download included.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as DeadlineExceeded
+from datetime import datetime, timezone
+from pathlib import Path
+
+from copilot.config import Settings, mask_secret
+from copilot.errors import UserError
+from copilot.ingest import Ingestor
+from copilot.services import Services
+from copilot.store.backup import (BackupError, BackupLog, HubSnapshots, data_dir_is_empty, extract_snapshot,
+                                  write_snapshot)
+from copilot.store.db import Database
+
+log = logging.getLogger(__name__)
+_one_at_a_time = threading.Lock()
+PAUSE_INGESTION_S = 120.0       # how long a backup waits for a running ingestion before copying the stores
+
+
+def hub_api(settings: Settings):
+    from huggingface_hub import HfApi
+
+    token = settings.hub_token.get_secret_value() if settings.hub_token else None
+    return HfApi(endpoint=settings.hub_endpoint or None, token=token)
+
+
+def _configured(settings: Settings) -> None:
+    if not settings.hub_backup:
+        raise UserError("no backup repository: set COPILOT_HUB_BACKUP=<user>/<dataset> and a write token in HF_TOKEN")
+
+
+def _within_deadline(settings: Settings, work):
+    """Run `work()` with a deadline for the whole of it; the worker is left to finish in the background."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hub-transfer")
+    future = pool.submit(work)
+    pool.shutdown(wait=False)
+    try:
+        return future.result(timeout=settings.hub_timeout)
+    except DeadlineExceeded:
+        raise BackupError(f"the Hub did not finish within {settings.hub_timeout:g} s") from None
+
+
+def _reason(settings: Settings, error: BaseException) -> str:
+    token = settings.hub_token.get_secret_value() if settings.hub_token else None
+    return mask_secret(f"{type(error).__name__}: {error}", token)[:500]
+
+
+def backup_now(services: Services, api=None) -> dict:
+    """One snapshot to the Hub, recorded in the backup log. Raises UserError when not configured or when another
+    backup is running; a Hub failure is recorded and returned, not raised."""
+    settings = services.settings
+    _configured(settings)
+    if not _one_at_a_time.acquire(blocking=False):
+        raise UserError("a backup is already running")
+    run_id = services.backups.start("backup")
+    try:
+        name = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ".tar.gz"
+        with tempfile.TemporaryDirectory(prefix="copilot-backup-") as tmp:
+            archive = Path(tmp) / name
+            with Ingestor.paused(PAUSE_INGESTION_S):
+                write_snapshot(settings.data_dir, archive, with_chroma=not settings.chroma_host)
+            size = archive.stat().st_size
+            snapshots = HubSnapshots(api or hub_api(settings), settings.hub_backup)
+            _within_deadline(settings, lambda: snapshots.upload(archive, name))
+        services.backups.finish(run_id, "ok", snapshot=name, size=size)
+        return {"status": "ok", "snapshot": name, "size": size, "repository": settings.hub_backup}
+    except Exception as error:      # noqa: BLE001 - the app keeps serving; the Library tab shows the error
+        reason = _reason(settings, error)
+        log.warning("backup to the Hub failed: %s", reason)
+        services.backups.finish(run_id, "failed", error=reason)
+        return {"status": "failed", "error": reason, "repository": settings.hub_backup}
+    finally:
+        _one_at_a_time.release()
+
+
+def restore(settings: Settings, force: bool = False, api=None) -> dict:
+    """The newest snapshot into the data dir, which must be empty unless `force` (then it is moved aside first).
+    Recorded in the backup log of the restored database."""
+    _configured(settings)
+    data_dir = Path(settings.data_dir)
+    if not data_dir_is_empty(data_dir):
+        if not force:
+            raise UserError(f"{data_dir} already holds data; restore refuses to overwrite it (use --force to move it "
+                            "aside first)")
+        aside = data_dir.with_name(f"{data_dir.name}.before-restore-{datetime.now():%Y%m%d%H%M%S}")
+        data_dir.rename(aside)
+    snapshots = HubSnapshots(api or hub_api(settings), settings.hub_backup)
+    try:
+        with tempfile.TemporaryDirectory(prefix="copilot-restore-") as tmp:
+            found = _within_deadline(settings, lambda: snapshots.download_latest(Path(tmp)))
+            if found is None:
+                result = {"status": "empty", "repository": settings.hub_backup,
+                          "message": "the repository holds no snapshot yet"}
+            else:
+                archive, name = found
+                extract_snapshot(archive, data_dir)
+                result = {"status": "ok", "snapshot": name, "repository": settings.hub_backup}
+    except Exception as error:      # noqa: BLE001 - reported; at start-up the app then starts empty
+        result = {"status": "failed", "error": _reason(settings, error), "repository": settings.hub_backup}
+    log_run = BackupLog(Database(settings.db_path))
+    run_id = log_run.start("restore")
+    log_run.finish(run_id, result["status"] if result["status"] != "empty" else "ok",
+                   snapshot=result.get("snapshot"), error=result.get("error") or result.get("message"))
+    return result
+
+
+def restore_at_start(settings: Settings, api=None) -> dict | None:
+    """At start-up: the newest snapshot when a backup repository is set and the data dir is empty, else None."""
+    if not settings.hub_backup or not data_dir_is_empty(Path(settings.data_dir)):
+        return None
+    result = restore(settings, api=api)
+    log.warning("restore from %s at start: %s", settings.hub_backup, result)
+    return result
+
+
+def backup_status(services: Services) -> dict | None:
+    """For the Library tab: the backup repository, the last backup and the last successful one (None: not set)."""
+    settings = services.settings
+    if not settings.hub_backup:
+        return None
+    last, last_ok, restored = (services.backups.latest("backup"), services.backups.latest_ok(),
+                               services.backups.latest("restore"))
+
+    def when(run):
+        return datetime.fromtimestamp(run.finished_at or run.started_at, timezone.utc).isoformat(timespec="seconds")
+
+    return {"repository": settings.hub_backup, "every_minutes": settings.hub_backup_minutes,
+            "last": {"at": when(last), "status": last.status, "error": last.error} if last else None,
+            "last_ok": {"at": when(last_ok), "snapshot": last_ok.snapshot, "size": last_ok.size} if last_ok else None,
+            "restored": {"at": when(restored), "status": restored.status, "snapshot": restored.snapshot,
+                         "error": restored.error} if restored else None}
+
+
+def scheduled_backup(services: Services) -> None:
+    """The periodic job: a backup unless one is running (its outcome is in the log the Library tab shows)."""
+    try:
+        backup_now(services)
+    except UserError as error:
+        log.info("scheduled backup skipped: %s", error)

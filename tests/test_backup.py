@@ -1,0 +1,114 @@
+"""Nothing lost on a free Space (issue #18): backup then restore into an empty data dir gives the same papers,
+thoughts, turns and votes; the Hub down, slow or refusing the token leaves the app serving with the error shown;
+restore never overwrites data; a snapshot with an unsafe entry is refused. The Hub is a double at the library's
+boundary (tests/doubles.FakeHub); the real client against huggingface.co is the README's manual check."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+from copilot.errors import UserError
+from copilot.features import backup as B
+from copilot.features.chat import Chat
+from copilot.features.library import backup_line
+from copilot.services import Services
+from copilot.store.backup import BackupError, extract_snapshot
+from tests.conftest import import_papers, make_settings
+from tests.doubles import FakeHub, ScriptedBackend, rescript
+
+REPO = "someone/copilot-backup"
+TOKEN = "hf_secret_token_1234567890"
+
+
+def settings_for(data_dir, **overrides):
+    return make_settings(data_dir, hub_backup=REPO, hub_token=TOKEN, **overrides)
+
+
+def counts(services: Services) -> dict:
+    db = services.db
+    return {"papers": services.store.count("paper"), "thought_vectors": services.store.count("thought"),
+            "thoughts": db.query_one("SELECT COUNT(*) AS n FROM thoughts")["n"],
+            "turns": db.query_one("SELECT COUNT(*) AS n FROM chat_turns")["n"],
+            "votes": db.query_one("SELECT COUNT(*) AS n FROM chat_votes")["n"],
+            "profiles": db.query_one("SELECT COUNT(*) AS n FROM profiles")["n"]}
+
+
+def test_backup_then_restore_into_an_empty_data_dir_gives_the_same_records(tmp_path):
+    hub = FakeHub(tmp_path / "hub")
+    services = Services(settings_for(tmp_path / "live"), llm_backend=ScriptedBackend())
+    import_papers(services, 30)
+    rescript(services, ["Retrieval grounds answers in papers [1]."] * 40)
+    chat = Chat(services)
+    question = "How does retrieval help question answering?"
+    seed = services.store.search("paper", services.embedder.embed_one(question), 1)[0]
+    chat.memory.add(question, [(seed.id, "paper")], origin="test", check_redundant=False)   # makes comparisons
+    for _ in range(3):
+        chat.ask(question, "ann", vote="thoughts")
+    chat.wait_for_all(timeout=120)
+    services.profiles.save("ann", "I study retrieval.", ["retrieval"], [])
+    before = counts(services)
+    assert before["turns"] == 3 and before["votes"] >= 1 and before["thoughts"] >= 1
+
+    result = B.backup_now(services, api=hub)
+    assert result["status"] == "ok" and result["snapshot"].endswith(".tar.gz")
+    assert hub.list_repo_files(REPO) == ["LATEST", f"snapshots/{result['snapshot']}"]
+
+    fresh = settings_for(tmp_path / "fresh")
+    restored = B.restore_at_start(fresh, api=hub)
+    assert restored["status"] == "ok" and restored["snapshot"] == f"snapshots/{result['snapshot']}"
+    again = Services(fresh)
+    assert counts(again) == before
+    assert again.store.search("paper", again.embedder.embed_one("retrieval"), 3)     # the vectors answer queries
+    assert "restored at start" in backup_line(again)
+    assert B.restore_at_start(fresh, api=hub) is None               # not empty any more: nothing is overwritten
+    with pytest.raises(UserError, match="already holds data"):
+        B.restore(fresh, api=hub)
+
+
+def test_old_snapshots_are_pruned_in_the_same_commit(tmp_path):
+    hub = FakeHub(tmp_path / "hub")
+    services = Services(settings_for(tmp_path / "live"))
+    import_papers(services, 5)
+    names = []
+    for _ in range(4):
+        names.append(B.backup_now(services, api=hub)["snapshot"])
+        import time
+        time.sleep(1.1)                                            # names are per second
+    files = hub.list_repo_files(REPO)
+    assert files == ["LATEST"] + [f"snapshots/{n}" for n in names[-3:]]
+    assert "snapshots/" + names[0] in hub.commits[-1]["paths"]      # deleted by the last commit
+
+
+@pytest.mark.parametrize("hub_kwargs, message", [
+    ({"fail_with": ConnectionError(f"cannot reach the Hub (token {TOKEN})")}, "ConnectionError"),
+    ({"fail_with": PermissionError("401 Unauthorized: invalid token")}, "401"),
+    ({"delay": 3.0}, "did not finish within 1 s"),
+])
+def test_the_hub_down_slow_or_refusing_is_recorded_and_shown_and_nothing_breaks(tmp_path, hub_kwargs, message):
+    services = Services(settings_for(tmp_path / "live", hub_timeout=1.0))
+    import_papers(services, 3)
+    result = B.backup_now(services, api=FakeHub(tmp_path / "hub", **hub_kwargs))
+    assert result["status"] == "failed" and message in result["error"] and TOKEN not in result["error"]
+    line = backup_line(services)
+    assert "no snapshot yet" in line and "failed" in line and TOKEN not in line
+    assert services.store.count("paper") == 3                       # the app's data is untouched
+    restored = B.restore(settings_for(tmp_path / "empty", hub_timeout=1.0),
+                         api=FakeHub(tmp_path / "hub", **hub_kwargs))
+    assert restored["status"] == "failed" and TOKEN not in restored["error"]
+
+
+def test_not_configured_and_unsafe_snapshots_are_refused(tmp_path):
+    with pytest.raises(UserError, match="COPILOT_HUB_BACKUP"):
+        B.backup_now(Services(make_settings(tmp_path / "plain")))
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        data = b"x"
+        info = tarfile.TarInfo("../outside.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(BackupError, match="not allowed"):
+        extract_snapshot(archive, tmp_path / "target")
+    assert not (tmp_path / "outside.txt").exists()
