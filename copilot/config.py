@@ -120,8 +120,12 @@ class Settings(BaseSettings):
     server_port: int = Field(7860, ge=1, le=65535, validation_alias=_env("GRADIO_SERVER_PORT"),
                              description="Port the app listens on (GRADIO_SERVER_PORT).")
     concurrency: int = Field(4, ge=1, le=64, description="Requests the web app handles at once.")
-    queue_size: int = Field(64, ge=1, le=10000,
+    queue_size: int = Field(256, ge=1, le=10000,
                             description="Requests that may wait in the web app's queue; beyond it new ones are refused.")
+    user_pending: int = Field(16, ge=1, le=1000, description="Requests one user (one address, without sign-in) may "
+                              "have waiting or running in the web app's queue; one more is refused with 429 before "
+                              "it takes a place, so one user cannot fill the queue for everyone (a page load makes 5, "
+                              "so keep room for a few open tabs).")
     rate_limit: int = Field(10, ge=0, le=10000, description="LLM-backed actions (ask, generate, summarise) one "
                             "user may start per COPILOT_RATE_WINDOW seconds; 0 turns the limit off.")
     rate_window: float = Field(60.0, gt=0, le=86400, description="Length in seconds of the rate-limit window.")

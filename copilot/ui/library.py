@@ -135,8 +135,10 @@ def build(services: Services, scheduler: IngestScheduler | None) -> None:
         except (UserError, RateLimited) as error:
             return f'<div class="chat-notice">{escape(error)}</div>'
 
-    snapshot.upload(on_upload, snapshot, import_result).then(show, outputs=[status, history])
-    fetch.click(on_fetch, pasted, import_result).then(show, outputs=[status, history])
+    snapshot.upload(on_upload, snapshot, import_result, concurrency_limit=1, concurrency_id="import").then(
+        show, outputs=[status, history])
+    fetch.click(on_fetch, pasted, import_result, concurrency_limit=1, concurrency_id="import").then(
+        show, outputs=[status, history])
     gr.on([refresh.click, timer.tick], show, outputs=[status, history], show_progress="hidden")
     run_now.click(trigger, outputs=notice).then(show, outputs=[status, history])
     return show, status, history

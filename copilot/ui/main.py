@@ -12,6 +12,7 @@ from copilot.ratelimit import PasswordGate
 from copilot.scheduler import IngestScheduler
 from copilot.services import Services
 from copilot.ui import chat, feed, library, profile, related, search, trends
+from copilot.ui.fairness import FairShare
 from copilot.ui.feed import FeedRoute
 from copilot.ui.guard import RequestGuard
 
@@ -58,8 +59,10 @@ def launch_options(services: Services) -> dict:
         "show_error": False,
         "max_file_size": MAX_UPLOAD,
         # request size, session ids and their users, no API schema before sign-in (copilot/ui/guard.py); no
-        # FastAPI route list either (Gradio's own API description needs a login); then the Atom feeds' route
-        "app_kwargs": {"middleware": [Middleware(RequestGuard), Middleware(FeedRoute, services=services)],
+        # FastAPI route list either (Gradio's own API description needs a login); then each user's share of the
+        # queue (copilot/ui/fairness.py); then the Atom feeds' route
+        "app_kwargs": {"middleware": [Middleware(RequestGuard), Middleware(FairShare, per_user=s.user_pending),
+                                      Middleware(FeedRoute, services=services)],
                        "openapi_url": None},
         "auth": PasswordGate(s.auth_pairs()) if s.auth_pairs() else None,
         "auth_message": "Research Copilot: log in with the account your administrator gave you." if s.auth else None,

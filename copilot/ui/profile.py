@@ -231,13 +231,15 @@ def build(services: Services) -> None:
         return load_view(services, current_user(request))
 
     lookup_outputs = [status, groups, papers, state]
-    gr.on([find.click, name.submit], on_lookup, inputs=name, outputs=lookup_outputs)
+    gr.on([find.click, name.submit], on_lookup, inputs=name, outputs=lookup_outputs, concurrency_limit=2,
+          concurrency_id="profile-lookup")      # arXiv calls: never in the light events' group
     use_ids.click(on_ids, inputs=ids, outputs=lookup_outputs)
     bib.upload(lambda path: bibtex_view(services, path), inputs=bib, outputs=lookup_outputs)
     groups.input(groups_view, inputs=[state, groups, papers], outputs=[papers, state], show_progress="hidden")
     # Save is off while a draft is being written: a click mid-stream saved a 6-word fragment as version 1
     (generate.click(lambda: gr.update(interactive=False), None, save, show_progress="hidden")
-     .then(on_generate, inputs=[state, papers, pasted], outputs=[notice, text, keywords])
+     .then(on_generate, inputs=[state, papers, pasted], outputs=[notice, text, keywords], concurrency_limit=2,
+           concurrency_id="profile-generate")
      .then(lambda: gr.update(interactive=True), None, save, show_progress="hidden"))
     save.click(on_save, inputs=[text, keywords, state, papers], outputs=saved)
     root = gr.context.Context.root_block

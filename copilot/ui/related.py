@@ -163,5 +163,6 @@ def build(services: Services):
                write_bibtex(bibtex, f"related-to-{query.paper.id or query.paper.title or 'paper'}"))
 
     inputs, outputs = [reference, title, abstract, ranking, mode], [status, results, baseline, aspects, bib_file]
-    gr.on([run_button.click, reference.submit], run, inputs=inputs, outputs=outputs)
+    gr.on([run_button.click, reference.submit], run, inputs=inputs, outputs=outputs, concurrency_limit=2,
+          concurrency_id="related")
     return reference, (run, inputs, outputs)     # the Search tab's "Related papers" fills the id and runs

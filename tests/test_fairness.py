@@ -1,0 +1,27 @@
+"""The per-user count of waiting and running queue events (copilot/ui/fairness.py), with a fake clock."""
+
+from __future__ import annotations
+
+from copilot.ui.fairness import PendingEvents, _COMPLETED
+
+
+def test_events_count_until_completed_abandoned_or_expired():
+    now = [0.0]
+    pending = PendingEvents(ttl=100.0, clock=lambda: now[0])
+    for n in range(3):
+        pending.joined("ann", "s1" if n < 2 else "s2", f"e{n}")
+    pending.joined("bob", "s9", "e9")
+    assert (pending.count("ann"), pending.count("bob")) == (3, 1)
+    pending.completed("e0")
+    assert pending.count("ann") == 2
+    pending.abandon("s1")                      # ann's first page is closed
+    assert pending.count("ann") == 1
+    now[0] = 101.0                             # a client that never reads its stream only blocks itself, for a while
+    assert pending.count("ann") == 0 and pending.count("bob") == 0
+
+
+def test_completion_messages_are_read_in_either_field_order():
+    chunk = (b'data: {"msg": "process_completed", "event_id": "abc", "output": {}}\n\n'
+             b'data: {"event_id": "def", "msg": "process_completed", "success": true}\n\n'
+             b'data: {"msg": "process_generating", "event_id": "ghi"}\n\n')
+    assert [(m.group(1) or m.group(2)).decode() for m in _COMPLETED.finditer(chunk)] == ["abc", "def"]
