@@ -282,6 +282,48 @@ def mask_secret(text: str, secret: str | None) -> str:
     return text
 
 
+class StreamMask:
+    """mask_secret for text that arrives in pieces (a streamed answer): the key may be split across pieces, so the
+    last few characters are held back until the next piece shows whether they begin a form of the key, and a cut
+    never falls inside one. Feed pieces in order; `flush` at the end."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self.hold = 3 * len(secret) + 12       # the longest form (percent-encoded, or spelled with gaps) fits
+        self.text = ""
+        self.sent = 0
+
+    def feed(self, piece: str) -> str:
+        self.text += piece
+        cut = len(self.text) - self.hold
+        if cut <= self.sent:
+            return ""
+        for start, end in _secret_spans(self.text[self.sent:], self.secret):
+            if start < cut - self.sent < end:
+                cut = self.sent + start
+                break
+        return self._send(cut)
+
+    def flush(self) -> str:
+        return self._send(len(self.text))
+
+    def _send(self, cut: int) -> str:
+        shown, self.sent = mask_secret(self.text[self.sent:cut], self.secret), cut
+        return shown
+
+
+def _secret_spans(text: str, secret: str) -> list[tuple[int, int]]:
+    """Where the forms of `secret` that mask_secret replaces occur in `text`."""
+    spans = []
+    start = text.find(secret)
+    while start >= 0:
+        spans.append((start, start + len(secret)))
+        start = text.find(secret, start + 1)
+    if len(secret) >= 8:
+        spans += [m.span() for pattern in _secret_patterns(secret) for m in pattern.finditer(text)]
+    return sorted(spans)
+
+
 @functools.lru_cache(maxsize=8)
 def _secret_patterns(secret: str) -> tuple[re.Pattern[str], ...]:
     raw = secret.encode("utf-8")

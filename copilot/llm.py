@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from copilot.config import Settings, mask_secret
+from copilot.config import Settings, StreamMask, mask_secret
 from copilot.prompts import RenderedPrompt
 from copilot.records import storable_text
 from copilot.store.db import Database
@@ -332,6 +332,11 @@ class OpenAIBackend:
         """`text` without the API key in any form an endpoint may echo (base64, reversed, spaced …)."""
         return mask_secret(text, self._key)
 
+    @property
+    def secret(self) -> str:
+        """The key, for masking streamed answers (never logged or shown)."""
+        return self._key
+
     def _error(self, error: Exception) -> LLMError:
         o = self._openai
         text = self.mask(str(error))
@@ -419,10 +424,15 @@ class LLM:
             started = time.time()
             error: LLMError | None = None
             try:
+                masking = self._stream_mask()
                 for piece in self.backend.stream(prompt.as_messages(), max_tokens, temperature, usage,
                                                  grammar=grammar):
                     pieces.append(piece)
-                    yield piece
+                    shown = masking.feed(piece) if masking else piece
+                    if shown:
+                        yield shown
+                if masking and (rest := masking.flush()):
+                    yield rest
             except LLMError as caught:
                 error = caught
             except Exception as caught:  # a backend bug or library error: report it as an LLM failure
@@ -436,6 +446,11 @@ class LLM:
                 time.sleep(self.backoff * (2 ** (attempt - 1)) * (1 + random.random() / 2))
                 continue
             raise error
+
+    def _stream_mask(self) -> StreamMask | None:
+        """Masks the backend's secret in streamed pieces (an endpoint may echo the key in a successful answer)."""
+        secret = getattr(self.backend, "secret", None)
+        return StreamMask(secret) if secret else None
 
     def _mask(self, text: str) -> str:
         """`text` without the backend's secret (a backend without one has nothing to hide)."""

@@ -104,3 +104,23 @@ def test_mask_secret_leaves_other_text_alone():
     assert mask_secret(text, MASKED_KEY) == text
     assert mask_secret("short key abc123 here", "abc123") == "short key *** here"
     assert mask_secret("a b c 1 2 3", "abc123") == "a b c 1 2 3"     # a short secret: only as written
+
+
+def test_a_secret_split_across_streamed_pieces_is_masked_as_the_whole_text_would_be():
+    import base64
+    import random
+
+    from copilot.config import StreamMask
+
+    key = "sk-stream-0123456789abcdefXYZ"
+    text = (f"key {key}, reversed {key[::-1]}, base64 {base64.b64encode(key.encode()).decode()}, spaced "
+            f"{' '.join(key)}, and a long tail of ordinary words " * 2)
+    chooser = random.Random(7)
+    for _ in range(200):
+        mask, shown, at = StreamMask(key), [], 0
+        while at < len(text):
+            size = chooser.randint(1, 9)
+            shown.append(mask.feed(text[at:at + size]))
+            at += size
+        shown.append(mask.flush())
+        assert "".join(shown) == mask_secret(text, key) and not any(key in piece for piece in shown)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from copilot.config import mask_secret
 from copilot.features.chat import Chat
 from copilot.llm import LLMError
 from copilot.prompts import HEALTH_CHECK
@@ -280,3 +281,17 @@ def test_bad_settings_never_echo_the_key(tmp_path):
     assert "COPILOT_LLM_TIMEOUT" in str(caught.value) and not secret_in(str(caught.value))
     settings = load_settings(data_dir=tmp_path, openai_api_key=KEY)
     assert not secret_in(repr(settings)) and not secret_in(str(settings.model_dump()))
+
+
+def test_a_key_echoed_in_a_successful_streamed_answer_is_masked_on_the_way(corpus, tmp_path):
+    """An endpoint that puts the key in its answer, streamed in 20-character pieces (the key split across two or
+    three of them, as written, reversed and base64-encoded): no piece the page receives holds it, and the joined
+    pieces equal the answer masked as a whole (issue #19)."""
+    reply = (f"Source [1] says the key is {KEY}; backwards {KEY[::-1]}; encoded "
+             f"{base64.b64encode(KEY.encode()).decode()}. The rest of the answer is plain text.")
+    with FakeOpenAI(reply=reply) as server:
+        services = Services(openai_settings(tmp_path / "data", server.url("reply")))
+        pieces = list(services.llm.stream(HEALTH_CHECK.render(), max_tokens=64))
+    assert len(pieces) > 3 and not [p for p in pieces if secret_in(p)]
+    assert "".join(pieces) == mask_secret(reply, KEY) and not secret_in("".join(pieces))
+    assert "".join(pieces).endswith("The rest of the answer is plain text.")
