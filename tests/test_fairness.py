@@ -25,3 +25,14 @@ def test_completion_messages_are_read_in_either_field_order():
              b'data: {"event_id": "def", "msg": "process_completed", "success": true}\n\n'
              b'data: {"msg": "process_generating", "event_id": "ghi"}\n\n')
     assert [(m.group(1) or m.group(2)).decode() for m in _COMPLETED.finditer(chunk)] == ["abc", "def"]
+
+
+def test_gradios_raw_not_a_choice_message_is_replaced():
+    import json
+
+    from copilot.ui.fairness import NOT_A_CHOICE, _NOT_A_CHOICE
+
+    raw = "Value: {'x': 1} (type: <class 'dict'>) is not in the list of choices: ['relevance', \"date\"]"
+    chunk = ("data: " + json.dumps({"msg": "process_completed", "output": {"error": raw}, "success": False})).encode()
+    cleaned = json.loads(_NOT_A_CHOICE.sub(NOT_A_CHOICE, chunk)[len("data: "):])
+    assert cleaned["output"]["error"] == json.loads(NOT_A_CHOICE) and "<class" not in json.dumps(cleaned)

@@ -7,6 +7,9 @@ before it takes a place in the queue. An event stops counting when its result is
 stream, when the client drops that stream before it came (Gradio then drops or stops the event itself: measured in
 tests/e2e/test_fair_sharing.py), or after `ttl` seconds (a client that never reads its stream only blocks itself).
 The registry is per process, as Gradio's queue is.
+
+On the same event streams, Gradio's own message for a value that is not among a dropdown's or radio's choices (sent
+only by API callers; it shows Python reprs and the whole list) is replaced by a plain sentence (issue #19).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ Message = MutableMapping[str, Any]
 _COMPLETED = re.compile(rb'"msg":\s*"process_completed".*?"event_id":\s*"([^"]+)"|'
                         rb'"event_id":\s*"([^"]+)"[^\n]*?"msg":\s*"process_completed"')
 _CLOSED = re.compile(rb'"msg":\s*"close_stream"')
+_NOT_A_CHOICE = re.compile(rb'"Value: (?:[^"\\]|\\.)*? is not in the list of choices: (?:[^"\\]|\\.)*"')
+NOT_A_CHOICE = b'"That value is not one of the choices offered here; pick one from the list."'
 
 
 class PendingEvents:
@@ -134,6 +139,9 @@ class FairShare:
             nonlocal finished
             if message["type"] == "http.response.body":
                 chunk = message.get("body", b"")
+                if b"is not in the list of choices" in chunk:
+                    chunk = _NOT_A_CHOICE.sub(NOT_A_CHOICE, chunk)
+                    message = {**message, "body": chunk}
                 for match in _COMPLETED.finditer(chunk):
                     self.registry.completed((match.group(1) or match.group(2)).decode())
                 if _CLOSED.search(chunk) or not message.get("more_body", False):

@@ -53,6 +53,13 @@ def test_a_flood_is_refused_beyond_the_users_share_and_others_are_served(app_ser
           f"another user's page load answered in {bob_wait_s:.2f} s")
     assert bob_wait_s < 30
 
+    # an API caller's value that is not among a radio's choices: a plain sentence, not Gradio's Python reprs
+    search = _dependency(bob, url, "on_search")
+    body = _join({"fn_index": search, "session_hash": "bobs-api", "data": ["x", "", "", [], "", {"x": 1}]})
+    assert _post_as(bob, url, "gradio_api/queue/join", body)[0] == 200
+    events = _read_events(bob, url, "bobs-api")
+    assert "not one of the choices offered" in events and "<class" not in events
+
 
 def test_a_client_that_goes_away_stops_the_model(app_server, preloaded, tmp_path):
     data_dir = prepared_dir(preloaded, tmp_path)          # a thought per topic: every ask is a two-answer comparison
