@@ -89,7 +89,7 @@ def build(services: Services):
         return feed_html(result, marks), gr.update(choices=choices, value=choices[0][1] if choices else None), file
 
     def react(verdict: str):
-        def handler(paper_id, since_text, request: gr.Request):
+        def on_feedback(paper_id, since_text, request: gr.Request):
             user = current_user(request)
             try:
                 if verdict == "undo":
@@ -103,7 +103,7 @@ def build(services: Services):
                 return f'<p class="feed-message">{escape(error)}</p>', gr.update(), gr.update(), gr.update()
             listing_html, choices, file = show(since_text, request, visit=False)
             return f"<p>{escape(message)}</p>", listing_html, choices, file
-        return handler
+        return on_feedback
 
     def show_url(request: gr.Request, renew_now: bool = False):
         return url_html(feed_url(request, feature.feed_token(services, current_user(request), renew=renew_now)))
