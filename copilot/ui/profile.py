@@ -192,8 +192,8 @@ def build(services: Services) -> None:
             ids = gr.Textbox(label="…or your arXiv ids or links (comma or line separated)", lines=2,
                              elem_id="profile-ids")
             use_ids = gr.Button("Use these papers", elem_id="profile-use-ids")
-        bib = gr.File(label="…or a BibTeX file (e.g. a Zotero export): its arXiv entries", file_types=[".bib", ".txt"],
-                      elem_id="profile-bibtex")
+        bib = gr.File(label="…or a BibTeX file (e.g. a Zotero export): its arXiv entries",
+                      file_types=[".bib", ".txt"], elem_id="profile-bibtex")
         pasted = gr.Textbox(label="…or a text about your research (used by Generate, with any checked papers)",
                             lines=4, elem_id="profile-pasted")
     status = gr.Markdown(elem_id="profile-status")
