@@ -513,7 +513,7 @@ def build(services: Services) -> gr.Textbox:
             with gr.Row():
                 turn_bib = gr.Button("BibTeX of this turn's papers", size="sm", elem_id="chat-bib-run", scale=1)
                 turn_bib_note = gr.HTML(elem_id="chat-bib-note")
-                turn_bib_file = gr.File(label="BibTeX", elem_id="chat-bibtex", interactive=False, scale=2)
+                turn_bib_file = gr.File(label="BibTeX", elem_id="chat-bibtex", interactive=False, height=72, scale=2)
             deep_answer = gr.HTML(elem_id="chat-deep-answer")
             deep_stop = gr.Button("Stop the deep answer", size="sm", elem_id="chat-deep-stop")
             with gr.Accordion("Deep answer: step trace", open=False, elem_id="chat-deep-trace-box"):

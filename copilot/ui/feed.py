@@ -71,7 +71,7 @@ def build(services: Services):
         not_interested = gr.Button("Not interested", elem_id="feed-not", scale=1)
         undo = gr.Button("Undo", size="sm", elem_id="feed-undo", scale=0)
     note = gr.HTML(elem_id="feed-note")
-    bib_file = gr.File(label="BibTeX of this list", elem_id="feed-bibtex", interactive=False)
+    bib_file = gr.File(label="BibTeX of this list", elem_id="feed-bibtex", interactive=False, height=72)
     with gr.Accordion("Your private Atom feed", open=False):
         url = gr.HTML(elem_id="feed-url-box")
         renew = gr.Button("Make a new feed link", size="sm", elem_id="feed-renew")

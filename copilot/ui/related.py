@@ -117,7 +117,7 @@ def build(services: Services):
     with gr.Tabs():
         with gr.Tab("Related"):
             results = gr.HTML(elem_id="related-results")
-            bib_file = gr.File(label="BibTeX of these results", elem_id="related-bibtex", interactive=False)
+            bib_file = gr.File(label="BibTeX of these results", elem_id="related-bibtex", interactive=False, height=72)
         with gr.Tab("Abstract only (baseline)"):
             baseline = gr.HTML(elem_id="related-baseline")
         with gr.Tab("Aspect queries"):

@@ -28,7 +28,8 @@ def build_draft_tab(services: Services, reference: gr.Textbox, title: gr.Textbox
         run_button = gr.Button("Draft related work (RAT)", variant="primary", elem_id="related-work-run")
         stop_button = gr.Button("Stop", size="sm", elem_id="related-work-stop")
     result = gr.HTML(elem_id="related-work-result")
-    bibtex_file = gr.File(label="BibTeX of the cited papers", elem_id="related-work-bibtex", interactive=False)
+    bibtex_file = gr.File(label="BibTeX of the cited papers", elem_id="related-work-bibtex", interactive=False,
+                          height=72)
     latex = gr.Code(label="The draft in LaTeX (\\cite keys match the BibTeX)", language="latex",
                     elem_id="related-work-latex", interactive=False)
     with gr.Accordion("Step trace", open=False):

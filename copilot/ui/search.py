@@ -95,7 +95,7 @@ def build(services: Services) -> SearchTab:
                              scale=3)
         related_button = gr.Button("Related papers", elem_id="search-related", scale=1)
         ask_button = gr.Button("Ask about this paper", elem_id="search-ask", scale=1)
-    bib_file = gr.File(label="BibTeX of these results", elem_id="search-bibtex", interactive=False)
+    bib_file = gr.File(label="BibTeX of these results", elem_id="search-bibtex", interactive=False, height=72)
 
     def on_search(text, start, end, cats, name, order, request: gr.Request):
         try:

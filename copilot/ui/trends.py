@@ -237,7 +237,7 @@ def build(services: Services) -> None:
         topic_choice = gr.Dropdown([], value=None, label="A topic's papers as BibTeX", elem_id="trends-bib-topic",
                                    scale=3)
         topic_bib = gr.Button("Make BibTeX", elem_id="trends-bib-run", scale=1)
-        topic_file = gr.File(label="BibTeX", elem_id="trends-bibtex", interactive=False, scale=2)
+        topic_file = gr.File(label="BibTeX", elem_id="trends-bibtex", interactive=False, height=72, scale=2)
     topic_ids = gr.State({})
     outputs = [status, topics, timeline, movers, summary, ideas, topic_choice, topic_ids]
 
