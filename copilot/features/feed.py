@@ -21,6 +21,7 @@ import numpy as np
 
 from copilot.errors import UserError
 from copilot.features.profile import BrokenProfile, load_profile
+from copilot.features.search import parse_day
 from copilot.methods.fusion import reciprocal_rank_fusion
 from copilot.records import Paper, date_number, number_to_date, parse_arxiv_id
 from copilot.services import Services
@@ -97,7 +98,7 @@ def feed_for(services: Services, user: str, since: date | str | None = None, lim
              visit: bool = True) -> Feed:
     """The user's feed. `visit` records this as a visit (the page and the CLI do; the Atom feed does not)."""
     if isinstance(since, str):
-        since = _parse_day(since)
+        since = parse_day(since, "since")
     feedback = services.feed.feedback(user)
     liked = [pid for pid, verdict in feedback.items() if verdict == MORE]
     disliked = {pid for pid, verdict in feedback.items() if verdict == NOT_INTERESTED}
@@ -162,16 +163,6 @@ def _best_ranks(ranks: dict[str, int]) -> dict[str, int]:
         kind = name.split(":")[0]
         best[kind] = min(rank, best.get(kind, rank))
     return best
-
-
-def _parse_day(text: str) -> date | None:
-    text = (text or "").strip()
-    if not text:
-        return None
-    try:
-        return date.fromisoformat(text[:10])
-    except ValueError:
-        raise UserError(f"{text[:30]!r} is not a date; write it as YYYY-MM-DD") from None
 
 
 def give_feedback(services: Services, user: str, paper_id: str, verdict: str) -> str:
