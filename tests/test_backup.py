@@ -112,3 +112,22 @@ def test_not_configured_and_unsafe_snapshots_are_refused(tmp_path):
     with pytest.raises(BackupError, match="not allowed"):
         extract_snapshot(archive, tmp_path / "target")
     assert not (tmp_path / "outside.txt").exists()
+
+
+def test_a_failed_restore_at_start_pauses_scheduled_backups(tmp_path, monkeypatch):
+    """The Hub down at start: the app starts empty; its scheduled backups must not make that empty state the
+    newest snapshot of a repository that holds the real one."""
+    hub = FakeHub(tmp_path / "hub")
+    live = Services(settings_for(tmp_path / "live"))
+    import_papers(live, 3)
+    good = B.backup_now(live, api=hub)["snapshot"]
+    monkeypatch.setattr(B, "_scheduled_paused", [])
+    fresh = settings_for(tmp_path / "fresh")
+    down = FakeHub(tmp_path / "hub", fail_with=ConnectionError("Hub unreachable"))
+    assert B.restore_at_start(fresh, api=down)["status"] == "failed"
+    started_empty = Services(fresh)
+    monkeypatch.setattr(B, "hub_api", lambda settings: hub)
+    B.scheduled_backup(started_empty)
+    assert hub.list_repo_files(REPO) == ["LATEST", f"snapshots/{good}"]         # untouched
+    assert (tmp_path / "hub" / REPO.replace("/", "--") / "LATEST").read_text() == f"snapshots/{good}"
+    assert "scheduled backups are paused" in backup_line(started_empty)

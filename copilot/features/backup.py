@@ -27,6 +27,10 @@ from copilot.store.db import Database
 
 log = logging.getLogger(__name__)
 _one_at_a_time = threading.Lock()
+# Set when the start-up restore failed: this process began empty although the repository may hold snapshots, so its
+# scheduled backups would make an empty state the newest snapshot. They wait until someone restores or backs up by
+# hand (`python -m copilot restore --force` / `backup`).
+_scheduled_paused: list[str] = []
 PAUSE_INGESTION_S = 120.0       # how long a backup waits for a running ingestion before copying the stores
 
 
@@ -123,6 +127,10 @@ def restore_at_start(settings: Settings, api=None) -> dict | None:
         return None
     result = restore(settings, api=api)
     log.warning("restore from %s at start: %s", settings.hub_backup, result)
+    if result["status"] == "failed":
+        _scheduled_paused[:] = [f"the restore at start failed ({result['error']}); scheduled backups are paused so "
+                                "they do not replace your snapshots with this empty start — run `python -m copilot "
+                                "restore --force` (or `backup`, to keep this state) by hand"]
     return result
 
 
@@ -138,6 +146,7 @@ def backup_status(services: Services) -> dict | None:
         return datetime.fromtimestamp(run.finished_at or run.started_at, timezone.utc).isoformat(timespec="seconds")
 
     return {"repository": settings.hub_backup, "every_minutes": settings.hub_backup_minutes,
+            "paused": _scheduled_paused[0] if _scheduled_paused else None,
             "last": {"at": when(last), "status": last.status, "error": last.error} if last else None,
             "last_ok": {"at": when(last_ok), "snapshot": last_ok.snapshot, "size": last_ok.size} if last_ok else None,
             "restored": {"at": when(restored), "status": restored.status, "snapshot": restored.snapshot,
@@ -145,7 +154,11 @@ def backup_status(services: Services) -> dict | None:
 
 
 def scheduled_backup(services: Services) -> None:
-    """The periodic job: a backup unless one is running (its outcome is in the log the Library tab shows)."""
+    """The periodic job: a backup unless one is running or the start-up restore failed (its outcome is in the log
+    the Library tab shows)."""
+    if _scheduled_paused:
+        log.warning("scheduled backup skipped: %s", _scheduled_paused[0])
+        return
     try:
         backup_now(services)
     except UserError as error:

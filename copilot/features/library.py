@@ -146,6 +146,8 @@ def backup_line(services: Services) -> str | None:
     last = status["last"]
     if last and last["status"] == "failed":
         parts.append(f"last attempt {last['at']} failed: {last['error']}")
+    if status["paused"]:
+        parts.append(status["paused"])
     restored = status["restored"]
     if restored:
         parts.append(f"restored at start {restored['at']}: {restored['status']}"
