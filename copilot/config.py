@@ -283,26 +283,26 @@ def mask_secret(text: str, secret: str | None) -> str:
 
 
 class StreamMask:
-    """mask_secret for text that arrives in pieces (a streamed answer): the key may be split across pieces, so the
-    last few characters are held back until the next piece shows whether they begin a form of the key, and a cut
-    never falls inside one. Feed pieces in order; `flush` at the end."""
+    """mask_secret for text that arrives in pieces (a streamed answer): a key split across pieces is caught by
+    holding back only a tail that could be the beginning of one of its forms, until the next piece settles it; other
+    text passes at once. Feed pieces in order; `flush` at the end. The joined output equals mask_secret of the whole
+    text."""
 
     def __init__(self, secret: str) -> None:
         self.secret = secret
-        self.hold = 3 * len(secret) + 12       # the longest form (percent-encoded, or spelled with gaps) fits
+        self.hold = 3 * len(secret) + 12       # longer than any form (percent-encoded, or spelled with gaps)
         self.text = ""
         self.sent = 0
 
     def feed(self, piece: str) -> str:
         self.text += piece
-        cut = len(self.text) - self.hold
-        if cut <= self.sent:
-            return ""
-        for start, end in _secret_spans(self.text[self.sent:], self.secret):
-            if start < cut - self.sent < end:
+        text, n = self.text, len(self.text)
+        cut = next((p for p in range(max(self.sent, n - self.hold), n) if _may_begin(text[p:], self.secret)), n)
+        for start, end in _secret_spans(text[self.sent:], self.secret):
+            if start < cut - self.sent < end:        # never cut through a whole form: it is masked with its text
                 cut = self.sent + start
                 break
-        return self._send(cut)
+        return self._send(cut) if cut > self.sent else ""
 
     def flush(self) -> str:
         return self._send(len(self.text))
@@ -310,6 +310,52 @@ class StreamMask:
     def _send(self, cut: int) -> str:
         shown, self.sent = mask_secret(self.text[self.sent:cut], self.secret), cut
         return shown
+
+
+def _may_begin(tail: str, secret: str) -> bool:
+    """Could `tail` (the end of the text so far) be the start of a form of `secret` that is not complete yet?"""
+    spelled, literal = _secret_forms(secret)
+    lowered = tail.lower()
+    if any(len(tail) < len(form) and form.startswith(lowered) for form in literal[0]):
+        return True
+    if any(len(tail) < len(form) and form.startswith(tail) for form in literal[1]):
+        return True
+    return any(_spelled_prefix(lowered, form) for form in spelled)
+
+
+def _spelled_prefix(tail: str, form: str) -> bool:
+    """`tail` is `form` (lower case) begun but not finished, with at most three gap characters between letters."""
+    i = j = gap = 0
+    while i < len(tail):
+        if j < len(form) and tail[i] == form[j]:
+            i, j, gap = i + 1, j + 1, 0
+        elif j > 0 and not tail[i].isalnum() and gap < 3:
+            i, gap = i + 1, gap + 1
+        else:
+            return False
+    return 0 < j < len(form)
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_forms(secret: str) -> tuple[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]]:
+    """(forms spelled with gaps, lower case; (literal forms compared in any case, literal forms compared as
+    written)) — the forms mask_secret replaces."""
+    if len(secret) < 8:
+        return (), ((), (secret,))
+    raw = secret.encode("utf-8")
+    spelled = (secret.lower(), secret[::-1].lower())
+    any_case = (raw.hex(), "".join(f"%{b:02x}" for b in raw))
+    return spelled, (any_case, (secret, *_base64_forms(raw)))
+
+
+def _base64_forms(raw: bytes) -> tuple[str, ...]:
+    based = set()
+    for offset in range(3):                # the key's bytes may start at any of the three places in a base64 group
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            full = encode(bytes(offset) + raw).decode("ascii")
+            # only the characters made of the key's bits alone, not of a neighbour's or the padding's
+            based.add(full[-(-8 * offset // 6):8 * (offset + len(raw)) // 6])
+    return tuple(sorted(based))
 
 
 def _secret_spans(text: str, secret: str) -> list[tuple[int, int]]:
@@ -329,14 +375,8 @@ def _secret_patterns(secret: str) -> tuple[re.Pattern[str], ...]:
     raw = secret.encode("utf-8")
     spelled = "|".join(_GAP.join(re.escape(c) for c in form) for form in (secret, secret[::-1]))
     hexed = "|".join(re.escape(form) for form in (raw.hex(), "".join(f"%{b:02x}" for b in raw)))
-    based = set()
-    for offset in range(3):                # the key's bytes may start at any of the three places in a base64 group
-        for encode in (base64.b64encode, base64.urlsafe_b64encode):
-            full = encode(bytes(offset) + raw).decode("ascii")
-            # only the characters made of the key's bits alone, not of a neighbour's or the padding's
-            based.add(full[-(-8 * offset // 6):8 * (offset + len(raw)) // 6])
     return (re.compile(spelled, re.IGNORECASE), re.compile(hexed, re.IGNORECASE),
-            re.compile("|".join(re.escape(form) for form in sorted(based))))
+            re.compile("|".join(re.escape(form) for form in _base64_forms(raw))))
 
 
 def load_settings(**overrides: object) -> Settings:

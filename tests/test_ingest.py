@@ -23,8 +23,10 @@ from tests.helpers import run_cli, subprocess_env
 
 
 def store_dump(services: Services) -> dict[str, tuple[str, dict]]:
+    """Every stored paper's document and metadata, without the time it was stored (two runs differ in that)."""
     found = services.store.papers.get(include=["documents", "metadatas"])
-    return {pid: (doc, meta) for pid, doc, meta in zip(found["ids"], found["documents"], found["metadatas"])}
+    return {pid: (doc, {k: v for k, v in meta.items() if k != "ingested"})
+            for pid, doc, meta in zip(found["ids"], found["documents"], found["metadatas"])}
 
 
 def write_jsonl(path: Path, lines: list[str | dict]) -> Path:

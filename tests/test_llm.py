@@ -183,8 +183,9 @@ def test_openai_backend_real_round_trip(llama_server, tmp_path):
     calls = llm_calls(services)
     assert [(c["backend"], c["model"], c["error"]) for c in calls] == [("openai", "smollm2-test", None)] * 2
     assert calls[0]["output"] == text and calls[0]["completion_tokens"] > 0
-    # llama_cpp.server reports no usage when streaming: each streamed piece (one token) is counted
-    assert len(pieces) > 1 and calls[1]["completion_tokens"] == len(pieces)
+    # llama_cpp.server reports no usage when streaming: each streamed piece (one token) is counted. The page may get
+    # fewer, longer pieces: a piece ending in what could begin the key waits for the next one (config.StreamMask)
+    assert len(pieces) > 1 and calls[1]["completion_tokens"] >= len(pieces) and calls[1]["output"] == "".join(pieces)
     assert_key_nowhere(services)
 
 
@@ -203,7 +204,8 @@ def test_an_endpoint_that_reports_usage_has_its_counts_logged(tmp_path):
         request = json.loads(endpoint.requests[-1]["body"])
     assert request["stream"] is True and request["stream_options"] == {"include_usage": True}
     [call] = llm_calls(services)
-    assert (call["prompt_tokens"], call["completion_tokens"]) == (11, 3 * len(pieces))   # the endpoint's own
+    assert "".join(pieces) == "Retrieval grounds the answer in papers."
+    assert (call["prompt_tokens"], call["completion_tokens"]) == (11, 3 * 3)   # the endpoint's own, for its 3 chunks
 
 
 class _EchoingEndpoint(BaseHTTPRequestHandler):
