@@ -100,6 +100,14 @@ class Settings(BaseSettings):
         "local model (it won on the CSFCube dev fold, no LLM call), `prism-hybrid` with an OpenAI-compatible endpoint "
         "(the LLM writes the aspect descriptions).")
 
+    # --- SlimPLM (Chat: "Adaptive retrieval")
+    slim_unknown_threshold: float = Field(
+        0.14, ge=0.0, le=1.0, description="SlimPLM with a local proxy: its judge says \"unknown\" (retrieve) when "
+        "its probability of that word reaches this. 0.14 was chosen by cross-validation on the dev set for the "
+        "packaged model ([docs/slim-eval.md](docs/slim-eval.md)); 0.5 is the word the model writes; another "
+        "`COPILOT_LOCAL_MODEL` needs its own (`eval slim` prints the calibration). An endpoint proxy is judged by "
+        "the word it writes.")
+
     # --- Graph of Records (Trends: "Ask about this period")
     gor_questions: int = Field(40, ge=4, le=1000, description="Simulated questions written per period for Graph of "
                                "Records: three quarters train its network (30 of 40, the paper's number), the rest "

@@ -8,10 +8,12 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+import numpy as np
 
 from copilot.config import Settings, StreamMask, mask_secret
 from copilot.prompts import RenderedPrompt
@@ -220,6 +222,42 @@ class LocalBackend:
         finally:
             loaded.lock.release()
 
+    def option_logprobs(self, messages, options, usage) -> dict[str, float]:
+        """The log-probability of each option as the start of the reply (the sum over its tokens), read from the
+        model's logits: a choice between a few words weighed by how sure the model is, not only by which word wins.
+        Same deadline and lock as a generation."""
+        loaded = self._loaded()
+        deadline = time.monotonic() + self.timeout
+        started = time.monotonic()
+        if not loaded.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise LLMError(f"the local model was busy for the whole {self.timeout:.0f} s timeout; try again")
+        try:
+            llama = loaded.llama
+            tokens = self._prompt_tokens(loaded, messages, usage)
+            usage.prompt_tokens, usage.completion_tokens = len(tokens), 0
+            scores = {}
+            for option in options:
+                sequence, total = list(tokens), 0.0
+                for token in llama.tokenize(option.encode("utf-8"), add_bos=False, special=False):
+                    logits = self._next_token_logits(llama, sequence, deadline)
+                    top = logits.max()
+                    total += float(logits[token] - top - np.log(np.exp(logits - top).sum()))
+                    sequence.append(token)
+                scores[option] = total
+            return scores
+        finally:
+            usage.total_seconds = time.monotonic() - started
+            loaded.lock.release()
+
+    def _next_token_logits(self, llama, tokens: list[int], deadline: float):
+        """Logits of the token after `tokens`. The last token is always evaluated again: a prefix already in the KV
+        cache would otherwise leave the logits of whatever was evaluated before."""
+        self._evaluate(llama, tokens[:-1], deadline)
+        llama.eval(tokens[-1:])
+        # Llama.scores holds rows only with logits_all=True; the context's own buffer has the last token's logits
+        row = _llama_cpp().llama_get_logits(llama.ctx)
+        return np.ctypeslib.as_array(row, shape=(llama.n_vocab(),)).astype(np.float64)
+
     def _generate(self, loaded, messages, max_tokens, temperature, usage, grammar, deadline, started):
         llama = loaded.llama
         tokens = self._prompt_tokens(loaded, messages, usage)
@@ -404,6 +442,31 @@ class LLM:
     def obeys_grammar(self) -> bool:
         """Whether a grammar passed to `stream` constrains the output (the local model) or is ignored."""
         return getattr(self.backend, "obeys_grammar", False)
+
+    @property
+    def scores_options(self) -> bool:
+        """Whether `option_logprobs` can weigh a choice of words (the local model; an endpoint cannot)."""
+        return hasattr(self.backend, "option_logprobs")
+
+    def option_logprobs(self, prompt: RenderedPrompt, options: Sequence[str],
+                        usage: Usage | None = None) -> dict[str, float]:
+        """Log-probability of each option as the reply to `prompt`, logged like any call. Only for a backend that
+        `scores_options`."""
+        prompt = RenderedPrompt(prompt.name, storable_text(prompt.system), storable_text(prompt.user))
+        usage = usage if usage is not None else Usage()
+        started, scores, error = time.time(), {}, None
+        try:
+            scores = self.backend.option_logprobs(prompt.as_messages(), list(options), usage)
+            return scores
+        except LLMError as caught:
+            error = caught
+            raise
+        except Exception as caught:  # a backend bug or library error: report it as an LLM failure
+            error = LLMError(f"LLM call failed: {type(caught).__name__}: {caught}"[:400])
+            raise error from None
+        finally:
+            self._log(prompt, " · ".join(f"{option} {logprob:.3f}" for option, logprob in scores.items()), usage,
+                      time.time() - started, started, error)
 
     def complete(self, prompt: RenderedPrompt, max_tokens: int = 256, temperature: float = 0.2,
                  grammar: str | None = None, usage: Usage | None = None) -> str:

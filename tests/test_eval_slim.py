@@ -182,3 +182,19 @@ def test_eval_slim_with_the_packaged_model_through_the_cli(tmp_path):
         assert sum(figures["judge_verdicts"].values()) + figures["judge_unparseable"] == 3
     assert all(r["accuracy"] in ("correct", "incorrect", None) for r in report["per_question"])
     assert list((tmp_path / "data" / "eval").glob("slim-slim-dev-n3.*"))
+
+
+def test_calibration_of_the_judges_probability_exactly():
+    # dev-set order (paper and general alternate); per fold the threshold chosen on the other questions
+    weighed = [("paper", 0.30), ("general", 0.05), ("paper", 0.20), ("general", 0.10), ("paper", 0.12),
+               ("general", 0.15), ("general", 0.02)]
+    rows = [{"strategy": "adaptive", "kind": kind, "p_unknown": p} for kind, p in weighed]
+    rows += [{"strategy": "always", "kind": "paper", "p_unknown": None},
+             {"strategy": "adaptive", "kind": "paper", "p_unknown": None}]       # forced: not weighed
+    c = slim_eval.calibration(rows, 0.14)
+    assert c["weighed"] == 7 and c["auc"] == pytest.approx(11 / 12, abs=1e-4)
+    assert c["best_threshold_all"] == 0.12 and c["cv_thresholds"] == [0.12, 0.12, 0.2, 0.12]
+    assert c["cv_retrieved"] == {"paper": "2/3", "general": "0/4"}             # fold 2 held out 0.12 < 0.20
+    assert c["cv_balanced_accuracy"] == pytest.approx((2 / 3 + 1) / 2, abs=1e-4)
+    assert c["in_use_retrieved"] == {"paper": "2/3", "general": "1/4"}
+    assert slim_eval.calibration(rows[:1], 0.14) == {}                          # one kind only: nothing to tell

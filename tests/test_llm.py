@@ -4,6 +4,7 @@ loopback), retries with backoff, and no API key in llm_calls or error messages."
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from copilot import llm as llm_module
+from copilot import prompts
 from copilot.config import SettingsError
 from copilot.llm import LLM, LLMError, Usage, packaged_gguf
 from copilot.prompts import HEALTH_CHECK, Prompt
@@ -57,6 +59,20 @@ def test_local_stream_yields_pieces(local_services):
     pieces = list(services.llm.stream(PROMPT.render(), max_tokens=16, temperature=0.0))
     assert len(pieces) > 1 and "".join(pieces).strip()
     assert llm_calls(services)[-1]["output"] == "".join(pieces)
+
+
+def test_the_local_model_weighs_a_choice_of_words_as_it_would_write_it(local_services):
+    services = local_services
+    prompt = prompts.SLIM_JUDGE.render(question="What is a hash table?", answer="It stores key-value pairs.")
+    scores = services.llm.option_logprobs(prompt, ("known", "unknown"))
+    assert set(scores) == {"known", "unknown"} and all(-40 < v < 0 for v in scores.values())
+    assert math.exp(scores["known"]) + math.exp(scores["unknown"]) <= 1 + 1e-9
+    written = services.llm.complete(prompt, max_tokens=8, temperature=0.0, grammar=prompts.slim_judge_grammar())
+    assert written.strip() == max(scores, key=scores.get)          # the greedy word is the more probable one
+    # after a generation, and in the other order, the same scores: no logits left over from another evaluation
+    assert services.llm.option_logprobs(prompt, ("unknown", "known")) == pytest.approx(scores, abs=1e-3)
+    weighed = [c for c in llm_calls(services) if c["completion_tokens"] == 0]
+    assert len(weighed) == 2 and weighed[0]["output"].startswith("known -") and weighed[0]["prompt_tokens"] > 20
 
 
 def test_local_prompt_longer_than_the_context_is_trimmed_with_a_notice(tmp_path):

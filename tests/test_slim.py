@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from copilot import prompts
@@ -274,3 +276,69 @@ def test_an_answer_without_sources_says_so_on_the_page(db):
     assert SLIM_NO_SOURCES in slim_html(trace.as_dict())[0].replace("&#x27;", "'")
     retrieved, *_ = run(db, ["It uses documents.", "unknown", DECOMPOSITION, "unknown", "maybe", "known"])
     assert SLIM_NO_SOURCES not in slim_html(retrieved.as_dict())[0].replace("&#x27;", "'")
+
+
+# --- a proxy that weighs the judge's two words (the local model) -----------------------------------------------------
+class WeighingBackend(ScriptedBackend):
+    """A scripted proxy that also scores options: each `option_logprobs` call takes the next {option: logprob}."""
+
+    def __init__(self, replies, weights) -> None:
+        super().__init__(list(replies))
+        self.weights = list(weights)
+        self.weighed: list[list[str]] = []
+
+    def option_logprobs(self, messages, options, usage):
+        self.weighed.append(list(options))
+        usage.prompt_tokens, usage.completion_tokens = 40, 0
+        return self.weights.pop(0)
+
+
+def weighed_run(db, replies, weights, threshold):
+    backend = WeighingBackend(replies, weights)
+    proxy = LLM(backend, db, retries=0)
+    main, main_backend = scripted_llm(db, ["Retrieval grounds the answer [1]."])
+    library = Library()
+    trace = slim.run(QUESTION, proxy=proxy, main=main, retriever=library,
+                     options=SlimOptions(top_k=8, unknown_threshold=threshold))
+    assert len(main_backend.calls) == 1 and not backend.replies and not backend.weights
+    return trace, library, backend
+
+
+def weights(p_unknown: float) -> dict[str, float]:
+    return {"known": 0.0, "unknown": math.log(p_unknown / (1 - p_unknown))}
+
+
+def test_a_weighing_proxy_is_judged_by_its_probability_of_unknown_against_the_threshold(db):
+    # P(unknown) 0.20: below the greedy word's 0.5, above the threshold 0.14 → unknown → claims, each weighed
+    trace, library, backend = weighed_run(db, [HEURISTIC, DECOMPOSITION],
+                                          [weights(0.20), weights(0.30), weights(0.05), weights(0.15)], 0.14)
+    assert trace.verdict == "unknown" and trace.p_unknown == pytest.approx(0.20)
+    assert trace.judge_output == "P(unknown) 0.200 ≥ threshold 0.140"
+    assert [c.verdict for c in trace.claims] == ["unknown", "known", "unknown"]
+    assert [round(c.p_unknown, 2) for c in trace.claims] == [0.30, 0.05, 0.15]
+    assert library.queries == ["RAG retrieval documents", "RAG original paper Lewis"]
+    assert backend.weighed == [["known", "unknown"]] * 4 and len(backend.calls) == 2   # draft + decomposition only
+    assert trace.costs["judge"].calls == 4 and trace.costs["judge"].prompt_tokens == 160
+    logged = db.query("SELECT output FROM llm_calls WHERE prompt_name = 'slim_judge' ORDER BY id")
+    assert len(logged) == 4 and logged[0]["output"].startswith("known 0.000 · unknown -1.386")
+
+
+def test_below_the_threshold_the_question_is_answered_without_retrieval(db):
+    trace, library, backend = weighed_run(db, [HEURISTIC], [weights(0.10)], 0.14)
+    assert (trace.verdict, trace.reason, trace.skipped) == ("known", slim.JUDGED_KNOWN, True)
+    assert trace.judge_output == "P(unknown) 0.100 < threshold 0.140" and library.queries == []
+
+
+def test_without_a_threshold_a_weighing_proxy_writes_its_word(db):
+    trace, library, backend = weighed_run(db, [HEURISTIC, "known"], [], None)
+    assert trace.verdict == "known" and trace.p_unknown is None and backend.weighed == []
+
+
+def test_the_trace_shows_the_weighed_verdict(db):
+    from copilot.ui.chat import slim_html
+    trace, _, _ = weighed_run(db, [HEURISTIC, DECOMPOSITION],
+                              [weights(0.20), weights(0.30), weights(0.05), weights(0.15)], 0.14)
+    trace.step = "answered"
+    _, steps = slim_html(trace.as_dict())
+    assert "weighed its two words: <code>P(unknown) 0.200 ≥ threshold 0.140</code>" in steps
+    assert "<td>known (P(unknown) 0.05)</td>" in steps

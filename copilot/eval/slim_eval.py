@@ -279,9 +279,11 @@ class SlimReport:
     judge: dict[str, dict[str, int]]              # question kind → how SlimPLM decided → count
     per_question: list[dict]
     meta: dict = field(default_factory=dict)
+    calibration: dict = field(default_factory=dict)   # how well the judge's P(unknown) separates the kinds
 
     def as_json(self) -> dict:
-        return {"summary": self.summary, "judge": self.judge, "per_question": self.per_question, "meta": self.meta}
+        return {"summary": self.summary, "judge": self.judge, "calibration": self.calibration,
+                "per_question": self.per_question, "meta": self.meta}
 
 
 def _tokens(trace: SlimTrace, roles: Sequence[str]) -> int:
@@ -309,7 +311,8 @@ def score_one(row: dict, strategy: str, trace: SlimTrace | None, seconds: float,
             "main_tokens": _tokens(trace, (MAIN,)) if trace else 0, "seconds": round(seconds, 3),
             "decided": how_decided(trace) if trace else "error",
             "heuristic_answer": trace.heuristic_answer if trace else "", "judge_output": trace.judge_output if trace
-            else "", "claims": [(c.text, c.query, c.verdict) for c in trace.claims] if trace else []}
+            else "", "p_unknown": trace.p_unknown if trace else None,
+            "claims": [(c.text, c.query, c.verdict) for c in trace.claims] if trace else []}
 
 
 def summarize(rows: Sequence[dict]) -> dict:
@@ -336,6 +339,65 @@ def judged(rows: Sequence[dict]) -> dict:
     decided = verdicts["correct"] + verdicts["incorrect"]
     return {"judge_accuracy": round(verdicts["correct"] / decided, 4) if decided else None,
             "judge_verdicts": {v: verdicts[v] for v in ACCURACY_VERDICTS}, "judge_unparseable": verdicts[None]}
+
+
+# --- the judge's calibration ----------------------------------------------------------------------------------------
+CV_FOLDS = 5
+
+
+def _balanced_accuracy(weighed: Sequence[tuple[float, bool]], decisions: Sequence[bool]) -> float:
+    """Mean of the share of paper questions retrieved for and the share of general questions answered without."""
+    paper = [d for d, (_, is_paper) in zip(decisions, weighed) if is_paper]
+    general = [not d for d, (_, is_paper) in zip(decisions, weighed) if not is_paper]
+    return (sum(paper) / len(paper) + sum(general) / len(general)) / 2
+
+
+def best_threshold(weighed: Sequence[tuple[float, bool]]) -> float:
+    """The P(unknown) threshold with the best balanced accuracy over `weighed` (probability, is a paper question);
+    of equal ones the lowest, which retrieves more (the fail-safe side)."""
+    candidates = sorted({p for p, _ in weighed})
+    return max(candidates, key=lambda t: (_balanced_accuracy(weighed, [p >= t for p, _ in weighed]), -t))
+
+
+def calibration(rows: Sequence[dict], threshold_in_use: float | None) -> dict:
+    """How well the question-level judge's P(unknown) tells the questions that need papers (about a 2025–26 paper,
+    which no model we run has seen) from general CS questions, over the questions it weighed: the AUC, and a
+    threshold chosen by stratified cross-validation with its decisions on the held-out questions (a threshold chosen
+    and scored on the same questions flatters itself; the held-out decisions do not)."""
+    weighed = [(r["p_unknown"], r["kind"] == "paper") for r in rows
+               if r["strategy"] == "adaptive" and r.get("p_unknown") is not None]
+    papers = sum(is_paper for _, is_paper in weighed)
+    if not papers or papers == len(weighed):
+        return {}
+    pairs = [(p, q) for p, is_paper in weighed if is_paper for q, other in weighed if not other]
+    auc = sum(1.0 if p > q else 0.5 if p == q else 0.0 for p, q in pairs) / len(pairs)
+    fold_of, seen = [], Counter()
+    for _, is_paper in weighed:                  # stratified: each kind dealt round the folds in turn
+        fold_of.append(seen[is_paper] % CV_FOLDS)
+        seen[is_paper] += 1
+    held_out, thresholds = [True] * len(weighed), []
+    for fold in range(CV_FOLDS):
+        train = [w for w, f in zip(weighed, fold_of) if f != fold]
+        if fold not in fold_of or all(p for _, p in train) or not any(p for _, p in train):
+            continue                             # too few questions of one kind: the fold's questions retrieve
+        threshold = best_threshold(train)
+        thresholds.append(round(threshold, 4))
+        for i, f in enumerate(fold_of):
+            if f == fold:
+                held_out[i] = weighed[i][0] >= threshold
+
+    def retrieved(decisions: Sequence[bool], paper: bool) -> str:
+        kind = [d for d, (_, is_paper) in zip(decisions, weighed) if is_paper == paper]
+        return f"{sum(kind)}/{len(kind)}"
+
+    in_use = [p >= threshold_in_use for p, _ in weighed] if threshold_in_use is not None else None
+    return {"weighed": len(weighed), "auc": round(auc, 4), "best_threshold_all": round(best_threshold(weighed), 4),
+            "cv_folds": CV_FOLDS, "cv_thresholds": thresholds,
+            "cv_retrieved": {"paper": retrieved(held_out, True), "general": retrieved(held_out, False)},
+            "cv_balanced_accuracy": round(_balanced_accuracy(weighed, held_out), 4),
+            "threshold_in_use": threshold_in_use,
+            "in_use_retrieved": ({"paper": retrieved(in_use, True), "general": retrieved(in_use, False)}
+                                 if in_use is not None else None)}
 
 
 def evaluate(services: Services, questions: Sequence[dict], strategies: Sequence[str] = STRATEGIES,
@@ -371,7 +433,8 @@ def evaluate(services: Services, questions: Sequence[dict], strategies: Sequence
     meta = {"questions": len(questions), "strategies": list(strategies), "proxy_model": proxy.info["model"],
             "main_model": services.llm.info["model"], "slim_one_main_call": all(c == 1 for c in slim_calls),
             "answer_judge": answer_judge.info if answer_judge is not None else None}
-    return SlimReport(summary, {k: dict(v) for k, v in judge.items()}, rows, meta)
+    return SlimReport(summary, {k: dict(v) for k, v in judge.items()}, rows, meta,
+                      calibration(rows, base.unknown_threshold))
 
 
 # --- output -------------------------------------------------------------------------------------------------------
@@ -398,6 +461,17 @@ def markdown(report: SlimReport) -> str:
         for decided in sorted({d for counts in report.judge.values() for d in counts}):
             lines.append(f"| {decided} | " + " | ".join(str(counts.get(decided, 0))
                                                          for counts in report.judge.values()) + " |")
+    c = report.calibration
+    if c:
+        lines += ["", f"The question-level judge's P(unknown), over the {c['weighed']} questions it weighed: AUC "
+                  f"{c['auc']:.2f} (paper questions above general ones); threshold by {c['cv_folds']}-fold "
+                  f"cross-validation {', '.join(f'{t:.3f}' for t in c['cv_thresholds'])}, its held-out decisions "
+                  f"retrieve for {c['cv_retrieved']['paper']} paper and {c['cv_retrieved']['general']} general "
+                  f"questions (balanced accuracy {c['cv_balanced_accuracy']:.2f}); best on all "
+                  f"{c['best_threshold_all']:.3f}"
+                  + (f"; in use {c['threshold_in_use']:.3f} retrieves for {c['in_use_retrieved']['paper']} paper "
+                     f"and {c['in_use_retrieved']['general']} general questions" if c["in_use_retrieved"] else "")
+                  + "."]
     judge = report.meta.get("answer_judge")
     if judge:
         lines += ["", f"LLM judge of answer accuracy ({judge['backend']}/{judge['model']}): share of answers judged "

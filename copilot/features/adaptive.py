@@ -40,7 +40,7 @@ def paper_retriever(services: Services) -> Retriever:
 def slim_options(services: Services) -> SlimOptions:
     s = services.settings
     return SlimOptions(top_k=s.top_k, budget_tokens=s.answer_budget_tokens, item_tokens=s.source_cap_tokens,
-                       answer_tokens=s.answer_tokens)
+                       answer_tokens=s.answer_tokens, unknown_threshold=s.slim_unknown_threshold)
 
 
 def stream_adaptive(services: Services, question: str | None, user: str) -> Iterator[SlimTrace]:

@@ -16,11 +16,18 @@ The paper fine-tunes the judge and the rewriter (Llama2-7B); we prompt the proxy
 "SlimPLM") and hold a grammar-obeying proxy to one word for the judge and to bounded "Claim: … Query: …" lines
 for the decomposition. Every reading of the proxy's output fails safe: what is not clearly "known" retrieves.
 
+The paper's judge is a trained classifier. A prompted 135M model is not one: it writes "known" for nearly every
+question, recent papers it cannot know included, yet its probability of "unknown" is higher for those
+(docs/slim-eval.md). So when the proxy can weigh its two words (the local model), the judge's verdict is
+P(unknown) against a threshold (`SlimOptions.unknown_threshold`, chosen by cross-validation on the dev set); at
+0.5 that is the word the model would write greedily. An endpoint proxy keeps the written word.
+
 Models and the retriever come in as arguments; nothing here knows about the UI, the stores or the settings.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -107,6 +114,7 @@ class Claim:
     query: str
     verdict: str = ""              # SLIM_KNOWN | SLIM_UNKNOWN | UNCLEAR; "" while not judged
     judge_output: str = ""
+    p_unknown: float | None = None  # the judge's probability of "unknown", when it was weighed
     retrieved_ids: list[str] = field(default_factory=list)
 
     @property
@@ -175,6 +183,7 @@ class SlimTrace:
     heuristic_answer: str = ""
     judge_output: str = ""
     verdict: str = ""                  # the question-level judgment: known | unknown | unclear | "" (not asked)
+    p_unknown: float | None = None     # the question-level judge's probability of "unknown", when weighed
     decomposition: str = ""            # the rewriter's raw output
     claims: list[Claim] = field(default_factory=list)
     queries: list[str] = field(default_factory=list)   # the queries actually retrieved with
@@ -198,7 +207,7 @@ class SlimTrace:
         return {"question": self.question, "step": self.step, "skipped": self.skipped, "retrieved": self.retrieved,
                 "decided_by": self.decided_by, "reason": self.reason, "forced_rule": self.forced_rule,
                 "heuristic_answer": self.heuristic_answer, "judge_output": self.judge_output,
-                "verdict": self.verdict, "decomposition": self.decomposition,
+                "verdict": self.verdict, "p_unknown": self.p_unknown, "decomposition": self.decomposition,
                 "claims": [asdict(claim) for claim in self.claims], "queries": self.queries,
                 "items": [{"label": n, "id": item.id, "kind": item.kind, "title": item.title,
                            "score": round(item.score, 4), "query": item.metadata.get("slim_query", "")}
@@ -220,6 +229,8 @@ class SlimOptions:
     answer_tokens: int = 400           # most tokens of the main answer
     max_claims: int = prompts.SLIM_MAX_CLAIMS
     retrieval: str = "adaptive"        # "adaptive" (the method) | "always" | "never": the baselines of `eval slim`
+    # A proxy that weighs its words says "unknown" when P(unknown) reaches this; None: the word it writes
+    unknown_threshold: float | None = None
 
 
 # --- the steps ------------------------------------------------------------------------------------------------
@@ -238,11 +249,29 @@ def heuristic_answer(proxy: LLM, question: str, trace: SlimTrace, options: SlimO
                  options.proxy_tokens, prompts.plain_sentences_grammar()).strip()
 
 
-def judge(proxy: LLM, question: str, answer: str, trace: SlimTrace) -> tuple[str, str]:
-    """(verdict, raw output) of the judge on (question, answer); also used on (query, claim)."""
-    output = _call(proxy, prompts.SLIM_JUDGE.render(question=question, answer=answer), trace.costs[JUDGE],
-                   JUDGE_TOKENS, prompts.slim_judge_grammar())
-    return read_verdict(output), output.strip()
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str                       # SLIM_KNOWN | SLIM_UNKNOWN | UNCLEAR
+    output: str                        # what the judge wrote, or how its probability compared with the threshold
+    p_unknown: float | None = None
+
+
+def judge(proxy: LLM, question: str, answer: str, trace: SlimTrace, threshold: float | None = None) -> Verdict:
+    """The judge on (question, answer); also used on (query, claim). With a threshold and a proxy that weighs its
+    words, the verdict is P(unknown) ≥ threshold; otherwise the word the proxy writes."""
+    prompt = prompts.SLIM_JUDGE.render(question=question, answer=answer)
+    if threshold is None or not proxy.scores_options:
+        output = _call(proxy, prompt, trace.costs[JUDGE], JUDGE_TOKENS, prompts.slim_judge_grammar())
+        return Verdict(read_verdict(output), output.strip())
+    usage, started = Usage(), time.perf_counter()
+    try:
+        scores = proxy.option_logprobs(prompt, (SLIM_KNOWN, SLIM_UNKNOWN), usage=usage)
+    finally:
+        trace.costs[JUDGE].add(usage, time.perf_counter() - started)
+    p_unknown = 1.0 / (1.0 + math.exp(scores[SLIM_KNOWN] - scores[SLIM_UNKNOWN]))
+    unknown = p_unknown >= threshold
+    return Verdict(SLIM_UNKNOWN if unknown else SLIM_KNOWN,
+                   f"P(unknown) {p_unknown:.3f} {'≥' if unknown else '<'} threshold {threshold:.3f}", p_unknown)
 
 
 def decompose(proxy: LLM, question: str, answer: str, trace: SlimTrace, options: SlimOptions) -> list[Claim]:
@@ -308,7 +337,8 @@ def _queries_from_proxy(question: str, proxy: LLM, trace: SlimTrace, options: Sl
     if not trace.heuristic_answer:          # nothing to judge: a judge asked about nothing could still say known
         trace.decided_by, trace.reason = "proxy failure", NO_DRAFT
         return [question]
-    trace.verdict, trace.judge_output = judge(proxy, question, trace.heuristic_answer, trace)
+    verdict = judge(proxy, question, trace.heuristic_answer, trace, options.unknown_threshold)
+    trace.verdict, trace.judge_output, trace.p_unknown = verdict.verdict, verdict.output, verdict.p_unknown
     trace.decided_by = "judge"
     trace.step = "judge"
     yield trace
@@ -321,7 +351,8 @@ def _queries_from_proxy(question: str, proxy: LLM, trace: SlimTrace, options: Sl
         trace.reason = judged + NO_CLAIMS
         return [question]
     for claim in trace.claims:
-        claim.verdict, claim.judge_output = judge(proxy, claim.query, claim.text, trace)
+        verdict = judge(proxy, claim.query, claim.text, trace, options.unknown_threshold)
+        claim.verdict, claim.judge_output, claim.p_unknown = verdict.verdict, verdict.output, verdict.p_unknown
     trace.step = "claims"
     yield trace
     unknown = [claim.query for claim in trace.claims if claim.needs_retrieval]

@@ -319,12 +319,13 @@ def slim_html(trace: dict) -> tuple[str, str]:
     if trace["heuristic_answer"]:
         steps.append(f'<li>Proxy draft: <q>{escape(trace["heuristic_answer"])}</q></li>')
     if trace["verdict"]:
-        steps.append(f'<li>Judge: <b>{escape(trace["verdict"])}</b> (it wrote <code>{escape(trace["judge_output"])}'
+        said = "weighed its two words:" if trace.get("p_unknown") is not None else "it wrote"
+        steps.append(f'<li>Judge: <b>{escape(trace["verdict"])}</b> ({said} <code>{escape(trace["judge_output"])}'
                      "</code>)</li>")
     if trace["claims"]:
         rows = "".join(f"<tr><td>{escape(c['text'])}</td><td>{escape(c['query'])}</td>"
-                       f"<td>{escape(c['verdict'] or '—')}</td><td>{escape(', '.join(c['retrieved_ids']) or '—')}"
-                       "</td></tr>" for c in trace["claims"])
+                       f"<td>{escape(c['verdict'] or '—')}{_weight(c.get('p_unknown'))}</td>"
+                       f"<td>{escape(', '.join(c['retrieved_ids']) or '—')}</td></tr>" for c in trace["claims"])
         steps.append('<li>Claims:<table class="slim-claims"><thead><tr><th>claim</th><th>query</th><th>judge</th>'
                      f"<th>retrieved</th></tr></thead><tbody>{rows}</tbody></table></li>")
     if items:
@@ -337,6 +338,10 @@ def slim_html(trace: dict) -> tuple[str, str]:
                            f"tokens, {c['seconds']:.1f} s" for role, c in trace["costs"].items() if c["calls"])
         steps.append(f'<li class="slim-costs">Cost by role — {escape(costs)}</li>')
     return answer, f'<ul class="slim-trace">{"".join(steps)}</ul>'
+
+
+def _weight(p_unknown: float | None) -> str:
+    return "" if p_unknown is None else f" (P(unknown) {p_unknown:.2f})"
 
 
 # --- the tab -------------------------------------------------------------------------------------------------
