@@ -85,7 +85,7 @@ def test_the_comparison_with_a_scripted_model_gives_exact_counts(tmp_path, monke
         "Source [1] shows that we propose foo bar networks.", "No idea.", "Source [1] shows that we propose foo bar.",
         # bare paper question: always, never, SlimPLM (draft, judge wrongly says known, main)
         "Source [1] shows something else.", "Baz quux is a method.", "Baz is a thing.", "known", "We propose baz quux.",
-        # general question: always, never, SlimPLM (draft, unknown, two claims, both known: no retrieval, main)
+        # general question: always, never, SlimPLM (draft, unknown, two claims, both known: the question alone, main)
         "Source [1] shows something else.", "A hash table maps keys to values.", "It maps keys to values.", "unknown",
         "Claim: Hash tables map keys Query: hash table keys\nClaim: Lookups take constant time Query: hash lookup time",
         "known", "known", "A hash table maps keys to values.",
@@ -96,7 +96,7 @@ def test_the_comparison_with_a_scripted_model_gives_exact_counts(tmp_path, monke
     assert backend.replies == [] and len(backend.calls) == len(replies)
 
     s = report.summary
-    assert [s[k]["all"]["retrieval_rate"] for k in slim_eval.STRATEGIES] == [1.0, 0.0, round(1 / 3, 4)]
+    assert [s[k]["all"]["retrieval_rate"] for k in slim_eval.STRATEGIES] == [1.0, 0.0, round(2 / 3, 4)]
     assert [s[k]["paper"]["gold_found"] for k in slim_eval.STRATEGIES] == [0.5, 0.0, 0.5]
     for strategy in slim_eval.STRATEGIES:
         assert s[strategy]["all"]["main_calls_per_question"] == 1.0

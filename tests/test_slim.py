@@ -80,12 +80,13 @@ def test_known_question_is_answered_without_retrieval(db):
     assert trace.answer == "It grounds answers in documents."
 
 
-def test_unknown_question_retrieves_only_for_claims_not_judged_known_and_dedupes(db):
+def test_unknown_question_retrieves_with_the_question_and_the_claims_not_judged_known_and_dedupes(db):
     trace, library, proxy, main = run(db, [HEURISTIC, "unknown", DECOMPOSITION, "unknown", "maybe?", "known"])
     assert [c.verdict for c in trace.claims] == ["unknown", "unclear", "known"]
-    assert library.queries == ["RAG retrieval documents", "hallucination grounding"]   # not the known claim's
-    assert [item.id for item in trace.items] == ["2501.00001", "2501.00002", "2501.00003"]  # 00002 once
-    assert trace.items[1].score == 0.7 and trace.items[1].metadata["slim_query"] == "hallucination grounding"
+    # the paper's QR(x, â): a query from the question itself, then the claims' (not the known claim's)
+    assert library.queries == [QUESTION, "RAG retrieval documents", "hallucination grounding"]
+    assert [item.id for item in trace.items] == ["2501.00009", "2501.00001", "2501.00002", "2501.00003"]  # 00002 once
+    assert trace.items[2].score == 0.7 and trace.items[2].metadata["slim_query"] == "hallucination grounding"
     assert trace.retrieved and trace.reason == "judge: unknown; " + slim.CLAIMS_UNKNOWN and trace.decided_by == "judge"
     assert trace.claims[2].retrieved_ids == [] and trace.claims[0].retrieved_ids == ["2501.00001"]
     assert len(proxy.calls) == 6 and main_prompt_name(db) == "slim_answer_with_references"
@@ -95,11 +96,13 @@ def test_unknown_question_retrieves_only_for_claims_not_judged_known_and_dedupes
     assert "Draft answer: Retrieval conditions the answer on documents" in proxy.calls[3].text
 
 
-def test_unknown_question_whose_claims_are_all_known_is_answered_without_retrieval(db):
+def test_unknown_question_whose_claims_are_all_known_is_retrieved_for_with_the_question_alone(db):
     trace, library, _, _ = run(db, [HEURISTIC, "unknown", DECOMPOSITION, "known", "known", "Known (True)"],
                                main_reply="Plain answer.")
-    assert library.queries == [] and trace.skipped and trace.reason == "judge: unknown; " + slim.CLAIMS_ALL_KNOWN
-    assert main_prompt_name(db) == "slim_answer_direct"
+    assert library.queries == [QUESTION] and trace.retrieved
+    assert trace.reason == "judge: unknown; " + slim.CLAIMS_ALL_KNOWN
+    assert [item.id for item in trace.items] == ["2501.00009"] and all(not c.retrieved_ids for c in trace.claims)
+    assert main_prompt_name(db) == "slim_answer_with_references"
 
 
 @pytest.mark.parametrize("judge_output", ["", "maybe", "known unknown", "I think it is known", "yes", "Unknown!?"])
@@ -226,8 +229,8 @@ def test_the_log_stores_a_question_whole(settings):
                                                              ("hallucination grounding", "unclear"),
                                                              ("RAG original paper Lewis", "known")]
     assert [(i.item_id, i.query) for i in stored.items] == [
-        ("2501.00001", "RAG retrieval documents"), ("2501.00002", "hallucination grounding"),
-        ("2501.00003", "hallucination grounding")]
+        ("2501.00009", QUESTION), ("2501.00001", "RAG retrieval documents"),
+        ("2501.00002", "hallucination grounding"), ("2501.00003", "hallucination grounding")]
     roles = {r.role: r for r in stored.roles}
     assert set(roles) == set(slim.ROLES) and stored.main_calls == 1
     assert (roles["proxy"].calls, roles["rewrite"].calls, roles["judge"].calls) == (1, 1, 4)
@@ -263,7 +266,7 @@ def test_the_chat_tab_shows_the_decision_trace_escaped(db):
     answer, shown = slim_html(trace.as_dict())
     assert "Retrieval <b>retrieved</b>" in shown and "<script>" not in shown and "&lt;script&gt;" in shown
     assert shown.count("<tr>") == 4 and "<td>unclear</td>" in shown and "2501.00001" in shown
-    assert 'href="https://arxiv.org/abs/2501.00001"' in answer and "Cost by role" in shown
+    assert 'href="https://arxiv.org/abs/2501.00009"' in answer and "Cost by role" in shown
     live = slim.SlimTrace(QUESTION, step="proxy", heuristic_answer="A draft.")
     assert "deciding… (proxy)" in slim_html(live.as_dict())[0] and "Cost by role" not in slim_html(live.as_dict())[1]
 
@@ -316,7 +319,7 @@ def test_a_weighing_proxy_is_judged_by_its_probability_of_unknown_against_the_th
     assert trace.judge_output == "P(unknown) 0.200 ≥ threshold 0.140"
     assert [c.verdict for c in trace.claims] == ["unknown", "known", "unknown"]
     assert [round(c.p_unknown, 2) for c in trace.claims] == [0.30, 0.05, 0.15]
-    assert library.queries == ["RAG retrieval documents", "RAG original paper Lewis"]
+    assert library.queries == [QUESTION, "RAG retrieval documents", "RAG original paper Lewis"]
     assert backend.weighed == [["known", "unknown"]] * 4 and len(backend.calls) == 2   # draft + decomposition only
     assert trace.costs["judge"].calls == 4 and trace.costs["judge"].prompt_tokens == 160
     logged = db.query("SELECT output FROM llm_calls WHERE prompt_name = 'slim_judge' ORDER BY id")

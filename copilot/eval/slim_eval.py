@@ -296,7 +296,8 @@ def how_decided(trace: SlimTrace) -> str:
         return trace.decided_by
     if trace.verdict == "known":
         return "judged known"
-    return f"judged {trace.verdict}: " + ("retrieved" if trace.retrieved else "claims all known")
+    all_known = trace.claims and not any(claim.needs_retrieval for claim in trace.claims)
+    return f"judged {trace.verdict}: " + ("claims all known" if all_known else "retrieved")
 
 
 def score_one(row: dict, strategy: str, trace: SlimTrace | None, seconds: float, error: str = "") -> dict:

@@ -8,7 +8,8 @@
         │ unknown, or anything unclear
         proxy decomposes â into (claim, verification query) pairs ──none/garbage──► retrieve with the question
         │
-        judge(query, claim) for each pair; retrieve only for the pairs not judged known; dedupe the items
+        judge(query, claim) for each pair; retrieve with the question and the queries of the pairs not judged
+        known; dedupe the items
         │
     main model answers exactly once, with the references or without
 
@@ -21,6 +22,12 @@ question, recent papers it cannot know included, yet its probability of "unknown
 (docs/slim-eval.md). So when the proxy can weigh its two words (the local model), the judge's verdict is
 P(unknown) against a threshold (`SlimOptions.unknown_threshold`, chosen by cross-validation on the dev set); at
 0.5 that is the word the model would write greedily. An endpoint proxy keeps the written word.
+
+The paper's query rewriter returns queries drawn from the question itself beside those of the claims,
+QR(x, â) = {q_x…, q_c…}, and the claim filter drops only claim queries. We have no trained rewriter for q_x, so the
+question itself is that query: a question judged unknown is always searched with, and the claims add what the
+draft suggests. (Searching with the claims alone missed the paper a question named whenever the draft was invented
+around its title.)
 
 Models and the retriever come in as arguments; nothing here knows about the UI, the stores or the settings.
 """
@@ -51,8 +58,8 @@ ROLES = (PROXY, REWRITE, JUDGE, MAIN)
 # Why a question was or was not answered with retrieval (SlimTrace.reason)
 JUDGED_KNOWN = "judge: known"
 # after "judge: unknown; " or "judge: unclear; " (an unclear verdict is read as unknown)
-CLAIMS_ALL_KNOWN = "every claim judged known, no retrieval"
-CLAIMS_UNKNOWN = "retrieved for the claims not judged known"
+CLAIMS_ALL_KNOWN = "every claim judged known, retrieved with the question alone"
+CLAIMS_UNKNOWN = "retrieved with the question and the claims not judged known"
 NO_CLAIMS = "no usable claims, retrieved with the question"
 FORCED = "forced by the timeliness rule"
 BASELINE = "fixed by the options: {} retrieve (a baseline, the proxy not asked)"
@@ -330,7 +337,7 @@ def decide(question: str, proxy: LLM, retriever: Retriever, options: SlimOptions
 
 def _queries_from_proxy(question: str, proxy: LLM, trace: SlimTrace, options: SlimOptions):
     """The proxy's part: heuristic answer → judge → (unknown) claims → per-claim judge. Returns the queries to
-    retrieve with (none when the question or every claim is judged known)."""
+    retrieve with: none when the question is judged known, else the question and the claims not judged known."""
     trace.heuristic_answer = heuristic_answer(proxy, question, trace, options)
     trace.step = "proxy"
     yield trace
@@ -357,7 +364,7 @@ def _queries_from_proxy(question: str, proxy: LLM, trace: SlimTrace, options: Sl
     yield trace
     unknown = [claim.query for claim in trace.claims if claim.needs_retrieval]
     trace.reason = judged + (CLAIMS_UNKNOWN if unknown else CLAIMS_ALL_KNOWN)
-    return unknown
+    return [question, *unknown]
 
 
 # --- the main model, once ------------------------------------------------------------------------------------------
