@@ -27,6 +27,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _COPIED_SOURCE_TAG = re.compile(r"</?\s*source\b[^<>]{0,80}>", re.I)
 MOVE_FLOOR = 3.0         # a word found in one of 8 sources weighs ln 8 ≈ 2.1: a move needs more than one such word
 LOOP_NGRAM = 8            # a run of this many words seen before marks the start of a loop
+NEAR_COPY_WORDS = 12      # a sentence this long or longer that mostly copies an earlier one is a loop…
+NEAR_COPY_SHARE = 0.6     # …when this share of its (or the earlier one's) 3-word runs is shared
 ECHO_NGRAM = 7            # a sentence sharing this many consecutive words with the instructions is an echo
 SHORT_ECHO_RUN = 3        # …or, when shorter than that, made mostly of a run of this many instruction words
 
@@ -261,7 +263,8 @@ def cut_loop(text: str, n: int = LOOP_NGRAM) -> tuple[str, bool]:
         grams = {tuple(words[i:i + n]) for i in range(max(0, len(words) - n + 1))}
         # a run of n words seen before, or repeated within this very sentence
         inner_repeat = len(words) >= 2 * n and len(grams) < len(words) - n + 1
-        if (norm and norm in seen_sentences and len(words) >= 3) or (grams & seen_grams & looping) or inner_repeat:
+        copied = (norm and norm in seen_sentences and len(words) >= 3) or _near_copy(norm, seen_sentences)
+        if copied or (grams & seen_grams & looping) or inner_repeat:
             if inner_repeat and not (grams & seen_grams & looping):
                 kept.append(_cut_inside(sentence, n))
             return "".join(kept).rstrip(), True
@@ -269,6 +272,26 @@ def cut_loop(text: str, n: int = LOOP_NGRAM) -> tuple[str, bool]:
         seen_grams |= grams
         kept.append(sentence)
     return text, False
+
+
+def _trigrams(words: Sequence[str]) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + 3]) for i in range(len(words) - 2)}
+
+
+def _near_copy(norm: str, earlier: Iterable[str]) -> bool:
+    """Whether a sentence (words, citations aside) mostly copies an earlier one: a small model writing its claim
+    again for another source with a verb or two changed ("X [4] show that …" / "Y [2] report that …")."""
+    words = norm.split()
+    if len(words) < NEAR_COPY_WORDS:
+        return False
+    grams = _trigrams(words)
+    for other in earlier:
+        other_words = other.split()
+        if len(other_words) >= NEAR_COPY_WORDS:
+            other_grams = _trigrams(other_words)
+            if len(grams & other_grams) >= NEAR_COPY_SHARE * min(len(grams), len(other_grams)):
+                return True
+    return False
 
 
 def _cut_inside(sentence: str, n: int) -> str:
@@ -294,8 +317,17 @@ def _split_keeping(text: str) -> list[str]:
     return pieces
 
 
+# A sentence about the text itself rather than the subject: "Revised draft with additional information …",
+# "Here is the revised version:". The revision instruction asks for a revised draft; a small model announces one.
+_ABOUT_THE_DRAFT = re.compile(
+    r"^\W*(?:(?:(?:here|this|below) is\s+)?(?:(?:the|a|an|my|our)\s+)?(?:revised|updated|improved|rewritten|final|new)"
+    r"\s+draft\b|(?:here|below) is\s+(?:the|a|an|my|our)\s+(?:revised|updated|improved|rewritten|final|new)\s+"
+    r"(?:version|text|answer)\b)", re.I)
+
+
 def drop_echo(text: str, instructions: Iterable[str], n: int = ECHO_NGRAM) -> tuple[str, bool]:
-    """Remove sentences that copy a run of `n` words from the instructions the model was given."""
+    """Remove sentences that copy a run of `n` words from the instructions the model was given, and sentences that
+    announce the text itself ("Revised draft …") when there are instructions to echo."""
     grams: set[tuple[str, ...]] = set()
     short_grams: set[tuple[str, ...]] = set()
     for instruction in instructions:
@@ -309,7 +341,7 @@ def drop_echo(text: str, instructions: Iterable[str], n: int = ECHO_NGRAM) -> tu
     for sentence in _split_keeping(text):
         words = _words(_BRACKET.sub(" ", sentence))
         if words != sentinel and (any(tuple(words[i:i + n]) in grams for i in range(max(0, len(words) - n + 1)))
-                                  or _short_echo(words, n, short_grams)):
+                                  or _short_echo(words, n, short_grams) or _ABOUT_THE_DRAFT.match(sentence)):
             echoed = True
             continue
         kept.append(sentence)

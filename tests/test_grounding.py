@@ -136,6 +136,38 @@ def test_one_sentence_written_again_under_another_label_is_a_loop():
     assert cut and text == raw.split("\n")[0]
 
 
+def test_a_claim_written_again_for_another_source_with_a_verb_changed_is_a_loop():
+    # a related-work draft read in the browser (local model, 2026-11-25): the third paragraph copies the second
+    first = ("Our approach modifies the activity of neurons in language models. Zhang and Brannvall [4] show that "
+             "cross-lingual activation is not only possible but also highly effective for multi-lateral models, and "
+             "it has been used as an alternative to traditional methods.")
+    copy = ("\n\nThis method aims to enhance multilingual capabilities. Panchendrarajan and Zubiaga [2] report that "
+            "cross-lingual activation is not only possible but also highly effective for multi-lateral models, and it "
+            "has been used as a replacement to traditional methods.")
+    text, cut = cut_loop(first + copy)
+    assert cut and text == first + "\n\nThis method aims to enhance multilingual capabilities."
+
+
+def test_sentences_of_one_shape_about_different_things_are_not_a_near_copy():
+    raw = ("Source [1] proposes a new method for detecting breast cancer in chest X-ray images with a small "
+           "convolutional network. Source [2] proposes a new method for translating speech between low-resource "
+           "languages with a shared multilingual encoder.")
+    assert cut_loop(raw) == (raw, False)
+
+
+def test_a_sentence_announcing_the_revised_draft_is_an_echo():
+    # a deep answer read in the browser (local model, 2026-11-25)
+    raw = ("Revised draft with additional information about how to implement this feature in a new way. "
+           "Source [6] shows that models can adapt to each language from context.")
+    instructions = ["Revise the draft with the sources, one short paragraph per step. Output only the revised draft."]
+    text, echoed = drop_echo(raw, instructions)
+    assert echoed and text == "Source [6] shows that models can adapt to each language from context."
+    assert drop_echo("Here is the revised version: the model adapts [2].", instructions) == ("", True)
+    kept = ("A new version of the benchmark adds languages [2]. An updated version of the corpus is larger [1]. "
+            "The revised protocol is stricter [3].")
+    assert drop_echo(kept, instructions) == (kept, False)
+
+
 # --- citations by arXiv id (Trends, Profile) and the output tidier ---------------------------------------------
 def test_paper_citations_keep_only_given_ids_in_any_written_form():
     from copilot.grounding import keep_paper_citations
