@@ -257,19 +257,23 @@ def cut_loop(text: str, n: int = LOOP_NGRAM) -> tuple[str, bool]:
     kept: list[str] = []
     seen_sentences: set[str] = set()
     seen_grams: set[tuple[str, ...]] = set()
+    long_trigrams: list[set[tuple[str, ...]]] = []     # of the earlier sentences long enough to be copied
     for sentence in sentences:
         words = _words(sentence)
         norm = " ".join(_words(_BRACKET.sub(" ", sentence)))     # the same sentence under another label repeats
         grams = {tuple(words[i:i + n]) for i in range(max(0, len(words) - n + 1))}
         # a run of n words seen before, or repeated within this very sentence
         inner_repeat = len(words) >= 2 * n and len(grams) < len(words) - n + 1
-        copied = (norm and norm in seen_sentences and len(words) >= 3) or _near_copy(norm, seen_sentences)
+        trigrams = _trigrams(norm.split()) if len(norm.split()) >= NEAR_COPY_WORDS else None
+        copied = (norm and norm in seen_sentences and len(words) >= 3) or _near_copy(trigrams, long_trigrams)
         if copied or (grams & seen_grams & looping) or inner_repeat:
             if inner_repeat and not (grams & seen_grams & looping):
                 kept.append(_cut_inside(sentence, n))
             return "".join(kept).rstrip(), True
         seen_sentences.add(norm)
         seen_grams |= grams
+        if trigrams is not None:
+            long_trigrams.append(trigrams)
         kept.append(sentence)
     return text, False
 
@@ -278,20 +282,12 @@ def _trigrams(words: Sequence[str]) -> set[tuple[str, ...]]:
     return {tuple(words[i:i + 3]) for i in range(len(words) - 2)}
 
 
-def _near_copy(norm: str, earlier: Iterable[str]) -> bool:
-    """Whether a sentence (words, citations aside) mostly copies an earlier one: a small model writing its claim
-    again for another source with a verb or two changed ("X [4] show that …" / "Y [2] report that …")."""
-    words = norm.split()
-    if len(words) < NEAR_COPY_WORDS:
-        return False
-    grams = _trigrams(words)
-    for other in earlier:
-        other_words = other.split()
-        if len(other_words) >= NEAR_COPY_WORDS:
-            other_grams = _trigrams(other_words)
-            if len(grams & other_grams) >= NEAR_COPY_SHARE * min(len(grams), len(other_grams)):
-                return True
-    return False
+def _near_copy(trigrams: set[tuple[str, ...]] | None, earlier: Iterable[set[tuple[str, ...]]]) -> bool:
+    """Whether a long sentence (its 3-word runs, citations aside; None when too short) mostly copies an earlier one:
+    a small model writing its claim again for another source with a verb or two changed ("X [4] show that …" /
+    "Y [2] report that …")."""
+    return trigrams is not None and any(len(trigrams & other) >= NEAR_COPY_SHARE * min(len(trigrams), len(other))
+                                        for other in earlier)
 
 
 def _cut_inside(sentence: str, n: int) -> str:

@@ -211,12 +211,17 @@ class LocalBackend:
 
 
 
-    def stream(self, messages, max_tokens, temperature, usage, grammar=None):
-        loaded = self._loaded()               # once per process; the deadline is for the call itself
+    def _hold(self, loaded: _LoadedModel) -> float:
+        """Wait for the model within the call's deadline, which is returned; the caller releases the lock."""
         deadline = time.monotonic() + self.timeout
-        started = time.monotonic()
         if not loaded.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise LLMError(f"the local model was busy for the whole {self.timeout:.0f} s timeout; try again")
+        return deadline
+
+    def stream(self, messages, max_tokens, temperature, usage, grammar=None):
+        loaded = self._loaded()               # once per process; the deadline is for the call itself
+        started = time.monotonic()
+        deadline = self._hold(loaded)
         try:
             yield from self._generate(loaded, messages, max_tokens, temperature, usage, grammar, deadline, started)
         finally:
@@ -227,10 +232,8 @@ class LocalBackend:
         model's logits: a choice between a few words weighed by how sure the model is, not only by which word wins.
         Same deadline and lock as a generation."""
         loaded = self._loaded()
-        deadline = time.monotonic() + self.timeout
         started = time.monotonic()
-        if not loaded.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            raise LLMError(f"the local model was busy for the whole {self.timeout:.0f} s timeout; try again")
+        deadline = self._hold(loaded)
         try:
             llama = loaded.llama
             tokens = self._prompt_tokens(loaded, messages, usage)
@@ -461,8 +464,8 @@ class LLM:
         except LLMError as caught:
             error = caught
             raise
-        except Exception as caught:  # a backend bug or library error: report it as an LLM failure
-            error = LLMError(f"LLM call failed: {type(caught).__name__}: {caught}"[:400])
+        except Exception as caught:
+            error = self._failure(caught)
             raise error from None
         finally:
             self._log(prompt, " · ".join(f"{option} {logprob:.3f}" for option, logprob in scores.items()), usage,
@@ -498,8 +501,8 @@ class LLM:
                     yield rest
             except LLMError as caught:
                 error = caught
-            except Exception as caught:  # a backend bug or library error: report it as an LLM failure
-                error = LLMError(self._mask(f"LLM call failed: {type(caught).__name__}: {caught}")[:400])
+            except Exception as caught:
+                error = self._failure(caught)
             finally:
                 self._log(prompt, "".join(pieces), usage, time.time() - started, started, error)
             if error is None:
@@ -509,6 +512,10 @@ class LLM:
                 time.sleep(self.backoff * (2 ** (attempt - 1)) * (1 + random.random() / 2))
                 continue
             raise error
+
+    def _failure(self, caught: Exception) -> LLMError:
+        """A backend bug or library error, reported as an LLM failure without the backend's secret."""
+        return LLMError(self._mask(f"LLM call failed: {type(caught).__name__}: {caught}")[:400])
 
     def _stream_mask(self) -> StreamMask | None:
         """Masks the backend's secret in streamed pieces (an endpoint may echo the key in a successful answer)."""
