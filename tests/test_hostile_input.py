@@ -77,12 +77,12 @@ def test_chat_question(chat, services, kind):
     for _ in chat.stream(turn):
         pass
     stored = chat.view(turn.id)
-    assert len(stored["question"]) <= services.settings.max_input_chars
+    assert len(stored.question) <= services.settings.max_input_chars
     if kind == "huge":
         assert "100,000 characters" in turn.notice
-    assert all(a["done"] and not a["error"] for a in stored["answers"])
+    assert all(a.done and not a.error for a in stored.answers)
     if kind == "binary":  # kept as text (control characters and all), readable back from SQLite
-        assert stored["question"].startswith("\x00\x01\x07")
+        assert stored.question.startswith("\x00\x01\x07")
 
 
 @pytest.mark.parametrize("kind", list(HOSTILE))

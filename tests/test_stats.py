@@ -70,7 +70,7 @@ def test_votes_needed_edge_cases():
 
 def test_the_win_rate_plot_counts_votes_on_its_x_axis_not_milliseconds():
     """Votes seconds apart drew a time axis with sub-millisecond ticks (issue #20): x is the vote count."""
-    from copilot.ui.chat import stats_figure
+    from copilot.ui.chat.stats import stats_figure
 
     points = [{"at": f"2026-11-23T10:00:0{i}", "decisive_votes": i + 1, "win_rate": 0.5, "ci_low": 0.1,
                "ci_high": 0.9} for i in range(3)]
