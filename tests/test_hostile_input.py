@@ -359,7 +359,7 @@ def test_ui_refuses_llm_backed_actions_over_the_rate_limit(tmp_path):
 
     services = Services(make_settings(tmp_path / "d", rate_limit=1, rate_window=3600))
     fns = {f"{f.fn.__module__}.{f.name}": f.fn for f in build_ui(services).fns.values() if f.fn is not None}
-    calls = {"copilot.ui.chat.ask": ("", False, None), "copilot.ui.profile.on_generate": ({}, [], ""),
+    calls = {"copilot.ui.chat.ask.ask": ("", False, None), "copilot.ui.profile.on_generate": ({}, [], ""),
              "copilot.ui.related.run": ("", "", "", "prism-extractive", next(iter(_related_modes()))),
              "copilot.ui.trends.show": ("Last week", None, None, [], 1, 1)}
     for name, args in calls.items():
