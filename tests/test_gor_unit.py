@@ -83,6 +83,26 @@ def test_ranking_metrics():
     assert found["overlap@2"] == pytest.approx((2 / 2 + 1 / 2) / 2)
 
 
+@pytest.mark.parametrize("heldout, ours, plain, validated", [
+    (0, None, None, False),                                   # no evidence is not a pass
+    (gor.MIN_HELDOUT_QUESTIONS - 1, 0.9, 0.1, False),         # too few, however good
+    (gor.MIN_HELDOUT_QUESTIONS, 0.5, 0.5, True),              # enough, and as good as plain retrieval
+    (10, 0.24, 0.78, False),                                  # the rerun of docs/gor-eval.md
+])
+def test_gate_needs_enough_held_out_questions_and_no_loss(heldout, ours, plain, validated):
+    verdict, why = gor.gate(heldout, ours, plain)
+    assert verdict is validated and f"{heldout} held-out" in why
+    if heldout < gor.MIN_HELDOUT_QUESTIONS:
+        assert f"at least {gor.MIN_HELDOUT_QUESTIONS}" in why
+
+
+def test_a_stored_network_without_held_out_questions_is_not_used():
+    from copilot.features import gor as feature     # a network stored before the minimum existed said "validated"
+    old = {"validated": True, "heldout_questions": 0}
+    assert feature.gate_of(old)[0] is False
+    assert "not used: only 0 held-out" in feature.not_validated_notice(old)
+
+
 def test_untrained_network_is_plain_retrieval_and_top_nodes_skip_responses():
     graph = tiny_graph()
     dim = graph.features.shape[1]
