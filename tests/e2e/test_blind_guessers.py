@@ -45,16 +45,20 @@ def read_turn(page) -> dict:
     columns = {side: page.locator(f"#chat-answer-{side}").evaluate(SHAPE) for side in ("a", "b")}
     texts = {side: page.locator(f"#chat-answer-{side} .chat-answer-text").inner_text() for side in ("a", "b")}
     sources = {side: page.locator(f"#chat-answer-{side} details").inner_text() for side in ("a", "b")}
+    previews = {side: page.locator(f"#chat-answer-{side} .chat-sources li").all_inner_texts() for side in ("a", "b")}
     page.locator("#chat-vote-tie").click()
     expect(page.locator("#chat-vote-status")).to_contain_text("Vote recorded")
     expect(page.locator(".chat-answer", has_text="papers + thoughts")).to_have_count(1)
     truth = "a" if page.locator("#chat-answer-a").inner_text().find("papers + thoughts") >= 0 else "b"
-    return {"columns": columns, "texts": texts, "sources": sources, "truth": truth}
+    return {"columns": columns, "texts": texts, "sources": sources, "previews": previews, "truth": truth}
 
 
 def guesses(turn: dict) -> dict[str, str | None]:
     """Each guesser's pick of the thought side, or None when what it reads does not differ between the sides."""
-    columns, texts, sources = turn["columns"], turn["texts"], turn["sources"]
+    columns, texts, sources, previews = turn["columns"], turn["texts"], turn["sources"], turn["previews"]
+
+    def sentence_like(items: list[str]) -> int:      # a thought's preview is its own sentence, a paper's its title
+        return sum(bool(RAW_ID.search(item)) or item.rstrip("…").rstrip().endswith(".") for item in items)
 
     def pick(score_a: float, score_b: float) -> str | None:
         return None if score_a == score_b else ("a" if score_a > score_b else "b")
@@ -64,6 +68,7 @@ def guesses(turn: dict) -> dict[str, str | None]:
         if columns["a"]["shape"] != columns["b"]["shape"] else None,
         "source_region": pick(len(sources["a"]), len(sources["b"])) if sources["a"] != sources["b"] else None,
         "source_count": pick(columns["a"]["sources"], columns["b"]["sources"]),
+        "sentence_like_preview": pick(sentence_like(previews["a"]), sentence_like(previews["b"])),
         "raw_ids": pick(len(RAW_ID.findall(texts["a"])), len(RAW_ID.findall(texts["b"]))),
         "longer_answer": pick(len(texts["a"]), len(texts["b"])),
         "more_citations": pick(len(set(re.findall(r"\[\d+\]", texts["a"]))),
@@ -89,5 +94,5 @@ def test_guessers_cannot_tell_the_thought_side_before_the_vote(app_server, prelo
     shown = [{side: turn["texts"][side][:300] for side in ("a", "b")} | {"thoughts": turn["truth"]} for turn in turns]
     REPORT.write_text(json.dumps({"guessers": report, "turns": shown}, indent=2))
     assert all(turn["texts"]["a"].strip() and turn["texts"]["b"].strip() for turn in turns)
-    for name in ("markup", "source_region", "source_count", "raw_ids"):     # nothing to read: no signal at all
+    for name in ("markup", "source_region", "source_count", "sentence_like_preview", "raw_ids"):     # nothing to read: no signal at all
         assert report[name]["abstained"] == len(turns), (name, report)
