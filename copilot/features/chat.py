@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 
+from copilot.errors import UserError
 from copilot.features.profile import reader_text
 from copilot.llm import LLMError, Usage
 from copilot.methods.followup import PreviousTurn, standalone_question
@@ -39,7 +40,7 @@ SWEEP_AFTER_S = 15 * 60          # unvoted turns older than this get their (no-v
 _sides = random.SystemRandom()
 
 
-class ChatError(ValueError):
+class ChatError(UserError, ValueError):
     """Bad input, or an action the turn does not allow; the message says what to do."""
 
 
