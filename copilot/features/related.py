@@ -165,7 +165,7 @@ def find_related(services: Services, query: QueryInfo, limit: int = RESULT_LIMIT
         notices.append("The abstract is empty or very short, so the title carries the query.")
     aspects = prism.AspectSet()
     if ranking_method.uses_llm:
-        aspects = prism.describe_aspects(services.llm, paper, prism.AspectCache(services.db), mode=mode,
+        aspects = prism.describe_aspects(services.llm, paper, services.aspect_cache, mode=mode,
                                          progress=progress)
         if ranking_method.gate:
             prism.gate_descriptions(aspects, paper, services.embedder.embed)
