@@ -201,7 +201,7 @@ class EmbeddingCache:
 
 def _aspects_of(services: Services, fold: Fold, query_pids: list[str], mode: str,
                 aspect_tokens: int) -> dict[str, prism.AspectSet]:
-    aspect_cache = prism.AspectCache(services.db)
+    aspect_cache = services.aspect_cache
     aspects: dict[str, prism.AspectSet] = {}
     for n, pid in enumerate(query_pids, start=1):
         aspects[pid] = prism.describe_aspects(services.llm, _query_paper(fold, pid), aspect_cache, mode=mode,
