@@ -34,6 +34,7 @@ from copilot.store.chat_log import RAW, THOUGHTS, ChatLog, StoredTurn, Vote
 log = logging.getLogger(__name__)
 LABELS = {THOUGHTS: "pair", RAW: "pair", "tie": "tie", "bad": "both_bad"}
 EXPORT_FOLDER = "exports"                 # under the data dir
+SINGLE_USER = "local"                     # the one user of an app without sign-in (ui.common.LOCAL_USER)
 FULL_PATH_IN_REPO = "data/preferences.jsonl"
 
 
@@ -166,3 +167,18 @@ def export_and_push(services: Services, since: str | None = None, out: str | Pat
     """The export, then the push when a dataset is set: {"export": …, "push": …}."""
     export = export_preferences(services, since, out)
     return {"export": export, "push": push_preferences(services, export, api)}
+
+
+def may_export(services: Services, user: str) -> bool:
+    """Who may download every user's voted comparisons: an admin (COPILOT_ADMINS), or the one local user of an app
+    without sign-in (nobody else's questions are in it)."""
+    return user in services.settings.admins or (user == SINGLE_USER and not services.settings.auth)
+
+
+def export_for(services: Services, user: str, since: str | None = None) -> dict:
+    """The export (and push, where a dataset is set) for the Stats tab's download; refused for other users, whose
+    download would hold other people's questions."""
+    if not may_export(services, user):
+        raise UserError("Only an admin (COPILOT_ADMINS) may download the preference data: it holds every user's "
+                        "questions and answers.")
+    return export_and_push(services, since)
