@@ -157,8 +157,9 @@ class Settings(BaseSettings):
                                     "confirmed after the last backup are lost if the Space restarts.")
     hub_endpoint: str | None = Field(None, validation_alias=_env("HF_ENDPOINT"),
                                      description="Hugging Face Hub address (HF_ENDPOINT); default the public Hub.")
-    hub_timeout: float = Field(600.0, gt=0, le=7200, description="Seconds a whole backup, restore or push of preference data may take "
-                               "(upload or download included) before it is reported as failed.")
+    hub_timeout: float = Field(600.0, gt=0, le=7200, description="Seconds a whole backup, restore or push of "
+                               "preference data may take (upload or download included) before it is reported as "
+                               "failed.")
 
     @field_validator("auth")
     @classmethod
