@@ -135,3 +135,26 @@ def test_default_is_the_best_significant_product_ranking_without_a_lost_facet():
     assert csfcube.choose_default(_report(means, p, {}))[0] == "prism-extractive"    # eval-only and p 0.2 are out
     assert csfcube.choose_default(_report(means, p, {"prism-extractive": -0.02}))[0] == "hybrid"
     assert csfcube.choose_default(_report(means, {k: 0.5 for k in p}, {}))[0] == "abstract"
+
+
+def test_nested_default_scores_each_query_paper_by_a_choice_made_without_it():
+    from copilot.eval import csfcube_nested
+    from copilot.eval.metrics import METRICS
+
+    def row(value: float) -> dict:
+        return {m: value for m in METRICS}
+
+    keys = [f"p{i}_background" for i in range(6)]
+    per_query = {"abstract": {k: row(0.5) for k in keys}, "hybrid": {k: row(0.52) for k in keys},
+                 "prism-extractive": {k: row(0.55 if k != "p5_background" else 0.0) for k in keys}}
+    report = csfcube_nested._report_on(per_query, keys)
+    report.default_method = csfcube.choose_default(report)[0]
+    assert report.default_method == "hybrid"       # in-sample, prism-extractive's loss on p5 sinks its mean
+    nested = csfcube_nested.nested_default(report)
+    # without p5, prism-extractive wins and is then scored on p5 (0.0); with p5 in training, hybrid is chosen
+    assert nested["chosen"] == [{"method": "hybrid", "folds": 5}, {"method": "prism-extractive", "folds": 1}]
+    assert nested["mean"][csfcube.SELECTION_METRIC] == pytest.approx((5 * 0.52 + 0.0) / 6)
+    assert nested["vs_abstract"]["wins"] == 5 and nested["vs_abstract"]["losses"] == 1
+    assert nested["in_sample_mean"] == pytest.approx(0.52) and nested["in_sample_vs_abstract"] == pytest.approx(0.02)
+    assert csfcube_nested.paper_of("8781666_result") == "8781666"
+    assert csfcube_nested.nested_default(csfcube_nested._report_on(per_query, keys[:1])) == {}

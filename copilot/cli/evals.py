@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 from pathlib import Path
 
 from copilot.cli.output import print_json
 from copilot.config import load_settings
 from copilot.errors import UserError
-from copilot.eval import related_work_eval, slim_eval, thoughts_eval
+from copilot.eval import csfcube_nested, related_work_eval, slim_agreement, slim_eval, thoughts_eval
 from copilot.eval.bench_chat import TimedBackend
 from copilot.llm import build_llm
 from copilot.eval.csfcube import FACETS, METHODS, EvalDataError, markdown_table, output_name, run, write_outputs
@@ -27,9 +28,11 @@ def cmd_eval_csfcube(args: argparse.Namespace) -> int:
         report = run(services, Path(args.data), facets, args.limit, args.mode, args.aspect_tokens, methods)
     except EvalDataError as error:
         raise UserError(str(error)) from None
+    report.default_nested = csfcube_nested.nested_default(report)
     name = output_name(report.meta["fold"], args.mode, args.limit, facets, report.meta["methods"])
     paths = write_outputs(report, services.settings.data_dir / "eval", name)
     _to_stderr(markdown_table(report))
+    _to_stderr(csfcube_nested.markdown(report.default_nested))
     _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
     if args.json:
         print_json(report.as_json())
@@ -126,6 +129,29 @@ def cmd_eval_slim_questions(args: argparse.Namespace) -> int:
     out = slim_eval.write_questions(rows, Path(args.out))
     papers = sum(bool(row["gold"]) for row in rows)
     _to_stderr(f"wrote {len(rows)} questions ({papers} about a paper, {len(rows) - papers} general) to {out}")
+    return 0
+
+
+def cmd_eval_slim_agreement(args: argparse.Namespace) -> int:
+    path = Path(args.questions)
+    if not path.is_file():
+        raise UserError(f"no question file at {path}")
+    settings = load_settings()
+    services = Services(settings)
+    try:
+        report = slim_agreement.measure(services, slim_eval.read_questions(path, args.limit), progress=_to_stderr)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    report["meta"]["questions_file"] = str(path)
+    out = settings.data_dir / "eval" / f"slim-agreement-{path.stem}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    _to_stderr(slim_agreement.markdown(report))
+    _to_stderr(f"wrote {out}")
+    if args.json:
+        print_json(report)
+    else:
+        print(slim_agreement.markdown(report))
     return 0
 
 
@@ -253,6 +279,13 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object: summary, judge, per_question, meta "
                    "(the Markdown tables go to stderr); exit 1 if SlimPLM ever called the main model other than once")
     p.set_defaults(func=cmd_eval_slim)
+
+    p = names.add_parser("slim-agreement", help="SlimPLM's judge read three ways on the questions no rule forces: "
+                         "weighed at P(unknown) 0.5, the greedy word, the written word; how often they agree")
+    p.add_argument("--questions", required=True, help="JSON lines {question, answer, gold} (tests/data/slim-dev.jsonl)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions of the file")
+    p.add_argument("--json", action="store_true", help="print one JSON object: summary, rows, meta")
+    p.set_defaults(func=cmd_eval_slim_agreement)
 
     p = names.add_parser("gor", help="Graph of Records on a real period: GoR's top-6 vs plain embedding and BM25 "
                          "top-6 on held-out simulated questions (MRR, hit@6, overlap@6 of the BERTScore ranking), "

@@ -90,10 +90,12 @@ class Report:
 
     cross_validated: dict[str, dict] = field(default_factory=dict)
     default_method: str = BASELINE
+    default_nested: dict = field(default_factory=dict)       # the choice held out (csfcube_nested), set by the CLI
 
     def as_json(self) -> dict:
         return {"default_method": self.default_method, "product_default": self.meta.get("product_default"),
-                "selection": self.meta.get("selection"), "results": self.results, "vs_abstract": self.vs_baseline,
+                "selection": self.meta.get("selection"), "default_nested": self.default_nested,
+                "results": self.results, "vs_abstract": self.vs_baseline,
                 "cross_validated": self.cross_validated, "per_query": self.per_query, "meta": self.meta}
 
 
