@@ -3,6 +3,7 @@ the evaluation's rule for the default ranking (issue #22)."""
 
 from __future__ import annotations
 
+import math
 import typing
 
 import pytest
@@ -158,3 +159,20 @@ def test_nested_default_scores_each_query_paper_by_a_choice_made_without_it():
     assert nested["in_sample_mean"] == pytest.approx(0.52) and nested["in_sample_vs_abstract"] == pytest.approx(0.02)
     assert csfcube_nested.paper_of("8781666_result") == "8781666"
     assert csfcube_nested.nested_default(csfcube_nested._report_on(per_query, keys[:1])) == {}
+
+
+def test_list_ablation_scores_each_list_alone_and_with_the_abstract():
+    from copilot.eval import csfcube_lists
+    from copilot.eval.metrics import METRICS
+
+    query = csfcube.CsfQuery("q", "background", ["a", "b", "c", "d"], {"a": 3, "b": 2, "c": 0, "d": 0})
+    lists = {"abstract": ["a", "b", "c", "d"], "title": ["d", "c", "b", "a"]}
+    report = csfcube.Report({}, {"abstract": {query.key: {m: 1.0 for m in METRICS}}}, {})
+    report.lists, report.queries = {"hybrid": {query.key: lists}}, [query]
+    found = csfcube_lists.list_ablation(report)
+    ideal = 3 + 2                                      # upstream: ranks 1 and 2 undiscounted
+    assert found["hybrid"]["alone"]["abstract"] == pytest.approx(1.0)
+    assert found["hybrid"]["alone"]["title"] == pytest.approx((2 / math.log2(3) + 3 / math.log2(4)) / ideal)
+    # RRF: a and d tie above b and c, ties in first-seen order → a, d, b, c
+    assert found["hybrid"]["with_abstract"] == {"title": pytest.approx((3 + 2 / math.log2(3)) / ideal)}
+    assert "| hybrid | title |" in csfcube_lists.markdown(found)
