@@ -77,12 +77,12 @@ def test_chat_question(chat, services, kind):
     for _ in chat.stream(turn):
         pass
     stored = chat.view(turn.id)
-    assert len(stored["question"]) <= services.settings.max_input_chars
+    assert len(stored.question) <= services.settings.max_input_chars
     if kind == "huge":
         assert "100,000 characters" in turn.notice
-    assert all(a["done"] and not a["error"] for a in stored["answers"])
+    assert all(a.done and not a.error for a in stored.answers)
     if kind == "binary":  # kept as text (control characters and all), readable back from SQLite
-        assert stored["question"].startswith("\x00\x01\x07")
+        assert stored.question.startswith("\x00\x01\x07")
 
 
 @pytest.mark.parametrize("kind", list(HOSTILE))
@@ -367,7 +367,7 @@ def test_ui_refuses_llm_backed_actions_over_the_rate_limit(tmp_path):
 
     services = Services(make_settings(tmp_path / "d", rate_limit=1, rate_window=3600))
     fns = {f"{f.fn.__module__}.{f.name}": f.fn for f in build_ui(services).fns.values() if f.fn is not None}
-    calls = {"copilot.ui.chat.ask": ("", False, None), "copilot.ui.profile.on_generate": ({}, [], ""),
+    calls = {"copilot.ui.chat.ask.ask": ("", False, None), "copilot.ui.profile.on_generate": ({}, [], ""),
              "copilot.ui.related.run": ("", "", "", "prism-extractive", next(iter(_related_modes()))),
              "copilot.ui.trends.show": ("Last week", None, None, [], 1, 1)}
     for name, args in calls.items():

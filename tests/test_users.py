@@ -71,7 +71,7 @@ def test_user_b_cannot_vote_on_or_list_user_a_turns(data_dir):
         with pytest.raises(ChatError, match="another user"):
             chat.vote(turn.id, choice, "bob")
     stored = services.db.query("SELECT user, choice, label FROM chat_votes WHERE turn_id = ?", (turn.id,))
-    assert stored == [{"user": "alice", "choice": chat.view(turn.id)["vote"]["choice"], "label": "A"}]
+    assert stored == [{"user": "alice", "choice": chat.view(turn.id).vote.choice, "label": "A"}]
     assert len(services.db.query("SELECT * FROM chat_vote_log WHERE turn_id = ?", (turn.id,))) == 1
     assert turn.id not in {t["id"] for t in chat.recent_turns("bob")}
     assert turn.id in {t["id"] for t in chat.recent_turns("alice")}
