@@ -102,7 +102,23 @@ def test_every_queueing_route_passes_the_users_share(app_server, tmp_path):
                              bob)
         assert status == 404 and "No such event" in text
     assert _http(url, "POST", "/gradio_api/call/no_such_api", {"data": []}, bob)[0] == 404
+    _session_flood_transfers_nothing(url, ann, bob, page_load)
     assert "Traceback" not in _log(url, tmp_path)
+
+
+def _session_flood_transfers_nothing(url: str, ann: str, bob: str, page_load: int) -> None:
+    """The issue's flush: 118 requests not signed in, 430 session ids each, then another user takes a live session."""
+    status, _ = _http(url, "POST", "/gradio_api/queue/join", _join({"fn_index": page_load, "session_hash": "ann-live"}),
+                      ann)
+    assert status == 200
+    query = "&".join(f"session_hash=f{n}" for n in range(430))       # 7 KB: under the address limit
+    started = time.monotonic()
+    flood = [_http(url, "GET", f"/gradio_api/queue/data?{query}")[0] for _ in range(118)]
+    print(f"session flush: 118 requests × 430 session ids in {time.monotonic() - started:.2f} s → "
+          f"{flood.count(400)} refused with 400")
+    assert flood.count(400) == 118
+    assert _http(url, "GET", "/gradio_api/queue/data?session_hash=ann-live", cookie=bob, timeout=10)[0] == 403
+    assert _http(url, "GET", "/gradio_api/queue/data?session_hash=ann-live", timeout=10)[0] == 403
 
 
 def test_anonymous_visitors_of_a_space_have_a_share_too(app_server, tmp_path):
