@@ -176,14 +176,18 @@ class Settings(BaseSettings):
         description="`user/dataset`: snapshot the app's state to this Hugging Face dataset repository every "
         "COPILOT_HUB_BACKUP_MINUTES and after each ingestion, and restore the newest snapshot at start when the data "
         "dir is empty. Needs a write token in HF_TOKEN.")
+    hub_preferences: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$",
+        description="`user/dataset`: `export preferences` also pushes the exported preference pairs (JSON lines) to "
+        "this Hugging Face dataset repository (made private if new). Needs a write token in HF_TOKEN.")
     hub_token: SecretStr | None = Field(
-        None, validation_alias=_env("HF_TOKEN"), description="Hugging Face token with write access to the backup "
-        "dataset (HF_TOKEN).")
+        None, validation_alias=_env("HF_TOKEN"), description="Hugging Face token with write access to the backup and "
+        "preference datasets (HF_TOKEN).")
     hub_backup_minutes: int = Field(15, ge=1, le=1440, description="Minutes between backups to the Hub; votes "
                                     "confirmed after the last backup are lost if the Space restarts.")
     hub_endpoint: str | None = Field(None, validation_alias=_env("HF_ENDPOINT"),
                                      description="Hugging Face Hub address (HF_ENDPOINT); default the public Hub.")
-    hub_timeout: float = Field(600.0, gt=0, le=7200, description="Seconds a whole backup or restore may take "
+    hub_timeout: float = Field(600.0, gt=0, le=7200, description="Seconds a whole backup, restore or push of preference data may take "
                                "(upload or download included) before it is reported as failed.")
 
     @field_validator("auth")

@@ -31,6 +31,7 @@ UNIT_MODULES |= {"test_gor_unit"}  # Graph of Records: graph, BERTScore, loss, s
 UNIT_MODULES |= {"test_longform", "test_eval_related_work"}  # RAT deep answers, related-work drafts (issue #15)
 UNIT_MODULES |= {"test_bibtex"}    # BibTeX out and in (issue #18)
 UNIT_MODULES |= {"test_fairness"}  # each user's share of the queue (issue #19)
+UNIT_MODULES |= {"test_ab_stats", "test_preferences"}  # vote statistics under peeking, preference export (#30)
 TIERS = ("unit", "integration", "browser")
 
 

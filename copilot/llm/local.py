@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import logging
 import os
@@ -112,6 +113,9 @@ class _LoadedModel:
 
 _loaded_models: dict[tuple, _LoadedModel] = {}
 _load_lock = threading.Lock()
+# Let go of the models while llama.cpp's bindings still exist: freed during the interpreter's teardown they print
+# "Exception ignored in Llama.__del__" (seen once llm.py became a package, which changed the teardown order).
+atexit.register(_loaded_models.clear)
 
 
 class LocalBackend:
