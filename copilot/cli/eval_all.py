@@ -111,7 +111,7 @@ def part_csfcube(ctx: Context) -> tuple[list, str, str]:
                              [report.per_query[csfcube.BASELINE][k][metric] for k in keys],
                              "the Related default" if m == default else "")
                for m in methods if m in report.per_query]
-    return effects, "no judge in this part", str(paths.get("md", ""))
+    return effects, "no judge in this part", _details(paths)
 
 
 def part_thoughts(ctx: Context) -> tuple[list, str, str]:
@@ -132,7 +132,7 @@ def part_thoughts(ctx: Context) -> tuple[list, str, str]:
         effects.append(unpaired_effect("thoughts", "papers+thoughts", "papers", "judged win rate",
                                        j.get("win_rate"), 0.5, j["wins"] + j["losses"],
                                        f"Wilson interval [{j['ci_low']:.2f}, {j['ci_high']:.2f}]"))
-    return effects, _judge_line(ctx, judge), str(paths.get("md", ""))
+    return effects, _judge_line(ctx, judge), _details(paths)
 
 
 def part_slim(ctx: Context) -> tuple[list, str, str]:
@@ -154,7 +154,7 @@ def part_slim(ctx: Context) -> tuple[list, str, str]:
         ours, theirs = (report.summary[s]["all"].get("judge_accuracy") for s in ("adaptive", "always"))
         effects.append(unpaired_effect("slim", "SlimPLM", "always-retrieve", "judged accuracy", ours, theirs,
                                        len(keys)))
-    return effects, _judge_line(ctx, judge), str(paths.get("md", ""))
+    return effects, _judge_line(ctx, judge), _details(paths)
 
 
 def part_related_work(ctx: Context) -> tuple[list, str, str]:
@@ -167,11 +167,13 @@ def part_related_work(ctx: Context) -> tuple[list, str, str]:
     report = related_work_eval.evaluate(services, backend, targets, ("plain", "rat"), progress=_to_stderr)
     paths = related_work_eval.write_outputs(report, ctx.run_dir / "details")
     rows = list(report.per_target.values())
-    effects = [paired_effect("related-work", "RAT", "plain retrieval + one call", metric,
-                             [r["rat"][key] or 0.0 for r in rows], [r["plain"][key] or 0.0 for r in rows])
-               for metric, key in (("citation recall", "citation_recall"), ("citation precision",
-                                                                            "citation_precision"))]
-    return effects, "not judged: no judged win rate in this evaluation yet", str(paths.get("md", ""))
+    effects = []
+    for metric, key in (("citation recall", "citation_recall"), ("citation precision", "citation_precision")):
+        pairs = [(r["rat"][key], r["plain"][key]) for r in rows if None not in (r["rat"][key], r["plain"][key])]
+        if pairs:             # precision is undefined for a draft that cites nothing: such targets are left out
+            effects.append(paired_effect("related-work", "RAT", "plain retrieval + one call", metric,
+                                         [a for a, _ in pairs], [b for _, b in pairs]))
+    return effects, "not judged: no judged win rate in this evaluation yet", _details(paths)
 
 
 def part_gor(ctx: Context) -> tuple[list, str, str]:
@@ -191,7 +193,7 @@ def part_gor(ctx: Context) -> tuple[list, str, str]:
     effects = [unpaired_effect("gor", "GoR", baseline, "held-out MRR", report.heldout["gor"].get("mrr"),
                                report.heldout[baseline].get("mrr"), n, "means only (no per-question scores)")
                for baseline in ("plain", "bm25")]
-    return effects, "no judge in this part", str(paths.get("md", ""))
+    return effects, "no judge in this part", _details(paths)
 
 
 def gor_period(corpus: Path, papers: int) -> tuple[date, date]:
@@ -214,6 +216,10 @@ def _day_of(row: dict) -> str:
 RUNNERS: dict[str, Callable[[Context], tuple[list, str, str]]] = {
     "csfcube": part_csfcube, "thoughts": part_thoughts, "slim": part_slim, "related-work": part_related_work,
     "gor": part_gor}
+
+
+def _details(paths: dict[str, Path]) -> str:
+    return str(paths.get("markdown") or paths.get("md") or "")
 
 
 def _judge_line(ctx: Context, judged: bool) -> str:
