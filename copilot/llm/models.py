@@ -81,7 +81,7 @@ def _fetch_or_fall_back(settings: Settings, reference: HubReference, tqdm_class)
         path = fetch(reference, models_dir(settings), endpoint=settings.hub_endpoint,
                      token=settings.hub_token.get_secret_value() if settings.hub_token else None,
                      offline=hub_offline_requested(), tqdm_class=tqdm_class)
-    except ModelFetchError as error:
+    except (ModelFetchError, OSError) as error:      # OSError: the data dir could not hold the file
         note = f"{error}; using the packaged SmolLM2-135M model instead."
         log.warning("COPILOT_LOCAL_MODEL=%s: %s", reference, note)
         return ModelChoice(packaged_gguf(), "packaged", note)
