@@ -15,9 +15,11 @@ import hashlib
 import json
 import logging
 import os
+import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 from copilot.config import HubReference, Settings, hub_offline_requested, parse_reference
 from copilot.llm.local import packaged_gguf
@@ -98,8 +100,11 @@ def fetch(reference: HubReference, cache_dir: Path, endpoint: str | None = None,
     if offline:
         raise ModelFetchError(f"{reference} is not in the model cache and HF_HUB_OFFLINE is set, so it cannot be "
                               "fetched (unset HF_HUB_OFFLINE for one start to fetch it)")
-    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub import HfApi, constants, hf_hub_download
 
+    address = (endpoint or constants.ENDPOINT).rstrip("/")
+    if not _reachable(address):           # at once, rather than after huggingface_hub's ~25 s of retries
+        raise ModelFetchError(f"could not reach the Hub at {address} to fetch {reference} (offline?)")
     with _hub_allowed():
         entry = _pick_file(HfApi(endpoint=endpoint, token=token), reference)
         try:
@@ -113,6 +118,16 @@ def fetch(reference: HubReference, cache_dir: Path, endpoint: str | None = None,
                               "size": path.stat().st_size}
     _write_record(cache_dir, record)
     return path
+
+
+def _reachable(address: str, timeout: float = 5.0) -> bool:
+    url = urlparse(address)
+    try:
+        socket.create_connection((url.hostname or "", url.port or (443 if url.scheme == "https" else 80)),
+                                 timeout=timeout).close()
+        return True
+    except OSError:
+        return False
 
 
 def _pick_file(api, reference: HubReference):
