@@ -121,6 +121,10 @@ def fetch(reference: HubReference, cache_dir: Path, endpoint: str | None = None,
 
 
 def _reachable(address: str, timeout: float = 5.0) -> bool:
+    """One TCP connection to the Hub's host (behind a proxy, not tried: the proxy may be the only way out)."""
+    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+                                             "ALL_PROXY", "all_proxy")):
+        return True
     url = urlparse(address)
     try:
         socket.create_connection((url.hostname or "", url.port or (443 if url.scheme == "https" else 80)),
