@@ -15,6 +15,7 @@ from copilot.features import library
 from copilot.llm import models, packaged_gguf
 from copilot.llm.models import ModelFetchError, choose_local_model, fetch
 from copilot.services import Services
+from copilot.ui.library import model_line
 from tests.conftest import make_settings
 from tests.fake_hub import FakeHub, HubFiles
 from tests.helpers import clean_env
@@ -124,6 +125,9 @@ def test_an_unreachable_hub_keeps_the_packaged_model_and_the_status_says_why(tmp
     status = library.model_status(Services(settings))
     assert status["note"] == choice.note and status["size_bytes"] == packaged_gguf().stat().st_size
     assert status["llama_cpp"].startswith("llama-cpp-python ")
+    line = model_line(status)
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf (98 MB, packaged) on llama-cpp-python" in line
+    assert "could not reach the Hub" in line
 
 
 def test_the_user_setting_hf_hub_offline_falls_back_in_one_sentence(tmp_path, monkeypatch):
