@@ -78,7 +78,7 @@ def test_download_shows_progress_checks_and_is_recorded(tmp_path, packaged_sha25
 
 
 def test_a_cut_connection_is_resumed_where_it_stopped(tmp_path, packaged_sha256):
-    files = hub_files(cut_after=3_000_000)
+    files = hub_files(cut_after=25_000_000)     # past two of the client's 10 MB chunks
     with FakeHub(files) as hub:
         path = fetch(HubReference(REPO, filename=FILE), tmp_path, endpoint=hub.url)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == packaged_sha256
