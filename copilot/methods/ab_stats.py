@@ -11,12 +11,13 @@ Plain numpy, no I/O. Three tools:
   (The closed form: the integral is an incomplete beta function, which for whole numbers is a binomial tail.)
   Why it may be read after every vote: for each p ≥ 1/2, one vote multiplies (2p)^x (2(1-p))^(1-x) onto the
   product, whose expectation is 2(1-p) + q(4p-2) ≤ 1 whenever the vote's own chance q of going to thoughts is at
-  most 1/2. So under the null — *every decisive vote, given all the votes before it, goes to thoughts with
-  probability at most 1/2* (voters may differ from each other and change over time, as long as none prefers
-  thoughts) — E is a non-negative supermartingale starting at 1, and Ville's inequality gives
-  P(E ever reaches 1/α) ≤ α. The verdict "thoughts help" is declared the first time E ≥ 20 (α = 5 %), and it stands
-  once declared: the guarantee covers every vote at which anyone might have looked, with no need to fix the number
-  of votes in advance. The mirror test (s ↔ n − s) gives "papers alone win more than half".
+  most 1/2; an average over p of such products keeps the property. So under the null — *every decisive vote, given
+  all the votes before it, goes to thoughts with probability at most 1/2* (voters may differ from each other and
+  change over time, as long as none prefers thoughts) — E is a non-negative supermartingale starting at 1, and
+  Ville's inequality gives P(E ever reaches 1/α) ≤ α. The verdict "thoughts help" is declared the first time
+  E ≥ 20 (α = 5 %), and it stands once declared: the guarantee covers every vote at which anyone might have looked,
+  with no need to fix the number of votes in advance. The mirror test (s ↔ n − s) gives "papers alone win more
+  than half".
   What it does not cover: users who disagree with each other (some prefer thoughts, some do not) make the
   vote-level null false even when the average user is indifferent; the cluster bootstrap below is the check for
   that, and the verdict sentence names how many people the votes come from.
