@@ -33,6 +33,7 @@ from copilot.services import Services
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+DEFAULT_CORPUS = SHARED_DATA / "arxiv-cs-2025-2026" / "papers.jsonl"
 
 
 @dataclass(frozen=True)
@@ -146,8 +147,8 @@ def part_slim(ctx: Context) -> tuple[list, str, str]:
     paths = slim_eval.write_outputs(report, ctx.run_dir / "details", "slim")
     by = {s: {r["question"]: r for r in report.per_question if r["strategy"] == s} for s in ("always", "adaptive")}
     keys = [q for q in by["adaptive"] if q in by["always"]]
-    effects = [paired_effect("slim", "SlimPLM", "always-retrieve", metric, [float(by["adaptive"][q][key]) for q in keys],
-                             [float(by["always"][q][key]) for q in keys])
+    effects = [paired_effect("slim", "SlimPLM", "always-retrieve", metric,
+                             [float(by["adaptive"][q][key]) for q in keys], [float(by["always"][q][key]) for q in keys])
                for metric, key in (("answer token-F1", "f1"), ("retrieval rate", "retrieved"),
                                    ("main-model calls", "main_calls"))]
     if judge:
@@ -262,7 +263,7 @@ def cmd_eval_all(args: argparse.Namespace) -> int:
         sizes = limited(sizes, args.limit)
         run_dir = run_dir.with_name(run_dir.name + f"-n{args.limit}")
     ctx = Context(settings, run_dir, sizes, Path(args.csfcube), Path(args.slim_questions),
-                  Path(args.related_work), Path(args.corpus) if args.corpus else SHARED_DATA / "arxiv-cs-2025-2026" / "papers.jsonl",
+                  Path(args.related_work), Path(args.corpus) if args.corpus else DEFAULT_CORPUS,
                   judge_refusal(settings))
     started = time.monotonic()
     parts = [_one_part(ctx, name, skip) for name in PARTS]

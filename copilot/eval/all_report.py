@@ -150,8 +150,8 @@ def _escape(text: str) -> str:
 
 def write_report(run_dir: Path, parts: Sequence[PartResult], meta: dict) -> tuple[dict, dict[str, Path]]:
     report = {"meta": meta, "parts": [p.as_json() for p in parts]}
-    paths = write_files(run_dir, {"json": ("report.json", json_text(report)), "md": ("report.md", markdown(parts, meta)),
-                                  "svg": ("report.svg", svg_plot(parts))})
+    paths = write_files(run_dir, {"json": ("report.json", json_text(report)),
+                                  "md": ("report.md", markdown(parts, meta)), "svg": ("report.svg", svg_plot(parts))})
     return report, paths
 
 
