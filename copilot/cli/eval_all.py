@@ -267,6 +267,7 @@ def cmd_eval_all(args: argparse.Namespace) -> int:
                   judge_refusal(settings))
     started = time.monotonic()
     parts = [_one_part(ctx, name, skip) for name in PARTS]
+    # hook for issue #31 item 2 (the model profile, branch `extract`): report the profile in use beside the model
     meta = {"model": model, "backend": settings.llm_backend, "quick": args.quick, "limit": args.limit, **_machine(),
             "wall_seconds": round(time.monotonic() - started, 1), "finished": all_report.now(),
             "resumed_parts": [p.name for p in parts if p.reason.startswith("resumed")], "run_dir": str(run_dir)}
