@@ -131,6 +131,9 @@ def test_an_unreachable_hub_keeps_the_packaged_model_and_the_status_says_why(tmp
 
 
 def test_the_user_setting_hf_hub_offline_falls_back_in_one_sentence(tmp_path, monkeypatch):
+    from copilot import config
+
+    monkeypatch.setattr(config, "_defaulted", set())     # a fresh process: the variable comes from the user
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     settings = make_settings(tmp_path / "data", local_model=f"{REPO}/{FILE}")
     choice = choose_local_model(settings)
