@@ -321,9 +321,14 @@ def retrieve_both(store: VectorStore, query_embedding: np.ndarray, k: int, budge
     number of sources, so the count cannot tell which side used thoughts.
     `thought_where` limits the thoughts searched (ThoughtMemory.visible_where: private thoughts of others)."""
     started = time.perf_counter()
-    papers = store.search(PAPER, query_embedding, k)
-    thoughts = store.search(THOUGHT, query_embedding, k, where=thought_where)
-    union = sorted(papers + thoughts, key=lambda e: e.score, reverse=True)[:k]
+    paper_hits = store.nearest(PAPER, query_embedding, k)
+    thought_hits = store.nearest(THOUGHT, query_embedding, k, where=thought_where)
+    ranked = sorted([(PAPER, hit) for hit in paper_hits] + [(THOUGHT, hit) for hit in thought_hits],
+                    key=lambda tagged: tagged[1][1], reverse=True)[:k]
+    kept_thoughts = [hit for kind, hit in ranked if kind == THOUGHT]
+    # documents of the kept items only (one read per collection): the k papers, and the thoughts in the union's top k
+    papers = store.fetch(PAPER, paper_hits)
+    union = sorted(papers + store.fetch(THOUGHT, kept_thoughts), key=lambda e: e.score, reverse=True)[:k]
     raw = fit_budget(papers, budget_tokens, item_tokens=item_tokens)
     augmented = fit_budget(union, budget_tokens, item_tokens=item_tokens)
     count = min(len(raw), len(augmented))
