@@ -181,6 +181,14 @@ class Services:
         """The limit on LLM-backed actions per session (the web app has one Services, so one per process)."""
         return RateLimiter(self.settings.rate_limit, self.settings.rate_window)
 
+    def cpu_kernels(self) -> dict | None:
+        """The local model's CPU kernels (copilot.llm.local.cpu_kernels); None with an endpoint as the model."""
+        if self.settings.llm_backend == "openai":
+            return None
+        from copilot.llm.local import cpu_kernels
+
+        return cpu_kernels()
+
     def llm_info(self) -> dict[str, str]:
         """Backend and model, without loading the model."""
         s = self.settings

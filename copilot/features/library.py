@@ -119,6 +119,7 @@ def status(services: Services, next_ingest: datetime | None = None) -> dict:
         "next_ingest": next_ingest.isoformat(timespec="seconds") if next_ingest else None,
         "ingest_running": Ingestor.busy(),
         "llm": services.llm_info(),
+        "cpu_kernels": services.cpu_kernels(),
         "embedder": services.embedder.name,
         "categories": services.settings.categories,
         "failures": failure_counts(services),
