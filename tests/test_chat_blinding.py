@@ -36,39 +36,40 @@ def without_text(markup: str) -> str:
         'data-label="B"', 'data-label="X"')
 
 
-def test_before_the_vote_both_sides_render_the_same_markup_but_for_text():
+def test_before_the_vote_both_sides_render_the_same_markup_but_for_the_answers_words():
     raw, augmented = answer_html(RAW, reveal=False), answer_html(AUGMENTED, reveal=False)
     assert without_text(raw) == without_text(augmented)
     assert without_text(raw) == (
         '<div class="chat-answer" data-label="X"><h3></h3><div class="chat-answer-text">'
         '<span class="chat-cite"></span><span class="chat-cite"></span></div>'
-        '<details open><summary></summary><ol class="chat-sources">'
-        '<li class="chat-source"><span class="chat-source-label"></span><span class="chat-preview"></span></li>'
-        '<li class="chat-source"><span class="chat-source-label"></span><span class="chat-preview"></span></li>'
-        "</ol></details></div>")
+        '<details open><summary></summary><p class="chat-sources-hidden"></p></details></div>')
     for markup in (raw, augmented):
         assert "<a " not in markup and "arxiv" not in markup
         assert "2501.0000" not in markup and "Tabc" not in markup and "thought" not in markup
         assert " s<" not in markup and "chat-badge" not in markup       # no per-answer time, no side badge
-    assert "Sources (2)" in raw and "Sources (2)" in augmented
-    assert '<span class="chat-source-label">[1]</span>' in augmented
-    assert "&lt;script&gt;x&lt;/script&gt;" in augmented and "<script>" not in augmented
-    assert "Dense &lt;b&gt;retrievers&lt;/b&gt;" in raw
+        assert "Graph retrieval" not in markup and "Graphs help retrieval" not in markup   # no source text
+    # the sources' region is the same text on both sides: not their number, kinds or previews
+    region = re.compile(r"<details.*</details>")
+    assert region.search(raw).group(0) == region.search(augmented).group(0)
+    assert "Sources (" not in raw + augmented
 
 
-def test_previews_are_cut_to_the_same_length_on_both_sides():
-    raw, augmented = answer_html(RAW, reveal=False), answer_html(AUGMENTED, reveal=False)
-    previews = re.findall(r'<span class="chat-preview">([^<]*)</span>', raw + augmented)
-    assert len(previews) == 4
-    assert {len(p.replace("&lt;", "<").replace("&gt;", ">")) for p in previews} == {151}   # 150 characters + "…"
-
-
-def test_raw_ids_in_the_answer_become_neutral_labels_and_unknown_ones_stay_text():
+def test_raw_ids_in_the_answer_become_neutral_labels_and_unknown_ones_are_dropped_until_the_vote():
     text = "From the thought [Tabc1234567] and the paper [2501.00001]; not retrieved: [Tzzz9999999] [2409.99999] [7]."
     markup = answer_html(answer("B", "thoughts", [THOUGHT, PAPER_1], text), reveal=False)
     body = re.search(r'<div class="chat-answer-text">(.*?)</div>', markup).group(1)
     assert body == ('From the thought <span class="chat-cite">[1]</span> and the paper '
-                    '<span class="chat-cite">[2]</span>; not retrieved: [Tzzz9999999] [2409.99999] [7].')
+                    '<span class="chat-cite">[2]</span>; not retrieved: [7].')
+    revealed = answer_html(answer("B", "thoughts", [THOUGHT, PAPER_1], text), reveal=True)
+    assert "[Tzzz9999999] [2409.99999] [7]." in revealed
+
+
+def test_a_comparison_is_shown_only_once_both_answers_are_written():
+    writing = TurnView(turn_id="t1", comparison="pending", question="q", user="local", retrieval_s=0.1,
+                       answers=(RAW, replace(AUGMENTED, done=False, text="Linked papers")))
+    _, a, b = turn_outputs(writing)
+    assert without_text(a) == without_text(b) and "Linked papers" not in a + b and "Graphs help" not in a + b
+    assert "shown together" in a
 
 
 def test_the_vote_reveals_sides_kinds_links_ids_times_and_lineage():

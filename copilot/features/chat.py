@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 
 from copilot.errors import UserError
+from copilot.features.limits import check_rate
 from copilot.features.profile import reader_text
 from copilot.llm import LLMError, Usage
 from copilot.methods.followup import PreviousTurn, standalone_question
@@ -41,7 +42,7 @@ SWEEP_AFTER_S = 15 * 60          # unvoted turns older than this get their (no-v
 _sides = random.SystemRandom()
 
 
-class ChatError(UserError):
+class ChatError(UserError, ValueError):
     """Bad input, or an action the turn does not allow; the message says what to do."""
 
 
@@ -235,6 +236,10 @@ class Chat:
                       "failed": "one of the answers failed", "pending": "the answers are not finished"}
             raise ChatError(f"this turn cannot be voted on: {reason.get(turn.comparison, turn.comparison)}")
         label = _label(choice, turn.side_a)
+        current = self.log.vote(turn_id)
+        if current is not None and THOUGHT_FROM[current.choice] != THOUGHT_FROM[choice]:
+            # a change that remakes the turn's thought is an LLM call on the one thought thread: it counts
+            check_rate(self.services, user, None, "changing a vote")
         now = time.time()
         with self.db.transaction():   # the vote, its log row and the turn's thought commit together
             previous = self.log.record_vote(turn_id, user, choice, label, now)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import logging
 import os
@@ -30,11 +31,9 @@ def packaged_gguf() -> Path:
 
 
 def _llama_cpp():
-    """Import llama.cpp with OpenMP threads that sleep rather than spin while they wait (unless the environment
-    says otherwise). Spinning threads collapse as soon as another process wants the same cores: a 512-token
-    prompt on 2 threads ran at 16 tok/s with spinning and 198 tok/s with sleeping threads, measured on a 2-core
-    machine with another job busy (docs/performance.md). libgomp reads this once, when it loads."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    """Import llama.cpp. Its OpenMP threads sleep rather than spin while they wait: `copilot/__init__.py` sets
+    OMP_WAIT_POLICY before anything loads libgomp (a 512-token prompt on 2 threads ran at 16 tok/s with spinning
+    and 198 tok/s with sleeping threads on a 2-core machine with another job busy, docs/performance.md)."""
     import llama_cpp
 
     return llama_cpp
@@ -140,6 +139,9 @@ class _LoadedModel:
 
 _loaded_models: dict[tuple, _LoadedModel] = {}
 _load_lock = threading.Lock()
+# Let go of the models while llama.cpp's bindings still exist: freed during the interpreter's teardown they print
+# "Exception ignored in Llama.__del__" (seen once llm.py became a package, which changed the teardown order).
+atexit.register(_loaded_models.clear)
 
 
 class LocalBackend:

@@ -22,10 +22,10 @@ VOTE_BUTTONS = [("A is better", "A", "chat-vote-a"), ("B is better", "B", "chat-
                 ("Tie", "tie", "chat-vote-tie"), ("Both bad", "bad", "chat-vote-bad")]
 STREAM_EVERY_S = 0.15
 INTRO = ("Each question is answered twice: once from papers only, once from papers plus the assistant's stored "
-         "thoughts. Until you vote both answers look alike: the same number of sources, each shown as [1], [2]… "
-         "with the start of its text (no links, ids or kinds), and only the time of the whole turn. Your vote "
-         "reveals which answer used thoughts, which sources are papers (with arXiv links) and which are thoughts "
-         "(with the papers they rest on).")
+         "thoughts, in random order. Until you vote the two answers are shown together and look alike: their "
+         "words and citation labels [1], [2]… only, with no sources, links, ids or per-answer times. Judge them by "
+         "what they say. Your vote reveals which answer used thoughts, which sources are papers (with arXiv links) "
+         "and which are thoughts (with the papers they rest on).")
 
 
 def ask_view(services: Services, question: str, personalize: bool, previous_turn: str | None,

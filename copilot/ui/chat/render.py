@@ -22,6 +22,11 @@ NO_COMPARISON_SIDE = ("No second answer: it would use the same papers as the fir
                       "the thought memory that makes the second answer differ.")
 PREVIEW_CHARS = 150
 _LABEL = re.compile(r"\[(\d{1,3})\]")                        # a neutral citation label [i]
+# an item's own id in brackets: an arXiv id, a thought id, a long number. Before the vote it would say which kind
+# of item an answer drew on, so it is dropped (the same rule on both sides); after the vote it stays.
+_RAW_ID = re.compile(r"\s?\[(?:\d{4}\.\d{4,5}(?:v\d+)?|T[0-9a-z]{6,}|\d{5,})\]")
+SOURCES_AFTER_VOTE = "Shown when you vote: before it, which sources an answer used would tell the two answers apart."
+WRITING_BOTH = "Writing both answers… they are shown together, so that neither one's timing gives it away."
 _BADGE_STYLE = ("display:inline-block;padding:0 6px;margin:0 2px;border-radius:8px;font-size:0.8em;"
                 "font-weight:600;color:#fff;background:{}")
 Lineage = dict[str, list[dict]]     # thought id → its root papers ({id, title})
@@ -53,6 +58,8 @@ def answer_text_html(text: str, sources: tuple[SourceView, ...] | list[SourceVie
 
     # an endpoint may copy a source's id from a thought's text while streaming: shown as that source's label
     neutral = ids_to_labels(text, [source.id for source in sources])
+    if not reveal:
+        neutral = _RAW_ID.sub("", neutral)
     return _LABEL.sub(cite, escape(neutral)).replace("\n", "<br>")
 
 
@@ -68,11 +75,9 @@ def _lineage_html(roots: list[dict] | None) -> str:
     return f'<div class="chat-lineage">Rests on: {papers or "no papers"}</div>'
 
 
-def _source_html(number: int, source: SourceView, reveal: bool, lineage: Lineage | None) -> str:
-    """Before the vote every source has one form: its label and the start of its text (no link, id or kind)."""
+def _source_html(number: int, source: SourceView, lineage: Lineage | None) -> str:
+    """A source as the vote reveals it: a paper with its arXiv link, a thought with the papers it rests on."""
     label = f'<span class="chat-source-label">[{number}]</span>'
-    if not reveal:
-        return f'<li class="chat-source">{label} <span class="chat-preview">{_preview(source)}</span></li>'
     if source.kind == "paper":
         link = arxiv_link(source.id, source.title or source.id)
         return (f'<li class="chat-source chat-source-paper">{label} {badge("paper", "paper")} '
@@ -103,18 +108,29 @@ def _answer_body(answer: AnswerView, reveal: bool) -> str:
     return body
 
 
+def _sources_html(sources: tuple[SourceView, ...], reveal: bool, lineage: Lineage | None) -> str:
+    if not reveal:      # not even their number: it can differ between the sides
+        return (f'<details open><summary>Sources</summary><p class="chat-sources-hidden">{escape(SOURCES_AFTER_VOTE)}'
+                "</p></details>")
+    items = "".join(_source_html(i, s, lineage) for i, s in enumerate(sources, 1))
+    return (f'<details open><summary>Sources ({len(sources)})</summary>'
+            f'<ol class="chat-sources">{items or "<li>no sources found</li>"}</ol></details>')
+
+
 def answer_html(answer: AnswerView | None, *, reveal: bool, state: str = "", lineage: Lineage | None = None) -> str:
     """One answer column. Unless `reveal`, nothing in it depends on which side used thoughts but the answer's
-    words and its sources' text. `lineage`: root papers of each thought source, shown on reveal (a thought missing
-    from it is said to be no longer in memory; None: lineage not looked up)."""
+    words: no sources, ids, kinds, links, counts or times. `lineage`: root papers of each thought source, shown on
+    reveal (a thought missing from it is said to be no longer in memory; None: lineage not looked up)."""
     if answer is None:
         return f'<div class="chat-answer chat-empty">{escape(state)}</div>' if state else ""
-    sources = answer.sources
-    items = "".join(_source_html(i, s, reveal, lineage) for i, s in enumerate(sources, 1))
     return (f'<div class="chat-answer" data-label="{escape(answer.label)}"><h3>{_answer_title(answer, reveal)}</h3>'
             f'<div class="chat-answer-text">{_answer_body(answer, reveal)}</div>'
-            f'<details open><summary>Sources ({len(sources)})</summary>'
-            f'<ol class="chat-sources">{items or "<li>no sources found</li>"}</ol></details></div>')
+            f"{_sources_html(answer.sources, reveal, lineage)}</div>")
+
+
+def _writing_html(label: str) -> str:
+    return (f'<div class="chat-answer" data-label="{escape(label)}"><h3>Answer {escape(label)}</h3>'
+            f'<div class="chat-answer-text"><span class="chat-writing">{escape(WRITING_BOTH)}</span></div></div>')
 
 
 def _total_time_html(view: TurnView) -> str:
@@ -142,6 +158,8 @@ def turn_outputs(view: TurnView, notice: str = "", lineage: Lineage | None = Non
         parts.append('<div class="chat-notice">One answer failed, so this turn cannot be voted as a comparison.</div>')
     parts.append(_total_time_html(view))
     answers = view.answers
+    if view.comparison == "pending" and len(answers) == 2:    # a comparison is shown whole, once both are written
+        return "".join(parts), _writing_html("A"), _writing_html("B")
     a_html = answer_html(answers[0], reveal=reveal, lineage=lineage)
     b_html = answer_html(answers[1], reveal=reveal, lineage=lineage) if len(answers) > 1 else ""
     if view.comparison == "same_items" and len(answers) == 1:
