@@ -13,6 +13,7 @@ from functools import cached_property
 from copilot.config import Settings, load_settings
 from copilot.embed import Embedder
 from copilot.llm import LLM, Backend, build_llm
+from copilot.model_profile import ModelProfile, choose_profile
 from copilot.ratelimit import RateLimiter
 from copilot.sources.arxiv_api import ArxivSource
 from copilot.store.backup import BackupLog
@@ -155,6 +156,11 @@ class Services:
         if self._llm_backend is not None:
             return LLM(self._llm_backend, self.db, retries=0)
         return build_llm(self.settings, self.db)
+
+    @cached_property
+    def model_profile(self) -> ModelProfile:
+        """Tiny (quotes only) or capable (writes): read by every feature that shows model output."""
+        return choose_profile(self.settings)
 
     @cached_property
     def arxiv(self) -> ArxivSource:
