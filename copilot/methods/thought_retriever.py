@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from copilot import grounding, prompts
+from copilot.methods import quotes
 from copilot.embed import Embedder
 from copilot.grounding import Checked, check
 from copilot.llm import LLM, Usage
@@ -374,8 +375,10 @@ def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
     if text.startswith("Source ["):
         text = grounding.close_cut_statements(grounding.drop_unfinished_statement(text),
                                               prompts.ANSWER_STATEMENT_CHARS)
+    # a quote's label is its source by construction (and the quote may come from beyond an item's cut text)
+    attribute = not quotes.is_quoted_answer(text)
     return check(ids_to_labels(text, items), allowed=[str(n) for n in range(1, len(items) + 1)],
-                 source_texts=[i.text for i in items], instructions=[prompts.CHAT_ANSWER.system], attribute=True)
+                 source_texts=[i.text for i in items], instructions=[prompts.CHAT_ANSWER.system], attribute=attribute)
 
 
 def ids_to_labels(text: str, items: Sequence[Evidence]) -> str:
@@ -391,6 +394,8 @@ def labels_to_ids(text: str, items: Sequence[Evidence]) -> str:
 def is_cannot_answer(answer: str) -> bool:
     text = " ".join((answer or "").split()).lower()
     sentinel = CANNOT_ANSWER.lower().rstrip(".")
+    if text.startswith(quotes.NO_SOURCE_ANSWERS.lower()):
+        return True
     return not text or text.startswith(sentinel) or (sentinel in text and len(text) < len(sentinel) + 40)
 
 
@@ -501,6 +506,49 @@ def draft_thought(llm: LLM, question: str, answer: str, max_tokens: int = 160) -
     return judge_thought(output, question)
 
 
+# --- thoughts from quotes (the tiny profile) ---------------------------------------------------------------------
+# Cosine of the question and a quote below which the quote does not go into a thought. Measured with the packaged
+# MiniLM (docs/extractive.md): the quotes answers chose for 20 research questions scored 0.45-0.78 against them;
+# quotes of a thought about another topic, asked a question it does not answer, scored below 0.30.
+THOUGHT_QUOTE_FLOOR = quotes.RELEVANCE_FLOOR
+# Text that talks about itself or the exchange, not about the research: "The answer is not a real answer, but …".
+_SELF_DESCRIBING = re.compile(
+    r"\b(?:the|this|my|your|that) (?:answer|response|reply|question|thought|passage|summary)s? "
+    r"(?:is|are|was|were|does|did|do|has|have|provides?|gives?|says?|contains?|seems?|cannot|can't)\b"
+    r"|\bnot a (?:real|valid|proper|good) (?:answer|response)\b|\bas an ai\b|\bI (?:cannot|can't|don't know)\b",
+    re.I)
+
+
+def describes_itself(text: str) -> bool:
+    return bool(_SELF_DESCRIBING.search(text or ""))
+
+
+def quoted_thought(embed, question: str, answer: str, sources: Sequence[Evidence],
+                   floor: float = THOUGHT_QUOTE_FLOOR) -> tuple[ThoughtDraft, list[tuple[str, str]]]:
+    """(T, c) for an answer made of quotes, without a model: T is the quotes relevant to the question (their text,
+    no labels or ids), c = 1 only when at least one is. → (draft, the direct sources of the quotes kept)."""
+    rejected = ThoughtDraft(0, "", answer, llm_called=False)
+    kinds = {item.id: item.kind for item in sources}
+    by_label = {str(n): item for n, item in enumerate(sources, 1)}
+    found = []
+    for key, text in quotes.parse_quotes(answer):
+        item_id = by_label[key].id if key in by_label else key
+        text = quotes.strip_ids(text)
+        if item_id in kinds and text and not describes_itself(text):
+            found.append((item_id, text))
+    if not found:
+        rejected.reason = "no quote of a retrieved source (or only text about itself)"
+        return rejected, []
+    vectors = np.asarray(embed([question] + [text for _, text in found]), dtype=np.float32)
+    kept = [pair for pair, vector in zip(found, vectors[1:]) if float(vector @ vectors[0]) >= floor]
+    if not kept:
+        rejected.reason = "its quotes are not relevant to the question"
+        return rejected, []
+    text = " ".join(f"{quotes.OPEN_QUOTE}{t}{quotes.CLOSE_QUOTE}" for _, t in kept)
+    lineage = list(dict.fromkeys((item_id, kinds[item_id]) for item_id, _ in kept))
+    return ThoughtDraft(1, text, answer, llm_called=False), lineage
+
+
 @dataclass
 class ThoughtOutcome:
     status: str                    # "stored" | "not_an_answer" | "redundant"
@@ -513,12 +561,21 @@ class ThoughtOutcome:
 def think(llm: LLM, memory: ThoughtMemory, question: str, answer: str, sources: Sequence[Evidence], *,
           origin: str = "chat", user: str = "local", max_tokens: int = 160,
           thought_id: str | None = None) -> ThoughtOutcome:
-    """Steps 3-5 of Algorithm 1: draft (T, c), merge test, store only when c = 1 and s = 0.
-    `thought_id`: store under this id (see ThoughtMemory.add_checked)."""
-    draft = draft_thought(llm, question, answer, max_tokens)
-    if draft.confidence == 0:
+    """Steps 3-5 of Algorithm 1: draft (T, c), merge test, store only when c = 1 and s = 0. An answer made of quotes
+    (the tiny profile) becomes a thought of its relevant quotes, without a model (`quoted_thought`), with the items
+    it quotes as direct sources. `thought_id`: store under this id (see ThoughtMemory.add_checked)."""
+    lineage = [(e.id, e.kind) for e in sources]
+    if quotes.is_quoted_answer(answer):     # the tiny profile: the thought is the answer's relevant quotes
+        draft = (ThoughtDraft(0, "", answer, llm_called=False, reason="the answer says no source answers")
+                 if quotes.is_no_answer(answer) else None)
+        if draft is None:
+            draft, lineage = quoted_thought(memory.embedder.embed, question, answer, sources)
+    else:
+        draft = draft_thought(llm, question, answer, max_tokens)
+    draft.text = quotes.drop_ids(draft.text)      # no raw [n], arXiv or thought ids in memory
+    if draft.confidence == 0 or not draft.text:
         return ThoughtOutcome("not_an_answer", None, draft)
-    stored, merge = memory.add_checked(draft.text, [(e.id, e.kind) for e in sources], origin=origin,
+    stored, merge = memory.add_checked(draft.text, lineage, origin=origin,
                                        question=question, user=user, thought_id=thought_id)
     similarity = merge.similarity if merge else None
     nearest = merge.nearest_id if merge else None
