@@ -145,13 +145,13 @@ def cmd_eval_slim(args: argparse.Namespace) -> int:
     stored = slim_eval.prepare_library(services, questions, _corpus(args), args.distractors)
     _to_stderr(f"library: {stored} papers in {store_dir}")
     strategies = [s.strip() for s in (args.strategies or ",".join(slim_eval.STRATEGIES)).split(",") if s.strip()]
-    if not strategies or set(strategies) - set(slim_eval.STRATEGIES):
-        raise UserError(f"--strategies takes some of {', '.join(slim_eval.STRATEGIES)}")
+    if not strategies or set(strategies) - set(slim_eval.ALL_STRATEGIES):
+        raise UserError(f"--strategies takes some of {', '.join(slim_eval.ALL_STRATEGIES)}")
     report = slim_eval.evaluate(services, questions, strategies, progress=_to_stderr,
                                 answer_judge=services.llm if args.judge else None)
     report.meta.update(questions_file=str(path), library_papers=stored, distractors=args.distractors)
     paths = slim_eval.write_outputs(report, eval_dir, f"slim-{path.stem}-n{len(questions)}"
-                                       + ("" if len(strategies) == 3 else "-" + "-".join(strategies)))
+                                       + ("" if len(strategies) == len(slim_eval.STRATEGIES) else "-" + "-".join(strategies)))
     _to_stderr(slim_eval.markdown(report))
     _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
     if args.json:
@@ -244,8 +244,8 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
                    "from (default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
     p.add_argument("--distractors", type=int, default=300, help="the corpus's first N other papers also imported "
                    "(default 300)")
-    p.add_argument("--strategies", default=None, help="comma-separated, some of always,never,adaptive (default: "
-                   "all three; adaptive is SlimPLM)")
+    p.add_argument("--strategies", default=None, help="comma-separated, some of always,never,adaptive,extractive "
+                   "(default: the first three; adaptive is SlimPLM, extractive answers by quotes)")
     p.add_argument("--judge", action="store_true", help="the configured LLM (an OpenAI-compatible endpoint) also "
                    "judges every answer correct or incorrect against the reference answer, not told how it was made")
     p.add_argument("--judge-local", action="store_true", help="let the packaged 135M local model judge (it cannot "

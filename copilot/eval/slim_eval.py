@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from copilot.eval.answer_figures import answer_figures, quoted_trace
 from copilot.eval.report_files import json_text, write_files
 from copilot.eval.thoughts_eval import JUDGE_MAX_TOKENS, verdict_line
 from copilot.features.adaptive import paper_retriever, proxy_llm, slim_options
@@ -37,7 +38,10 @@ from copilot.services import Services
 from copilot.sources.snapshot import paper_from_row
 
 STRATEGIES = ("always", "never", "adaptive")          # SlimOptions.retrieval; "adaptive" is SlimPLM
-LABELS = {"always": "always-retrieve", "never": "never-retrieve", "adaptive": "SlimPLM"}
+# also on request: "extractive", always-retrieve answered by quotes of the references (the tiny profile's chat answer)
+ALL_STRATEGIES = (*STRATEGIES, "extractive")
+LABELS = {"always": "always-retrieve", "never": "never-retrieve", "adaptive": "SlimPLM",
+          "extractive": "always-retrieve, quoted"}
 GROUPS = ("all", "paper", "general")
 PAPER_TEMPLATES = ('What does the paper "{title}" propose?', "What does {title} propose?")
 
@@ -316,6 +320,11 @@ def score_one(row: dict, strategy: str, trace: SlimTrace | None, seconds: float,
             "claims": [(c.text, c.query, c.verdict) for c in trace.claims] if trace else []}
 
 
+def _mean(values: Sequence) -> float | None:
+    values = [float(v) for v in values if v is not None]
+    return round(sum(values) / len(values), 4) if values else None
+
+
 def summarize(rows: Sequence[dict]) -> dict:
     if not rows:
         return {"questions": 0}
@@ -329,7 +338,10 @@ def summarize(rows: Sequence[dict]) -> dict:
             "main_calls_max": max(calls), "helper_token_share": round(sum(r["helper_tokens"] for r in rows)
                                                                        / main_tokens, 4) if main_tokens else None,
             "seconds_per_question": round(sum(r["seconds"] for r in rows) / len(rows), 3),
-            "errors": sum(bool(r["error"]) for r in rows), **judged(rows)}
+            "errors": sum(bool(r["error"]) for r in rows),
+            "supported": _mean([r.get("supported") for r in rows]),
+            "key_quoted_when_retrieved": _mean([r.get("key_quoted") for r in paper if r["gold_found"]]),
+            **judged(rows)}
 
 
 def judged(rows: Sequence[dict]) -> dict:
@@ -413,9 +425,11 @@ def evaluate(services: Services, questions: Sequence[dict], strategies: Sequence
         for strategy in strategies:
             started = time.perf_counter()
             try:
-                trace = slim.run(row["question"], proxy=proxy, main=services.llm, retriever=retriever,
-                                 options=replace(base, retrieval=strategy))
+                trace = (quoted_trace(services, row["question"], retriever, base.top_k) if strategy == "extractive"
+                         else slim.run(row["question"], proxy=proxy, main=services.llm, retriever=retriever,
+                                       options=replace(base, retrieval=strategy)))
                 rows.append(score_one(row, strategy, trace, time.perf_counter() - started))
+                rows[-1].update(answer_figures(services, row, trace))
             except LLMError as error:
                 rows.append(score_one(row, strategy, None, time.perf_counter() - started, str(error)[:200]))
             if answer_judge is not None:
@@ -446,7 +460,8 @@ def _fmt(value, digits: int = 2) -> str:
 def markdown(report: SlimReport) -> str:
     lines = ["| strategy | questions | token-F1 all / paper / general | retrieval rate all / paper / general | "
              "gold paper retrieved | main calls per question (min–max) | proxy+judge tokens ÷ main tokens | "
-             "s per question |", "|---|---|---|---|---|---|---|---|"]
+             "s per question | supported | key sentence quoted (gold retrieved) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for strategy, groups in report.summary.items():
         a, p, g = (groups[group] for group in GROUPS)
         if not a["questions"]:
@@ -455,7 +470,8 @@ def markdown(report: SlimReport) -> str:
                      + " / ".join(_fmt(x.get("f1")) for x in (a, p, g)) + " | "
                      + " / ".join(_fmt(x.get("retrieval_rate")) for x in (a, p, g)) + f" | {_fmt(p.get('gold_found'))}"
                      f" | {_fmt(a['main_calls_per_question'])} ({a['main_calls_min']}–{a['main_calls_max']}) | "
-                     f"{_fmt(a['helper_token_share'])} | {_fmt(a['seconds_per_question'], 1)} |")
+                     f"{_fmt(a['helper_token_share'])} | {_fmt(a['seconds_per_question'], 1)} | "
+                     f"{_fmt(a.get('supported'))} | {_fmt(p.get('key_quoted_when_retrieved'))} |")
     if report.judge:
         lines += ["", "| SlimPLM decided | " + " | ".join(report.judge) + " |",
                   "|---|" + "---|" * len(report.judge)]

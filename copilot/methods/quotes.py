@@ -217,3 +217,26 @@ def is_quoted_answer(text: str) -> bool:
 
 def is_no_answer(text: str) -> bool:
     return (text or "").strip().startswith(NO_SOURCE_ANSWERS)
+
+
+def key_sentences(targets: np.ndarray, texts: Sequence[str], embed, skip_title: bool = True) -> list[str | None]:
+    """For each text, its sentence nearest to its target vector (e.g. the paper's own embedding: its key sentence;
+    or a topic's centre). `skip_title`: the first line of each text (a paper's title) is not a candidate. One
+    embedding batch for all texts; None for a text without a quotable sentence."""
+    owned: list[tuple[int, str]] = []
+    for index, text in enumerate(texts):
+        lines = (text or "").split("\n")
+        body = " ".join(lines[1:]) if skip_title and len(lines) > 1 else " ".join(lines)
+        owned += [(index, s) for s in split_sentences(strip_ids(body))
+                  if len(re.findall(r"[A-Za-z]{2,}", s)) >= MIN_QUOTE_WORDS]
+    best: list[str | None] = [None] * len(texts)
+    if not owned:
+        return best
+    vectors = np.asarray(embed([s for _, s in owned]), dtype=np.float32)
+    scores = [-np.inf] * len(texts)
+    targets = np.asarray(targets, dtype=np.float32)
+    for (index, sentence), vector in zip(owned, vectors):
+        score = float(vector @ targets[index])
+        if score > scores[index]:
+            scores[index], best[index] = score, sentence
+    return best
