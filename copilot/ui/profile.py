@@ -12,6 +12,7 @@ import gradio as gr
 
 from copilot.errors import UserError
 from copilot.features import profile as feature
+from copilot.features import profile_draft, profile_lookup
 from copilot.features.bibtex import arxiv_ids_from_bibtex_file
 from copilot.features.limits import RateLimited, check_rate
 from copilot.records import Paper
@@ -55,7 +56,7 @@ def lookup_view(services: Services, name: str, progress=None):
             progress(None, desc=f"Searching your library, then arXiv: {count} papers from arXiv so far")
 
     try:
-        result = feature.lookup_author(services, name, progress=report)
+        result = profile_lookup.lookup_author(services, name, progress=report)
     except feature.ProfileError as error:
         return f"**{escape(error)}**", gr.update(), gr.update(), gr.update()
     if not result.candidates:
@@ -128,10 +129,10 @@ def generate_view(services: Services, state: dict, checked: list[str], pasted: s
         return
     yield f"Writing a draft from {len(papers)} paper(s)…", "", gr.update()
     try:
-        for item in feature.stream_draft(services, papers, pasted or ""):
-            if isinstance(item, feature.Draft):
+        for item in profile_draft.stream_draft(services, papers, pasted or ""):
+            if isinstance(item, profile_draft.Draft):
                 notes = "".join(f"\n- {escape(n)}" for n in item.notes)
-                notice = (f"**{escape(feature.DRAFT_NOTICE)}** ({item.words} words)"
+                notice = (f"**{escape(item.notice)}** ({item.words} words)"
                           + (f"\n\nChecks applied:{notes}" if notes else "") + "\n\n" + _sources_line(papers))
                 yield notice, item.text, ", ".join(item.keywords)
             else:
