@@ -165,7 +165,7 @@ def cmd_eval_gor(args: argparse.Namespace) -> int:
     from datetime import date
 
     from copilot.eval import gor_eval
-    from copilot.features import gor
+    from copilot.features import gor, gor_period
 
     services = Services()
     categories = [c.strip() for c in (args.categories or "").split(",") if c.strip()]
@@ -173,7 +173,7 @@ def cmd_eval_gor(args: argparse.Namespace) -> int:
         start, end = date.fromisoformat(args.start), date.fromisoformat(args.end)
     except ValueError:
         raise UserError("--from and --to take dates like 2025-05-12") from None
-    scope = gor.scope_for(start, end, categories)
+    scope = gor_period.scope_for(start, end, categories)
     try:
         report = gor_eval.run(services, scope, answers=args.answers, progress=lambda s: _to_stderr(f"[gor] {s}"))
     except (gor.TooFewNodes, ValueError) as error:

@@ -8,7 +8,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from copilot.errors import UserError
-from copilot.features import gor, trends
+from copilot.features import gor, gor_period, trends
 from copilot.features.bibtex import bibtex_for_ids
 from copilot.features.limits import RateLimited, check_rate
 from copilot.records import ARXIV_ID_PATTERN
@@ -179,25 +179,25 @@ def build_ask(services: Services, range_inputs: list) -> None:
     timer = gr.Timer(2.0)
 
     def scope_of(value):
-        return gor.scope_for(trends.parse_day(value[0], "start"), trends.parse_day(value[1], "end"), value[2])
+        return gor_period.scope_for(trends.parse_day(value[0], "start"), trends.parse_day(value[1], "end"), value[2])
 
     def on_ask(text, range_name, first, last, cats, request: gr.Request):
         try:
             check_rate(services, current_user(request), rate_scope(request, current_user(request)),
                        "a question about the period")
             begin, finish = trends.resolve_range(services, RANGES.get(range_name, "week"), first, last)
-            scope = gor.scope_for(begin, finish, cats or [])
-            result = gor.ask_period(services, scope, text[:services.settings.max_input_chars],
+            scope = gor_period.scope_for(begin, finish, cats or [])
+            result = gor_period.ask_period(services, scope, text[:services.settings.max_input_chars],
                                     user=current_user(request))
         except (RateLimited, ValueError) as error:   # TrendsError is a ValueError
             return f"<span id='trends-ask-message'>{escape(str(error))}</span>", gr.skip(), gr.skip()
         value = (str(scope.start), str(scope.end), list(scope.categories))
-        return answer_html(result), training_html(gor.training_status(services, scope)), value
+        return answer_html(result), training_html(gor_period.training_status(services, scope)), value
 
     def on_tick(value):
         if not value:
             return gr.skip()
-        return training_html(gor.training_status(services, scope_of(value)))
+        return training_html(gor_period.training_status(services, scope_of(value)))
 
     ask.click(on_ask, [question] + range_inputs, [answer, status, asked], concurrency_limit=2)
     question.submit(on_ask, [question] + range_inputs, [answer, status, asked], concurrency_limit=2)
