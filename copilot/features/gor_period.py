@@ -1,6 +1,6 @@
 """Graph of Records in the app: "Ask about this period" answers at once (GoR's choice when the period's record graph
-is trained and validated, plain retrieval otherwise), and training is an explicit action in the background (or the
-nightly job), never started by a question."""
+is trained and validated, plain retrieval otherwise), and training is an explicit action in the background, never
+started by a question."""
 
 from __future__ import annotations
 
@@ -109,8 +109,8 @@ def plain_notice(status: dict) -> str:
                 "when it is ready to get Graph of Records' choice.")
     if state in ("too small", "failed"):
         return f"Plain retrieval: {status.get('stage')}."
-    return ("Plain retrieval: this period's record graph is not trained. Training it (\"Train the record graph\", or "
-            f"the nightly job) takes about {TRAINING_MINUTES} minutes of full CPU for a month of papers.")
+    return ("Plain retrieval: this period's record graph is not trained. Training it (\"Train the record graph\") "
+            f"takes about {TRAINING_MINUTES} minutes of full CPU for a month of papers.")
 
 
 # --- asking ------------------------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def ask_period(services: Services, scope: Scope, question: str, opts: GoROptions
                progress: Callable[[str], None] = lambda _: None) -> PeriodAnswer:
     """Answer `question` from the scope's top-6 records. `train`: prepare the scope now if needed (the command
     line); otherwise a scope without a trained network is answered at once by plain retrieval, and its training
-    is left to the user's explicit action (`start_training`) or the nightly job."""
+    is left to the user's explicit action (`start_training`)."""
     opts = opts or GoROptions.from_settings(services.settings)
     question = " ".join(question.split())
     if not question:
@@ -142,7 +142,7 @@ def ask_period(services: Services, scope: Scope, question: str, opts: GoROptions
             prepared = prepare(services, scope, opts, user, progress)
         except TooFewNodes as error:
             notices.append(f"Plain retrieval: {error}.")
-    else:   # never trains unasked: training is its own action (start_training) or the nightly job's
+    else:   # never trains unasked: training is its own action (start_training)
         status = training_status(services, scope, opts)
         if status["state"] == "ready":
             prepared = prepare(services, scope, opts, user)

@@ -181,6 +181,31 @@ def load_view(services: Services, user: str):
             gr.update(choices=_choices(state), value=list(state["papers"])), state)
 
 
+def _events(services: Services):
+    """The tab's callbacks over `services` (Gradio passes the request only to a function that names it)."""
+    def on_lookup(name_text, progress=gr.Progress()):
+        return lookup_view(services, name_text, progress)
+
+    def on_ids(text_ids):
+        return ids_view(services, text_ids)
+
+    def on_generate(current, checked, pasted_text, request: gr.Request):
+        try:
+            check_rate(services, current_user(request), rate_scope(request, current_user(request)),
+                       "generating a profile")
+        except RateLimited as error:
+            yield f"**{escape(error)}**", gr.update(), gr.update()
+            return
+        yield from generate_view(services, current, checked, pasted_text)
+
+    def on_save(profile_text, words, current, checked, request: gr.Request):
+        return save_view(services, current_user(request), profile_text, words, current, checked)
+
+    def on_load(request: gr.Request):
+        return load_view(services, current_user(request))
+    return on_lookup, on_ids, on_generate, on_save, on_load
+
+
 def build(services: Services) -> None:
     gr.Markdown("Tell the copilot who you are: find your arXiv papers, keep the ones that are yours, generate a "
                 "draft profile, edit it and save it. Trends and Chat personalize with your saved profile.")
@@ -210,26 +235,7 @@ def build(services: Services) -> None:
     saved = gr.Markdown(elem_id="profile-saved")
     state = gr.State({})
 
-    def on_lookup(name_text, progress=gr.Progress()):
-        return lookup_view(services, name_text, progress)
-
-    def on_ids(text_ids):
-        return ids_view(services, text_ids)
-
-    def on_generate(current, checked, pasted_text, request: gr.Request):
-        try:
-            check_rate(services, current_user(request), rate_scope(request, current_user(request)),
-                       "generating a profile")
-        except RateLimited as error:
-            yield f"**{escape(error)}**", gr.update(), gr.update()
-            return
-        yield from generate_view(services, current, checked, pasted_text)
-
-    def on_save(profile_text, words, current, checked, request: gr.Request):
-        return save_view(services, current_user(request), profile_text, words, current, checked)
-
-    def on_load(request: gr.Request):
-        return load_view(services, current_user(request))
+    on_lookup, on_ids, on_generate, on_save, on_load = _events(services)
 
     lookup_outputs = [status, groups, papers, state]
     gr.on([find.click, name.submit], on_lookup, inputs=name, outputs=lookup_outputs, concurrency_limit=2,
