@@ -357,7 +357,26 @@ def test_cli_lookup_build_show(svc, fake_arxiv, capsys, monkeypatch):
 
 
 # --- the real local model ----------------------------------------------------------------------------------------
+def test_the_tiny_profile_drafts_by_quoting_each_papers_key_sentence(svc, fake_arxiv):
+    from copilot.methods.quotes import CLOSE_QUOTE, OPEN_QUOTE
+
+    papers = [c.paper for c in L.lookup_author(svc, "Adrian Del Maestro", max_results=10).candidates[:3]]
+    assert svc.model_profile.tiny
+    draft = D.generate_draft(svc, papers)
+    assert draft.quoted and draft.notice == D.QUOTED_NOTICE and draft.text.startswith("I work on ")
+    quoted = re.findall(rf"In \[([^\]]+)\] we wrote: {OPEN_QUOTE}([^{CLOSE_QUOTE}]+){CLOSE_QUOTE}", draft.text)
+    assert [pid for pid, _ in quoted] == [p.id for p in papers]
+    for (pid, sentence), paper in zip(quoted, papers):
+        assert sentence in " ".join(paper.abstract.split())
+    assert D.MIN_KEYWORDS <= len(draft.keywords) <= P.MAX_KEYWORDS
+    assert svc.db.query_one("SELECT COUNT(*) AS n FROM llm_calls")["n"] == 0
+
+
 def test_generation_with_the_real_local_model(svc, fake_arxiv):
+    """The writing path (COPILOT_MODEL_PROFILE=capable) on the packaged model."""
+    from copilot.model_profile import CAPABLE, ModelProfile
+
+    svc.model_profile = ModelProfile(CAPABLE, "test: the writing path")
     papers = [c.paper for c in L.lookup_author(svc, "Adrian Del Maestro", max_results=10).candidates[:2]]
     draft = D.generate_draft(svc, papers, max_tokens=48)
     allowed = {p.id for p in papers}
