@@ -22,7 +22,8 @@ def full_texts(services: Services, items: Sequence[Evidence]) -> list[str]:
     texts = []
     for item in items:
         if item.kind == "paper" and item.id in papers:
-            texts.append(f"{papers[item.id].title}\n{papers[item.id].abstract}")
+            paper = papers[item.id]
+            texts.append(f"{' '.join(paper.title.split())}\n{paper.abstract}")
         elif item.kind == "thought":
             row = services.thoughts.get(item.id, include_hidden=True)
             texts.append(row.text if row else item.text)

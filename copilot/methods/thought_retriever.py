@@ -507,9 +507,8 @@ def draft_thought(llm: LLM, question: str, answer: str, max_tokens: int = 160) -
 
 
 # --- thoughts from quotes (the tiny profile) ---------------------------------------------------------------------
-# Cosine of the question and a quote below which the quote does not go into a thought. Measured with the packaged
-# MiniLM (docs/extractive.md): the quotes answers chose for 20 research questions scored 0.45-0.78 against them;
-# quotes of a thought about another topic, asked a question it does not answer, scored below 0.30.
+# Cosine of the question and a quote below which the quote does not go into a thought: the answers' own relevance
+# floor (measured in quotes.py). A thought quoted from an answer to another question falls below it.
 THOUGHT_QUOTE_FLOOR = quotes.RELEVANCE_FLOOR
 # Text that talks about itself or the exchange, not about the research: "The answer is not a real answer, but …".
 _SELF_DESCRIBING = re.compile(
