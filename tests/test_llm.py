@@ -15,7 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from copilot import llm as llm_module
+from copilot.llm import interface as llm_interface
+from copilot.llm import local as llm_local
 from copilot import prompts
 from copilot.config import SettingsError
 from copilot.llm import LLM, LLMError, Usage, packaged_gguf
@@ -131,17 +132,17 @@ def test_a_file_that_is_not_a_gguf_stops_start_up_naming_the_variable(tmp_path):
 
 def test_the_packaged_q4_1_model_gets_a_q8_0_copy_once(tmp_path):
     cache = tmp_path / "models"
-    copy = llm_module.fast_copy(packaged_gguf(), cache)
+    copy = llm_local.fast_copy(packaged_gguf(), cache)
     assert copy.parent == cache and copy.read_bytes()[:4] == b"GGUF"
     made = copy.stat().st_mtime
-    assert llm_module.fast_copy(packaged_gguf(), cache) == copy and copy.stat().st_mtime == made
-    assert llm_module.fast_copy(copy, cache) == copy                 # a Q8_0 model is used as it is
-    assert llm_module.fast_copy(packaged_gguf(), None) == packaged_gguf()
+    assert llm_local.fast_copy(packaged_gguf(), cache) == copy and copy.stat().st_mtime == made
+    assert llm_local.fast_copy(copy, cache) == copy                 # a Q8_0 model is used as it is
+    assert llm_local.fast_copy(packaged_gguf(), None) == packaged_gguf()
 
 
 def test_a_build_with_amx_kernels_reads_prompts_token_by_token(tmp_path, monkeypatch):
-    monkeypatch.setattr(llm_module, "built_with_amx", lambda: True)
-    backend = llm_module.LocalBackend(packaged_gguf(), 1024, 1, 30.0, n_batch=256, cache_dir=tmp_path / "m")
+    monkeypatch.setattr(llm_local, "built_with_amx", lambda: True)
+    backend = llm_local.LocalBackend(packaged_gguf(), 1024, 1, 30.0, n_batch=256, cache_dir=tmp_path / "m")
     loaded = backend._load()
     assert loaded.llama.n_batch == 1
 
@@ -200,7 +201,7 @@ def test_openai_backend_real_round_trip(llama_server, tmp_path):
     assert [(c["backend"], c["model"], c["error"]) for c in calls] == [("openai", "smollm2-test", None)] * 2
     assert calls[0]["output"] == text and calls[0]["completion_tokens"] > 0
     # llama_cpp.server reports no usage when streaming: each streamed piece (one token) is counted. The page may get
-    # fewer, longer pieces: a piece ending in what could begin the key waits for the next one (config.StreamMask)
+    # fewer, longer pieces: a piece ending in what could begin the key waits for the next one (secrets.StreamMask)
     assert len(pieces) > 1 and calls[1]["completion_tokens"] >= len(pieces) and calls[1]["output"] == "".join(pieces)
     assert_key_nowhere(services)
 
@@ -258,7 +259,7 @@ def echoing_endpoint():
 
 @pytest.mark.parametrize("status,retryable", [(400, False), (500, True)])
 def test_api_key_never_in_error_or_log(echoing_endpoint, tmp_path, monkeypatch, status, retryable):
-    monkeypatch.setattr(llm_module.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(llm_interface.time, "sleep", lambda seconds: None)
     monkeypatch.setattr(_EchoingEndpoint, "status", status)
     base = f"http://127.0.0.1:{echoing_endpoint.server_address[1]}/v1"
     services = openai_services(tmp_path, base, llm_retries=2)
@@ -271,7 +272,7 @@ def test_api_key_never_in_error_or_log(echoing_endpoint, tmp_path, monkeypatch, 
 
 
 def test_unreachable_endpoint_is_retryable_and_clear(tmp_path, monkeypatch):
-    monkeypatch.setattr(llm_module.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(llm_interface.time, "sleep", lambda seconds: None)
     services = openai_services(tmp_path, f"http://127.0.0.1:{free_port()}/v1", llm_retries=1)
     with pytest.raises(LLMError, match="cannot reach the LLM endpoint") as caught:
         services.llm.complete(PROMPT.render(), max_tokens=8)
@@ -291,7 +292,7 @@ def test_openai_backend_without_key_is_refused(tmp_path):
 # --- retries with backoff (scripted backend)
 def test_transient_errors_are_retried_with_exponential_backoff(services, monkeypatch):
     slept: list[float] = []
-    monkeypatch.setattr(llm_module.time, "sleep", slept.append)
+    monkeypatch.setattr(llm_interface.time, "sleep", slept.append)
     llm, backend = scripted_llm(services.db, [LLMError("busy", retryable=True), LLMError("busy", retryable=True),
                                               "the answer"])
     llm.retries, llm.backoff = 2, 0.5
@@ -302,7 +303,7 @@ def test_transient_errors_are_retried_with_exponential_backoff(services, monkeyp
 
 
 def test_retries_give_up_and_permanent_errors_are_not_retried(services, monkeypatch):
-    monkeypatch.setattr(llm_module.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(llm_interface.time, "sleep", lambda seconds: None)
     llm, backend = scripted_llm(services.db, [LLMError("busy", retryable=True)] * 3)
     llm.retries = 1
     with pytest.raises(LLMError, match="busy"):

@@ -8,7 +8,8 @@ import sys
 from copilot.cli.output import print_json
 from copilot.errors import UserError
 from copilot.features import gor, gor_period
-from copilot.features.trends import PRESETS, TrendsError, TrendsOptions, default_ideas, resolve_range, run_trends
+from copilot.features.trends import (IDEAS_OFF_NOTICE, NO_IDEA_PASSED, PRESETS, TrendsOptions,
+                                     TrendsReport, default_ideas, resolve_range, run_trends)
 from copilot.services import Services
 
 
@@ -17,21 +18,18 @@ def cmd_trends(args: argparse.Namespace) -> int:
     categories = [c.strip() for c in (args.categories or "").split(",") if c.strip()]
     if args.ask is not None:
         return cmd_ask_period(services, args, categories)
-    try:
-        start, end = resolve_range(services, args.range, args.start, args.end)
-        opts = TrendsOptions.from_settings(services.settings, cap=args.cap, summarized_topics=args.summaries,
-                                           ideas=default_ideas(services.settings) if args.ideas is None
-                                           else args.ideas)
-        report = run_trends(services, start, end, categories, args.user, opts,
-                            refresh=args.refresh,
-                            on_stage=lambda r: print(f"[trends] {r.stage}", file=sys.stderr, flush=True))
-    except TrendsError as error:
-        raise UserError(str(error)) from None
+    start, end = resolve_range(services, args.range, args.start, args.end)
+    opts = TrendsOptions.from_settings(services.settings, cap=args.cap, summarized_topics=args.summaries,
+                                       ideas=default_ideas(services.settings) if args.ideas is None
+                                       else args.ideas)
+    report = run_trends(services, start, end, categories, args.user, opts,
+                        refresh=args.refresh,
+                        on_stage=lambda r: print(f"[trends] {r.stage}", file=sys.stderr, flush=True))
     for notice in report.notices + report.failures:
         print(f"[trends] {notice}", file=sys.stderr)
     print("[trends] seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in report.timings.items()), file=sys.stderr)
     if args.json:
-        print_json(report.as_json())
+        print_json({**report.as_json(), **ideas_status(report, opts.ideas)})
     else:
         print(f"{report.papers} papers, {report.start} … {report.end}")
         for topic in report.topics:
@@ -42,13 +40,26 @@ def cmd_trends(args: argparse.Namespace) -> int:
     return 0
 
 
+def ideas_status(report: TrendsReport, asked: int) -> dict:
+    """Why `ideas` is what it is, for a script: `ideas_status` is shown | off | none_passed | failed, and
+    `ideas_note` the sentence the page shows (None when ideas are shown)."""
+    if report.ideas:
+        return {"ideas_status": "shown", "ideas_note": None}
+    if asked <= 0:
+        off = IDEAS_OFF_NOTICE if IDEAS_OFF_NOTICE in report.notices else "Research ideas were not asked for (--ideas 0)."
+        return {"ideas_status": "off", "ideas_note": off}
+    if report.ideas_error == NO_IDEA_PASSED:
+        return {"ideas_status": "none_passed", "ideas_note": NO_IDEA_PASSED}
+    return {"ideas_status": "failed", "ideas_note": report.ideas_error or "Ideas failed; see the logs."}
+
+
 def cmd_ask_period(services: Services, args: argparse.Namespace, categories: list[str]) -> int:
     """`trends --ask QUESTION`: trains the period's record graph first when none is cached (progress on stderr)."""
     try:
         start, end = resolve_range(services, args.range, args.start, args.end)
         result = gor_period.ask_period(services, gor_period.scope_for(start, end, categories), args.ask, train=True,
                                 progress=lambda stage: print(f"[gor] {stage}", file=sys.stderr, flush=True))
-    except (TrendsError, ValueError) as error:
+    except ValueError as error:      # Graph of Records reports bad input as a plain ValueError
         raise UserError(str(error)) from None
     for notice in result.notices:
         print(f"[gor] {notice}", file=sys.stderr)

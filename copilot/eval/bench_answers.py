@@ -120,7 +120,6 @@ def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | Non
     from copilot.features.answers import full_texts
     from copilot.features.chat import Chat
     from copilot.llm import LLM, Usage
-    from copilot.methods.thought_retriever import ThoughtMemory
 
     if papers:
         from copilot.features.library import ingestor
@@ -128,7 +127,7 @@ def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | Non
         ingestor(services).run("bench", papers)
     recorder = RecordingBackend(services.llm.backend)
     services.llm = LLM(recorder, services.db, retries=0)
-    memory = ThoughtMemory(services.db, services.store, services.embedder, services.settings.merge_threshold)
+    memory = services.thought_memory
     seeded = seed_thoughts(services, memory, questions)
     chat = Chat(services)
     instructions = [prompts.CHAT_ANSWER.system]

@@ -13,7 +13,7 @@ from datetime import date
 import numpy as np
 
 from copilot.features.gor import (GOR, PLAIN, ChosenNode, GoROptions, PeriodAnswer, Prepared, Scope, TooFewNodes,
-                                  answer_from, corpus_version, network_variant, not_validated_notice, prepare,
+                                  answer_from, corpus_version, gate_of, network_variant, not_validated_notice, prepare,
                                   scope_graph, scope_papers)
 from copilot.grounding import labels_to_ids
 from copilot.llm import LLMError
@@ -51,9 +51,8 @@ def training_status(services: Services, scope: Scope, opts: GoROptions | None = 
         return status
     stored = services.gor_cache.network(key, corpus_version(services), network_variant(services, opts))
     if stored is not None:
-        verdict = ("" if stored.meta.get("validated", True) else
-                   f"; not used: held-out MRR {stored.meta.get('heldout_mrr_gor', 0):.2f} against plain retrieval's "
-                   f"{stored.meta.get('heldout_mrr_plain', 0):.2f}")
+        validated, why = gate_of(stored.meta)
+        verdict = "" if validated else f"; not used: {why}"
         return {"state": "ready", "stage": f"trained on {stored.meta.get('questions')} simulated questions over "
                                            f"{stored.meta.get('nodes')} records{verdict}", "meta": stored.meta}
     return status or {"state": "idle", "stage": "not trained yet"}
@@ -151,7 +150,7 @@ def ask_period(services: Services, scope: Scope, question: str, opts: GoROptions
     seconds["prepare"] = time.perf_counter() - clock
     clock = time.perf_counter()
     query = services.embedder.embed_one(question)
-    if prepared is not None and prepared.trained is not None and not prepared.meta.get("validated", True):
+    if prepared is not None and prepared.trained is not None and not gate_of(prepared.meta)[0]:
         notices.append(not_validated_notice(prepared.meta))
         prepared.trained = None
     if prepared is not None and prepared.trained is not None:

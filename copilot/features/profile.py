@@ -10,6 +10,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
+from copilot.errors import UserError
 from copilot.features.library import ingestor
 from copilot.records import Paper, parse_arxiv_id, parse_id_list, storable_text
 from copilot.services import Services
@@ -26,7 +27,7 @@ PROFILE_PAPERS_NOT_STORED = "profile_papers_not_stored"
 NOT_FOUND_HINT = "You can also paste arXiv ids or links, or paste a text about your research."
 
 
-class ProfileError(ValueError):
+class ProfileError(UserError, ValueError):
     """Bad input or a fault the user can act on; the message says what to do."""
 
 

@@ -18,6 +18,7 @@ from datetime import date, timedelta
 
 import numpy as np
 
+from copilot.errors import UserError
 from copilot.features.profile import profile_for_personalizing
 from copilot.features.trends_ideas import (IDEA_SUPPORT, NO_IDEA_PASSED, Idea, generate_ideas,  # noqa: F401
                                            grounded_idea, ideas_from_rat, ideas_task, retriever)
@@ -52,7 +53,7 @@ IDEAS_OFF_NOTICE = ("Research ideas are off by default with a tiny local model: 
                     "or configure a larger model or an OpenAI-compatible endpoint (COPILOT_LLM=openai).")
 
 
-class TrendsError(ValueError):
+class TrendsError(UserError, ValueError):
     """Input or data the user can act on (bad range, empty range, empty library)."""
 
 

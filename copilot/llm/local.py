@@ -1,66 +1,21 @@
-"""One LLM interface (complete + stream) over two backends, every call logged to SQLite `llm_calls`."""
+"""The local backend: llama.cpp in this process, on the packaged SmolLM2 model or one the settings name."""
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import logging
 import os
-import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 
-from copilot.config import Settings, StreamMask, mask_secret
-from copilot.prompts import RenderedPrompt
-from copilot.records import storable_text
-from copilot.store.db import Database
+from copilot.llm.interface import LLMError
 
 log = logging.getLogger(__name__)
-
-
-class LLMError(RuntimeError):
-    """A failed LLM call. `retryable` says whether trying again may help."""
-
-    def __init__(self, message: str, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-
-
-@dataclass
-class Usage:
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int = 0                 # prompt tokens whose KV cache was reused from the previous call
-    prompt_seconds: float | None = None    # evaluating the prompt (what the user waits for before a first token)
-    first_token_seconds: float | None = None
-    total_seconds: float | None = None
-    notices: list[str] = field(default_factory=list)   # e.g. "the prompt was trimmed to fit"
-
-    @property
-    def prompt_rate(self) -> float | None:
-        evaluated = (self.prompt_tokens or 0) - self.cached_tokens
-        return evaluated / self.prompt_seconds if self.prompt_seconds and evaluated > 0 else None
-
-    @property
-    def generation_rate(self) -> float | None:
-        if not self.completion_tokens or self.total_seconds is None or self.first_token_seconds is None:
-            return None
-        seconds = self.total_seconds - self.first_token_seconds
-        return (self.completion_tokens - 1) / seconds if seconds > 0 and self.completion_tokens > 1 else None
-
-
-class Backend(Protocol):
-    name: str
-    model: str
-    obeys_grammar: bool
-
-    def stream(self, messages: list[dict[str, str]], max_tokens: int, temperature: float,
-               usage: Usage, grammar: str | None = None) -> Iterator[str]: ...
 
 
 def packaged_gguf() -> Path:
@@ -72,11 +27,9 @@ def packaged_gguf() -> Path:
 
 
 def _llama_cpp():
-    """Import llama.cpp with OpenMP threads that sleep rather than spin while they wait (unless the environment
-    says otherwise). Spinning threads collapse as soon as another process wants the same cores: a 512-token
-    prompt on 2 threads ran at 16 tok/s with spinning and 198 tok/s with sleeping threads, measured on a 2-core
-    machine with another job busy (docs/performance.md). libgomp reads this once, when it loads."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    """Import llama.cpp. Its OpenMP threads sleep rather than spin while they wait: `copilot/__init__.py` sets
+    OMP_WAIT_POLICY before anything loads libgomp (a 512-token prompt on 2 threads ran at 16 tok/s with spinning
+    and 198 tok/s with sleeping threads on a 2-core machine with another job busy, docs/performance.md)."""
     import llama_cpp
 
     return llama_cpp
@@ -158,6 +111,9 @@ class _LoadedModel:
 
 _loaded_models: dict[tuple, _LoadedModel] = {}
 _load_lock = threading.Lock()
+# Let go of the models while llama.cpp's bindings still exist: freed during the interpreter's teardown they print
+# "Exception ignored in Llama.__del__" (seen once llm.py became a package, which changed the teardown order).
+atexit.register(_loaded_models.clear)
 
 
 class LocalBackend:
@@ -352,204 +308,3 @@ def _grammar(text: str):
                 _grammars.clear()
             _grammars[text] = LlamaGrammar.from_string(text, verbose=False)
         return _grammars[text]
-
-
-class OpenAIBackend:
-    """Any OpenAI-compatible chat endpoint through the `openai` client."""
-
-    name = "openai"
-    obeys_grammar = False    # the prompt states the shape; the output checks in copilot.grounding still run
-
-    def __init__(self, base_url: str | None, api_key: str, model: str, timeout: float) -> None:
-        import openai
-
-        self._openai = openai
-        self._key = api_key
-        self.model = model
-        self.timeout = timeout
-        self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
-
-    def mask(self, text: str) -> str:
-        """`text` without the API key in any form an endpoint may echo (base64, reversed, spaced …)."""
-        return mask_secret(text, self._key)
-
-    @property
-    def secret(self) -> str:
-        """The key, for masking streamed answers (never logged or shown)."""
-        return self._key
-
-    def _error(self, error: Exception) -> LLMError:
-        o = self._openai
-        text = self.mask(str(error))
-        if isinstance(error, o.AuthenticationError):
-            return LLMError("the endpoint rejected the API key: check OPENAI_API_KEY")
-        if isinstance(error, o.NotFoundError):
-            return LLMError(f"model '{self.model}' not found at the endpoint: check COPILOT_LLM_MODEL")
-        if isinstance(error, o.APITimeoutError):
-            return LLMError("the LLM endpoint timed out", retryable=True)
-        if isinstance(error, o.APIConnectionError):
-            return LLMError("cannot reach the LLM endpoint: check OPENAI_BASE_URL", retryable=True)
-        if isinstance(error, (o.RateLimitError, o.InternalServerError)):
-            return LLMError(f"the LLM endpoint is busy or failing ({type(error).__name__})", retryable=True)
-        if isinstance(error, o.APIStatusError) and error.status_code >= 500:
-            return LLMError(f"the LLM endpoint failed (HTTP {error.status_code})", retryable=True)
-        return LLMError(f"the LLM endpoint refused the request: {text[:300]}")
-
-    def stream(self, messages, max_tokens, temperature, usage, grammar=None):
-        started = time.monotonic()
-        try:
-            # include_usage: the endpoint's own token counts in a last chunk (OpenAI, vLLM, Ollama); one that ignores
-            # it (llama_cpp.server) leaves the prompt's tokens unknown (0) and the streamed pieces are counted instead
-            response = self.client.chat.completions.create(
-                model=self.model, messages=messages, max_tokens=max_tokens, temperature=temperature, stream=True,
-                stream_options={"include_usage": True})
-            count, reported = 0, False
-            for chunk in response:
-                if time.monotonic() - started > self.timeout:   # the client's timeout is per read, not per call
-                    response.close()
-                    raise LLMError(f"the LLM endpoint did not finish within {self.timeout:.0f} s")
-                if getattr(chunk, "usage", None):
-                    usage.prompt_tokens = chunk.usage.prompt_tokens
-                    usage.completion_tokens = chunk.usage.completion_tokens
-                    reported = True
-                if not chunk.choices:
-                    continue
-                piece = chunk.choices[0].delta.content or ""
-                if piece:
-                    count += 1
-                    if not reported:
-                        usage.completion_tokens = count
-                    if usage.first_token_seconds is None:
-                        usage.first_token_seconds = time.monotonic() - started
-                    yield piece
-        except self._openai.OpenAIError as error:
-            raise self._error(error) from None
-        finally:
-            usage.total_seconds = time.monotonic() - started
-
-
-class LLM:
-    """The one way the product talks to a language model."""
-
-    def __init__(self, backend: Backend, db: Database | None, retries: int = 2, backoff: float = 1.0) -> None:
-        self.backend = backend
-        self.db = db
-        self.retries = retries
-        self.backoff = backoff
-
-    @property
-    def info(self) -> dict[str, str]:
-        return {"backend": self.backend.name, "model": self.backend.model}
-
-    @property
-    def obeys_grammar(self) -> bool:
-        """Whether a grammar passed to `stream` constrains the output (the local model) or is ignored."""
-        return getattr(self.backend, "obeys_grammar", False)
-
-    @property
-    def scores_options(self) -> bool:
-        """Whether `option_logprobs` can weigh a choice of words (the local model; an endpoint cannot)."""
-        return hasattr(self.backend, "option_logprobs")
-
-    def option_logprobs(self, prompt: RenderedPrompt, options: Sequence[str],
-                        usage: Usage | None = None) -> dict[str, float]:
-        """Log-probability of each option as the reply to `prompt`, logged like any call. Only for a backend that
-        `scores_options`."""
-        prompt = RenderedPrompt(prompt.name, storable_text(prompt.system), storable_text(prompt.user))
-        usage = usage if usage is not None else Usage()
-        started, scores, error = time.time(), {}, None
-        try:
-            scores = self.backend.option_logprobs(prompt.as_messages(), list(options), usage)
-            return scores
-        except LLMError as caught:
-            error = caught
-            raise
-        except Exception as caught:
-            error = self._failure(caught)
-            raise error from None
-        finally:
-            self._log(prompt, " · ".join(f"{option} {logprob:.3f}" for option, logprob in scores.items()), usage,
-                      time.time() - started, started, error)
-
-    def complete(self, prompt: RenderedPrompt, max_tokens: int = 256, temperature: float = 0.2,
-                 grammar: str | None = None, usage: Usage | None = None) -> str:
-        return "".join(self.stream(prompt, max_tokens=max_tokens, temperature=temperature, grammar=grammar,
-                                   usage=usage))
-
-    def stream(self, prompt: RenderedPrompt, max_tokens: int = 256, temperature: float = 0.2,
-               grammar: str | None = None, usage: Usage | None = None) -> Iterator[str]:
-        """Yield pieces of the answer. Transient errors before the first piece are retried with backoff.
-        `grammar` (GBNF) constrains a backend that obeys grammars; `usage`, when given, receives token counts,
-        timings and notices of the call."""
-        # lone surrogates (pasted text, undecodable command-line bytes) cannot be encoded for the model or the log
-        prompt = RenderedPrompt(prompt.name, storable_text(prompt.system), storable_text(prompt.user))
-        attempt = 0
-        usage = usage if usage is not None else Usage()   # a retry happens only before any piece, so it may share
-        while True:
-            pieces: list[str] = []
-            started = time.time()
-            error: LLMError | None = None
-            try:
-                masking = self._stream_mask()
-                for piece in self.backend.stream(prompt.as_messages(), max_tokens, temperature, usage,
-                                                 grammar=grammar):
-                    pieces.append(piece)
-                    shown = masking.feed(piece) if masking else piece
-                    if shown:
-                        yield shown
-                if masking and (rest := masking.flush()):
-                    yield rest
-            except LLMError as caught:
-                error = caught
-            except Exception as caught:
-                error = self._failure(caught)
-            finally:
-                self._log(prompt, "".join(pieces), usage, time.time() - started, started, error)
-            if error is None:
-                return
-            if error.retryable and not pieces and attempt < self.retries:
-                attempt += 1
-                time.sleep(self.backoff * (2 ** (attempt - 1)) * (1 + random.random() / 2))
-                continue
-            raise error
-
-    def _failure(self, caught: Exception) -> LLMError:
-        """A backend bug or library error, reported as an LLM failure without the backend's secret."""
-        return LLMError(self._mask(f"LLM call failed: {type(caught).__name__}: {caught}")[:400])
-
-    def _stream_mask(self) -> StreamMask | None:
-        """Masks the backend's secret in streamed pieces (an endpoint may echo the key in a successful answer)."""
-        secret = getattr(self.backend, "secret", None)
-        return StreamMask(secret) if secret else None
-
-    def _mask(self, text: str) -> str:
-        """`text` without the backend's secret (a backend without one has nothing to hide)."""
-        mask = getattr(self.backend, "mask", None)
-        return mask(text) if mask else text
-
-    def _log(self, prompt, output, usage, latency, started, error) -> None:
-        if self.db is None:
-            return
-        try:
-            self.db.execute(
-                "INSERT INTO llm_calls (started_at, backend, model, prompt_name, prompt, output, prompt_tokens,"
-                " completion_tokens, latency_s, error) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (started, self.backend.name, self.backend.model, prompt.name, self._mask(prompt.as_text()),
-                 self._mask(output), usage.prompt_tokens, usage.completion_tokens, latency,
-                 self._mask(str(error)) if error else None))
-        except Exception:  # logging must never break an answer
-            log.exception("could not log an LLM call")
-
-
-def build_llm(settings: Settings, db: Database | None) -> LLM:
-    if settings.llm_backend == "openai":
-        if not settings.openai_api_key:
-            raise LLMError("no key found: set OPENAI_API_KEY or use COPILOT_LLM=local")
-        backend: Backend = OpenAIBackend(settings.openai_base_url, settings.openai_api_key.get_secret_value(),
-                                         settings.llm_model, settings.llm_timeout)
-    else:
-        backend = LocalBackend(settings.local_model or packaged_gguf(), settings.local_context,
-                               settings.local_threads, settings.llm_timeout, batch_threads=settings.batch_threads,
-                               n_batch=settings.local_batch,
-                               cache_dir=settings.data_dir / "models" if settings.local_requantize else None)
-    return LLM(backend, db, retries=settings.llm_retries)
