@@ -193,12 +193,12 @@ def nearest_line(titles: Sequence[str], scores: Sequence[float] | None = None, l
 
 
 def render(selection: Selection, titles: Sequence[str], scores: Sequence[float] | None = None) -> Iterator[str]:
-    """The answer in pieces, a quote per line (as a stream of model output would arrive)."""
+    """The answer in pieces, a quote per paragraph (as a stream of model output would arrive)."""
     if not selection.quotes:
         yield nearest_line(titles, scores)
         return
     for n, quote in enumerate(selection.quotes):
-        yield ("\n" if n else "") + quote.shown()
+        yield ("\n\n" if n else "") + quote.shown()
 
 
 _QUOTED = re.compile(rf"\[(?P<label>[^\[\]\n]{{1,40}})\]\s*{OPEN_QUOTE}(?P<text>[^{CLOSE_QUOTE}]*){CLOSE_QUOTE}")

@@ -21,10 +21,11 @@ MAX_PLOTTED = 8
 
 
 def linked(text: str) -> str:
-    """Escape model text, then turn [2501.01234] and [2501.01234, hep-th/9901001] citations into arXiv links."""
+    """Escape model text, then turn [2501.01234] and [2501.01234, hep-th/9901001] citations into arXiv links; a
+    line break (between quotes) stays one."""
     def links(match: re.Match) -> str:
         return "[" + ", ".join(arxiv_link(pid.strip()) for pid in match.group(1).split(",")) + "]"
-    return _ID_REF.sub(links, escape(text))
+    return _ID_REF.sub(links, escape(text)).replace("\n", "<br>")
 
 
 def status_html(report: trends.TrendsReport) -> str:
