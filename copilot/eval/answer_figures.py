@@ -13,6 +13,7 @@ quote of it that covers at least KEY_COVER of its words in order.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 from copilot.features.answers import full_texts, quoted_answer
@@ -94,3 +95,32 @@ def answer_figures(services: Services, row: dict, trace: SlimTrace) -> dict:
     texts = full_texts(services, trace.items)
     return {"supported": supported_share(trace.answer, label_sources(texts, [e.id for e in trace.items])),
             "key_quoted": quotes_key(trace.answer, row["answer"]) if row["gold"] else None}
+
+
+# --- token-F1 ---------------------------------------------------------------------------------------------------
+_STATEMENT_OPENING = re.compile(r"\bsource \[\d+\] \w+ that\b", re.I)     # the local model's "Source [2] shows that"
+_ARTICLES = {"a", "an", "the"}
+
+
+def answer_tokens(text: str) -> list[str]:
+    """Lower-case words and numbers of a text, without articles, citation labels "[n]" and the local model's
+    "Source [n] … that" openings."""
+    text = re.sub(r"\[\d+\]", " ", _STATEMENT_OPENING.sub(" ", text or ""))
+    return [word for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in _ARTICLES]
+
+
+def token_f1(prediction: str, reference: str) -> float:
+    """Harmonic mean of token precision and recall, tokens counted with multiplicity (SQuAD's answer F1)."""
+    predicted, expected = answer_tokens(prediction), answer_tokens(reference)
+    if not predicted or not expected:
+        return float(predicted == expected)
+    same = sum((Counter(predicted) & Counter(expected)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(predicted), same / len(expected)
+    return 2 * precision * recall / (precision + recall)
+
+
+def mean_or_none(values: Sequence) -> float | None:
+    values = [float(v) for v in values if v is not None]
+    return round(sum(values) / len(values), 4) if values else None

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from copilot.eval.answer_figures import answer_figures, quoted_trace
+from copilot.eval.answer_figures import answer_figures, answer_tokens, mean_or_none, quoted_trace, token_f1  # noqa: F401
 from copilot.eval.report_files import json_text, write_files
 from copilot.eval.thoughts_eval import JUDGE_MAX_TOKENS, verdict_line
 from copilot.features.adaptive import paper_retriever, proxy_llm, slim_options
@@ -152,30 +152,6 @@ GENERAL: tuple[tuple[str, str], ...] = (
     ("What is transfer learning?", "Transfer learning reuses a model trained on one task as the starting point for "
      "another task."),
 )
-
-
-# --- token-F1 ---------------------------------------------------------------------------------------------------
-_STATEMENT_OPENING = re.compile(r"\bsource \[\d+\] \w+ that\b", re.I)     # the local model's "Source [2] shows that"
-_ARTICLES = {"a", "an", "the"}
-
-
-def answer_tokens(text: str) -> list[str]:
-    """Lower-case words and numbers of a text, without articles, citation labels "[n]" and the local model's
-    "Source [n] … that" openings."""
-    text = re.sub(r"\[\d+\]", " ", _STATEMENT_OPENING.sub(" ", text or ""))
-    return [word for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in _ARTICLES]
-
-
-def token_f1(prediction: str, reference: str) -> float:
-    """Harmonic mean of token precision and recall, tokens counted with multiplicity (SQuAD's answer F1)."""
-    predicted, expected = answer_tokens(prediction), answer_tokens(reference)
-    if not predicted or not expected:
-        return float(predicted == expected)
-    same = sum((Counter(predicted) & Counter(expected)).values())
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(predicted), same / len(expected)
-    return 2 * precision * recall / (precision + recall)
 
 
 # --- the dev question set -----------------------------------------------------------------------------------------
@@ -320,11 +296,6 @@ def score_one(row: dict, strategy: str, trace: SlimTrace | None, seconds: float,
             "claims": [(c.text, c.query, c.verdict) for c in trace.claims] if trace else []}
 
 
-def _mean(values: Sequence) -> float | None:
-    values = [float(v) for v in values if v is not None]
-    return round(sum(values) / len(values), 4) if values else None
-
-
 def summarize(rows: Sequence[dict]) -> dict:
     if not rows:
         return {"questions": 0}
@@ -339,8 +310,8 @@ def summarize(rows: Sequence[dict]) -> dict:
                                                                        / main_tokens, 4) if main_tokens else None,
             "seconds_per_question": round(sum(r["seconds"] for r in rows) / len(rows), 3),
             "errors": sum(bool(r["error"]) for r in rows),
-            "supported": _mean([r.get("supported") for r in rows]),
-            "key_quoted_when_retrieved": _mean([r.get("key_quoted") for r in paper if r["gold_found"]]),
+            "supported": mean_or_none([r.get("supported") for r in rows]),
+            "key_quoted_when_retrieved": mean_or_none([r.get("key_quoted") for r in paper if r["gold_found"]]),
             **judged(rows)}
 
 
