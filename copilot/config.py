@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import functools
 import os
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -103,10 +100,10 @@ class Settings(BaseSettings):
     # --- SlimPLM (Chat: "Adaptive retrieval")
     slim_unknown_threshold: float = Field(
         0.14, ge=0.0, le=1.0, description="SlimPLM with a local proxy: its judge says \"unknown\" (retrieve) when "
-        "its probability of that word reaches this. 0.14 was chosen by cross-validation on the dev set for the "
-        "packaged model ([docs/slim-eval.md](docs/slim-eval.md)); 0.5 is the word the model writes; another "
-        "`COPILOT_LOCAL_MODEL` needs its own (`eval slim` prints the calibration). An endpoint proxy is judged by "
-        "the word it writes.")
+        "its probability of that word reaches this. 0.14 is the best threshold over the 82 dev questions the judge "
+        "decides for the packaged model, picked on them (5-fold cross-validation chose 0.109-0.159; "
+        "[docs/slim-eval.md](docs/slim-eval.md)); another `COPILOT_LOCAL_MODEL` needs its own (`eval slim` prints "
+        "the calibration). An endpoint proxy is judged by the word it writes.")
 
     # --- Graph of Records (Trends: "Ask about this period")
     gor_questions: int = Field(40, ge=4, le=1000, description="Simulated questions written per period for Graph of "
@@ -139,6 +136,9 @@ class Settings(BaseSettings):
     rate_window: float = Field(60.0, gt=0, le=86400, description="Length in seconds of the rate-limit window.")
     auth: SecretStr | None = Field(
         None, description="Password protection for self-hosting: `user:password` pairs, comma-separated.")
+    oauth_client_id: str | None = Field(
+        None, validation_alias=_env("OAUTH_CLIENT_ID"), description="Set by Hugging Face Spaces when the Space "
+        "enables sign-in (OAUTH_CLIENT_ID); the page then shows a sign-in button.")
 
     # --- backup to a Hugging Face dataset (a free Space's disk is wiped on restart)
     hub_backup: str | None = Field(
@@ -273,123 +273,6 @@ def settings_table() -> str:
         shown = "—" if default is None else f"`{default}`"
         rows.append(f"| `{_env_name(name)}` | {shown} | {info.description} |")
     return "\n".join(rows)
-
-
-SECRET_MASK = "***"
-# What a careless echo puts between a secret's characters: spaces, punctuation, escaped line breaks (at most three)
-_GAP = r"(?:\\[nrt]|[^0-9A-Za-z]){0,3}"
-
-
-def mask_secret(text: str, secret: str | None) -> str:
-    """`text` with every form of `secret` an error body is seen to echo replaced by SECRET_MASK: as written, in any
-    case, reversed, with spaces or punctuation between its characters, base64-encoded (standard or URL-safe, at any
-    alignment inside a longer encoded text), hex- or percent-encoded. A secret under 8 characters is masked only as
-    written (its fuzzy forms would match ordinary text)."""
-    if not text or not secret:
-        return text
-    text = text.replace(secret, SECRET_MASK)
-    if len(secret) < 8:
-        return text
-    for pattern in _secret_patterns(secret):
-        text = pattern.sub(SECRET_MASK, text)
-    return text
-
-
-class StreamMask:
-    """mask_secret for text that arrives in pieces (a streamed answer): a key split across pieces is caught by
-    holding back only a tail that could be the beginning of one of its forms, until the next piece settles it; other
-    text passes at once. Feed pieces in order; `flush` at the end. The joined output equals mask_secret of the whole
-    text."""
-
-    def __init__(self, secret: str) -> None:
-        self.secret = secret
-        self.hold = 3 * len(secret) + 12       # longer than any form (percent-encoded, or spelled with gaps)
-        self.text = ""
-        self.sent = 0
-
-    def feed(self, piece: str) -> str:
-        self.text += piece
-        text, n = self.text, len(self.text)
-        cut = next((p for p in range(max(self.sent, n - self.hold), n) if _may_begin(text[p:], self.secret)), n)
-        for start, end in _secret_spans(text[self.sent:], self.secret):
-            if start < cut - self.sent < end:        # never cut through a whole form: it is masked with its text
-                cut = self.sent + start
-                break
-        return self._send(cut) if cut > self.sent else ""
-
-    def flush(self) -> str:
-        return self._send(len(self.text))
-
-    def _send(self, cut: int) -> str:
-        shown, self.sent = mask_secret(self.text[self.sent:cut], self.secret), cut
-        return shown
-
-
-def _may_begin(tail: str, secret: str) -> bool:
-    """Could `tail` (the end of the text so far) be the start of a form of `secret` that is not complete yet?"""
-    spelled, literal = _secret_forms(secret)
-    lowered = tail.lower()
-    if any(len(tail) < len(form) and form.startswith(lowered) for form in literal[0]):
-        return True
-    if any(len(tail) < len(form) and form.startswith(tail) for form in literal[1]):
-        return True
-    return any(_spelled_prefix(lowered, form) for form in spelled)
-
-
-def _spelled_prefix(tail: str, form: str) -> bool:
-    """`tail` is `form` (lower case) begun but not finished, with at most three gap characters between letters."""
-    i = j = gap = 0
-    while i < len(tail):
-        if j < len(form) and tail[i] == form[j]:
-            i, j, gap = i + 1, j + 1, 0
-        elif j > 0 and not tail[i].isalnum() and gap < 3:
-            i, gap = i + 1, gap + 1
-        else:
-            return False
-    return 0 < j < len(form)
-
-
-@functools.lru_cache(maxsize=8)
-def _secret_forms(secret: str) -> tuple[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]]:
-    """(forms spelled with gaps, lower case; (literal forms compared in any case, literal forms compared as
-    written)) — the forms mask_secret replaces."""
-    if len(secret) < 8:
-        return (), ((), (secret,))
-    raw = secret.encode("utf-8")
-    spelled = (secret.lower(), secret[::-1].lower())
-    any_case = (raw.hex(), "".join(f"%{b:02x}" for b in raw))
-    return spelled, (any_case, (secret, *_base64_forms(raw)))
-
-
-def _base64_forms(raw: bytes) -> tuple[str, ...]:
-    based = set()
-    for offset in range(3):                # the key's bytes may start at any of the three places in a base64 group
-        for encode in (base64.b64encode, base64.urlsafe_b64encode):
-            full = encode(bytes(offset) + raw).decode("ascii")
-            # only the characters made of the key's bits alone, not of a neighbour's or the padding's
-            based.add(full[-(-8 * offset // 6):8 * (offset + len(raw)) // 6])
-    return tuple(sorted(based))
-
-
-def _secret_spans(text: str, secret: str) -> list[tuple[int, int]]:
-    """Where the forms of `secret` that mask_secret replaces occur in `text`."""
-    spans = []
-    start = text.find(secret)
-    while start >= 0:
-        spans.append((start, start + len(secret)))
-        start = text.find(secret, start + 1)
-    if len(secret) >= 8:
-        spans += [m.span() for pattern in _secret_patterns(secret) for m in pattern.finditer(text)]
-    return sorted(spans)
-
-
-@functools.lru_cache(maxsize=8)
-def _secret_patterns(secret: str) -> tuple[re.Pattern[str], ...]:
-    raw = secret.encode("utf-8")
-    spelled = "|".join(_GAP.join(re.escape(c) for c in form) for form in (secret, secret[::-1]))
-    hexed = "|".join(re.escape(form) for form in (raw.hex(), "".join(f"%{b:02x}" for b in raw)))
-    return (re.compile(spelled, re.IGNORECASE), re.compile(hexed, re.IGNORECASE),
-            re.compile("|".join(re.escape(form) for form in _base64_forms(raw))))
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -13,6 +13,7 @@ from functools import cached_property
 from copilot.config import Settings, load_settings
 from copilot.embed import Embedder
 from copilot.llm import LLM, Backend, build_llm
+from copilot.methods.thought_retriever import ThoughtMemory
 from copilot.ratelimit import RateLimiter
 from copilot.sources.arxiv_api import ArxivSource
 from copilot.store.backup import BackupLog
@@ -117,6 +118,12 @@ class Services:
     @cached_property
     def thoughts(self) -> ThoughtStore:
         return ThoughtStore(self.db, self.store)
+
+    @cached_property
+    def thought_memory(self) -> ThoughtMemory:
+        """Thoughts with lineage (Thought-Retriever's memory), as Chat, deep answers and Trends keep them."""
+        return ThoughtMemory(self.db, self.store, self.embedder, self.settings.merge_threshold,
+                             private=self.settings.private_thoughts)
 
     @cached_property
     def profiles(self) -> ProfileStore:

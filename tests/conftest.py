@@ -30,6 +30,7 @@ UNIT_MODULES |= {"test_fusion"}    # Related rankings: fusion, BM25, query choic
 UNIT_MODULES |= {"test_gor_unit"}  # Graph of Records: graph, BERTScore, loss, store (issue #16)
 UNIT_MODULES |= {"test_longform", "test_eval_related_work"}  # RAT deep answers, related-work drafts (issue #15)
 UNIT_MODULES |= {"test_bibtex"}    # BibTeX out and in (issue #18)
+UNIT_MODULES |= {"test_errors"}    # one error family under UserError (issue #28)
 UNIT_MODULES |= {"test_fairness"}  # each user's share of the queue (issue #19)
 # vote statistics under peeking, preference export, the merge test with private thoughts (issue #30)
 UNIT_MODULES |= {"test_ab_stats", "test_preferences", "test_merge_privacy"}

@@ -7,7 +7,8 @@ import base64
 import pytest
 
 from copilot.cli import build_parser
-from copilot.config import SettingsError, load_settings, mask_secret, settings_table
+from copilot.config import SettingsError, load_settings, settings_table
+from copilot.secrets import mask_secret
 from tests import helpers
 from tests.helpers import ROOT
 
@@ -110,7 +111,7 @@ def test_a_secret_split_across_streamed_pieces_is_masked_as_the_whole_text_would
     import base64
     import random
 
-    from copilot.config import StreamMask
+    from copilot.secrets import StreamMask
 
     key = "sk-stream-0123456789abcdefXYZ"
     text = (f"key {key}, reversed {key[::-1]}, base64 {base64.b64encode(key.encode()).decode()}, spaced "

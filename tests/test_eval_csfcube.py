@@ -113,8 +113,12 @@ def test_eval_command_on_a_three_query_slice(tmp_path):
     lines = run.stdout.strip().splitlines()
     assert len(lines) == 1
     printed = json.loads(lines[0])
-    assert list(printed) == ["default_method", "product_default", "selection", "results", "vs_abstract",
-                             "cross_validated", "per_query", "meta"]
+    assert list(printed) == ["default_method", "product_default", "selection", "default_nested", "results",
+                             "vs_abstract", "cross_validated", "per_query", "meta"]
+    nested = printed["default_nested"]                 # 3 query papers: 3 folds, each choosing by the rule
+    assert nested["folds"] == 3 and sum(c["folds"] for c in nested["chosen"]) == 3
+    assert {c["method"] for c in nested["chosen"]} <= set(csfcube.PRODUCT_METHODS)
+    assert nested["in_sample_default"] == printed["default_method"] and nested["vs_abstract"]["queries"] == 3
     assert printed["product_default"] == "prism-extractive"
     # the default is the rule applied to the printed numbers (read here on its own, not through choose_default)
     assert printed["default_method"] == _default_by_the_rule(printed)

@@ -168,3 +168,15 @@ def test_a_simulated_question_is_kept_only_when_it_is_about_its_paper(question, 
                   "We study speculative decoding and register tokens that improve the interpretability of vision "
                   "transformers. Chronocept is a benchmark.", [], ["cs.CL"], date(2025, 5, 14))
     assert about_its_paper(question, paper) is kept
+
+
+def test_eval_gor_training_variants_are_parsed_and_checked():
+    from copilot.cli.evals import _train_variant
+    from copilot.errors import UserError
+
+    variant = _train_variant(gor.TrainSettings(), ["dropout=0.2", "epochs=30", "lr=1e-4", "alpha=0"])
+    assert (variant.dropout, variant.epochs, variant.lr, variant.alpha) == (0.2, 30, 1e-4, 0.0)
+    assert _train_variant(gor.TrainSettings(), []) == gor.TrainSettings()
+    for bad in ("heads=2", "dropout", "epochs=many"):
+        with pytest.raises(UserError):
+            _train_variant(gor.TrainSettings(), [bad])

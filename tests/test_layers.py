@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("methods and ingestion", ("copilot.methods", "copilot.ingest")),
     ("models and text rules", ("copilot.llm", "copilot.embed", "copilot.grounding", "copilot.prompts")),
     ("stores and sources", ("copilot.store", "copilot.sources")),
-    ("foundation", ("copilot", "copilot.config", "copilot.records", "copilot.errors")),
+    ("foundation", ("copilot", "copilot.config", "copilot.secrets", "copilot.records", "copilot.errors")),
 ]
 
 # The UI goes through features: a tab may not reach past them into the parts that compute or store.

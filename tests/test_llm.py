@@ -201,7 +201,7 @@ def test_openai_backend_real_round_trip(llama_server, tmp_path):
     assert [(c["backend"], c["model"], c["error"]) for c in calls] == [("openai", "smollm2-test", None)] * 2
     assert calls[0]["output"] == text and calls[0]["completion_tokens"] > 0
     # llama_cpp.server reports no usage when streaming: each streamed piece (one token) is counted. The page may get
-    # fewer, longer pieces: a piece ending in what could begin the key waits for the next one (config.StreamMask)
+    # fewer, longer pieces: a piece ending in what could begin the key waits for the next one (secrets.StreamMask)
     assert len(pieces) > 1 and calls[1]["completion_tokens"] >= len(pieces) and calls[1]["output"] == "".join(pieces)
     assert_key_nowhere(services)
 

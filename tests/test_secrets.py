@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from copilot.config import mask_secret
+from copilot.secrets import mask_secret
 from copilot.features.chat import Chat
 from copilot.llm import LLMError
 from copilot.prompts import HEALTH_CHECK

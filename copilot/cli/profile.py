@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from copilot.cli.output import print_json
 from copilot.errors import UserError
 from copilot.features.bibtex import arxiv_ids_from_bibtex_file
-from copilot.features.profile import DEFAULT_USER, ProfileError, build_profile, load_profile, lookup_author
+from copilot.features.profile import DEFAULT_USER, build_profile, load_profile, lookup_author
 from copilot.services import Services
 
 
@@ -17,10 +17,7 @@ def cmd_lookup(args: argparse.Namespace) -> int:
     def progress(count: int) -> None:
         print(f"\rfetched {count} papers", end="", file=sys.stderr, flush=True)
 
-    try:
-        result = lookup_author(Services(), args.name, args.max, progress)
-    except ProfileError as error:
-        raise UserError(str(error)) from None
+    result = lookup_author(Services(), args.name, args.max, progress)
     print("", file=sys.stderr)
     if args.json:
         print_json(result.as_dict())
@@ -43,11 +40,8 @@ def cmd_build(args: argparse.Namespace) -> int:
               file=sys.stderr)
         args.ids = ",".join([args.ids] * bool(args.ids) + ids)
     services = Services()
-    try:
-        profile, draft = build_profile(services, args.user, ids=args.ids or "", text=args.text or "",
-                                       max_tokens=args.max_tokens)
-    except ProfileError as error:
-        raise UserError(str(error)) from None
+    profile, draft = build_profile(services, args.user, ids=args.ids or "", text=args.text or "",
+                                   max_tokens=args.max_tokens)
     for note in draft.notes:
         print(f"note: {note}", file=sys.stderr)
     if args.json:
@@ -61,10 +55,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    try:
-        profile = load_profile(Services(), args.user)
-    except ProfileError as error:
-        raise UserError(str(error)) from None
+    profile = load_profile(Services(), args.user)
     if profile is None:
         raise UserError(f"no saved profile for user {args.user!r}; build one with `profile build`")
     if args.json:

@@ -8,19 +8,16 @@ import sys
 from copilot.cli.output import print_json
 from copilot.errors import UserError
 from copilot.features.related import (MODES, ONE_CALL_PER_ASPECT, QUERY_LABELS, RANKINGS, RESULT_LIMIT,
-                                      RelatedError, find_related, parse_query)
+                                      find_related, parse_query)
 from copilot.features.related_work import draft_related_work
 from copilot.services import Services
 
 
 def cmd_related(args: argparse.Namespace) -> int:
     services = Services()
-    try:
-        query = parse_query(services, args.arxiv_id or "", args.title or "", args.abstract or args.text or "")
-        result = find_related(services, query, args.limit, args.mode, lambda step: print(step, file=sys.stderr),
-                              method=args.method)
-    except RelatedError as error:
-        raise UserError(str(error)) from None
+    query = parse_query(services, args.arxiv_id or "", args.title or "", args.abstract or args.text or "")
+    result = find_related(services, query, args.limit, args.mode, lambda step: print(step, file=sys.stderr),
+                          method=args.method)
     for notice in [*result.notices, result.missing_notice]:
         if notice:
             print(notice, file=sys.stderr)
@@ -39,12 +36,9 @@ def cmd_related(args: argparse.Namespace) -> int:
 
 def cmd_related_work(args: argparse.Namespace) -> int:
     services = Services()
-    try:
-        query = parse_query(services, args.arxiv_id or "", args.title or "", args.abstract or "")
-        draft = draft_related_work(services, query, user=args.user, thoughts=args.with_thoughts,
-                                   progress=lambda step: print(step, file=sys.stderr))
-    except RelatedError as error:
-        raise UserError(str(error)) from None
+    query = parse_query(services, args.arxiv_id or "", args.title or "", args.abstract or "")
+    draft = draft_related_work(services, query, user=args.user, thoughts=args.with_thoughts,
+                               progress=lambda step: print(step, file=sys.stderr))
     record = draft.as_dict()
     if args.json:
         print_json(record)

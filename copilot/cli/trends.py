@@ -8,7 +8,7 @@ import sys
 from copilot.cli.output import print_json
 from copilot.errors import UserError
 from copilot.features import gor
-from copilot.features.trends import (IDEAS_OFF_NOTICE, NO_IDEA_PASSED, PRESETS, TrendsError, TrendsOptions,
+from copilot.features.trends import (IDEAS_OFF_NOTICE, NO_IDEA_PASSED, PRESETS, TrendsOptions,
                                      TrendsReport, default_ideas, resolve_range, run_trends)
 from copilot.services import Services
 
@@ -18,16 +18,13 @@ def cmd_trends(args: argparse.Namespace) -> int:
     categories = [c.strip() for c in (args.categories or "").split(",") if c.strip()]
     if args.ask is not None:
         return cmd_ask_period(services, args, categories)
-    try:
-        start, end = resolve_range(services, args.range, args.start, args.end)
-        opts = TrendsOptions.from_settings(services.settings, cap=args.cap, summarized_topics=args.summaries,
-                                           ideas=default_ideas(services.settings) if args.ideas is None
-                                           else args.ideas)
-        report = run_trends(services, start, end, categories, args.user, opts,
-                            refresh=args.refresh,
-                            on_stage=lambda r: print(f"[trends] {r.stage}", file=sys.stderr, flush=True))
-    except TrendsError as error:
-        raise UserError(str(error)) from None
+    start, end = resolve_range(services, args.range, args.start, args.end)
+    opts = TrendsOptions.from_settings(services.settings, cap=args.cap, summarized_topics=args.summaries,
+                                       ideas=default_ideas(services.settings) if args.ideas is None
+                                       else args.ideas)
+    report = run_trends(services, start, end, categories, args.user, opts,
+                        refresh=args.refresh,
+                        on_stage=lambda r: print(f"[trends] {r.stage}", file=sys.stderr, flush=True))
     for notice in report.notices + report.failures:
         print(f"[trends] {notice}", file=sys.stderr)
     print("[trends] seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in report.timings.items()), file=sys.stderr)
@@ -62,7 +59,7 @@ def cmd_ask_period(services: Services, args: argparse.Namespace, categories: lis
         start, end = resolve_range(services, args.range, args.start, args.end)
         result = gor.ask_period(services, gor.scope_for(start, end, categories), args.ask, train=True,
                                 progress=lambda stage: print(f"[gor] {stage}", file=sys.stderr, flush=True))
-    except (TrendsError, ValueError) as error:
+    except ValueError as error:      # Graph of Records reports bad input as a plain ValueError
         raise UserError(str(error)) from None
     for notice in result.notices:
         print(f"[gor] {notice}", file=sys.stderr)

@@ -109,7 +109,6 @@ def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | Non
     from copilot import prompts
     from copilot.features.chat import Chat
     from copilot.llm import LLM
-    from copilot.methods.thought_retriever import ThoughtMemory
 
     if papers:
         from copilot.features.library import ingestor
@@ -117,7 +116,7 @@ def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | Non
         ingestor(services).run("bench", papers)
     recorder = RecordingBackend(services.llm.backend)
     services.llm = LLM(recorder, services.db, retries=0)
-    memory = ThoughtMemory(services.db, services.store, services.embedder, services.settings.merge_threshold)
+    memory = services.thought_memory
     seeded = seed_thoughts(services, memory, questions)
     chat = Chat(services)
     instructions = [prompts.CHAT_ANSWER.system]

@@ -17,9 +17,10 @@ from concurrent.futures import TimeoutError as DeadlineExceeded
 from datetime import datetime, timezone
 from pathlib import Path
 
-from copilot.config import Settings, mask_secret
+from copilot.config import Settings
 from copilot.errors import UserError
 from copilot.ingest import Ingestor
+from copilot.secrets import mask_secret
 from copilot.services import Services
 from copilot.store.backup import (BackupError, BackupLog, HubSnapshots, data_dir_is_empty, extract_snapshot,
                                   write_snapshot)

@@ -42,7 +42,7 @@ SWEEP_AFTER_S = 15 * 60          # unvoted turns older than this get their (no-v
 _sides = random.SystemRandom()
 
 
-class ChatError(UserError):
+class ChatError(UserError, ValueError):
     """Bad input, or an action the turn does not allow; the message says what to do."""
 
 

@@ -75,8 +75,7 @@ def keep_as_thought(services: Services, answer: DeepAnswer, user: str) -> Though
     every item retrieved in the run."""
     if not answer.done:
         raise ChatError("the deep answer is not finished; an unfinished answer is never stored")
-    memory = ThoughtMemory(services.db, services.store, services.embedder, services.settings.merge_threshold,
-                           private=services.settings.private_thoughts)
+    memory = services.thought_memory
     items = answer.run.numbering.items
     outcome = think(services.llm, memory, answer.question, labels_to_ids(answer.run.text, items), items,
                     origin="deep", user=user, max_tokens=services.settings.answer_tokens)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from copilot.errors import UserError
 from copilot.features.library import ingestor
 from copilot.grounding import check, close_cut_statements, keep_paper_citations, tidy
 from copilot.llm import LLMError
@@ -32,7 +33,7 @@ PROFILE_UNREADABLE = "profile_unreadable"                  # failure kinds count
 PROFILE_PAPERS_NOT_STORED = "profile_papers_not_stored"
 
 
-class ProfileError(ValueError):
+class ProfileError(UserError, ValueError):
     """Bad input or a fault the user can act on; the message says what to do."""
 
 

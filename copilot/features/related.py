@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from copilot.errors import UserError
 from copilot.methods import prism
 from copilot.records import Evidence, Paper, parse_arxiv_id, storable_text
 from copilot.services import Services
@@ -34,7 +35,7 @@ def uses_llm(method: str) -> bool:
     return prism.RANKINGS[method].uses_llm
 
 
-class RelatedError(ValueError):
+class RelatedError(UserError, ValueError):
     """Bad input or a fault the user can act on; the message says what to do."""
 
 
@@ -164,7 +165,7 @@ def find_related(services: Services, query: QueryInfo, limit: int = RESULT_LIMIT
         notices.append("The abstract is empty or very short, so the title carries the query.")
     aspects = prism.AspectSet()
     if ranking_method.uses_llm:
-        aspects = prism.describe_aspects(services.llm, paper, prism.AspectCache(services.db), mode=mode,
+        aspects = prism.describe_aspects(services.llm, paper, services.aspect_cache, mode=mode,
                                          progress=progress)
         if ranking_method.gate:
             prism.gate_descriptions(aspects, paper, services.embedder.embed)

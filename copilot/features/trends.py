@@ -18,6 +18,7 @@ from datetime import date, timedelta
 
 import numpy as np
 
+from copilot.errors import UserError
 from copilot.grounding import (MOVE_FLOOR, check, close_cut_statements, ids_to_labels, keep_paper_citations,
                                labels_to_ids, overlap_scores, prose_words, reattribute, tidy)
 from copilot.llm import LLMError
@@ -52,7 +53,7 @@ IDEAS_OFF_NOTICE = ("Research ideas are off by default with the packaged small l
                     "try anyway, or configure an OpenAI-compatible endpoint (COPILOT_LLM=openai).")
 
 
-class TrendsError(ValueError):
+class TrendsError(UserError, ValueError):
     """Input or data the user can act on (bad range, empty range, empty library)."""
 
 

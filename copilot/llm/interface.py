@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from copilot.config import StreamMask
+from copilot.secrets import StreamMask
 from copilot.prompts import RenderedPrompt
 from copilot.records import storable_text
 from copilot.store.db import Database

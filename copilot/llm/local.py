@@ -27,11 +27,9 @@ def packaged_gguf() -> Path:
 
 
 def _llama_cpp():
-    """Import llama.cpp with OpenMP threads that sleep rather than spin while they wait (unless the environment
-    says otherwise). Spinning threads collapse as soon as another process wants the same cores: a 512-token
-    prompt on 2 threads ran at 16 tok/s with spinning and 198 tok/s with sleeping threads, measured on a 2-core
-    machine with another job busy (docs/performance.md). libgomp reads this once, when it loads."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    """Import llama.cpp. Its OpenMP threads sleep rather than spin while they wait: `copilot/__init__.py` sets
+    OMP_WAIT_POLICY before anything loads libgomp (a 512-token prompt on 2 threads ran at 16 tok/s with spinning
+    and 198 tok/s with sleeping threads on a 2-core machine with another job busy, docs/performance.md)."""
     import llama_cpp
 
     return llama_cpp

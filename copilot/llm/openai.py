@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from copilot.config import mask_secret
+from copilot.secrets import mask_secret
 from copilot.llm.interface import LLMError
 
 

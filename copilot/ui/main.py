@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import gradio as gr
@@ -25,7 +24,7 @@ def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr
         with gr.Row():
             gr.Markdown("# Research Copilot\nYour research assistant over arXiv: profile, trends, chat, related "
                         "papers.", elem_id="app-header")
-            if os.environ.get("OAUTH_CLIENT_ID"):  # set by Hugging Face Spaces when the Space enables OAuth
+            if services.settings.oauth_client_id:   # a Space with sign-in enabled
                 gr.LoginButton(scale=0)
         with gr.Tabs() as tabs:
             with gr.Tab("Profile", id="profile"):

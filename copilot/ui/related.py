@@ -8,6 +8,7 @@ import threading
 
 import gradio as gr
 
+from copilot.errors import UserError
 from copilot.features import related
 from copilot.features.bibtex import bibtex_for_ids
 from copilot.features.limits import RateLimited, check_rate
@@ -135,7 +136,7 @@ def build(services: Services):
         yield _status("Looking up the query paper…"), "", "", "", None
         try:
             query = related.parse_query(services, reference_text, title_text, abstract_text)
-        except related.RelatedError as error:
+        except UserError as error:
             yield _status(f"⚠ {error}"), "", "", "", None
             return
         steps: queue.Queue = queue.Queue()
@@ -145,7 +146,7 @@ def build(services: Services):
             try:
                 outcome["result"] = related.find_related(services, query, mode=MODE_LABELS[mode_label],
                                                          progress=steps.put, method=ranking_name or None)
-            except related.RelatedError as error:
+            except UserError as error:
                 outcome["error"] = str(error)
             except Exception as error:  # shown to the user instead of a silent failure
                 outcome["error"] = f"related search failed: {type(error).__name__}: {error}"

@@ -7,6 +7,7 @@ import time
 
 import gradio as gr
 
+from copilot.errors import UserError
 from copilot.features import related
 from copilot.features.limits import RateLimited, check_rate
 from copilot.features.related_work import stream_related_work
@@ -49,7 +50,7 @@ def build_draft_tab(services: Services, reference: gr.Textbox, title: gr.Textbox
                     yield (result_html(record, "text", f"Related work: {query.paper.title or 'pasted text'}"),
                            write_bibtex(record["bibtex"], f"related-work-{query.paper.title or 'draft'}") if done else None,
                            record["latex"] if done else "", trace_html(record))
-        except (related.RelatedError, RateLimited) as error:
+        except (UserError, RateLimited) as error:
             yield f"<p class='related-status'>⚠ {escape(error)}</p>", None, "", ""
 
     event = run_button.click(run, [reference, title, abstract, with_thoughts], [result, bibtex_file, latex, trace],
