@@ -48,6 +48,10 @@ class Settings(BaseSettings):
         "batched kernel, so prompts are read ~3x slower.")
     local_batch: int = Field(256, ge=1, le=4096, description="Prompt tokens the local model evaluates per batch "
                              "(1 = token by token, the slow path kept for builds with AMX kernels).")
+    model_profile: Literal["auto", "tiny", "capable"] = Field(
+        "auto", description="`tiny`: answers, Trends summaries and profile drafts are quotes of the sources, the model "
+        "writes nothing shown (a reader cannot trust a tiny model's words); `capable`: they are written, every output "
+        "check on. `auto`: `tiny` for a local GGUF under 1B parameters (the packaged one), else `capable`.")
     llm_timeout: float = Field(120.0, gt=0, description="Seconds before one LLM call is abandoned.")
     llm_retries: int = Field(2, ge=0, le=10, description="Retries with backoff on transient LLM errors.")
 

@@ -18,12 +18,13 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 
 from copilot.errors import UserError
+from copilot.features.answers import stream_reply
 from copilot.features.limits import check_rate
 from copilot.features.profile import reader_text
 from copilot.llm import LLMError, Usage
 from copilot.methods.followup import PreviousTurn, standalone_question
 from copilot.methods.thought_retriever import (ThoughtMemory, check_answer, labels_to_ids, new_thought_id,
-                                               retrieve_both, stream_answer, think)
+                                               retrieve_both, think)
 from copilot.prompts import CANNOT_ANSWER
 from copilot.records import Evidence, storable_text
 from copilot.services import Services
@@ -174,8 +175,8 @@ class Chat:
                 yield turn
                 answer.usage = Usage()
                 try:
-                    for piece in stream_answer(self.services.llm, turn.question, answer.sources,
-                                               self.settings.answer_tokens, turn.reader, usage=answer.usage):
+                    for piece in stream_reply(self.services, turn.question, answer.sources, turn.reader,
+                                              usage=answer.usage):
                         answer.text += piece
                         yield turn
                 except LLMError as error:
