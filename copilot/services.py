@@ -212,6 +212,7 @@ class Services:
         s = self.settings
         if s.llm_backend == "openai":
             return {"backend": "openai", "model": s.llm_model}
-        from copilot.llm import packaged_gguf
+        from copilot.llm import cached_choice
 
-        return {"backend": "local", "model": (s.local_model or packaged_gguf()).stem}
+        choice = cached_choice(s)            # a Hub reference not fetched yet is named as written
+        return {"backend": "local", "model": choice.path.stem if choice else str(s.local_model)}

@@ -350,3 +350,7 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--corpus", default=None, help="JSON-lines papers to draw from "
                    "(default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
     p.set_defaults(func=cmd_eval_slim_questions)
+
+    from copilot.cli.eval_all import add_eval_all_command   # `eval all`: its own module (issue #31)
+
+    add_eval_all_command(names)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gradio as gr
 import pandas as pd
 
@@ -16,6 +18,17 @@ BAD_LINES_SHOWN = 20
 
 HISTORY_COLUMNS = ["id", "source", "status", "started", "finished", "seen", "added", "updated", "unchanged",
                    "skipped", "error"]
+
+
+def model_line(model: dict) -> str:
+    """The language model's file, size and llama.cpp build (or endpoint), and why it is not the one asked for."""
+    if "endpoint" in model:
+        return f"**Language model:** {escape(model['model'])} at {escape(model['endpoint'])}"
+    if "file" not in model:
+        return f"**Language model:** {escape(str(model['requested']))}, {escape(model['note'])}"
+    line = (f"**Language model:** {escape(Path(model['file']).name)} ({escape(model['size'])}, "
+            f"{escape(model['source'])}) on {escape(model['llama_cpp'])}")
+    return line + (f" · **{escape(model['note'])}**" if model["note"] else "")
 
 
 def status_markdown(services: Services, scheduler: IngestScheduler | None) -> str:
@@ -37,6 +50,7 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
         f"{escape(', '.join(info['categories']))})",
         f"**Models:** LLM {escape(info['llm']['backend'])} / {escape(info['llm']['model'])} · embeddings "
         f"{escape(info['embedder'])}",
+        model_line(info["model"]),
     ]
     backup = library.backup_line(services)
     if backup:
