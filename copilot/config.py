@@ -120,7 +120,8 @@ class Settings(BaseSettings):
                                    "(default: thought memory is shared by all users, the method's point).")
     admins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Users (comma-separated, as the app names them, e.g. hf:alice) who may "
-        "delete any thought; everyone else deletes only thoughts made from their own questions.")
+        "delete any thought (everyone else deletes only thoughts made from their own questions) and, once any are "
+        "named, are the only ones who may import into the shared library from the page.")
     answer_max_tokens: int | None = Field(
         None, ge=16, le=8192, description="Most tokens one answer may have. Default: 400 for an endpoint, 160 for the "
         "local model.")

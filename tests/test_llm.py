@@ -391,3 +391,52 @@ def test_lone_surrogates_reach_neither_the_model_nor_the_call_log(tmp_path):
     assert "\ud800" not in sent and sent == "I study sparse \ufffd retrieval \ufffd"
     row = services.db.query_one("SELECT prompt_name, prompt, error FROM llm_calls")
     assert row["prompt_name"] == "pasted" and "\ufffd" in row["prompt"] and row["error"] is None
+
+
+class _StallingEndpoint(BaseHTTPRequestHandler):
+    """An endpoint that stalls within every per-read timeout (issue #34): `keepalive` answers 200 and then sends
+    only `: keepalive` comments; `headers` drips its status line and headers one byte at a time."""
+
+    mode = "keepalive"
+    hits = 0
+
+    def do_POST(self):  # noqa: N802
+        type(self).hits += 1
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        try:
+            if type(self).mode == "keepalive":
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+                for _ in range(60):
+                    self.wfile.write(b": keepalive\n\n")
+                    self.wfile.flush()
+                    time.sleep(0.25)
+            else:
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Pad: " + b"x" * 200:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.1)
+        except OSError:
+            pass                              # the client gave up, as it should
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("mode", ["keepalive", "headers"])
+def test_a_stalling_endpoint_meets_the_whole_call_deadline_and_is_not_retried(tmp_path, monkeypatch, mode):
+    monkeypatch.setattr(_StallingEndpoint, "mode", mode)
+    _StallingEndpoint.hits = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StallingEndpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        services = openai_services(tmp_path, f"http://127.0.0.1:{server.server_address[1]}/v1", llm_retries=2,
+                                   llm_timeout=2.0)
+        started = time.monotonic()
+        with pytest.raises(LLMError, match="did not") as caught:
+            services.llm.complete(PROMPT.render(), max_tokens=8)
+        took = time.monotonic() - started
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert took < 2.0 + 1.0, f"{mode}: {took:.1f} s"
+    assert not caught.value.retryable and _StallingEndpoint.hits == 1
