@@ -28,7 +28,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("features", ("copilot.features",)),
     ("per-process parts", ("copilot.services", "copilot.scheduler", "copilot.ratelimit")),
     ("methods and ingestion", ("copilot.methods", "copilot.ingest")),
-    ("models and text rules", ("copilot.llm", "copilot.embed", "copilot.grounding", "copilot.prompts")),
+    ("models and text rules", ("copilot.llm", "copilot.embed", "copilot.grounding", "copilot.repetition",
+                               "copilot.prompts")),
     ("stores and sources", ("copilot.store", "copilot.sources")),
     ("foundation", ("copilot", "copilot.config", "copilot.secrets", "copilot.records", "copilot.errors")),
 ]

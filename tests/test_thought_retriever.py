@@ -252,8 +252,10 @@ def test_a_grammar_held_model_is_not_asked_when_nothing_retrieved_is_close(servi
 
 
 def test_labels_and_ids_map_both_ways_for_the_items_of_an_answer():
-    from copilot.methods.thought_retriever import ids_to_labels, labels_to_ids
+    from copilot.grounding import ids_to_labels          # the one ids_to_labels, over the items' ids
+    from copilot.methods.thought_retriever import labels_to_ids
 
     items = [Evidence("2501.00001", "paper", "A", "a", 0.9), Evidence("T0123456789", "thought", "", "b", 0.8)]
     assert labels_to_ids("X [1]. Y [2][1]. Z [3] [sic].", items) == "X [2501.00001]. Y [T0123456789][2501.00001]. Z [3] [sic]."
-    assert ids_to_labels("X [2501.00001v2]. Y [T0123456789]. Z [2501.99999].", items) == "X [1]. Y [2]. Z [2501.99999]."
+    assert ids_to_labels("X [2501.00001v2]. Y [T0123456789]. Z [2501.99999].",
+                         [item.id for item in items]) == "X [1]. Y [2]. Z [2501.99999]."

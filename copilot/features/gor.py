@@ -24,13 +24,13 @@ from datetime import date
 import numpy as np
 
 from copilot.features.trends import corpus_version, select_papers
-from copilot.grounding import check, close_cut_statements, drop_unfinished_statement, labels_to_ids
+from copilot.grounding import check_chat_answer, labels_to_ids
 from copilot.grounding import cited as cited_keys
 from copilot.llm import LLMError
 from copilot.methods import gor
 from copilot.methods.thought_retriever import fit_budget
 from copilot.methods.topics import previous_window
-from copilot.prompts import (ANSWER_STATEMENT_CHARS, GOR_PERIOD_ANSWER, GOR_PERIOD_STATEMENTS, GOR_SIMULATED_QUESTION, question_grammar,
+from copilot.prompts import (GOR_PERIOD_ANSWER, GOR_PERIOD_STATEMENTS, GOR_SIMULATED_QUESTION, question_grammar,
                              source_block, statements_grammar)
 from copilot.records import Evidence, Paper
 from copilot.services import Services
@@ -251,11 +251,9 @@ def answer_from(services: Services, question: str, items: Sequence[Evidence], pe
     grammar = statements_grammar(labels, GOR_PERIOD_STATEMENTS, opener="Source") if services.llm.obeys_grammar \
         else None
     text = services.llm.complete(prompt, max_tokens=max_tokens, temperature=0.1, grammar=grammar).strip()
-    if grammar is not None:   # statements of the grammar's shape: an unfinished last one (the token limit) goes
-        text = close_cut_statements(drop_unfinished_statement(text), ANSWER_STATEMENT_CHARS)
-    checked = check(text, allowed=labels, source_texts=[i.text for i in items],
-                    instructions=[GOR_PERIOD_ANSWER.system], attribute=True)
     ids = [item.id for item in items]
+    checked = check_chat_answer(text, ids, [i.text for i in items], [GOR_PERIOD_ANSWER.system],
+                                statements=grammar is not None)
     answer = labels_to_ids(checked.text, ids)
     cited = [ids[int(n) - 1] for n in dict.fromkeys(cited_keys(checked.text)) if n.isdigit() and
              0 < int(n) <= len(ids)]

@@ -89,10 +89,7 @@ def checked_text(text: str, numbering: Numbering, task: str) -> grounding.Checke
     instructions = [RAT_DRAFT.system, RAT_DRAFT.user, RAT_QUERY.user, RAT_REVISE_NUMBERED.system,
                     RAT_REVISE_NUMBERED.user, task]
     text = _BARE_SOURCE.sub(r"Source [\1]", text)     # "Source 1 shows …": a citation without its brackets
-    checked = grounding.check(text, allowed=numbering.labels, source_texts=numbering.texts,
-                              instructions=instructions, attribute=True)
-    checked.text = grounding.tidy(checked.text) if checked.text else ""
-    return checked
+    return grounding.check_longform(text, numbering.labels, numbering.texts, instructions)
 
 
 @dataclass

@@ -374,13 +374,8 @@ def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
     if text.startswith("Source ["):
         text = grounding.close_cut_statements(grounding.drop_unfinished_statement(text),
                                               prompts.ANSWER_STATEMENT_CHARS)
-    return check(ids_to_labels(text, items), allowed=[str(n) for n in range(1, len(items) + 1)],
-                 source_texts=[i.text for i in items], instructions=[prompts.CHAT_ANSWER.system], attribute=True)
-
-
-def ids_to_labels(text: str, items: Sequence[Evidence]) -> str:
-    """[id] citations of the given items replaced by their [n] labels; other brackets untouched."""
-    return grounding.ids_to_labels(text, [item.id for item in items])
+    return check(grounding.ids_to_labels(text, [item.id for item in items]),
+                 allowed=[str(n) for n in range(1, len(items) + 1)], source_texts=[i.text for i in items], instructions=[prompts.CHAT_ANSWER.system], attribute=True)
 
 
 def labels_to_ids(text: str, items: Sequence[Evidence]) -> str:
