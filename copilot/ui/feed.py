@@ -55,6 +55,34 @@ def url_html(url: str) -> str:
             "this link can read this list (nothing else); make a new link to stop the old one.</p>")
 
 
+def show_view(services: Services, user: str, since_text, visit: bool = True):
+    """(the list's HTML, the paper dropdown, the BibTeX file) of the user's feed since a day or the last visit."""
+    try:
+        result = feature.feed_for(services, user, since_text if isinstance(since_text, str) else None, visit=visit)
+    except UserError as error:
+        return f'<p class="feed-message">{escape(error)}</p>', gr.update(choices=[], value=None), None
+    marks = feature.feedback_of(services, user)
+    choices = [(f"{item.paper.title[:90]} ({item.paper.id})", item.paper.id) for item in result.items]
+    file = write_bibtex(bibtex_text([item.paper for item in result.items]), "for-you") if result.items else None
+    return feed_html(result, marks), gr.update(choices=choices, value=choices[0][1] if choices else None), file
+
+
+def feedback_view(services: Services, user: str, verdict: str, paper_id, since_text):
+    """More like this / Not interested / Undo on a paper, then the list again: (note, *show_view)."""
+    try:
+        if verdict == "undo":
+            feature.undo_feedback(services, user, paper_id)
+            message = "Feedback removed."
+        else:
+            pid = feature.give_feedback(services, user, paper_id, verdict)
+            message = (f"More like {pid}: the list is re-ranked." if verdict == MORE else
+                       f"{pid} hidden; similar papers move down.")
+    except UserError as error:
+        return f'<p class="feed-message">{escape(error)}</p>', gr.update(), gr.update(), gr.update()
+    listing_html, choices, file = show_view(services, user, since_text, visit=False)
+    return f"<p>{escape(message)}</p>", listing_html, choices, file
+
+
 def build(services: Services):
     gr.Markdown("Papers new since your previous visit (or since a day you choose), ranked by your saved profile and "
                 "by your feedback: **More like this** adds a paper to what the ranking looks for, **Not interested** "
@@ -77,32 +105,11 @@ def build(services: Services):
         renew = gr.Button("Make a new feed link", size="sm", elem_id="feed-renew")
 
     def show(since_text, request: gr.Request, visit: bool = True):
-        user = current_user(request)
-        try:
-            result = feature.feed_for(services, user, since_text if isinstance(since_text, str) else None,
-                                      visit=visit)
-        except UserError as error:
-            return f'<p class="feed-message">{escape(error)}</p>', gr.update(choices=[], value=None), None
-        marks = feature.feedback_of(services, user)
-        choices = [(f"{item.paper.title[:90]} ({item.paper.id})", item.paper.id) for item in result.items]
-        file = write_bibtex(bibtex_text([item.paper for item in result.items]), "for-you") if result.items else None
-        return feed_html(result, marks), gr.update(choices=choices, value=choices[0][1] if choices else None), file
+        return show_view(services, current_user(request), since_text, visit)
 
     def react(verdict: str):
         def on_feedback(paper_id, since_text, request: gr.Request):
-            user = current_user(request)
-            try:
-                if verdict == "undo":
-                    feature.undo_feedback(services, user, paper_id)
-                    message = "Feedback removed."
-                else:
-                    pid = feature.give_feedback(services, user, paper_id, verdict)
-                    message = (f"More like {pid}: the list is re-ranked." if verdict == MORE else
-                               f"{pid} hidden; similar papers move down.")
-            except UserError as error:
-                return f'<p class="feed-message">{escape(error)}</p>', gr.update(), gr.update(), gr.update()
-            listing_html, choices, file = show(since_text, request, visit=False)
-            return f"<p>{escape(message)}</p>", listing_html, choices, file
+            return feedback_view(services, current_user(request), verdict, paper_id, since_text)
         return on_feedback
 
     def show_url(request: gr.Request, renew_now: bool = False):
