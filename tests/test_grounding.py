@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from copilot.grounding import (check, cited, cut_loop, drop_echo, drop_invalid_citations, drop_unsourced_urls,
-                               reattribute)
+from copilot.grounding import (
+    check,
+    cited,
+    cut_loop,
+    drop_echo,
+    drop_invalid_citations,
+    drop_unsourced_urls,
+    reattribute,
+)
 from copilot.prompts import CANNOT_ANSWER, CHAT_ANSWER, TRENDS_PERIOD_SUMMARY
 
 # The same paragraph seven times (a loop seen in the browser).

@@ -15,11 +15,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from copilot.llm import interface as llm_interface
-from copilot.llm import local as llm_local
 from copilot import prompts
 from copilot.config import SettingsError
 from copilot.llm import LLM, LLMError, Usage, packaged_gguf
+from copilot.llm import interface as llm_interface
+from copilot.llm import local as llm_local
 from copilot.prompts import HEALTH_CHECK, Prompt
 from copilot.services import Services
 from tests.conftest import make_settings, stop_process

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from copilot.features.longform import LongformOptions, Numbering, stream_longform
 from copilot.features.bibtex import bibtex_keys, bibtex_text
+from copilot.features.longform import LongformOptions, Numbering, stream_longform
 from copilot.features.related_work import as_latex, with_authors
 from copilot.records import Evidence, Paper
 from copilot.store.db import Database

@@ -14,8 +14,8 @@ from copilot.methods import prism
 from copilot.methods.fusion import reciprocal_rank_fusion
 from copilot.services import Services
 from tests.conftest import import_papers, make_settings
-from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
 from tests.doubles import ScriptedBackend, scripted_llm
+from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
 
 PAPER = prism.QueryPaper("Sparse Mixture Routing for Translation",
                          "We route tokens to experts. We evaluate on WMT and beat dense baselines.", id="2501.00001")
@@ -71,7 +71,7 @@ def test_three_aspect_prompts_called_with_distinct_instructions_at_temperature_z
                                     "motivation and its method"]):
         system, user = call.messages[0]["content"], call.messages[1]["content"]
         assert f"you cover only its {focus.upper()}, and do not repeat what they cover" in system
-        assert f"Two other writers cover the paper's research question" in system or focus == "research question"
+        assert "Two other writers cover the paper's research question" in system or focus == "research question"
         assert others in system
         assert f"describe the {focus} of this paper" in user
         assert PAPER.title in user and '<source id="query-paper">' in user

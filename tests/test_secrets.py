@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from copilot.secrets import mask_secret
 from copilot.features.chat import Chat
 from copilot.llm import LLMError
 from copilot.prompts import HEALTH_CHECK
+from copilot.secrets import mask_secret
 from copilot.services import Services
 from tests import helpers
 from tests.conftest import import_papers, make_settings

@@ -109,7 +109,14 @@ def test_list_filters_by_substring_and_rejects_bad_kinds(memory, three_papers):
 # --- retrieval, answer and thought steps ---------------------------------------------------------------------
 from copilot.llm import LLMError  # noqa: E402
 from copilot.methods.thought_retriever import (  # noqa: E402
-    approx_tokens, draft_thought, fit_budget, parse_thought, retrieve_both, stream_answer, think)
+    approx_tokens,
+    draft_thought,
+    fit_budget,
+    parse_thought,
+    retrieve_both,
+    stream_answer,
+    think,
+)
 from copilot.prompts import CANNOT_ANSWER  # noqa: E402
 from copilot.records import Evidence  # noqa: E402
 from tests.doubles import scripted_llm  # noqa: E402
@@ -252,7 +259,7 @@ def test_a_grammar_held_model_is_not_asked_when_nothing_retrieved_is_close(servi
 
 
 def test_labels_and_ids_map_both_ways_for_the_items_of_an_answer():
-    from copilot.grounding import ids_to_labels          # the one ids_to_labels, over the items' ids
+    from copilot.grounding import ids_to_labels  # the one ids_to_labels, over the items' ids
     from copilot.methods.thought_retriever import labels_to_ids
 
     items = [Evidence("2501.00001", "paper", "A", "a", 0.9), Evidence("T0123456789", "thought", "", "b", 0.8)]

@@ -13,8 +13,9 @@ from copilot.config import load_settings
 from copilot.errors import UserError
 from copilot.eval import related_work_eval, slim_eval, thoughts_eval
 from copilot.eval.bench_chat import TimedBackend
+from copilot.eval.csfcube import FACETS, METHODS, EvalDataError, output_name, run
+from copilot.eval.csfcube_report import markdown_table, write_outputs
 from copilot.llm import build_llm
-from copilot.eval.csfcube import FACETS, METHODS, EvalDataError, markdown_table, output_name, run, write_outputs
 from copilot.methods.prism import ASPECT_MAX_TOKENS, MODES, SEPARATE
 from copilot.services import Services
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from copilot.eval.report_files import json_text, write_files
 from copilot.eval.metrics import rouge_l
+from copilot.eval.report_files import json_text, write_files
 from copilot.features import gor as feature
 from copilot.methods import gor
 from copilot.methods.topics import build_topics

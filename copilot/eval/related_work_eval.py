@@ -29,18 +29,18 @@ from pathlib import Path
 
 import numpy as np
 
-from copilot.eval.report_files import json_text, write_files
 from copilot.eval.bench_chat import TimedBackend
 from copilot.eval.metrics import rouge_l
+from copilot.eval.report_files import json_text, write_files
 from copilot.features import related
 from copilot.features.deep import keep_as_thought, stream_deep
 from copilot.features.library import ingestor
-from copilot.features.longform import Longform, LongformOptions, Numbering, checked_text
+from copilot.features.longform import Longform, Numbering, checked_text
 from copilot.features.related_work import draft_related_work, with_authors
 from copilot.llm import LLMError
 from copilot.methods.prism import QueryPaper
 from copilot.prompts import RELATED_WORK_ONE_CALL, source_block, statements_grammar
-from copilot.records import Evidence, Paper, clean_text
+from copilot.records import Paper, clean_text
 from copilot.services import Services
 from copilot.sources.snapshot import paper_from_row
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+
 from copilot import grounding
 from copilot.features.chat import ChatError, clean_question
 from copilot.llm import LLM, LLMError, build_llm

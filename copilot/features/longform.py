@@ -19,10 +19,8 @@ from copilot import grounding
 from copilot.llm import LLM
 from copilot.methods.rat import RATResult, iter_rat, split_steps
 from copilot.methods.thought_retriever import MIN_ANSWERABLE_SCORE
-from copilot.prompts import (RAT_DRAFT, RAT_QUERY, RAT_REVISE_NUMBERED, STEP_CHARS, revision_grammar,
-                             steps_grammar)
+from copilot.prompts import RAT_DRAFT, RAT_QUERY, RAT_REVISE_NUMBERED, revision_grammar, steps_grammar
 from copilot.records import Evidence
-
 
 _BARE_SOURCE = re.compile(r"\bSource (\d{1,3})\b")
 

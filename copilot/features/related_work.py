@@ -22,7 +22,7 @@ from copilot.features.longform import Longform, LongformOptions, stream_longform
 from copilot.llm import LLMError
 from copilot.methods.thought_retriever import ThoughtMemory
 from copilot.prompts import RELATED_WORK_TASK, source_block
-from copilot.records import Evidence, Paper, parse_arxiv_id
+from copilot.records import Evidence, Paper
 from copilot.services import Services
 
 POOL = 20                 # papers of the PRISM ranking the draft may cite

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from copilot.secrets import mask_secret
 from copilot.llm.interface import LLMError
+from copilot.secrets import mask_secret
 
 
 class OpenAIBackend:

@@ -12,8 +12,8 @@ from starlette.responses import Response
 
 from copilot.errors import UserError
 from copilot.features import feed as feature
-from copilot.features.feed import MORE, NOT_INTERESTED
 from copilot.features.bibtex import bibtex_text
+from copilot.features.feed import MORE, NOT_INTERESTED
 from copilot.services import Services
 from copilot.ui.common import current_user, escape, write_bibtex
 
