@@ -154,7 +154,7 @@ def node_topics(graph: gor.RecordGraph, paper_topic: dict[str, int]) -> list[int
     incoming: dict[int, list[int]] = {}
     for source, target in graph.edges:
         incoming.setdefault(target, []).append(source)
-    for i, node in enumerate(graph.nodes):             # records come after their sources
+    for i, _node in enumerate(graph.nodes):            # records come after their sources
         if topics[i] is None and incoming.get(i):
             found = [topics[s] for s in incoming[i] if topics[s] is not None]
             topics[i] = Counter(found).most_common(1)[0][0] if found else None

@@ -179,7 +179,7 @@ def warm_up(services: Services, targets: Sequence[Target], progress: Callable[[s
     stored = 0
     for target in targets:
         answer = None
-        for answer in stream_deep(services, WARMUP_QUESTION.format(title=target.title), "eval"):
+        for answer in stream_deep(services, WARMUP_QUESTION.format(title=target.title), "eval"):  # noqa: B007 - drained to its last value
             pass
         if answer.run.text:
             outcome = keep_as_thought(services, answer, "eval")
@@ -211,9 +211,10 @@ def evaluate(services: Services, backend: TimedBackend, targets: Sequence[Target
             progress(f"warm-up: {warmed} thoughts stored in {time.perf_counter() - clock:.0f} s")
         for target in targets:
             if method == "plain":
-                outcome = timed(backend, lambda: plain(services, target))
+                outcome = timed(backend, lambda: plain(services, target))  # noqa: B023 - called at once
             else:
-                outcome = timed(backend, lambda: rat(services, target, thoughts=method == "rat+thoughts"))
+                outcome = timed(backend, lambda: rat(services, target,  # noqa: B023 - called at once
+                                                     thoughts=method == "rat+thoughts"))  # noqa: B023
             gold = [p.id for p in target.cited if p.id in in_library]
             recall, precision = citation_scores(outcome.cited_ids, gold)
             per_target[target.name][method] = {

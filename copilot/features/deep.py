@@ -93,7 +93,7 @@ def keep_in_background(services: Services, answer: DeepAnswer, user: str) -> Fut
 def ask_deep(services: Services, question: str | None, user: str = "local", keep: bool = True) -> dict:
     """A deep answer without a UI: the final text, its citations, the trace and, with `keep`, the thought step."""
     answer = None
-    for answer in stream_deep(services, question, user):
+    for answer in stream_deep(services, question, user):  # noqa: B007 - drained to its last value
         pass
     if keep and answer.run.text:
         keep_as_thought(services, answer, user)

@@ -155,7 +155,8 @@ def stream_longform(llm: LLM, task: str, search: Callable[[str], Sequence[Eviden
         return checked_text(revision, run.numbering, task).text
 
     retrieve = numbered_retriever(search, run.numbering, opts.retrieve_k, opts.min_score)
-    for run.rat in iter_rat(llm, task, retrieve, context=context, max_steps=opts.steps,
+    for run.rat in iter_rat(  # noqa: B020 - each step's result is kept on the run
+                            llm, task, retrieve, context=context, max_steps=opts.steps,
                             draft_tokens=opts.draft_tokens, query_tokens=opts.query_tokens,
                             revise_tokens=opts.revise_tokens, evidence_chars=opts.evidence_chars,
                             llm_queries=not bound, draft_grammar=draft_grammar, revise_grammar=revise_grammar,

@@ -166,6 +166,7 @@ def draft_related_work(services: Services, query: related.QueryInfo, *, user: st
                        progress: Callable[[str], None] | None = None) -> RelatedWorkDraft:
     """The whole draft without a UI."""
     draft = None
-    for draft in stream_related_work(services, query, user=user, thoughts=thoughts, opts=opts, progress=progress):
+    for draft in stream_related_work(services, query, user=user, thoughts=thoughts, opts=opts,  # noqa: B007
+                                     progress=progress):      # drained to its last value
         pass
     return draft

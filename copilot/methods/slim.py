@@ -423,6 +423,6 @@ def run(question: str, *, proxy: LLM, main: LLM, retriever: Retriever,
         options: SlimOptions = SlimOptions()) -> SlimTrace:
     """`stream` to the end: the finished trace, its answer checked."""
     trace = SlimTrace(question)
-    for trace in stream(question, proxy=proxy, main=main, retriever=retriever, options=options):
+    for trace in stream(question, proxy=proxy, main=main, retriever=retriever, options=options):  # noqa: B007 - drained to its last value
         pass
     return trace
