@@ -45,7 +45,8 @@ CHAT_ANSWER = register(Prompt(
     system=("You answer a researcher's question using only the numbered sources you are given. "
             + QUOTED_MATERIAL_RULE + " Write one to three short statements. Tie each statement to the source it "
             "comes from by that source's number in square brackets, like [2]. Never cite a number that is not a "
-            f"source, and never write links. If the sources do not answer the question, reply exactly: {CANNOT_ANSWER}"),
+            "source, and never write links. If the sources do not answer the question, reply exactly: "
+            f"{CANNOT_ANSWER}"),
     user="{reader}Question: {question}\n\nSources:\n{sources}\n\nQuestion: {question}",
 ))
 

@@ -303,6 +303,7 @@ def test_the_profile_draft_check_keeps_citations_of_the_selected_papers_only():
 def test_the_thought_check_is_stricter_than_an_answers():
     from copilot.grounding import check_thought, is_loop
 
-    looping = "Sparse attention saves memory in long inputs. It saves memory in long inputs, and saves memory in long inputs."
+    looping = ("Sparse attention saves memory in long inputs. It saves memory in long inputs, and saves memory in "
+               "long inputs.")
     assert check_thought(looping) == "repeats itself (a loop)" and not is_loop(looping)
     assert check_thought("Sparse attention cuts the memory that long-context transformers need.") is None

@@ -217,11 +217,14 @@ def test_real_local_model_writes_three_aspects_and_ranks(services, library):
     assert len(result.results) == 5 and all("abstract" in r["ranks"] or r["ranks"] for r in result.results)
     calls = services.db.query("SELECT prompt_name, completion_tokens FROM llm_calls WHERE prompt_name LIKE 'prism_%'")
     assert len(calls) == 3 and all((c["completion_tokens"] or 0) <= 96 for c in calls)
-    again = related.find_related(services, query, limit=5, method="prism")   # cached; only an aspect that failed (timeout) is retried
+    # cached; only an aspect that failed (timeout) is retried
+    again = related.find_related(services, query, limit=5, method="prism")
     assert again.aspects.llm_calls == len(result.aspects.missing)
     assert set(again.aspects.from_cache) == set(result.aspects.descriptions)
-    assert len(services.db.query("SELECT id FROM llm_calls WHERE prompt_name LIKE 'prism_%'")) == 3 + len(result.aspects.missing)
+    prism_calls = services.db.query("SELECT id FROM llm_calls WHERE prompt_name LIKE 'prism_%'")
+    assert len(prism_calls) == 3 + len(result.aspects.missing)
 
 
 def test_prompts_are_registered():
-    assert {"prism_research_question", "prism_method", "prism_experiments", "prism_aspects_json"} <= set(prompts.PROMPTS)
+    assert {"prism_research_question", "prism_method", "prism_experiments",
+            "prism_aspects_json"} <= set(prompts.PROMPTS)

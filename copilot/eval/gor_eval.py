@@ -244,8 +244,10 @@ def markdown(report: GoREvalReport) -> str:
         lines.append(row)
     timing = report.timing
     per = timing["per_query_seconds"]
-    lines += ["", f"Preparing the scope took {timing['prepare_seconds']:.1f} s (LLM {timing['llm_seconds_during_prepare']:.1f} "
-              f"s; BERTScore labels {timing.get('label_seconds', 0):.1f} s; training {timing.get('train_seconds', 0):.1f} s"
+    lines += ["", f"Preparing the scope took {timing['prepare_seconds']:.1f} s "
+              f"(LLM {timing['llm_seconds_during_prepare']:.1f} s; "
+              f"BERTScore labels {timing.get('label_seconds', 0):.1f} s; "
+              f"training {timing.get('train_seconds', 0):.1f} s"
               f" for {m['settings']['epochs']} epochs). Per question: embedding {per['embed_question']:.3f} s, GoR "
               f"(GNN forward + ranking) {per['gor_forward_and_rank']:.3f} s, plain ranking {per['plain_rank']:.4f} s."]
     return "\n".join(lines)

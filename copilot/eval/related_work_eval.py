@@ -243,7 +243,8 @@ def summarize(rows: Sequence[dict]) -> dict[str, float]:
 def markdown(report: Report) -> str:
     def cell(value, digits=2):
         return "—" if value is None else f"{value:.{digits}f}"
-    lines = ["| method | citation recall | citation precision | ROUGE-L F1 | words | seconds | LLM calls | cited none |",
+    lines = ["| method | citation recall | citation precision | ROUGE-L F1 | words | seconds | LLM calls "
+             "| cited none |",
              "|---|---|---|---|---|---|---|---|"]
     for method, s in report.summary.items():
         lines.append(f"| {method} | {cell(s['citation_recall'])} | {cell(s['citation_precision'])} | "

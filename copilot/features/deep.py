@@ -63,8 +63,8 @@ def stream_deep(services: Services, question: str | None, user: str = "local",
     task = DEEP_ANSWER_TASK.format(steps=opts.steps, question=text)
     answer = DeepAnswer(text, Longform(task), notice)
     try:
-        for answer.run in stream_longform(services.llm, task, paper_and_thought_search(services, user, opts.retrieve_k * (opts.steps + 1)),
-                                          opts):
+        search = paper_and_thought_search(services, user, opts.retrieve_k * (opts.steps + 1))
+        for answer.run in stream_longform(services.llm, task, search, opts):
             yield answer
     except LLMError as error:
         raise DeepAnswerFailed(f"The model failed while drafting: {error}") from None

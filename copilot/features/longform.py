@@ -110,7 +110,8 @@ class Longform:
     @property
     def cited(self) -> list[Evidence]:
         keys = grounding.cited(self.text)
-        return [self.numbering.items[int(k) - 1] for k in keys if k.isdigit() and 0 < int(k) <= len(self.numbering.items)]
+        items = self.numbering.items
+        return [items[int(k) - 1] for k in keys if k.isdigit() and 0 < int(k) <= len(items)]
 
     def trace(self) -> list[dict]:
         """Per step: query, retrieved items (number, id, kind, title, url, score), text before and after, status."""

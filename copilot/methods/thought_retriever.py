@@ -278,7 +278,8 @@ def cap_item(item: Evidence, item_tokens: int | None) -> Evidence:
     """The item cut to its first `item_tokens` tokens (title and opening sentences), marked truncated."""
     if not item_tokens or approx_tokens(item.text) <= item_tokens:
         return item
-    return replace(item, text=item.text[: item_tokens * 4].rstrip() + " …", metadata={**item.metadata, "truncated": True})
+    return replace(item, text=item.text[: item_tokens * 4].rstrip() + " …",
+                   metadata={**item.metadata, "truncated": True})
 
 
 def fit_budget(items: Sequence[Evidence], budget_tokens: int, min_tail_tokens: int = 40,
@@ -375,7 +376,8 @@ def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
         text = grounding.close_cut_statements(grounding.drop_unfinished_statement(text),
                                               prompts.ANSWER_STATEMENT_CHARS)
     return check(grounding.ids_to_labels(text, [item.id for item in items]),
-                 allowed=[str(n) for n in range(1, len(items) + 1)], source_texts=[i.text for i in items], instructions=[prompts.CHAT_ANSWER.system], attribute=True)
+                 allowed=[str(n) for n in range(1, len(items) + 1)], source_texts=[i.text for i in items],
+                 instructions=[prompts.CHAT_ANSWER.system], attribute=True)
 
 
 def labels_to_ids(text: str, items: Sequence[Evidence]) -> str:
@@ -407,7 +409,8 @@ _TRAILING_ZERO = re.compile(r"(?<![\w.,])0[\"')\]]*\s*[.!]?\s*$")
 _CANNOT = re.compile(r"\b(?:cannot|can ?not|can't|unable to)\s+(?:be\s+)?answer|\b(?:not enough|insufficient|no)"
                      r"\s+(?:relevant\s+)?information\b|\bsources?\s+do(?:es)?\s+not\s+(?:answer|contain|say)", re.I)
 _STEP_TWO = re.compile(r"\bstep\s*2\s*[:.)\-–—]?", re.I)
-_STEP_LABEL = re.compile(r"^\s*(?:step\s*[12]\s*[:.)-]?|thought\s*:|knowledge(?: point)?\s*:|passage\s*:|summary\s*:)\s*",
+_STEP_LABEL = re.compile(r"^\s*(?:step\s*[12]\s*[:.)-]?|thought\s*:|knowledge(?: point)?\s*:|passage\s*:"
+                         r"|summary\s*:)\s*",
                          re.I)
 _LEADING_ONE = re.compile(r"^\s*[\"'`*]*1[\"'`*]*\s*(?:[\n.:)\-–—]|$)\s*")
 _PREAMBLE = re.compile(r"^\s*here is (?:a|the|my)\b[^:\n]{0,50}:\s*", re.I)

@@ -56,7 +56,8 @@ def results_html(rows: list[dict]) -> str:
         body.append(f"<tr class='related-row'><td>{n}</td><td>{arxiv_link(row['id'], row['title'])}"
                     f"<br><small class='related-byline'>{byline}</small>"
                     + (f"<br><small class='related-why'>why: {escape(why)}</small>" if why else "") + "</td>"
-                    f"<td style='white-space:nowrap'>{escape(row['date'] or '')}</td><td>{row['score']:.4f}</td>{ranks}</tr>")
+                    f"<td style='white-space:nowrap'>{escape(row['date'] or '')}</td>"
+                    f"<td>{row['score']:.4f}</td>{ranks}</tr>")
     return (f"<table id='related-table'><thead><tr><th>#</th><th>Title</th><th>Date</th><th>Fused score</th>"
             f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
