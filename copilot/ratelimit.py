@@ -12,10 +12,12 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
+from copilot.errors import UserError
+
 MAX_KEYS = 10_000
 
 
-class RateLimited(RuntimeError):
+class RateLimited(UserError):
     """Too many LLM-backed actions in this session; `retry_after` is the wait in seconds."""
 
     def __init__(self, message: str, retry_after: float) -> None:

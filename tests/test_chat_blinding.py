@@ -5,21 +5,25 @@ from __future__ import annotations
 
 import re
 
-from copilot.ui.chat import answer_html, turn_outputs
+from dataclasses import replace
 
-PAPER_1 = {"id": "2501.00001", "kind": "paper", "title": "Graph retrieval",
-           "preview": "Graph retrieval We study graph-based retrieval for question answering " * 3, "score": 0.9}
-PAPER_2 = {"id": "2501.00002", "kind": "paper", "title": "Dense <b>retrievers</b>",
-           "preview": "Dense <b>retrievers</b> Dense retrievers embed queries and passages " * 3, "score": 0.8}
-THOUGHT = {"id": "Tabc1234567", "kind": "thought", "title": "Graphs help retrieval",
-           "preview": "Graphs help retrieval because linked papers share evidence; <script>x</script> " * 3,
-           "score": 0.95}
+from copilot.features.chat_view import AnswerView, TurnView, VoteView
+from copilot.store.chat_log import SourceRecord
+from copilot.ui.chat.render import answer_html, turn_outputs
+
+PAPER_1 = SourceRecord(id="2501.00001", kind="paper", title="Graph retrieval",
+                       preview="Graph retrieval We study graph-based retrieval for question answering " * 3, score=0.9)
+PAPER_2 = SourceRecord(id="2501.00002", kind="paper", title="Dense <b>retrievers</b>",
+                       preview="Dense <b>retrievers</b> Dense retrievers embed queries and passages " * 3, score=0.8)
+THOUGHT = SourceRecord(id="Tabc1234567", kind="thought", title="Graphs help retrieval",
+                       preview="Graphs help retrieval because linked papers share evidence; <script>x</script> " * 3,
+                       score=0.95)
 LINEAGE = {"Tabc1234567": [{"id": "2501.00001", "title": "Graph retrieval"}]}
 
 
-def answer(label: str, kind: str, sources: list[dict], text: str, seconds: float = 3.5) -> dict:
-    return {"label": label, "kind": kind, "text": text, "error": None, "done": True, "seconds": seconds,
-            "thought_augmented": kind == "thoughts", "sources": sources}
+def answer(label: str, kind: str, sources: list[SourceRecord], text: str, seconds: float = 3.5) -> AnswerView:
+    return AnswerView(label=label, kind=kind, text=text, error=None, done=True, seconds=seconds,
+                      thought_augmented=kind == "thoughts", sources=tuple(sources))
 
 
 RAW = answer("A", "raw", [PAPER_1, PAPER_2], "Graphs help [1]. Dense models too [2].", seconds=2.0)
@@ -32,39 +36,40 @@ def without_text(markup: str) -> str:
         'data-label="B"', 'data-label="X"')
 
 
-def test_before_the_vote_both_sides_render_the_same_markup_but_for_text():
+def test_before_the_vote_both_sides_render_the_same_markup_but_for_the_answers_words():
     raw, augmented = answer_html(RAW, reveal=False), answer_html(AUGMENTED, reveal=False)
     assert without_text(raw) == without_text(augmented)
     assert without_text(raw) == (
         '<div class="chat-answer" data-label="X"><h3></h3><div class="chat-answer-text">'
         '<span class="chat-cite"></span><span class="chat-cite"></span></div>'
-        '<details open><summary></summary><ol class="chat-sources">'
-        '<li class="chat-source"><span class="chat-source-label"></span><span class="chat-preview"></span></li>'
-        '<li class="chat-source"><span class="chat-source-label"></span><span class="chat-preview"></span></li>'
-        "</ol></details></div>")
+        '<details open><summary></summary><p class="chat-sources-hidden"></p></details></div>')
     for markup in (raw, augmented):
         assert "<a " not in markup and "arxiv" not in markup
         assert "2501.0000" not in markup and "Tabc" not in markup and "thought" not in markup
         assert " s<" not in markup and "chat-badge" not in markup       # no per-answer time, no side badge
-    assert "Sources (2)" in raw and "Sources (2)" in augmented
-    assert '<span class="chat-source-label">[1]</span>' in augmented
-    assert "&lt;script&gt;x&lt;/script&gt;" in augmented and "<script>" not in augmented
-    assert "Dense &lt;b&gt;retrievers&lt;/b&gt;" in raw
+        assert "Graph retrieval" not in markup and "Graphs help retrieval" not in markup   # no source text
+    # the sources' region is the same text on both sides: not their number, kinds or previews
+    region = re.compile(r"<details.*</details>")
+    assert region.search(raw).group(0) == region.search(augmented).group(0)
+    assert "Sources (" not in raw + augmented
 
 
-def test_previews_are_cut_to_the_same_length_on_both_sides():
-    raw, augmented = answer_html(RAW, reveal=False), answer_html(AUGMENTED, reveal=False)
-    previews = re.findall(r'<span class="chat-preview">([^<]*)</span>', raw + augmented)
-    assert len(previews) == 4
-    assert {len(p.replace("&lt;", "<").replace("&gt;", ">")) for p in previews} == {151}   # 150 characters + "…"
-
-
-def test_raw_ids_in_the_answer_become_neutral_labels_and_unknown_ones_stay_text():
+def test_raw_ids_in_the_answer_become_neutral_labels_and_unknown_ones_are_dropped_until_the_vote():
     text = "From the thought [Tabc1234567] and the paper [2501.00001]; not retrieved: [Tzzz9999999] [2409.99999] [7]."
     markup = answer_html(answer("B", "thoughts", [THOUGHT, PAPER_1], text), reveal=False)
     body = re.search(r'<div class="chat-answer-text">(.*?)</div>', markup).group(1)
     assert body == ('From the thought <span class="chat-cite">[1]</span> and the paper '
-                    '<span class="chat-cite">[2]</span>; not retrieved: [Tzzz9999999] [2409.99999] [7].')
+                    '<span class="chat-cite">[2]</span>; not retrieved: [7].')
+    revealed = answer_html(answer("B", "thoughts", [THOUGHT, PAPER_1], text), reveal=True)
+    assert "[Tzzz9999999] [2409.99999] [7]." in revealed
+
+
+def test_a_comparison_is_shown_only_once_both_answers_are_written():
+    writing = TurnView(turn_id="t1", comparison="pending", question="q", user="local", retrieval_s=0.1,
+                       answers=(RAW, replace(AUGMENTED, done=False, text="Linked papers")))
+    _, a, b = turn_outputs(writing)
+    assert without_text(a) == without_text(b) and "Linked papers" not in a + b and "Graphs help" not in a + b
+    assert "shown together" in a
 
 
 def test_the_vote_reveals_sides_kinds_links_ids_times_and_lineage():
@@ -81,7 +86,7 @@ def test_the_vote_reveals_sides_kinds_links_ids_times_and_lineage():
     # a citation of a paper links to it; a citation of a thought stays a label
     assert '<span class="chat-cite"><a href="https://arxiv.org/abs/2501.00001"' in augmented
     assert '<span class="chat-cite">[1]</span>' in augmented
-    noted = dict(RAW, notes=["The prompt had 9,000 tokens, more than the <model>'s context."])
+    noted = replace(RAW, notes=["The prompt had 9,000 tokens, more than the <model>'s context."])
     assert "chat-notes" not in answer_html(noted, reveal=False)        # the checks' notes wait for the vote
     assert "<li>The prompt had 9,000 tokens, more than the &lt;model&gt;&#x27;s context.</li>" in answer_html(
         noted, reveal=True)
@@ -89,10 +94,10 @@ def test_the_vote_reveals_sides_kinds_links_ids_times_and_lineage():
     assert "Rests on: not known (the thought is no longer in memory)" in forgotten
 
 
-def view(vote=None, done=True) -> dict:
-    answers = [dict(RAW, done=done), dict(AUGMENTED, done=done)]
-    return {"turn_id": "t1", "comparison": "yes" if done else "pending", "question": "How do graphs help?",
-            "user": "local", "notice": "", "vote": vote, "retrieval_s": 0.5, "thought_jobs": [], "answers": answers}
+def view(vote=None, done=True) -> TurnView:
+    answers = (replace(RAW, done=done), replace(AUGMENTED, done=done))
+    return TurnView(turn_id="t1", comparison="yes" if done else "pending", question="How do graphs help?",
+                    user="local", vote=vote, retrieval_s=0.5, answers=answers)
 
 
 def test_turn_shows_only_the_total_time_until_the_vote():
@@ -102,28 +107,28 @@ def test_turn_shows_only_the_total_time_until_the_vote():
     assert "chat-answer-time" not in a + b
     writing, a, b = turn_outputs(view(done=False))
     assert "chat-time" not in writing
-    _, a, b = turn_outputs(view(vote={"choice": "thoughts", "label": "B", "changes": 0}), lineage=LINEAGE)
+    _, a, b = turn_outputs(view(vote=VoteView("thoughts", "B", 0)), lineage=LINEAGE)
     assert "papers only" in a and "papers + thoughts" in b and "Rests on:" in b
 
 
 def test_a_turn_without_comparison_says_why_in_both_columns_and_a_reopened_turn_shows_its_vote():
     """Issue #20: the right column was empty on the first questions with no word on why; a past turn can be reopened
     with its answers, sources and the user's vote."""
-    from copilot.ui.chat import NO_COMPARISON_SIDE, history_choices, reopened_outputs
+    from copilot.ui.chat.render import NO_COMPARISON_SIDE, history_choices, reopened_outputs
 
-    single = {"turn_id": "t1", "comparison": "same_items", "question": "What <i>is</i> RAG?", "user": "local",
-              "answers": [dict(RAW, label="A")], "vote": None, "retrieval_s": 0.1, "created_at": 1_760_000_000.0}
+    single = TurnView(turn_id="t1", comparison="same_items", question="What <i>is</i> RAG?", user="local",
+                      answers=(replace(RAW, label="A"),), retrieval_s=0.1, created_at=1_760_000_000.0)
     notice, a, b = turn_outputs(single)
     assert "No comparison yet" in notice and "vote" in notice
     assert "Graphs help" in a and NO_COMPARISON_SIDE.split(":")[0] in b
 
-    voted = {"turn_id": "t2", "comparison": "yes", "question": "Which retrievers?", "user": "local",
-             "answers": [RAW, AUGMENTED], "retrieval_s": 0.1, "created_at": 1_760_000_100.0,
-             "vote": {"choice": "thoughts", "label": "B", "changes": 0}}
+    voted = TurnView(turn_id="t2", comparison="yes", question="Which retrievers?", user="local",
+                     answers=(RAW, AUGMENTED), retrieval_s=0.1, created_at=1_760_000_100.0,
+                     vote=VoteView("thoughts", "B", 0))
     notice, a, b, status = reopened_outputs(voted)
     assert "reopened from your history" in notice and "Your vote: B" in status
     assert "chat-badge" in a                                    # voted: the sides are revealed
-    _, _, _, status = reopened_outputs(dict(voted, vote=None))
+    _, _, _, status = reopened_outputs(replace(voted, vote=None))
     assert "Not voted yet" in status
     notice, *_ = reopened_outputs(single)
     assert "&lt;i&gt;is&lt;/i&gt;" in notice and "<i>" not in notice

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from copilot.errors import UserError
 from copilot.features import related
 from copilot.features.deep import keep_as_thought, stream_deep
 from copilot.features.related_work import draft_related_work
@@ -92,7 +93,7 @@ def test_a_stopped_deep_answer_stores_nothing_and_calls_nothing_more(library):
     stream.close()                        # what Gradio does when the page is left or "Stop" is clicked
     calls = len(backend.calls)
     assert calls == 2 and not answer.done
-    with pytest.raises(ValueError, match="not finished"):
+    with pytest.raises(UserError, match="not finished"):
         keep_as_thought(services, answer, "bob")
     assert services.store.count("thought") == before and len(backend.calls) == calls
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -112,13 +113,23 @@ def test_eval_command_on_a_three_query_slice(tmp_path):
     lines = run.stdout.strip().splitlines()
     assert len(lines) == 1
     printed = json.loads(lines[0])
-    assert list(printed) == ["default_method", "product_default", "selection", "results", "vs_abstract",
-                             "cross_validated", "per_query", "meta"]
-    assert printed["default_method"] in csfcube.PRODUCT_METHODS and printed["product_default"] == "prism-extractive"
+    assert list(printed) == ["default_method", "product_default", "selection", "default_nested", "results",
+                             "vs_abstract", "cross_validated", "per_query", "meta"]
+    nested = printed["default_nested"]                 # 3 query papers: 3 folds, each choosing by the rule
+    assert nested["folds"] == 3 and sum(c["folds"] for c in nested["chosen"]) == 3
+    assert {c["method"] for c in nested["chosen"]} <= set(csfcube.PRODUCT_METHODS)
+    assert nested["in_sample_default"] == printed["default_method"] and nested["vs_abstract"]["queries"] == 3
+    assert printed["product_default"] == "prism-extractive"
+    # the default is the rule applied to the printed numbers (read here on its own, not through choose_default)
+    assert printed["default_method"] == _default_by_the_rule(printed)
     for method in csfcube.METHODS[1:]:                     # every method against abstract, paired, per metric
         test = printed["vs_abstract"][method]["upstream_ndcg@20"]
         assert test["queries"] == 3 and test["wins"] + test["losses"] + test["ties"] == 3
-        assert 0.0 <= test["sign_test_p"] <= 1.0 and 0.0 <= test["bootstrap_p"] <= 1.0
+        ours = [printed["per_query"][method][k]["upstream_ndcg@20"] for k in printed["per_query"]["abstract"]]
+        base = [row["upstream_ndcg@20"] for row in printed["per_query"]["abstract"].values()]
+        assert test["mean_difference"] == pytest.approx(sum(ours) / 3 - sum(base) / 3, abs=1e-12)
+        assert test["sign_test_p"] == pytest.approx(_two_sided_sign_p(test["wins"], test["losses"]))
+        assert 0.0 <= test["bootstrap_p"] <= 1.0
     assert set(printed["cross_validated"]) == set(csfcube.TUNED_METHODS)
     assert sum(c["folds"] for c in printed["cross_validated"]["hybrid"]["weights_chosen"]) == 3
     results = printed["results"]
@@ -127,7 +138,9 @@ def test_eval_command_on_a_three_query_slice(tmp_path):
         assert set(entry) == {"overall", "background", "method", "result"}
         assert entry["overall"]["queries"] == 3 and entry["background"]["queries"] == 3
         assert entry["method"]["queries"] == 0
-        assert all(0.0 <= entry["overall"][m] <= 1.0 for m in METRICS)
+    for method, entry in results.items():                   # each mean is the mean of its printed per-query rows
+        rows = list(printed["per_query"][method].values())
+        assert all(entry["overall"][m] == pytest.approx(sum(r[m] for r in rows) / 3, abs=1e-12) for m in METRICS)
     # measured here: abstract 0.66 on this slice, a random order 0.36 on average (300 shuffles)
     assert results["abstract"]["overall"]["ndcg@20"] > 0.5
     assert "| method | NDCG@20 (ours) | NDCG%20 (upstream)" in run.stderr and "sign test p" in run.stderr
@@ -138,3 +151,22 @@ def test_eval_command_on_a_three_query_slice(tmp_path):
     assert len(printed["per_query"]["prism"]) == 3 and printed["meta"]["llm_calls"] == 9
     assert printed["vs_abstract"]["prism"]["ndcg@20"]["queries"] == 3
     assert list((tmp_path / "eval" / "cache").glob("csfcube-*.npz"))
+
+
+def _two_sided_sign_p(wins: int, losses: int) -> float:
+    n = wins + losses
+    return 1.0 if n == 0 else min(1.0, 2 * sum(math.comb(n, i) for i in range(min(wins, losses) + 1)) / 2 ** n)
+
+
+def _default_by_the_rule(printed: dict) -> str:
+    """The best overall upstream NDCG@20 among product rankings that beat `abstract` (mean up, bootstrap p < 0.05)
+    and lose at most 0.01 on every facet that has queries; `abstract` when none does."""
+    base = printed["results"]["abstract"]
+    eligible = []
+    for method in csfcube.PRODUCT_METHODS[1:]:
+        test, entry = printed["vs_abstract"][method]["upstream_ndcg@20"], printed["results"][method]
+        facets = [f for f in csfcube.FACETS if entry[f]["queries"]]
+        if test["mean_difference"] > 0 and test["bootstrap_p"] < 0.05 and all(
+                entry[f]["upstream_ndcg@20"] - base[f]["upstream_ndcg@20"] >= -0.01 for f in facets):
+            eligible.append((entry["overall"]["upstream_ndcg@20"], method))
+    return max(eligible)[1] if eligible else "abstract"

@@ -39,6 +39,13 @@ def test_root_precision_recall(roots, cited, expected):
     assert root_precision_recall(roots, cited) == pytest.approx(expected)
 
 
+def _means_match_rows(point: dict, setting: str) -> None:
+    rows = point["per_query"][setting]
+    assert len(rows) == point["queries"]
+    for metric in ("precision", "recall", "level", "thoughts"):
+        assert point["mean"][setting][metric] == pytest.approx(np.mean([r[metric] for r in rows]), abs=1e-12)
+
+
 def _unit(seed: int, dim: int = 384) -> np.ndarray:
     vector = np.random.default_rng(seed).normal(size=dim).astype(np.float32)
     return vector / np.linalg.norm(vector)
@@ -155,10 +162,9 @@ def test_scripted_warmup_resumes_after_an_interruption(settings, tmp_path):
     assert start["thoughts_in_memory"] == 0 and start["mean"]["papers"] == start["mean"]["papers+thoughts"]
     assert start["mean"]["papers"]["level"] == 1.0 and start["queries"] == 2
     assert end["thoughts_in_memory"] == sum(1 for t in report.warmup if t["thought"] == "stored") >= 1
-    for point in report.curve.values():
+    for point in report.curve.values():       # each mean is the mean of the per-query values it reports
         for setting in thoughts_eval.SETTINGS:
-            assert 0.0 <= point["mean"][setting]["precision"] <= 1.0
-            assert 0.0 <= point["mean"][setting]["recall"] <= 1.0
+            _means_match_rows(point, setting)
     assert [r["query"] for r in start["per_query"]["papers"]] == ["q1", "q2"]
     same = start["thoughts_vs_papers"]["recall"]      # no thought yet: every query ties
     assert (same["ties"], same["mean_difference"], same["sign_test_p"]) == (2, 0.0, 1.0)
@@ -234,7 +240,7 @@ def test_eval_thoughts_command_on_a_three_query_slice(tmp_path):
     for point in printed["curve"].values():
         assert point["queries"] == 3
         for setting in thoughts_eval.SETTINGS:
-            assert all(0.0 <= point["mean"][setting][m] <= 1.0 for m in ("precision", "recall"))
+            _means_match_rows(point, setting)
             assert point["mean"][setting]["level"] >= 1.0
     written = tmp_path / "data" / "eval" / "thoughts-toy-w4-k8-s13.json"
     assert json.loads(written.read_text()) == printed

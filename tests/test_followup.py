@@ -61,7 +61,7 @@ def test_a_follow_up_in_chat_retrieves_for_the_paper_it_refers_to(settings):
     assert follow.asked == "Can you say more about the first paper you mentioned?"
     assert cited_title in follow.question
     assert follow.answers[0].sources[0].title == cited_title        # retrieval used the rewritten question
-    assert follow.view()["asked"] == follow.asked
+    assert follow.view().asked == follow.asked
     other_user = chat.prepare("Can you say more about the first paper you mentioned?", "mallory",
                               previous_turn=first.id)
     assert other_user.asked == "" and cited_title not in other_user.question   # another user's turn is not read

@@ -3,6 +3,7 @@ the evaluation's rule for the default ranking (issue #22)."""
 
 from __future__ import annotations
 
+import math
 import typing
 
 import pytest
@@ -135,3 +136,43 @@ def test_default_is_the_best_significant_product_ranking_without_a_lost_facet():
     assert csfcube.choose_default(_report(means, p, {}))[0] == "prism-extractive"    # eval-only and p 0.2 are out
     assert csfcube.choose_default(_report(means, p, {"prism-extractive": -0.02}))[0] == "hybrid"
     assert csfcube.choose_default(_report(means, {k: 0.5 for k in p}, {}))[0] == "abstract"
+
+
+def test_nested_default_scores_each_query_paper_by_a_choice_made_without_it():
+    from copilot.eval import csfcube_nested
+    from copilot.eval.metrics import METRICS
+
+    def row(value: float) -> dict:
+        return {m: value for m in METRICS}
+
+    keys = [f"p{i}_background" for i in range(6)]
+    per_query = {"abstract": {k: row(0.5) for k in keys}, "hybrid": {k: row(0.52) for k in keys},
+                 "prism-extractive": {k: row(0.55 if k != "p5_background" else 0.0) for k in keys}}
+    report = csfcube_nested._report_on(per_query, keys)
+    report.default_method = csfcube.choose_default(report)[0]
+    assert report.default_method == "hybrid"       # in-sample, prism-extractive's loss on p5 sinks its mean
+    nested = csfcube_nested.nested_default(report)
+    # without p5, prism-extractive wins and is then scored on p5 (0.0); with p5 in training, hybrid is chosen
+    assert nested["chosen"] == [{"method": "hybrid", "folds": 5}, {"method": "prism-extractive", "folds": 1}]
+    assert nested["mean"][csfcube.SELECTION_METRIC] == pytest.approx((5 * 0.52 + 0.0) / 6)
+    assert nested["vs_abstract"]["wins"] == 5 and nested["vs_abstract"]["losses"] == 1
+    assert nested["in_sample_mean"] == pytest.approx(0.52) and nested["in_sample_vs_abstract"] == pytest.approx(0.02)
+    assert csfcube_nested.paper_of("8781666_result") == "8781666"
+    assert csfcube_nested.nested_default(csfcube_nested._report_on(per_query, keys[:1])) == {}
+
+
+def test_list_ablation_scores_each_list_alone_and_with_the_abstract():
+    from copilot.eval import csfcube_lists
+    from copilot.eval.metrics import METRICS
+
+    query = csfcube.CsfQuery("q", "background", ["a", "b", "c", "d"], {"a": 3, "b": 2, "c": 0, "d": 0})
+    lists = {"abstract": ["a", "b", "c", "d"], "title": ["d", "c", "b", "a"]}
+    report = csfcube.Report({}, {"abstract": {query.key: {m: 1.0 for m in METRICS}}}, {})
+    report.lists, report.queries = {"hybrid": {query.key: lists}}, [query]
+    found = csfcube_lists.list_ablation(report)
+    ideal = 3 + 2                                      # upstream: ranks 1 and 2 undiscounted
+    assert found["hybrid"]["alone"]["abstract"] == pytest.approx(1.0)
+    assert found["hybrid"]["alone"]["title"] == pytest.approx((2 / math.log2(3) + 3 / math.log2(4)) / ideal)
+    # RRF: a and d tie above b and c, ties in first-seen order → a, d, b, c
+    assert found["hybrid"]["with_abstract"] == {"title": pytest.approx((3 + 2 / math.log2(3)) / ideal)}
+    assert "| hybrid | title |" in csfcube_lists.markdown(found)

@@ -133,11 +133,10 @@ def test_command_line_answers_from_the_nodes_gor_chose(trained_dir):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
     meta = feature.training_status(Services(make_settings(data, gor_questions=8, gor_responses=2)), PERIOD)["meta"]
-    if meta["validated"]:            # the network ranked held-out questions at least as well as plain retrieval
-        assert result["chosen_by"] == "gor", result["notices"]
-    else:
-        assert result["chosen_by"] == "plain"
-        assert any("held-out" in n and f"{meta['heldout_mrr_gor']:.2f}" in n for n in result["notices"])
+    # 8 questions hold out 2, fewer than the gate's minimum: no evidence, so the network is not used
+    assert meta["heldout_questions"] < gor.MIN_HELDOUT_QUESTIONS and meta["validated"] is False
+    assert result["chosen_by"] == "plain"
+    assert any("not used" in n and f"at least {gor.MIN_HELDOUT_QUESTIONS}" in n for n in result["notices"])
     assert 1 <= len(result["nodes"]) <= 6
     assert all(n["kind"] in ("paper", "thought") and isinstance(n["score"], float) for n in result["nodes"])
     scores = [n["score"] for n in result["nodes"]]

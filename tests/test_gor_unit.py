@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import torch            # a hard dependency (requirements.txt): a missing torch must fail here, not skip
 
 from copilot.methods import gor
 from copilot.store.db import Database
@@ -53,7 +54,6 @@ def test_bert_score_is_greedy_matching_f1():
 
 
 def test_loss_exact_values_on_one_query():
-    torch = pytest.importorskip("torch")
     logits = torch.tensor([[2.0, 1.0, 0.0]])
     labels = torch.tensor([[0.9, 0.5, 0.1]])
     total, contrastive, ranking = gor.gor_loss(logits, labels, alpha=0.6, tau=1.0)
@@ -65,7 +65,6 @@ def test_loss_exact_values_on_one_query():
 
 
 def test_loss_positive_is_the_best_label_and_negatives_of_another_graph_count():
-    torch = pytest.importorskip("torch")
     logits = torch.tensor([[0.0, 3.0]])
     labels = torch.tensor([[0.2, 0.8]])                  # node 1 is the positive
     _, contrastive, ranking = gor.gor_loss(logits, labels, alpha=1.0, tau=2.0,
@@ -84,8 +83,27 @@ def test_ranking_metrics():
     assert found["overlap@2"] == pytest.approx((2 / 2 + 1 / 2) / 2)
 
 
+@pytest.mark.parametrize("heldout, ours, plain, validated", [
+    (0, None, None, False),                                   # no evidence is not a pass
+    (gor.MIN_HELDOUT_QUESTIONS - 1, 0.9, 0.1, False),         # too few, however good
+    (gor.MIN_HELDOUT_QUESTIONS, 0.5, 0.5, True),              # enough, and as good as plain retrieval
+    (10, 0.24, 0.78, False),                                  # the rerun of docs/gor-eval.md
+])
+def test_gate_needs_enough_held_out_questions_and_no_loss(heldout, ours, plain, validated):
+    verdict, why = gor.gate(heldout, ours, plain)
+    assert verdict is validated and f"{heldout} held-out" in why
+    if heldout < gor.MIN_HELDOUT_QUESTIONS:
+        assert f"at least {gor.MIN_HELDOUT_QUESTIONS}" in why
+
+
+def test_a_stored_network_without_held_out_questions_is_not_used():
+    from copilot.features import gor as feature     # a network stored before the minimum existed said "validated"
+    old = {"validated": True, "heldout_questions": 0}
+    assert feature.gate_of(old)[0] is False
+    assert "not used: only 0 held-out" in feature.not_validated_notice(old)
+
+
 def test_untrained_network_is_plain_retrieval_and_top_nodes_skip_responses():
-    pytest.importorskip("torch")
     graph = tiny_graph()
     dim = graph.features.shape[1]
     vectors = gor.node_embeddings(gor.untrained(dim, gor.TrainSettings(heads=2)), graph)
@@ -95,7 +113,6 @@ def test_untrained_network_is_plain_retrieval_and_top_nodes_skip_responses():
 
 
 def test_training_stops_without_weights_when_asked():
-    pytest.importorskip("torch")
     graph = tiny_graph()
     with pytest.raises(gor.TrainingStopped):
         gor.train(graph, np.stack([unit(1, 0)]), np.array([[1.0, 0, 0.5, 0.7, 0.2, 0.1]], np.float32),
@@ -103,7 +120,6 @@ def test_training_stops_without_weights_when_asked():
 
 
 def test_trained_network_round_trips_through_bytes():
-    pytest.importorskip("torch")
     graph = tiny_graph()
     trained = gor.train(graph, np.stack([unit(1, 0)]), np.array([[1.0, 0, 0.5, 0.7, 0.2, 0.1]], np.float32),
                         gor.TrainSettings(heads=2, epochs=2))
@@ -152,3 +168,15 @@ def test_a_simulated_question_is_kept_only_when_it_is_about_its_paper(question, 
                   "We study speculative decoding and register tokens that improve the interpretability of vision "
                   "transformers. Chronocept is a benchmark.", [], ["cs.CL"], date(2025, 5, 14))
     assert about_its_paper(question, paper) is kept
+
+
+def test_eval_gor_training_variants_are_parsed_and_checked():
+    from copilot.cli.evals import _train_variant
+    from copilot.errors import UserError
+
+    variant = _train_variant(gor.TrainSettings(), ["dropout=0.2", "epochs=30", "lr=1e-4", "alpha=0"])
+    assert (variant.dropout, variant.epochs, variant.lr, variant.alpha) == (0.2, 30, 1e-4, 0.0)
+    assert _train_variant(gor.TrainSettings(), []) == gor.TrainSettings()
+    for bad in ("heads=2", "dropout", "epochs=many"):
+        with pytest.raises(UserError):
+            _train_variant(gor.TrainSettings(), [bad])

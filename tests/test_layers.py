@@ -199,15 +199,13 @@ MAX_MODULE_LINES = 500
 # Today's offenders, all in files whose owners are reshaping them (issue #28): listed so the check passes now and
 # catches every new one. The lead empties this list as those files are split; do not add to it.
 SIZE_ALLOWLIST = {
-    "copilot/ui/chat.py:build",                  # Chat's page, one module per sub-tab to come
-    "copilot/ui/chat.py",                        # (the module too: 599 lines)
     "copilot/features/trends.py:iter_trends",    # Trends, being split
     "copilot/features/trends.py",                # (605 lines)
     "copilot/features/profile.py",               # profiles, author lookup and drafting, to be split by what it does
     "copilot/ui/trends.py:build",                # over the UI's 60 lines
     "copilot/ui/profile.py:build",               # over the UI's 60 lines
-    "copilot/features/chat.py",                  # (524 lines) Chat, being reshaped
-    "copilot/methods/thought_retriever.py",      # (520 lines) owned with Chat
+    "copilot/features/chat.py",                  # (520 lines) Chat, being reshaped
+    "copilot/methods/thought_retriever.py",      # (527 lines) owned with Chat
 }
 MAX_UI_BUILD_LINES = 60                          # a tab's build only lays out and wires; the views are module-level
 

@@ -103,7 +103,8 @@ def test_a_bad_revision_keeps_the_draft_so_far(db, reply, why):
     final = run(llm, lambda q: [item("a")], LongformOptions(steps=1, retrieve_k=1))[-1]
     step = final.rat.steps[0]
     assert step.kept and step.status == "kept" and why in step.note
-    assert final.text == "Attention layers read the whole input at once."
+    assert final.text == ("Attention layers read the whole input at once. Sparse attention keeps only some of the "
+                          "pairs. Linear attention replaces the softmax with kernels.")   # one step: the whole draft
 
 
 def test_invented_citations_are_removed_and_real_ones_kept(db):

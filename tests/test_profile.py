@@ -323,6 +323,45 @@ def test_ui_callbacks_use_the_request_user(svc):
     assert current_user(None) == P.DEFAULT_USER
 
 
+def test_saved_ids_the_library_lacks_survive_the_next_save(svc, monkeypatch):
+    """Papers saved while they could not be stored are listed after a reload and saved again, not dropped."""
+    from copilot.ui import profile as tab
+
+    def arxiv_down(ids):
+        raise P.ArxivSourceError("arXiv unreachable")
+
+    monkeypatch.setattr(svc.arxiv, "by_ids", arxiv_down)
+    first = P.save_profile(svc, "ann", "I study retrieval.", "retrieval", [PAPERS[0], "2502.00009"])
+    assert "stay listed" in first.notice and first.paper_ids == [PAPERS[0].id, "2502.00009"]
+    assert [p.id for p in svc.store.get_papers(first.paper_ids)] == [PAPERS[0].id]
+    text, words, shown, papers, state = tab.load_view(svc, "ann")
+    assert state["unstored"] == ["2502.00009"] and papers["value"] == [PAPERS[0].id, "2502.00009"]
+    assert "2502.00009" in [value for _, value in papers["choices"]] and "2502.00009" in shown
+    saved = tab.save_view(svc, "ann", text + " Still.", words, state, papers["value"])
+    assert "version <span id='profile-version'>2</span>" in saved
+    assert P.load_profile(svc, "ann").paper_ids == [PAPERS[0].id, "2502.00009"]
+    tab.save_view(svc, "ann", text, words, state, [PAPERS[0].id])            # unchecked by the user: dropped
+    assert P.load_profile(svc, "ann").paper_ids == [PAPERS[0].id]
+
+
+def test_a_failed_load_of_the_saved_papers_says_so_and_blocks_save(svc, monkeypatch):
+    from copilot.ui import profile as tab
+
+    P.save_profile(svc, "ann", "I study retrieval.", "retrieval", PAPERS)
+
+    def store_down(services, profile):
+        raise RuntimeError("chroma unavailable")
+
+    monkeypatch.setattr(P, "saved_papers", store_down)
+    text, words, shown, papers, state = tab.load_view(svc, "ann")
+    assert text == "I study retrieval." and "could not be read" in shown and "chroma unavailable" in shown
+    assert papers["value"] == [] and state["load_error"]
+    refused = tab.save_view(svc, "ann", text, words, state, [])
+    assert refused.startswith("**Not saved:") and "would drop them" in refused
+    saved = P.load_profile(svc, "ann")
+    assert saved.version == 1 and saved.paper_ids == [p.id for p in PAPERS]
+
+
 def test_ui_group_toggle_unchecks_and_rechecks_its_papers():
     from copilot.ui import profile as tab
 

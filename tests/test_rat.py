@@ -107,7 +107,7 @@ def test_steps_are_capped_and_embedded_queries_skip_the_query_call(db):
     assert len(backend.calls) == 3 and len(result.steps) == 2
     # ToQuery without a model: the raw step first, then the task, then the revised steps before it
     assert result.steps[0].query == "RAW-ONE alpha.\n\ntask"
-    assert result.steps[1].query == "RAW-TWO beta.\n\ntask\n\nr1 revised."
+    assert result.steps[1].query == "RAW-TWO beta.\nRAW-THREE gamma.\n\ntask\n\nr1 revised."   # step 3 joined, not lost
     assert [e.id for e in result.retrieved] == ["x"]
 
 
@@ -120,3 +120,22 @@ def test_steps_are_capped_and_embedded_queries_skip_the_query_call(db):
 ])
 def test_split_steps(text, steps):
     assert split_steps(text) == steps
+
+
+@pytest.mark.parametrize("text, cap, steps", [
+    ("a\n\nb\n\nc\n\nd", 2, ["a", "b\nc\nd"]),                     # the rest joins the last step
+    ("a\n\nb\n\nc", 3, ["a", "b", "c"]),
+    ("1. one\n2. two\n3. three", 2, ["1. one", "2. two\n3. three"]),
+    ("a\n\nb\n\nc", 1, ["a\nb\nc"]),
+])
+def test_split_steps_never_drops_text_beyond_the_cap(text, cap, steps):
+    split = split_steps(text, cap)
+    assert split == steps
+    assert split_steps("\n\n".join(split)) == split                # the joined draft splits the same way again
+
+
+def test_a_draft_longer_than_the_cap_keeps_every_paragraph(db):
+    llm, _ = scripted_llm(db, [DRAFT, "q1", "", "q2", ""])        # empty revisions: the draft stays as written
+    result = run_rat(llm, "task", lambda q: [evidence("2501.00001")], max_steps=2)
+    assert result.raw_steps == ["RAW-ONE alpha.", "RAW-TWO beta.\nRAW-THREE gamma."]
+    assert "RAW-THREE gamma." in result.text

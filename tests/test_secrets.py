@@ -226,7 +226,7 @@ def test_chat_turns_never_show_the_key(fake_openai, corpus, tmp_path, caplog):
         chat = Chat(services)
         record = chat.ask(QUESTION, user="local", wait=True)
         shown.append(json.dumps(record))
-        shown.append(json.dumps(chat.view(record["turn_id"]), default=str))
+        shown.append(json.dumps(chat.view(record["turn_id"]).as_dict(), default=str))
         if mode != "ok":
             assert all(a["error"] for a in record["answers"]), f"{mode}: the failure must be reported"
         else:

@@ -166,7 +166,7 @@ def test_an_empty_draft_retrieves_with_the_question_without_asking_the_judge(db,
 
 
 def test_the_chat_tab_says_when_the_proxy_failed(db):
-    from copilot.ui.chat import slim_html
+    from copilot.ui.chat.adaptive import slim_html
 
     trace, *_ = run(db, [LLMError("local model timed out after 120 s")])
     _, shown = slim_html(trace.as_dict())
@@ -259,7 +259,7 @@ def test_with_an_endpoint_as_main_model_the_proxy_is_a_local_model_from_the_same
 
 
 def test_the_chat_tab_shows_the_decision_trace_escaped(db):
-    from copilot.ui.chat import slim_html
+    from copilot.ui.chat.adaptive import slim_html
 
     trace, *_ = run(db, ["It uses <script>x</script> documents.", "unknown", DECOMPOSITION, "unknown", "maybe",
                          "known"])
@@ -273,7 +273,7 @@ def test_the_chat_tab_shows_the_decision_trace_escaped(db):
 
 def test_an_answer_without_sources_says_so_on_the_page(db):
     # seen in the browser: "What is dropout?" judged known, answered wrongly, and nothing said it had no source
-    from copilot.ui.chat import SLIM_NO_SOURCES, slim_html
+    from copilot.ui.chat.adaptive import SLIM_NO_SOURCES, slim_html
 
     trace, *_ = run(db, [HEURISTIC, "known"], main_reply="It grounds answers in documents.")
     assert SLIM_NO_SOURCES in slim_html(trace.as_dict())[0].replace("&#x27;", "'")
@@ -338,7 +338,7 @@ def test_without_a_threshold_a_weighing_proxy_writes_its_word(db):
 
 
 def test_the_trace_shows_the_weighed_verdict(db):
-    from copilot.ui.chat import slim_html
+    from copilot.ui.chat.adaptive import slim_html
     trace, _, _ = weighed_run(db, [HEURISTIC, DECOMPOSITION],
                               [weights(0.20), weights(0.30), weights(0.05), weights(0.15)], 0.14)
     trace.step = "answered"

@@ -70,7 +70,7 @@ def test_votes_needed_edge_cases():
 
 def test_the_win_rate_plot_counts_votes_on_its_x_axis_not_milliseconds():
     """Votes seconds apart drew a time axis with sub-millisecond ticks (issue #20): x is the vote count."""
-    from copilot.ui.chat import stats_figure
+    from copilot.ui.chat.stats import stats_figure
 
     points = [{"at": f"2026-11-23T10:00:0{i}", "decisive_votes": i + 1, "win_rate": 0.5, "ci_low": 0.1,
                "ci_high": 0.9} for i in range(3)]
@@ -79,3 +79,32 @@ def test_the_win_rate_plot_counts_votes_on_its_x_axis_not_milliseconds():
     assert list(line.x) == [1, 2, 3]
     assert figure.layout.xaxis.dtick == 1 and figure.layout.xaxis.tickformat == "d"
     assert "2026-11-23 10:00" in line.customdata[0]
+
+
+def test_the_stats_tab_says_the_verdict_in_a_sentence_and_shows_the_intervals_and_position_bias(db):
+    """Issue #30: the tab shows, beside today's figures, the by-user interval, the anytime-valid evidence with its
+    sentence, and the position bias; the plot shows the evidence, not a shrinking cumulative interval."""
+    from copilot.ui.chat.stats import stats_figure, stats_html
+
+    for n in range(30):
+        add_vote(db, n, "thoughts" if n % 3 else "raw", "thoughts" if n % 2 else "raw", f"user{n % 4}",
+                 1_767_225_600 + n)
+    stats = chat_stats(db)
+    markup = stats_html(stats)
+    assert markup.startswith('<p class="chat-stats-verdict">') and stats["verdict_text"].split(":")[0] in markup
+    assert "each user&#x27;s votes resampled together" in markup and "Position bias" in markup
+    assert f"{stats['sequential']['evalue']:.3g}" in markup and "user0" not in markup     # no user names
+    figure = stats_figure(stats)
+    assert [trace.name for trace in figure.data] == ["evidence (verdict at 20)", "thought-augmented win rate"]
+    assert figure.layout.yaxis2.type == "log"
+
+
+def test_only_an_admin_or_the_single_local_user_may_download_everyones_preference_data(tmp_path):
+    from copilot.features.preferences import may_export
+    from copilot.services import Services
+    from tests.conftest import make_settings
+
+    alone = Services(make_settings(tmp_path / "a"))
+    assert may_export(alone, "local") and not may_export(alone, "hf:someone")
+    shared = Services(make_settings(tmp_path / "b", auth="ann:pw1234567,bob:pw7654321", admins=["ann"]))
+    assert may_export(shared, "ann") and not may_export(shared, "bob") and not may_export(shared, "local")

@@ -238,7 +238,9 @@ def test_week_of_real_papers_with_the_local_model_through_the_cli(week, monkeypa
     assert cli.main(["trends", "--range", "week", "--summaries", "2", "--ideas", "2", "--json"]) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)
-    assert set(out) == {"papers", "topics", "summary", "ideas"} and out["papers"] == 106
+    assert set(out) == {"papers", "topics", "summary", "ideas", "ideas_status", "ideas_note"} and out["papers"] == 106
+    assert out["ideas_status"] == ("shown" if out["ideas"] else "none_passed") and bool(out["ideas_note"]) != bool(
+        out["ideas"])
     shown = {pid for t in out["topics"] for pid in t["paper_ids"]}
     assert sum(len(t["paper_ids"]) for t in out["topics"]) == 106
     summarized = [t for t in out["topics"] if t["summary"]]
@@ -309,3 +311,21 @@ def test_an_idea_must_share_its_words_with_the_papers_and_its_support_with_the_c
     assert not tr.grounded_idea("Idea: Adapt to the new way of thinking, and I am ready. Support: [2503.14917] "
                                 "introduces de la ciencia y aprenden el cual es más lindo.", ids, texts)
     assert not tr.grounded_idea(grounded.replace("[2503.14828]", "[2503.15168]"), ids, texts)
+
+
+def test_json_says_why_there_are_no_ideas():
+    from copilot.cli.trends import ideas_status
+
+    def report(**fields) -> tr.TrendsReport:
+        return tr.TrendsReport(start=date(2025, 5, 12), end=LAST_DAY, categories=[], user="local", cap=300,
+                               **fields)
+
+    assert ideas_status(report(notices=[tr.IDEAS_OFF_NOTICE]), 0) == {"ideas_status": "off",
+                                                                        "ideas_note": tr.IDEAS_OFF_NOTICE}
+    assert ideas_status(report(), 0)["ideas_note"] == "Research ideas were not asked for (--ideas 0)."
+    assert ideas_status(report(ideas_error=tr.NO_IDEA_PASSED), 2) == {"ideas_status": "none_passed",
+                                                                       "ideas_note": tr.NO_IDEA_PASSED}
+    assert ideas_status(report(ideas_error="Ideas failed: timeout"), 2) == {"ideas_status": "failed",
+                                                                           "ideas_note": "Ideas failed: timeout"}
+    shown = report(ideas=[tr.Idea(text="Idea: x", paper_ids=["2505.00001"], trace=[])])
+    assert ideas_status(shown, 2) == {"ideas_status": "shown", "ideas_note": None}

@@ -71,7 +71,7 @@ def test_user_b_cannot_vote_on_or_list_user_a_turns(data_dir):
         with pytest.raises(ChatError, match="another user"):
             chat.vote(turn.id, choice, "bob")
     stored = services.db.query("SELECT user, choice, label FROM chat_votes WHERE turn_id = ?", (turn.id,))
-    assert stored == [{"user": "alice", "choice": chat.view(turn.id)["vote"]["choice"], "label": "A"}]
+    assert stored == [{"user": "alice", "choice": chat.view(turn.id).vote.choice, "label": "A"}]
     assert len(services.db.query("SELECT * FROM chat_vote_log WHERE turn_id = ?", (turn.id,))) == 1
     assert turn.id not in {t["id"] for t in chat.recent_turns("bob")}
     assert turn.id in {t["id"] for t in chat.recent_turns("alice")}
@@ -147,3 +147,27 @@ def test_a_shared_thought_keeps_its_question_to_its_user_and_only_they_or_an_adm
                             check_redundant=False)
     assert services.settings.admins == ["hf:root", "keeper"]
     assert delete_thought(services, again, user="keeper") is True                   # an admin may
+
+
+def test_the_merge_check_weighs_only_thoughts_the_writing_user_could_retrieve(data_dir, tmp_path):
+    """Issue #30: with private thoughts, bob's private thought made alice's same thought 'redundant' although alice
+    can never retrieve it. Redundancy (ε = 0.85) is judged against papers, shared thoughts and her own."""
+    import shutil
+
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir, copy)
+    paper = Services(make_settings(copy)).store.papers.get(limit=1)["ids"][0]
+    shared_note = "Older shared note: sparse and dense retrievers disagree most on rare technical terms."
+    shared = Chat(services_for(copy)).memory.add(shared_note, [(paper, "paper")], origin="chat", user="carol")
+    memory = Chat(services_for(copy, private_thoughts=True)).memory
+    bobs = memory.add(THOUGHT_TEXT, [(paper, "paper")], origin="chat", user="bob")
+    assert shared and bobs
+
+    alices, merge = memory.add_checked(THOUGHT_TEXT, [(paper, "paper")], origin="chat", user="alice")
+    assert alices and alices != bobs and merge.nearest_id != bobs              # bob's private thought is not weighed
+    again, merge = memory.add_checked(THOUGHT_TEXT, [(paper, "paper")], origin="chat", user="alice")
+    assert again is None and merge.redundant and merge.nearest_id == alices    # her own thought is
+    from_shared, merge = memory.add_checked(shared_note, [(paper, "paper")], origin="chat", user="alice")
+    assert from_shared is None and merge.nearest_id == shared and merge.similarity >= 0.85   # so is a shared one
+    bob_again, merge = memory.add_checked(THOUGHT_TEXT, [(paper, "paper")], origin="chat", user="bob")
+    assert bob_again is None and merge.nearest_id == bobs                      # and bob's own, for bob

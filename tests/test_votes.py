@@ -241,3 +241,27 @@ def test_cli_ask_makes_no_thought_unless_voted(chat, shared, monkeypatch, capsys
     assert single["comparison"] is False and single["vote"]["recorded"] is False
     assert "cannot be voted on" in single["vote"]["error"]
     assert [j["trigger"] for j in single["thought_jobs"]] == ["no_comparison"]
+
+
+def test_vote_flips_that_remake_the_thought_count_against_the_rate_limit(tmp_path):
+    """Issue #34: 40 flips in 1.5 s queued 10 extra thought jobs on the one thought thread. A change that remakes
+    the thought counts as an LLM-backed action; over the limit it is refused with a sentence and queues nothing."""
+    from copilot.ratelimit import RateLimited
+
+    services = Services(make_settings(tmp_path / "data", rate_limit=2, rate_window=3600),
+                        llm_backend=ScriptedBackend())
+    import_papers(services, 40)
+    rescript(services, [reply] * 50)
+    chat = Chat(services)
+    seed = services.store.search("paper", services.embedder.embed_one(QUESTION), 1)[0]
+    chat.memory.add(QUESTION, [(seed.id, "paper")], origin="test", check_redundant=False)
+    turn_id = comparison(chat)
+    chat.vote(turn_id, "thoughts", "local")              # a first vote is never limited
+    chat.vote(turn_id, "tie", "local")                   # the same thought source: not a remake, not counted
+    chat.vote(turn_id, "raw", "local")
+    chat.vote(turn_id, "thoughts", "local")
+    jobs = len(chat.thought_jobs(turn_id))
+    with pytest.raises(RateLimited, match="changing a vote"):
+        chat.vote(turn_id, "raw", "local")
+    assert chat.view(turn_id).vote.choice == "thoughts" and len(chat.thought_jobs(turn_id)) == jobs
+    chat.wait_for_all(timeout=120)

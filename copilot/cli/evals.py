@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 from pathlib import Path
 
 from copilot.cli.output import print_json
 from copilot.config import load_settings
 from copilot.errors import UserError
-from copilot.eval import related_work_eval, slim_eval, thoughts_eval
+from copilot.eval import csfcube_lists, csfcube_nested, related_work_eval, slim_agreement, slim_eval, thoughts_eval
 from copilot.eval.bench_chat import TimedBackend
 from copilot.eval.csfcube import FACETS, METHODS, EvalDataError, output_name, run
 from copilot.eval.csfcube_report import markdown_table, write_outputs
@@ -28,9 +29,13 @@ def cmd_eval_csfcube(args: argparse.Namespace) -> int:
         report = run(services, Path(args.data), facets, args.limit, args.mode, args.aspect_tokens, methods)
     except EvalDataError as error:
         raise UserError(str(error)) from None
+    report.default_nested = csfcube_nested.nested_default(report)
+    report.meta["list_ablation"] = csfcube_lists.list_ablation(report)
     name = output_name(report.meta["fold"], args.mode, args.limit, facets, report.meta["methods"])
     paths = write_outputs(report, services.settings.data_dir / "eval", name)
     _to_stderr(markdown_table(report))
+    _to_stderr(csfcube_nested.markdown(report.default_nested))
+    _to_stderr(csfcube_lists.markdown(report.meta["list_ablation"]))
     _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
     if args.json:
         print_json(report.as_json())
@@ -130,6 +135,29 @@ def cmd_eval_slim_questions(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval_slim_agreement(args: argparse.Namespace) -> int:
+    path = Path(args.questions)
+    if not path.is_file():
+        raise UserError(f"no question file at {path}")
+    settings = load_settings()
+    services = Services(settings)
+    try:
+        report = slim_agreement.measure(services, slim_eval.read_questions(path, args.limit), progress=_to_stderr)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    report["meta"]["questions_file"] = str(path)
+    out = settings.data_dir / "eval" / f"slim-agreement-{path.stem}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    _to_stderr(slim_agreement.markdown(report))
+    _to_stderr(f"wrote {out}")
+    if args.json:
+        print_json(report)
+    else:
+        print(slim_agreement.markdown(report))
+    return 0
+
+
 def cmd_eval_slim(args: argparse.Namespace) -> int:
     path = Path(args.questions)
     if not path.is_file():
@@ -162,6 +190,26 @@ def cmd_eval_slim(args: argparse.Namespace) -> int:
     return 0 if report.meta["slim_one_main_call"] else 1
 
 
+GOR_VARIANT_KEYS = {"epochs": int, "lr": float, "alpha": float, "dropout": float, "tau": float}
+
+
+def _train_variant(train, items: list[str]):
+    """The training settings with `--train KEY=VALUE` changes (a variant is trained and stored beside the default,
+    on the period's cached simulation)."""
+    from dataclasses import replace
+
+    changes = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        if key not in GOR_VARIANT_KEYS or not value:
+            raise UserError(f"--train takes KEY=VALUE with KEY one of {', '.join(GOR_VARIANT_KEYS)}; got {item!r}")
+        try:
+            changes[key] = GOR_VARIANT_KEYS[key](value)
+        except ValueError:
+            raise UserError(f"--train {key} needs a number, got {value!r}") from None
+    return replace(train, **changes)
+
+
 def cmd_eval_gor(args: argparse.Namespace) -> int:
     from datetime import date
 
@@ -175,12 +223,16 @@ def cmd_eval_gor(args: argparse.Namespace) -> int:
     except ValueError:
         raise UserError("--from and --to take dates like 2025-05-12") from None
     scope = gor.scope_for(start, end, categories)
+    opts = gor.GoROptions.from_settings(services.settings)
+    opts.train = _train_variant(opts.train, args.train or [])
     try:
-        report = gor_eval.run(services, scope, answers=args.answers, progress=lambda s: _to_stderr(f"[gor] {s}"))
+        report = gor_eval.run(services, scope, opts, answers=args.answers,
+                              progress=lambda s: _to_stderr(f"[gor] {s}"))
     except (gor.TooFewNodes, ValueError) as error:
         raise UserError(str(error)) from None
+    variant = "".join(f"-{item.replace('=', '')}" for item in args.train or [])
     paths = gor_eval.write_outputs(report, services.settings.data_dir / "eval",
-                                   f"gor-{start}-{end}{'-' + '-'.join(categories) if categories else ''}")
+                                   f"gor-{start}-{end}{'-' + '-'.join(categories) if categories else ''}{variant}")
     _to_stderr(gor_eval.markdown(report))
     _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
     if args.json:
@@ -201,6 +253,7 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     _add_csfcube(names)
     _add_thoughts(names)
     _add_slim(names)
+    _add_slim_agreement(names)
     _add_gor(names)
     _add_related_work(names)
     _add_slim_questions(names)
@@ -271,6 +324,17 @@ def _add_slim(names: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_eval_slim)
 
 
+
+def _add_slim_agreement(names: argparse._SubParsersAction) -> None:
+    """`eval slim-agreement`."""
+    p = names.add_parser("slim-agreement", help="SlimPLM's judge read three ways on the questions no rule forces: "
+                         "weighed at P(unknown) 0.5, the greedy word, the written word; how often they agree")
+    p.add_argument("--questions", required=True, help="JSON lines {question, answer, gold} (tests/data/slim-dev.jsonl)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions of the file")
+    p.add_argument("--json", action="store_true", help="print one JSON object: summary, rows, meta")
+    p.set_defaults(func=cmd_eval_slim_agreement)
+
+
 def _add_gor(names: argparse._SubParsersAction) -> None:
     """`eval gor`."""
     p = names.add_parser("gor", help="Graph of Records on a real period: GoR's top-6 vs plain embedding and BM25 "
@@ -281,6 +345,9 @@ def _add_gor(names: argparse._SubParsersAction) -> None:
     p.add_argument("--categories", default=None, help="comma-separated primary categories (default: all)")
     p.add_argument("--answers", type=int, default=0, help="also answer the first N held-out questions with each "
                    "method's top-6 and report ROUGE-L against the question's source paper (default 0: no LLM)")
+    p.add_argument("--train", action="append", metavar="KEY=VALUE", help="a training variant (repeatable): "
+                   "epochs, lr, alpha, dropout or tau changed from the product's, e.g. --train dropout=0.2; trained "
+                   "on the period's cached simulation and stored beside the default network")
     p.add_argument("--json", action="store_true", help="print one JSON object: meta, heldout, trained_on, coverage, "
                    "answers, timing, per_question (the Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_gor)

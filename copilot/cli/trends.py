@@ -8,7 +8,8 @@ import sys
 from copilot.cli.output import print_json
 from copilot.errors import UserError
 from copilot.features import gor
-from copilot.features.trends import PRESETS, TrendsOptions, default_ideas, resolve_range, run_trends
+from copilot.features.trends import (IDEAS_OFF_NOTICE, NO_IDEA_PASSED, PRESETS, TrendsOptions,
+                                     TrendsReport, default_ideas, resolve_range, run_trends)
 from copilot.services import Services
 
 
@@ -28,7 +29,7 @@ def cmd_trends(args: argparse.Namespace) -> int:
         print(f"[trends] {notice}", file=sys.stderr)
     print("[trends] seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in report.timings.items()), file=sys.stderr)
     if args.json:
-        print_json(report.as_json())
+        print_json({**report.as_json(), **ideas_status(report, opts.ideas)})
     else:
         print(f"{report.papers} papers, {report.start} … {report.end}")
         for topic in report.topics:
@@ -37,6 +38,19 @@ def cmd_trends(args: argparse.Namespace) -> int:
         for idea in report.ideas:
             print(f"* {idea.text}")
     return 0
+
+
+def ideas_status(report: TrendsReport, asked: int) -> dict:
+    """Why `ideas` is what it is, for a script: `ideas_status` is shown | off | none_passed | failed, and
+    `ideas_note` the sentence the page shows (None when ideas are shown)."""
+    if report.ideas:
+        return {"ideas_status": "shown", "ideas_note": None}
+    if asked <= 0:
+        off = IDEAS_OFF_NOTICE if IDEAS_OFF_NOTICE in report.notices else "Research ideas were not asked for (--ideas 0)."
+        return {"ideas_status": "off", "ideas_note": off}
+    if report.ideas_error == NO_IDEA_PASSED:
+        return {"ideas_status": "none_passed", "ideas_note": NO_IDEA_PASSED}
+    return {"ideas_status": "failed", "ideas_note": report.ideas_error or "Ideas failed; see the logs."}
 
 
 def cmd_ask_period(services: Services, args: argparse.Namespace, categories: list[str]) -> int:

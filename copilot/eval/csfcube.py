@@ -89,10 +89,14 @@ class Report:
 
     cross_validated: dict[str, dict] = field(default_factory=dict)
     default_method: str = BASELINE
+    default_nested: dict = field(default_factory=dict)       # the choice held out (csfcube_nested), set by the CLI
+    lists: dict = field(default_factory=dict)                # product method → query key → its ranked lists by name
+    queries: list = field(default_factory=list)              # the CsfQuery objects scored
 
     def as_json(self) -> dict:
         return {"default_method": self.default_method, "product_default": self.meta.get("product_default"),
-                "selection": self.meta.get("selection"), "results": self.results, "vs_abstract": self.vs_baseline,
+                "selection": self.meta.get("selection"), "default_nested": self.default_nested,
+                "results": self.results, "vs_abstract": self.vs_baseline,
                 "cross_validated": self.cross_validated, "per_query": self.per_query, "meta": self.meta}
 
 
@@ -393,7 +397,7 @@ def run(services: Services, data_dir: Path, facets: Sequence[str] = FACETS, limi
     llm_seconds = time.monotonic() - t0
 
     per_query: dict[str, dict[str, dict[str, float]]] = {m: {} for m in methods}
-    tuned_lists: dict[str, dict[str, dict[str, list[str]]]] = {m: {} for m in TUNED_METHODS if m in methods}
+    tuned_lists: dict[str, dict[str, dict[str, list[str]]]] = {m: {} for m in methods if m in prism.RANKINGS}
     gated: dict[str, prism.AspectSet] = {}
     for pid, written in aspects.items():
         gated[pid] = prism.AspectSet(descriptions=dict(written.descriptions))
@@ -435,7 +439,9 @@ def run(services: Services, data_dir: Path, facets: Sequence[str] = FACETS, limi
         "machine_at_start": machine_before, "machine_at_end": machine(),
     }
     report = Report(results, per_query, compare_with_baseline(per_query), meta)
-    report.cross_validated = cross_validate(tuned_lists, fold.queries, per_query[BASELINE])
+    report.lists, report.queries = tuned_lists, fold.queries        # for csfcube_lists (each list alone)
+    report.cross_validated = cross_validate({m: v for m, v in tuned_lists.items() if m in TUNED_METHODS},
+                                            fold.queries, per_query[BASELINE])
     report.default_method, report.meta["selection"] = choose_default(report)
     return report
 

@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 
 from copilot.errors import UserError
+from copilot.features.limits import check_rate
 from copilot.features.profile import reader_text
 from copilot.llm import LLMError, Usage
 from copilot.methods.followup import PreviousTurn, standalone_question
@@ -26,6 +27,7 @@ from copilot.methods.thought_retriever import (ThoughtMemory, check_answer, labe
 from copilot.prompts import CANNOT_ANSWER
 from copilot.records import Evidence, storable_text
 from copilot.services import Services
+from copilot.features.chat_view import AnswerView, TurnView, VoteView, answer_is_thought_side
 from copilot.store.chat_log import RAW, THOUGHTS, AnswerOutcome, JobOutcome, NewTurn, SourceRecord, ThoughtJob
 
 log = logging.getLogger(__name__)
@@ -78,18 +80,14 @@ class Turn:
     def done(self) -> bool:
         return all(a.done for a in self.answers)
 
-    def view(self) -> dict:
-        """The same shape as `Chat.view` for a turn still being answered."""
-        return {"turn_id": self.id, "comparison": self.comparison, "question": self.question, "user": self.user,
-                "notice": self.notice, "vote": None, "retrieval_s": self.retrieval_s, "thought_jobs": [],
-                "asked": self.asked,
-                "answers": [{"label": a.label, "kind": a.kind, "text": a.text, "error": a.error, "done": a.done,
-                             "seconds": a.seconds, "thought_augmented": a.thought_augmented, "notes": a.notes,
-                             "sources": [source_record(e) for e in a.sources]} for a in self.answers]}
-
-
-def source_record(item: Evidence) -> dict:
-    return SourceRecord.of(item).as_dict()
+    def view(self) -> TurnView:
+        """The same view as `Chat.view` for a turn still being answered."""
+        answers = tuple(AnswerView(label=a.label, kind=a.kind, text=a.text, error=a.error, done=a.done,
+                                   seconds=a.seconds, thought_augmented=a.thought_augmented, notes=tuple(a.notes),
+                                   sources=tuple(SourceRecord.of(e) for e in a.sources)) for a in self.answers)
+        return TurnView(turn_id=self.id, user=self.user, question=self.question, comparison=self.comparison,
+                        answers=answers, retrieval_s=self.retrieval_s, notice=self.notice, asked=self.asked,
+                        created_at=self.created_at)
 
 
 def clean_question(question: str | None, max_chars: int) -> tuple[str, str]:
@@ -161,16 +159,11 @@ class Chat:
 
     def _previous(self, turn_id: str | None, user: str) -> PreviousTurn | None:
         """The turn a follow-up refers to: its question and the answer shown first (the voted one if any)."""
-        if not turn_id:
+        view = self.view(turn_id, user) if turn_id else None
+        chosen = view.shown_answer() if view else None
+        if chosen is None:
             return None
-        view = self.view(storable_text(turn_id).strip())
-        if view is None or view["user"] != user or not view["answers"]:
-            return None
-        chosen = view["answers"][0]
-        if view.get("vote") and view["vote"].get("label") in ("A", "B"):
-            chosen = next((a for a in view["answers"] if a["label"] == view["vote"]["label"]), chosen)
-        titles = [s.get("title") or s.get("preview") or "" for s in chosen["sources"]]
-        return PreviousTurn(view["question"], chosen["text"] or "", titles)
+        return PreviousTurn(view.question, chosen.text, [s.title or s.preview for s in chosen.sources])
 
     def stream(self, turn: Turn) -> Iterator[Turn]:
         """Generate the answers one after the other (the local model runs one call at a time), yielding the turn
@@ -243,6 +236,10 @@ class Chat:
                       "failed": "one of the answers failed", "pending": "the answers are not finished"}
             raise ChatError(f"this turn cannot be voted on: {reason.get(turn.comparison, turn.comparison)}")
         label = _label(choice, turn.side_a)
+        current = self.log.vote(turn_id)
+        if current is not None and THOUGHT_FROM[current.choice] != THOUGHT_FROM[choice]:
+            # a change that remakes the turn's thought is an LLM call on the one thought thread: it counts
+            check_rate(self.services, user, None, "changing a vote")
         now = time.time()
         with self.db.transaction():   # the vote, its log row and the turn's thought commit together
             previous = self.log.record_vote(turn_id, user, choice, label, now)
@@ -380,10 +377,11 @@ class Chat:
         return len(turn_ids)
 
     # --- reading
-    def view(self, turn_id: str) -> dict | None:
-        """A stored turn for display: answers in A/B order with full source records, the vote, thought jobs."""
-        turn = self.log.turn(turn_id)
-        if turn is None:
+    def view(self, turn_id: str | None, user: str | None = None) -> TurnView | None:
+        """A stored turn for display: answers in A/B order with their sources, the vote, thought jobs. With `user`,
+        None unless the turn is theirs (a page only ever shows its user's own turns)."""
+        turn = self.log.turn(storable_text(turn_id).strip()) if isinstance(turn_id, str) and turn_id else None
+        if turn is None or (user is not None and turn.user != user):
             return None
         if turn.comparison == "same_items" or turn.thoughts.sources == turn.raw.sources:
             kinds = [RAW]
@@ -392,37 +390,35 @@ class Chat:
         answers = []
         for label, kind in zip("AB", kinds):
             stored = turn.answer(kind)
-            answers.append({"label": label, "kind": kind, "text": stored.text or "", "error": stored.error,
-                            "seconds": stored.seconds, "done": turn.finished_at is not None,
-                            "thought_augmented": kind == THOUGHTS and turn.comparison != "same_items",
-                            "sources": [s.as_dict() for s in stored.sources]})
-        vote = self.log.vote(turn_id)
-        return {"turn_id": turn_id, "comparison": turn.comparison, "question": turn.question,
-                "user": turn.user, "answers": answers,
-                "vote": {"choice": vote.choice, "label": vote.label, "changes": vote.changes} if vote else None,
-                "retrieval_s": turn.retrieval_s, "thought_jobs": self.thought_jobs(turn_id),
-                "created_at": turn.created_at,
-                "models": {"backend": turn.backend, "model": turn.model, "embedder": turn.embedder}}
+            answers.append(AnswerView(label=label, kind=kind, text=stored.text or "", error=stored.error,
+                                      seconds=stored.seconds, done=turn.finished_at is not None,
+                                      thought_augmented=answer_is_thought_side(kind, turn.comparison),
+                                      sources=tuple(stored.sources)))
+        vote = self.log.vote(turn.id)
+        return TurnView(turn_id=turn.id, user=turn.user, question=turn.question, comparison=turn.comparison,
+                        answers=tuple(answers), retrieval_s=turn.retrieval_s, created_at=turn.created_at,
+                        vote=VoteView(vote.choice, vote.label, vote.changes) if vote else None,
+                        thought_jobs=tuple(self.thought_jobs(turn.id)),
+                        models={"backend": turn.backend, "model": turn.model, "embedder": turn.embedder})
 
     def turn_record(self, turn_id: str) -> dict | None:
         """A stored turn in the CLI's JSON shape."""
         view = self.view(turn_id)
         if view is None:
             return None
-        timings = {"retrieval_s": _round(view["retrieval_s"])}
-        for answer in view["answers"]:
-            timings[f"answer_{answer['label']}_s"] = _round(answer["seconds"])
-        finished = [j for j in view["thought_jobs"] if j["finished_at"] and j["started_at"]]
+        timings = {"retrieval_s": _round(view.retrieval_s)}
+        for answer in view.answers:
+            timings[f"answer_{answer.label}_s"] = _round(answer.seconds)
+        finished = [j for j in view.thought_jobs if j["finished_at"] and j["started_at"]]
         timings["thought_job_s"] = _round(sum(j["finished_at"] - j["started_at"] for j in finished)) if finished else None
         return {
-            "turn_id": turn_id, "comparison": view["comparison"] == "yes", "comparison_state": view["comparison"],
-            "answers": [{"label": a["label"], "thought_augmented": a["thought_augmented"], "text": a["text"],
-                         "error": a["error"],
-                         "sources": [{"id": s["id"], "kind": s["kind"], "title": s["title"]} for s in a["sources"]]}
-                        for a in view["answers"]],
+            "turn_id": view.turn_id, "comparison": view.votable, "comparison_state": view.comparison,
+            "answers": [{"label": a.label, "thought_augmented": a.thought_augmented, "text": a.text, "error": a.error,
+                         "sources": [{"id": s.id, "kind": s.kind, "title": s.title} for s in a.sources]}
+                        for a in view.answers],
             "timings": timings,
-            "thought_jobs": [job_record(j) for j in view["thought_jobs"]],
-            "models": view["models"],
+            "thought_jobs": [job_record(j) for j in view.thought_jobs],
+            "models": view.models,
         }
 
     def recent_turns(self, user: str, limit: int = 10) -> list[dict]:

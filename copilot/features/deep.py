@@ -7,7 +7,7 @@ answer stopped half-way (the user left, the model failed) never does.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 
 from copilot.features.chat import ChatError, clean_question
@@ -88,6 +88,32 @@ def keep_in_background(services: Services, answer: DeepAnswer, user: str) -> Fut
     """`keep_as_thought` on Chat's background thread (the page does not wait for it)."""
     return services.thought_jobs.submit(-abs(hash((answer.question, answer.run.seconds))), keep_as_thought, services,
                                         answer, user)
+
+
+DEEP_THOUGHT = {"stored": "Kept as a thought ({thought_id}), made from all {sources} items retrieved in the run.",
+                "redundant": "Not kept as a thought: memory already holds something this close.",
+                "not_an_answer": "Not kept as a thought: {reason}."}
+THOUGHT_WAIT_S = 30
+
+
+def thought_step_text(thought: dict) -> str:
+    """One sentence on what the thought step did with a finished deep answer."""
+    template = DEEP_THOUGHT.get(thought.get("status", ""), "Thought step: {status}.")
+    values = {"reason": "the thought step found no real answer"}
+    values.update({key: value for key, value in thought.items() if value is not None})
+    return template.format(**values)
+
+
+def keep_and_report(services: Services, answer: DeepAnswer, user: str, wait_s: float = THOUGHT_WAIT_S) -> str:
+    """Start the thought step of a finished deep answer in the background and wait up to `wait_s` for it; a
+    sentence on its outcome, or that it is still running (it goes on without the page)."""
+    job = keep_in_background(services, answer, user)
+    wait([job], timeout=wait_s)
+    if not job.done():
+        return "The thought step is still running in the background."
+    if job.exception() is not None:
+        return f"The thought step failed: {job.exception()}"
+    return thought_step_text(answer.thought)
 
 
 def ask_deep(services: Services, question: str | None, user: str = "local", keep: bool = True) -> dict:

@@ -303,22 +303,26 @@ def validate(services: Services, graph: gor.RecordGraph, trained: gor.Trained,
              held_out: Sequence[SimulatedQuestion], tokens: list[np.ndarray]) -> dict:
     """The trained network against plain retrieval on the held-out questions (MRR of the training objective's
     positive, over the retrievable records). `validated`: GoR did at least as well; otherwise answers use plain
-    retrieval and say why. Without held-out questions nothing can be told, and GoR is used."""
+    retrieval and say why. Too few held-out questions (`gor.gate`) is no evidence: plain retrieval is used."""
     queries, labels, _ = labels_for(services, graph, held_out, tokens)
     if not len(queries):
-        return {"validated": True, "heldout_questions": 0}
+        return {"validated": False, "heldout_questions": 0, "gate": gor.gate(0, None, None)[1]}
     keep = graph.retrievable()
     ours = gor.ranking_metrics((queries @ gor.node_embeddings(trained, graph).T)[:, keep], labels[:, keep])
     plain = gor.ranking_metrics((queries @ graph.features.T)[:, keep], labels[:, keep])
-    return {"validated": ours["mrr"] >= plain["mrr"], "heldout_questions": len(queries),
+    validated, why = gor.gate(len(queries), ours["mrr"], plain["mrr"])
+    return {"validated": validated, "heldout_questions": len(queries), "gate": why,
             "heldout_mrr_gor": round(ours["mrr"], 4), "heldout_mrr_plain": round(plain["mrr"], 4)}
 
 
+def gate_of(meta: dict) -> tuple[bool, str]:
+    """`gor.gate` read again from a stored network's meta (one stored before the minimum existed is held to it)."""
+    return gor.gate(meta.get("heldout_questions", 0), meta.get("heldout_mrr_gor"), meta.get("heldout_mrr_plain"))
+
+
 def not_validated_notice(meta: dict) -> str:
-    return (f"Plain retrieval chose these records: the record graph trained on this period ranked its "
-            f"{meta.get('heldout_questions')} held-out simulated questions worse than plain retrieval does (MRR "
-            f"{meta.get('heldout_mrr_gor', 0):.2f} against {meta.get('heldout_mrr_plain', 0):.2f}), so it is not "
-            "used (docs/gor-eval.md says why).")
+    return (f"Plain retrieval chose these records: the record graph trained on this period is not used: "
+            f"{gate_of(meta)[1]} (docs/gor-eval.md says why).")
 
 
 # --- training in the background (the app) ------------------------------------------------------------------
@@ -335,9 +339,8 @@ def training_status(services: Services, scope: Scope, opts: GoROptions | None = 
         return status
     stored = services.gor_cache.network(key, corpus_version(services), network_variant(services, opts))
     if stored is not None:
-        verdict = ("" if stored.meta.get("validated", True) else
-                   f"; not used: held-out MRR {stored.meta.get('heldout_mrr_gor', 0):.2f} against plain retrieval's "
-                   f"{stored.meta.get('heldout_mrr_plain', 0):.2f}")
+        validated, why = gate_of(stored.meta)
+        verdict = "" if validated else f"; not used: {why}"
         return {"state": "ready", "stage": f"trained on {stored.meta.get('questions')} simulated questions over "
                                            f"{stored.meta.get('nodes')} records{verdict}", "meta": stored.meta}
     return status or {"state": "idle", "stage": "not trained yet"}
@@ -424,7 +427,7 @@ def ask_period(services: Services, scope: Scope, question: str, opts: GoROptions
     seconds["prepare"] = time.perf_counter() - clock
     clock = time.perf_counter()
     query = services.embedder.embed_one(question)
-    if prepared is not None and prepared.trained is not None and not prepared.meta.get("validated", True):
+    if prepared is not None and prepared.trained is not None and not gate_of(prepared.meta)[0]:
         notices.append(not_validated_notice(prepared.meta))
         prepared.trained = None
     if prepared is not None and prepared.trained is not None:

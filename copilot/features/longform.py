@@ -71,7 +71,8 @@ class Numbering:
 def numbered_retriever(search: Callable[[str], Sequence[Evidence]], numbering: Numbering, k: int,
                        min_score: float) -> Callable[[str], list[Evidence]]:
     """The top-k of `search(query)` at or above `min_score` that no earlier step retrieved (each step brings its own
-    sources; earlier ones stay citable), numbered on first sight."""
+    sources; earlier ones stay citable), numbered on first sight. A deviation from the paper, which retrieves
+    top-k afresh each step: docs/related-work-eval.md says why and what it costs."""
     def retrieve(query: str) -> list[Evidence]:
         seen = {item.id for item in numbering.items}
         found = [item for item in search(query) if item.score >= min_score and item.id not in seen][:k]

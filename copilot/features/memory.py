@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from copilot.features.chat import chat_for, resume_jobs
+from copilot.features.chat_view import TurnView
 from copilot.methods.thought_retriever import THOUGHT_ID_PREFIX
 from copilot.records import storable_text
 from copilot.services import Services
@@ -75,3 +76,16 @@ def _lineage_papers(services: Services) -> dict:
     present = services.store.existing_papers(cited)
     return {"stored": services.store.count("paper"), "sources_of_thoughts": len(cited),
             "missing_sources": sorted(set(cited) - present)}
+
+
+def thought_lineage(services: Services, view: TurnView, user: str) -> dict[str, list[dict]]:
+    """Root papers ({id, title}) of each thought a revealed turn used, for the reveal; none before it (they would
+    tell the sides apart). A thought no longer in memory is left out."""
+    if not view.revealed:
+        return {}
+    lineage = {}
+    for thought_id in view.thought_ids:
+        found = memory_view(services, thought_id, limit=1, user=user)
+        if found and found[0]["id"] == thought_id:
+            lineage[thought_id] = found[0]["root_papers"]
+    return lineage

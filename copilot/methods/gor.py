@@ -312,6 +312,23 @@ def ranking_metrics(scores: np.ndarray, labels: np.ndarray, k: int = TOP_K) -> d
     return {"mrr": float(np.mean(mrr)), f"hit@{k}": float(np.mean(hits)), f"overlap@{k}": float(np.mean(overlap))}
 
 
+# --- the validation gate ------------------------------------------------------------------------------------
+MIN_HELDOUT_QUESTIONS = 5       # fewer held-out questions than this tell nothing: the network is not used
+
+
+def gate(heldout_questions: int, mrr_gor: float | None, mrr_plain: float | None) -> tuple[bool, str]:
+    """(validated, why): a trained network is used only when it ranked at least MIN_HELDOUT_QUESTIONS held-out
+    questions at least as well as plain retrieval did. No evidence (no or too few held-out questions) is a "no"."""
+    if heldout_questions < MIN_HELDOUT_QUESTIONS:
+        return False, (f"only {heldout_questions} held-out simulated questions to check it on (at least "
+                       f"{MIN_HELDOUT_QUESTIONS} are needed)")
+    if mrr_gor is None or mrr_plain is None or mrr_gor < mrr_plain:
+        return False, (f"it ranked its {heldout_questions} held-out simulated questions worse than plain retrieval "
+                       f"does (MRR {mrr_gor or 0:.2f} against {mrr_plain or 0:.2f})")
+    return True, (f"it ranked its {heldout_questions} held-out simulated questions at least as well as plain "
+                  f"retrieval (MRR {mrr_gor:.2f} against {mrr_plain:.2f})")
+
+
 def choose_sources(count: int, population: int, seed: int) -> list[int]:
     """Which nodes simulated questions are written from: `count` distinct ones drawn at random (seeded), as the
     paper draws random chunks; with fewer nodes than questions, nodes repeat in the same seeded order."""

@@ -1,6 +1,7 @@
 """RAT — Retrieval-Augmented Thoughts (Algorithm 1 of the paper), UI-free and reusable.
 
-1. Draft: zero-shot step-by-step answer to the task, split into steps (paragraphs separated by blank lines).
+1. Draft: zero-shot step-by-step answer to the task, split into steps (paragraphs separated by blank lines; a
+   draft with more paragraphs than steps has the rest joined to its last step, never dropped).
 2. Causal loop, i = 1..n: the draft so far = revised steps < i + raw step i;
    query_i = ToQuery(task, draft so far) (an LLM-written short query, or the task and the draft so far themselves
    for an embedder: `llm_queries=False`);
@@ -105,7 +106,8 @@ def clean_output(text: str) -> str:
 def split_steps(text: str, max_steps: int | None = None) -> list[str]:
     """Paragraphs separated by blank lines; else numbered/bulleted lines; else the text as one step.
 
-    Extra steps beyond `max_steps` are dropped (the draft is capped, not merged).
+    Beyond `max_steps` nothing is dropped: the extra paragraphs join the last step, one per line (no blank line,
+    so the draft so far splits into the same steps again).
     """
     text = clean_output(text)
     if not text:
@@ -114,7 +116,9 @@ def split_steps(text: str, max_steps: int | None = None) -> list[str]:
     parts = [p for p in parts if p]
     if len(parts) == 1 and len(_NUMBERED.findall(text)) >= 2:
         parts = [p.strip() for p in re.split(r"\n(?=\s*(?:\d+[.)]|[-*•])\s+)", text) if p.strip()]
-    return parts[:max_steps] if max_steps else parts
+    if max_steps and len(parts) > max_steps:
+        parts = parts[:max_steps - 1] + ["\n".join(parts[max_steps - 1:])]
+    return parts
 
 
 def join_steps(steps: Sequence[str]) -> str:

@@ -20,8 +20,9 @@ for the decomposition. Every reading of the proxy's output fails safe: what is n
 The paper's judge is a trained classifier. A prompted 135M model is not one: it writes "known" for nearly every
 question, recent papers it cannot know included, yet its probability of "unknown" is higher for those
 (docs/slim-eval.md). So when the proxy can weigh its two words (the local model), the judge's verdict is
-P(unknown) against a threshold (`SlimOptions.unknown_threshold`, chosen by cross-validation on the dev set); at
-0.5 that is the word the model would write greedily. An endpoint proxy keeps the written word.
+P(unknown) against a threshold (`SlimOptions.unknown_threshold`; the default 0.14 is the best over the dev set's
+questions, picked on them; cross-validated folds chose 0.109-0.159, docs/slim-eval.md). An endpoint proxy keeps the
+written word.
 
 The paper's query rewriter returns queries drawn from the question itself beside those of the claims,
 QR(x, â) = {q_x…, q_c…}, and the claim filter drops only claim queries. We have no trained rewriter for q_x, so the

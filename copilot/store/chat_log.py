@@ -268,6 +268,17 @@ class ChatLog:
                              " JOIN chat_turns t ON t.id = v.turn_id WHERE t.comparison = 'yes' ORDER BY v.voted_at")
         return [ComparisonVote(**row) for row in rows]
 
+    def voted_comparisons(self, since: float | None = None) -> list[tuple[StoredTurn, Vote]]:
+        """Finished comparisons with their current vote, voted at or after `since` (None: all), oldest vote first."""
+        rows = self.db.query(
+            "SELECT t.*, v.choice AS vote_choice, v.label AS vote_label, v.voted_at AS vote_at,"
+            " v.changes AS vote_changes, v.user AS vote_user FROM chat_votes v JOIN chat_turns t ON t.id = v.turn_id"
+            " WHERE t.comparison = 'yes' AND v.voted_at >= ? ORDER BY v.voted_at, t.id",
+            (since if since is not None else float("-inf"),))
+        return [(_turn(row), Vote(turn_id=row["id"], user=row["vote_user"], choice=row["vote_choice"],
+                                  label=row["vote_label"], voted_at=row["vote_at"], changes=row["vote_changes"]))
+                for row in rows]
+
     # --- thought jobs
     def current_job(self, turn_id: str) -> ThoughtJob | None:
         row = self.db.query_one(f"SELECT {_JOB_COLUMNS} FROM chat_thought_jobs"

@@ -304,4 +304,13 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             error TEXT
         )""",
     ]),
+    ("export_0001_keys", [
+        # keys the app makes for itself once and keeps with its data (backed up with it), e.g. the salt of the user
+        # hashes in exported preference data
+        """CREATE TABLE app_keys (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )""",
+    ]),
 ]

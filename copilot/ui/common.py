@@ -10,6 +10,9 @@ from pathlib import Path
 
 import gradio as gr
 
+from copilot.features.limits import check_rate
+from copilot.services import Services
+
 log = logging.getLogger(__name__)
 
 LOCAL_USER = "local"
@@ -74,6 +77,14 @@ def rate_scope(request: gr.Request, user: str) -> str | None:
         return None
     client = getattr(request, "client", None)
     return getattr(client, "host", None) or "unknown client"
+
+
+def user_within_rate(services: Services, request: gr.Request | None, action: str) -> str:
+    """The current user, once their rate limit (per account, or per client for the local user) allows one more
+    `action`; raises RateLimited (a UserError) when it does not."""
+    user = current_user(request)
+    check_rate(services, user, rate_scope(request, user) if request is not None else None, action)
+    return user
 
 
 def escape(text: object) -> str:

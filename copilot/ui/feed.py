@@ -55,8 +55,8 @@ def url_html(url: str) -> str:
             "this link can read this list (nothing else); make a new link to stop the old one.</p>")
 
 
-def show_view(services: Services, user: str, since_text, visit: bool = True):
-    """(the list's HTML, the paper dropdown, the BibTeX file) of the user's feed since a day or the last visit."""
+def feed_view(services: Services, user: str, since_text, visit: bool = True) -> tuple:
+    """→ (the list, the paper chooser, the list's BibTeX file)."""
     try:
         result = feature.feed_for(services, user, since_text if isinstance(since_text, str) else None, visit=visit)
     except UserError as error:
@@ -67,8 +67,8 @@ def show_view(services: Services, user: str, since_text, visit: bool = True):
     return feed_html(result, marks), gr.update(choices=choices, value=choices[0][1] if choices else None), file
 
 
-def feedback_view(services: Services, user: str, verdict: str, paper_id, since_text):
-    """More like this / Not interested / Undo on a paper, then the list again: (note, *show_view)."""
+def feedback_view(services: Services, user: str, verdict: str, paper_id, since_text) -> tuple:
+    """"More like this", "not interested" or undo on one paper, then the list again (not counted as a visit)."""
     try:
         if verdict == "undo":
             feature.undo_feedback(services, user, paper_id)
@@ -79,8 +79,7 @@ def feedback_view(services: Services, user: str, verdict: str, paper_id, since_t
                        f"{pid} hidden; similar papers move down.")
     except UserError as error:
         return f'<p class="feed-message">{escape(error)}</p>', gr.update(), gr.update(), gr.update()
-    listing_html, choices, file = show_view(services, user, since_text, visit=False)
-    return f"<p>{escape(message)}</p>", listing_html, choices, file
+    return (f"<p>{escape(message)}</p>", *feed_view(services, user, since_text, visit=False))
 
 
 def build(services: Services):
@@ -105,7 +104,7 @@ def build(services: Services):
         renew = gr.Button("Make a new feed link", size="sm", elem_id="feed-renew")
 
     def show(since_text, request: gr.Request, visit: bool = True):
-        return show_view(services, current_user(request), since_text, visit)
+        return feed_view(services, current_user(request), since_text, visit)
 
     def react(verdict: str):
         def on_feedback(paper_id, since_text, request: gr.Request):
@@ -119,6 +118,7 @@ def build(services: Services):
     gr.on([refresh.click, since.submit], show, [since], outputs)
     for button, verdict in ((more, MORE), (not_interested, NOT_INTERESTED), (undo, "undo")):
         button.click(react(verdict), [chosen, since], [note, *outputs])
+
     def renew_url(request: gr.Request):
         return show_url(request, True)
 

@@ -39,7 +39,13 @@ def _candidates_state(papers: list[Paper], group_of: dict[str, int], group_label
 
 def _choices(state: dict) -> list[tuple[str, str]]:
     return [(_paper_label(p, state["group_of"].get(pid, 0), state.get("found_in", {}).get(pid, "")), pid)
-            for pid, p in state["papers"].items()]
+            for pid, p in state["papers"].items()] + [(f"{pid} · saved, not in your library yet", pid)
+                                                      for pid in state.get("unstored", [])]
+
+
+def _all_ids(state: dict) -> list[str]:
+    """Every paper id the list shows: the papers found, then saved ids the library does not hold yet."""
+    return list(state.get("papers", {})) + list(state.get("unstored", []))
 
 
 def _group_choices(state: dict) -> list[tuple[str, int]]:
@@ -107,7 +113,7 @@ def groups_view(state: dict, checked_groups: list[int], checked_papers: list[str
     selected = {pid for pid in checked_papers or [] if group_of.get(pid) not in before - after}
     selected |= {pid for pid, group in group_of.items() if group in after - before}
     state = dict(state, checked_groups=sorted(after))
-    return gr.update(value=[pid for pid in state["papers"] if pid in selected]), state
+    return gr.update(value=[pid for pid in _all_ids(state) if pid in selected]), state
 
 
 def _selected(state: dict, checked: list[str]) -> list[Paper]:
@@ -152,10 +158,14 @@ def saved_markdown(profile: feature.Profile | None, papers: list[Paper] | None =
 
 
 def save_view(services: Services, user: str, text: str, keywords: str, state: dict, checked: list[str]):
-    """→ saved markdown. The selected papers go with the profile (and into the paper store)."""
+    """→ saved markdown. The selected papers go with the profile (and into the paper store), saved ids the library
+    does not hold yet among them; refused while the saved papers could not be read (it would drop them)."""
+    if (state or {}).get("load_error"):
+        return f"**Not saved: {escape(state['load_error'])}**"
     papers = _selected(state, checked)
+    unstored = [pid for pid in checked or [] if pid in (state or {}).get("unstored", [])]
     try:
-        profile = feature.save_profile(services, user, text, keywords, papers)
+        profile = feature.save_profile(services, user, text, keywords, [*papers, *unstored])
     except feature.ProfileError as error:
         return f"**Not saved: {escape(error)}**"
     notice = f"**{escape(profile.notice)}**\n\n" if profile.notice else ""
@@ -173,11 +183,15 @@ def load_view(services: Services, user: str):
         return "", "", saved_markdown(None), gr.update(), gr.update()
     try:
         papers = feature.saved_papers(services, profile)
-    except Exception:  # the store is optional here; the saved text still shows
-        papers = []
+    except Exception as error:  # the saved text still shows; Save is refused, so the papers are not dropped
+        why = (f"your saved papers could not be read from the library ({type(error).__name__}: {error}); "
+               "saving now would drop them. Reload the page to try again.")
+        return (profile.text, ", ".join(profile.keywords), f"**{escape(why[0].upper() + why[1:])}**\n\n"
+                + saved_markdown(profile), gr.update(choices=[], value=[]), {"load_error": why})
     state = _candidates_state(papers, {p.id: PASTED_GROUP for p in papers}, {})
+    state["unstored"] = [pid for pid in profile.paper_ids if pid not in state["papers"]]
     return (profile.text, ", ".join(profile.keywords), saved_markdown(profile, papers),
-            gr.update(choices=_choices(state), value=list(state["papers"])), state)
+            gr.update(choices=_choices(state), value=_all_ids(state)), state)
 
 
 def build(services: Services) -> None:

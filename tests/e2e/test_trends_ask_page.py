@@ -43,9 +43,9 @@ def test_ask_about_the_period_falls_back_while_training_then_uses_gor(app_server
     if used:
         assert answer.get_attribute("data-chosen-by") == "gor"
         assert "Chosen by Graph of Records" in answer.inner_text()
-    else:   # the trained network ranked its held-out questions worse than plain retrieval: the page says so
+    else:   # too few held-out questions (8 simulated hold out 2), or worse than plain retrieval: the page says so
         assert answer.get_attribute("data-chosen-by") == "plain"
-        assert "held-out simulated questions worse than plain retrieval" in answer.inner_text()
+        assert "is not used: " in answer.inner_text() and "held-out simulated questions" in answer.inner_text()
     assert page.locator("li.trends-gor-node").count() == 6
     text = page.locator(".trends-gor-text").inner_text().strip()
     assert text, answer.inner_text()

@@ -1,0 +1,109 @@
+"""What the Chat page and the CLI read of a turn: one typed view, live (still being answered) or stored.
+
+The page never reads a turn's dicts by string keys: it reads these, and `revealed` says whether sides and source
+kinds may be shown (after the vote, or when there is nothing to compare).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from copilot.store.chat_log import THOUGHTS, SourceRecord
+
+SourceView = SourceRecord      # one retrieved item as a turn shows it: id, kind, title, preview, score
+
+
+@dataclass(frozen=True)
+class AnswerView:
+    label: str                     # "A" | "B" as shown
+    kind: str                      # THOUGHTS | RAW
+    text: str
+    error: str | None
+    done: bool
+    seconds: float | None
+    thought_augmented: bool
+    sources: tuple[SourceRecord, ...]
+    notes: tuple[str, ...] = ()    # what the output checks removed, trimmed prompts, cut answers
+
+    @property
+    def thought_ids(self) -> list[str]:
+        return [s.id for s in self.sources if s.kind == "thought"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "kind": self.kind, "text": self.text, "error": self.error, "done": self.done,
+                "seconds": self.seconds, "thought_augmented": self.thought_augmented, "notes": list(self.notes),
+                "sources": [s.as_dict() for s in self.sources]}
+
+
+@dataclass(frozen=True)
+class VoteView:
+    choice: str                    # THOUGHTS | RAW | "tie" | "bad"
+    label: str                     # "A" | "B" | "tie" | "bad"
+    changes: int = 0
+
+    @property
+    def shown(self) -> str:
+        """The vote as the user gave it: a side's letter, or tie / bad."""
+        return self.label if self.label in ("A", "B") else self.choice
+
+
+@dataclass(frozen=True)
+class TurnView:
+    turn_id: str
+    user: str
+    question: str
+    comparison: str                # "pending" | "yes" | "same_items" | "failed"
+    answers: tuple[AnswerView, ...]
+    retrieval_s: float | None
+    notice: str = ""
+    asked: str = ""                # the user's own words when `question` is their follow-up made standalone
+    vote: VoteView | None = None
+    created_at: float | None = None
+    thought_jobs: tuple[dict, ...] = ()
+    models: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return all(a.done for a in self.answers)
+
+    @property
+    def revealed(self) -> bool:
+        """Sides and source kinds are shown once the turn is voted, or when there is nothing to compare."""
+        return self.vote is not None or self.comparison in ("same_items", "failed")
+
+    @property
+    def votable(self) -> bool:
+        return self.comparison == "yes"
+
+    @property
+    def total_seconds(self) -> float:
+        return (self.retrieval_s or 0.0) + sum(a.seconds or 0.0 for a in self.answers)
+
+    @property
+    def thought_ids(self) -> list[str]:
+        return sorted({tid for a in self.answers for tid in a.thought_ids})
+
+    @property
+    def paper_ids(self) -> list[str]:
+        return list(dict.fromkeys(s.id for a in self.answers for s in a.sources if s.kind == "paper"))
+
+    def shown_answer(self) -> AnswerView | None:
+        """The answer a follow-up refers to: the voted side if any, else the first shown."""
+        if not self.answers:
+            return None
+        if self.vote and self.vote.label in ("A", "B"):
+            return next((a for a in self.answers if a.label == self.vote.label), self.answers[0])
+        return self.answers[0]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"turn_id": self.turn_id, "comparison": self.comparison, "question": self.question,
+                "user": self.user, "notice": self.notice, "asked": self.asked, "retrieval_s": self.retrieval_s,
+                "answers": [a.as_dict() for a in self.answers], "created_at": self.created_at,
+                "vote": None if self.vote is None else {"choice": self.vote.choice, "label": self.vote.label,
+                                                        "changes": self.vote.changes},
+                "thought_jobs": list(self.thought_jobs), "models": dict(self.models)}
+
+
+def answer_is_thought_side(kind: str, comparison: str) -> bool:
+    return kind == THOUGHTS and comparison != "same_items"

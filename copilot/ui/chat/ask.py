@@ -1,0 +1,184 @@
+"""The Ask sub-tab: one question, two blind answers side by side, a vote, the turn's papers as BibTeX, and the
+user's recent questions to reopen. Callbacks parse, call copilot.features.chat, and format (ui.chat.render)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import gradio as gr
+
+from copilot.errors import UserError
+from copilot.features.bibtex import bibtex_for_ids
+from copilot.features.chat import chat_for
+from copilot.features.memory import thought_lineage
+from copilot.services import Services
+from copilot.ui.chat import deep
+from copilot.ui.chat.render import (history_choices, notice_html, recent_html, reopened_outputs, turn_outputs,
+                                    vote_recorded_html)
+from copilot.ui.common import current_user, escape, user_within_rate, write_bibtex
+
+VOTE_BUTTONS = [("A is better", "A", "chat-vote-a"), ("B is better", "B", "chat-vote-b"),
+                ("Tie", "tie", "chat-vote-tie"), ("Both bad", "bad", "chat-vote-bad")]
+STREAM_EVERY_S = 0.15
+INTRO = ("Each question is answered twice: once from papers only, once from papers plus the assistant's stored "
+         "thoughts, in random order. Until you vote the two answers are shown together and look alike: their "
+         "words and citation labels [1], [2]… only, with no sources, links, ids or per-answer times. Judge them by "
+         "what they say. Your vote reveals which answer used thoughts, which sources are papers (with arXiv links) "
+         "and which are thoughts (with the papers they rest on).")
+
+
+def ask_view(services: Services, question: str, personalize: bool, previous_turn: str | None,
+             request: gr.Request | None) -> Iterator[tuple]:
+    """→ (notice, answer A, answer B, vote row, vote status, turn id, recent) as the turn is answered."""
+    chat = chat_for(services)
+    hidden = gr.update(visible=False)
+    try:
+        user = user_within_rate(services, request, "asking")
+        turn = chat.prepare(question, user, personalize, previous_turn=previous_turn)
+    except UserError as error:
+        yield notice_html(error), "", "", hidden, "", None, gr.update()
+        return
+    yield *turn_outputs(turn.view(), turn.notice), hidden, "", turn.id, gr.update()   # the question, retrieved
+    last = time.monotonic()
+    for live in chat.stream(turn):
+        if time.monotonic() - last >= STREAM_EVERY_S or live.done:
+            last = time.monotonic()
+            yield *turn_outputs(live.view(), turn.notice), hidden, "", turn.id, gr.update()
+    final = turn.view()
+    outputs = turn_outputs(final, turn.notice, thought_lineage(services, final, user))
+    yield *outputs, gr.update(visible=final.votable), "", turn.id, recent_html(chat.recent_turns(user))
+
+
+def vote_view(services: Services, choice: str, turn_id: str | None, request: gr.Request | None) -> tuple:
+    """→ (vote status, answer A, answer B, recent)."""
+    user = current_user(request)
+    if not turn_id:
+        return notice_html("Ask a question first."), gr.update(), gr.update(), gr.update()
+    chat = chat_for(services)
+    try:
+        result = chat.vote(turn_id, choice, user)
+    except UserError as error:
+        return f'<div class="chat-error">{escape(error)}</div>', gr.update(), gr.update(), gr.update()
+    view = chat.view(turn_id, user)
+    _, a, b = turn_outputs(view, lineage=thought_lineage(services, view, user))
+    return vote_recorded_html(result), a, b, recent_html(chat.recent_turns(user))
+
+
+def recent_view(services: Services, request: gr.Request | None) -> tuple:
+    rows = chat_for(services).recent_turns(current_user(request))
+    return recent_html(rows), gr.update(choices=history_choices(rows), value=None)
+
+
+def history_view(services: Services, request: gr.Request | None):
+    return gr.update(choices=history_choices(chat_for(services).recent_turns(current_user(request))))
+
+
+def bibtex_view(services: Services, turn_id: str | None, request: gr.Request | None) -> tuple:
+    """The papers the shown turn's answers used, as BibTeX — once the sides are revealed (the vote, or no
+    comparison): before that, which papers a side used would tell the sides apart."""
+    view = chat_for(services).view(turn_id, current_user(request))
+    if view is None:
+        return '<span class="chat-notice">Ask a question first.</span>', None
+    if not view.revealed:
+        return '<span class="chat-notice">Vote first: the sources stay blind until then.</span>', None
+    if not view.paper_ids:
+        return '<span class="chat-notice">This turn used no papers.</span>', None
+    try:
+        return "", write_bibtex(bibtex_for_ids(services, view.paper_ids), f"chat-{view.question[:40]}")
+    except UserError as error:
+        return f'<span class="chat-notice">{escape(error)}</span>', None
+
+
+def reopen_view(services: Services, turn_id: str | None, request: gr.Request | None) -> tuple:
+    """A past turn of this user, shown again with its answers, sources and vote; it becomes the turn a vote or a
+    follow-up question refers to. → (notice, answer A, answer B, vote row, vote status, turn id)."""
+    user = current_user(request)
+    view = chat_for(services).view(turn_id, user)
+    if view is None:
+        message = "Pick one of your recent questions." if not turn_id else "That question is not in your history."
+        return notice_html(message), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
+    notice, a, b, status = reopened_outputs(view, thought_lineage(services, view, user))
+    return notice, a, b, gr.update(visible=view.votable), status, view.turn_id
+
+
+def asks_at_once(services: Services) -> int:
+    """The local model answers one call at a time; an endpoint takes the configured concurrency."""
+    return 1 if services.settings.llm_backend == "local" else services.settings.concurrency
+
+
+def build(services: Services) -> gr.Textbox:
+    """The Ask sub-tab's layout and events; returns the question box (Search's "Ask about this paper" fills it)."""
+    gr.Markdown(INTRO)
+    question = gr.Textbox(label="Question", lines=2, elem_id="chat-question",
+                          placeholder="e.g. How are retrieval-augmented models evaluated?")
+    with gr.Row():
+        personalize = gr.Checkbox(label="Adapt answers to my saved profile", value=False, elem_id="chat-personalize")
+        ask_button = gr.Button("Ask", variant="primary", elem_id="chat-ask")
+        deep_button = gr.Button("Deep answer (RAT)", elem_id="chat-deep")
+    notice = gr.HTML(elem_id="chat-notice")
+    with gr.Row(equal_height=False):
+        answer_a, answer_b = gr.HTML(elem_id="chat-answer-a"), gr.HTML(elem_id="chat-answer-b")
+    with gr.Row(visible=False, elem_id="chat-vote-row") as vote_row:
+        vote_buttons = [(gr.Button(text, elem_id=elem), value) for text, value, elem in VOTE_BUTTONS]
+    vote_status = gr.HTML(elem_id="chat-vote-status")
+    with gr.Row():
+        turn_bib = gr.Button("BibTeX of this turn's papers", size="sm", elem_id="chat-bib-run", scale=1)
+        turn_bib_note = gr.HTML(elem_id="chat-bib-note")
+        turn_bib_file = gr.File(label="BibTeX", elem_id="chat-bibtex", interactive=False, height=72, scale=2)
+    deep_parts = deep.layout()
+    gr.Markdown("#### Your recent questions")
+    history = gr.Dropdown(label="Reopen a past question (its answers, sources and your vote)", choices=[],
+                          value=None, allow_custom_value=True, elem_id="chat-history")
+    recent, turn_state = gr.HTML(elem_id="chat-recent"), gr.State(None)
+
+    def ask(question: str, personalize: bool, previous_turn: str | None, request: gr.Request):
+        yield from ask_view(services, question, personalize, previous_turn, request)
+
+    def refresh_history(request: gr.Request):
+        return history_view(services, request)
+
+    ask_outputs = [notice, answer_a, answer_b, vote_row, vote_status, turn_state, recent]
+    for trigger in (ask_button.click, question.submit):    # the turn shown is what a follow-up refers to
+        trigger(ask, [question, personalize, turn_state], ask_outputs, concurrency_limit=asks_at_once(services),
+                concurrency_id="chat-ask").then(refresh_history, None, [history])
+    deep.wire(services, deep_button, question, turn_state, deep_parts, asks_at_once(services))
+    return _wire_rest(services, question, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
+                      (turn_bib, turn_bib_note, turn_bib_file), history,
+                      [notice, answer_a, answer_b, vote_row, vote_status, turn_state], recent)
+
+
+def _wire_rest(services: Services, question, vote_buttons, turn_state, vote_outputs, bib_parts, history,
+               reopen_outputs, recent) -> gr.Textbox:
+    """Votes, BibTeX, reopening and the page-load refresh, in the order their API names were first given."""
+    def turn_bibtex(turn_id: str | None, request: gr.Request):
+        return bibtex_view(services, turn_id, request)
+
+    def reopen(turn_id: str | None, request: gr.Request):
+        return reopen_view(services, turn_id, request)
+
+    def show_recent(request: gr.Request):
+        return recent_view(services, request)
+
+    for button, value in vote_buttons:
+        button.click(_bind_choice(services, value), [turn_state], vote_outputs)
+    turn_bib, turn_bib_note, turn_bib_file = bib_parts
+    turn_bib.click(turn_bibtex, [turn_state], [turn_bib_note, turn_bib_file])
+    history.input(reopen, [history], reopen_outputs)
+    on_page_load(show_recent, [recent, history])
+    return question
+
+
+def _bind_choice(services: Services, choice: str):
+    def handler(turn_id: str | None, request: gr.Request):     # API name /handler: scripts and tests call it
+        return vote_view(services, choice, turn_id, request)
+
+    return handler
+
+
+def on_page_load(fn, outputs) -> None:
+    """Run `fn` whenever the page (re)loads, from inside a tab module that does not own the page."""
+    root = gr.context.Context.root_block
+    if root is not None:
+        root.load(fn, None, outputs)
+

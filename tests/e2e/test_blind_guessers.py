@@ -1,0 +1,98 @@
+"""Blind against a reader (issue #30): thoughts written by the packaged model through the product's own thought
+step, then several compared turns read in Chromium before the vote by guessers of the thought-augmented side.
+
+Each guesser reads only what a person can see or select on the page before voting: the columns' markup, the
+sources region, the answers' words (raw ids in them), their lengths. After reading, a tie vote reveals the truth.
+The structural guessers must find no signal at all; the accuracies are written to a JSON file for the record."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from playwright.sync_api import expect
+
+from copilot.features.chat import Chat
+from copilot.services import Services
+from tests.conftest import make_settings
+from tests.e2e.test_chat_page import ANSWER_TIMEOUT_MS, SHAPE, ask, open_chat
+
+SEED_QUESTIONS = ["How do retrieval-augmented language models cite their sources?",
+                  "What makes reasoning models overthink simple problems?",
+                  "How are vision-language models evaluated on charts and documents?",
+                  "Which methods make large language model inference cheaper?"]
+RAW_ID = re.compile(r"\[(?:\d{4}\.\d{4,5}(?:v\d+)?|T[0-9a-z]{6,}|\d{5,})\]|\b\d{4}\.\d{4,5}\b")
+REPORT = Path("/tmp/blind-guessers.json")
+
+
+def thoughts_by_the_packaged_model(preloaded, tmp_path) -> tuple[str, list[str]]:
+    """A data dir whose memory holds thoughts the packaged model's turns left (each first question has nothing to
+    compare, so its thought is made at once from its answer)."""
+    data_dir = tmp_path / "guess-data"
+    shutil.copytree(preloaded(60), data_dir)
+    chat = Chat(Services(make_settings(data_dir, answer_max_tokens=64, top_k=4)))
+    for question in SEED_QUESTIONS:
+        chat.ask(question, "local", wait=True)
+    texts = [t["text"] for t in chat.memory.list(20, user="local")]
+    assert texts, "the packaged model's turns left no thought to compare with"
+    return str(data_dir), texts
+
+
+def read_turn(page) -> dict:
+    """What the pre-vote page shows of both columns, then the truth revealed by a tie vote."""
+    columns = {side: page.locator(f"#chat-answer-{side}").evaluate(SHAPE) for side in ("a", "b")}
+    texts = {side: page.locator(f"#chat-answer-{side} .chat-answer-text").inner_text() for side in ("a", "b")}
+    sources = {side: page.locator(f"#chat-answer-{side} details").inner_text() for side in ("a", "b")}
+    previews = {side: page.locator(f"#chat-answer-{side} .chat-sources li").all_inner_texts() for side in ("a", "b")}
+    page.locator("#chat-vote-tie").click()
+    expect(page.locator("#chat-vote-status")).to_contain_text("Vote recorded")
+    expect(page.locator(".chat-answer", has_text="papers + thoughts")).to_have_count(1)
+    truth = "a" if page.locator("#chat-answer-a").inner_text().find("papers + thoughts") >= 0 else "b"
+    return {"columns": columns, "texts": texts, "sources": sources, "previews": previews, "truth": truth}
+
+
+def guesses(turn: dict) -> dict[str, str | None]:
+    """Each guesser's pick of the thought side, or None when what it reads does not differ between the sides."""
+    columns, texts, sources, previews = turn["columns"], turn["texts"], turn["sources"], turn["previews"]
+
+    def sentence_like(items: list[str]) -> int:      # a thought's preview is its own sentence, a paper's its title
+        return sum(bool(RAW_ID.search(item)) or item.rstrip("…").rstrip().endswith(".") for item in items)
+
+    def pick(score_a: float, score_b: float) -> str | None:
+        return None if score_a == score_b else ("a" if score_a > score_b else "b")
+
+    return {
+        "markup": pick(len(columns["a"]["shape"]), len(columns["b"]["shape"]))
+        if columns["a"]["shape"] != columns["b"]["shape"] else None,
+        "source_region": pick(len(sources["a"]), len(sources["b"])) if sources["a"] != sources["b"] else None,
+        "source_count": pick(columns["a"]["sources"], columns["b"]["sources"]),
+        "sentence_like_preview": pick(sentence_like(previews["a"]), sentence_like(previews["b"])),
+        "raw_ids": pick(len(RAW_ID.findall(texts["a"])), len(RAW_ID.findall(texts["b"]))),
+        "longer_answer": pick(len(texts["a"]), len(texts["b"])),
+        "more_citations": pick(len(set(re.findall(r"\[\d+\]", texts["a"]))),
+                               len(set(re.findall(r"\[\d+\]", texts["b"])))),
+    }
+
+
+def test_guessers_cannot_tell_the_thought_side_before_the_vote(app_server, preloaded, tmp_path, page):
+    data_dir, thought_texts = thoughts_by_the_packaged_model(preloaded, tmp_path)
+    url = app_server(env={"COPILOT_DATA_DIR": data_dir, "COPILOT_TOP_K": "4", "COPILOT_ANSWER_MAX_TOKENS": "64",
+                          "COPILOT_LLM_TIMEOUT": "900"})
+    open_chat(page, url)
+    turns = []
+    for text in thought_texts[:4]:
+        ask(page, text[:300])          # a thought's own words: it is the nearest item, so the sides differ
+        expect(page.locator("#chat-notice .chat-time")).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
+        if page.locator("#chat-vote-row").is_visible():
+            turns.append(read_turn(page))
+    assert turns, "no compared turn: the thoughts were never retrieved"
+    picked = [guesses(turn) for turn in turns]
+    report = {name: {"turns": len(turns), "abstained": sum(p[name] is None for p in picked),
+                     "right": sum(p[name] == t["truth"] for p, t in zip(picked, turns))} for name in picked[0]}
+    shown = [{side: turn["texts"][side][:300] for side in ("a", "b")} | {"thoughts": turn["truth"]} for turn in turns]
+    REPORT.write_text(json.dumps({"guessers": report, "turns": shown}, indent=2))
+    assert all(turn["texts"]["a"].strip() and turn["texts"]["b"].strip() for turn in turns)
+    for name in ("markup", "source_region", "source_count", "sentence_like_preview", "raw_ids"):     # nothing to read: no signal at all
+        assert report[name]["abstained"] == len(turns), (name, report)
