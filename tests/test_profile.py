@@ -330,15 +330,16 @@ def test_saved_ids_the_library_lacks_survive_the_next_save(svc, monkeypatch):
     def arxiv_down(ids):
         raise P.ArxivSourceError("arXiv unreachable")
 
+    P.save_profile(svc, "ann", "I study retrieval.", "retrieval", [PAPERS[0]])          # stored
     monkeypatch.setattr(svc.arxiv, "by_ids", arxiv_down)
-    first = P.save_profile(svc, "ann", "I study retrieval.", "retrieval", [PAPERS[0], "2502.00009"])
-    assert "stay listed" in first.notice and first.paper_ids == [PAPERS[0].id, "2502.00009"]
-    assert [p.id for p in svc.store.get_papers(first.paper_ids)] == [PAPERS[0].id]
+    second = P.save_profile(svc, "ann", "I study retrieval.", "retrieval", [PAPERS[0], "2502.00009"])
+    assert "stay listed" in second.notice and second.paper_ids == [PAPERS[0].id, "2502.00009"]
+    assert [p.id for p in svc.store.get_papers(second.paper_ids)] == [PAPERS[0].id]
     text, words, shown, papers, state = tab.load_view(svc, "ann")
     assert state["unstored"] == ["2502.00009"] and papers["value"] == [PAPERS[0].id, "2502.00009"]
     assert "2502.00009" in [value for _, value in papers["choices"]] and "2502.00009" in shown
     saved = tab.save_view(svc, "ann", text + " Still.", words, state, papers["value"])
-    assert "version <span id='profile-version'>2</span>" in saved
+    assert "version <span id='profile-version'>3</span>" in saved and "stay listed" in saved
     assert P.load_profile(svc, "ann").paper_ids == [PAPERS[0].id, "2502.00009"]
     tab.save_view(svc, "ann", text, words, state, [PAPERS[0].id])            # unchecked by the user: dropped
     assert P.load_profile(svc, "ann").paper_ids == [PAPERS[0].id]

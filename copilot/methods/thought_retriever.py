@@ -50,9 +50,8 @@ class MergeCheck:
 
 def merge_check(store: VectorStore, embedding: np.ndarray, threshold: float,
                 thought_where: dict | None = None) -> MergeCheck:
-    """s = 1 when cos(T, x) ≥ ε for any stored paper or thought x (the paper's thought-merge step). `thought_where`
-    limits the thoughts compared with to those the writing user may retrieve (ThoughtMemory.visible_where): another
-    user's private thought must not make this user's thought redundant, since this user can never retrieve it."""
+    """s = 1 when cos(T, x) ≥ ε for any stored paper or thought x (the thought-merge step); `thought_where`: only the
+    thoughts the writing user may retrieve (ThoughtMemory.visible_where), never another user's private ones."""
     best = MergeCheck(False, None, None, -1.0)
     for kind in (PAPER, THOUGHT):
         for hit in store.search(kind, embedding, 1, where=thought_where if kind == THOUGHT else None):
@@ -124,8 +123,8 @@ class ThoughtMemory:
         with self.thoughts.locked(exclusive=False):
             if thought_id:  # a vector under this id without a row is left from a crashed attempt: not a neighbour
                 self.thoughts.drop_vectors([thought_id])
-            merge = (merge_check(self.store, vector, self.merge_threshold, self.visible_where(user))
-                     if check_redundant else None)
+            where = self.visible_where(user)
+            merge = merge_check(self.store, vector, self.merge_threshold, where) if check_redundant else None
             if merge is not None and merge.redundant:
                 return None, merge
             level = 1.0 + (float(np.mean([self._level(sid, kind, {}) for sid, kind in sources])) if sources else 0.0)
