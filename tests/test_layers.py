@@ -204,8 +204,8 @@ SIZE_ALLOWLIST = {
     "copilot/features/profile.py",               # profiles, author lookup and drafting, to be split by what it does
     "copilot/ui/trends.py:build",                # over the UI's 60 lines
     "copilot/ui/profile.py:build",               # over the UI's 60 lines
-    "copilot/features/chat.py",                  # (520 lines) Chat, being reshaped
-    "copilot/methods/thought_retriever.py",      # (527 lines) owned with Chat
+    "copilot/features/chat.py",                  # (over 500 lines) Chat, being reshaped
+    "copilot/methods/thought_retriever.py",      # (over 500 lines) owned with Chat
 }
 MAX_UI_BUILD_LINES = 60                          # a tab's build only lays out and wires; the views are module-level
 
