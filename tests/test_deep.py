@@ -68,7 +68,7 @@ def scripted(services: Services) -> tuple[Services, ScriptedBackend]:
 def test_a_finished_deep_answer_becomes_a_thought_with_every_retrieved_item_as_source(library):
     services, _ = scripted(library[0])
     answer = None
-    for answer in stream_deep(services, QUESTION, "ana"):
+    for answer in stream_deep(services, QUESTION, "ana"):  # noqa: B007 - drained to its last value
         pass
     record = answer.as_dict()
     assert answer.done and len(record["trace"]) == 3 and record["llm_calls"] == 1 + sum(

@@ -15,11 +15,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from copilot.llm import interface as llm_interface
-from copilot.llm import local as llm_local
 from copilot import prompts
 from copilot.config import SettingsError
 from copilot.llm import LLM, LLMError, Usage, packaged_gguf
+from copilot.llm import interface as llm_interface
+from copilot.llm import local as llm_local
 from copilot.prompts import HEALTH_CHECK, Prompt
 from copilot.services import Services
 from tests.conftest import make_settings, stop_process
@@ -117,7 +117,8 @@ def test_the_answer_grammar_holds_the_local_model_to_cited_statements(local_serv
     prompt = Prompt("g", "Answer from the numbered sources.", "Sources: [1] Mars is red. [2] Venus is hot.\n"
                     "Question: which planet is red?").render()
     text = local_services.llm.complete(prompt, max_tokens=120, grammar=answer_grammar(2), temperature=0.0)
-    statement = r"Source \[[12]\] (?:shows that|reports that|finds that|proposes|introduces|studies|describes) [^\[\]\n<>.]{20,200}\.\n"
+    statement = (r"Source \[[12]\] (?:shows that|reports that|finds that|proposes|introduces|studies|describes) "
+                 r"[^\[\]\n<>.]{20,200}\.\n")
     assert re.fullmatch(f"(?:{statement}){{1,2}}", text), text
 
 

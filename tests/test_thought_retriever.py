@@ -42,7 +42,8 @@ def test_lineage_edges_root_sources_and_levels_through_two_levels(services, memo
     t2 = memory.add("Thought two.", [(t1, "thought"), ("2501.00003", "paper")], origin="chat", question="q2",
                     embedding=unit(0, 0, 1, 0, 3))
     assert t1 and t2
-    edges = services.db.query("SELECT thought_id, source_id, source_kind FROM thought_edges ORDER BY thought_id, position")
+    edges = services.db.query("SELECT thought_id, source_id, source_kind FROM thought_edges "
+                              "ORDER BY thought_id, position")
     assert sorted((e["thought_id"], e["source_id"], e["source_kind"]) for e in edges) == sorted([
         (t1, "2501.00001", "paper"), (t1, "2501.00002", "paper"), (t2, t1, "thought"), (t2, "2501.00003", "paper")])
     assert memory.root_sources(t2) == ["2501.00001", "2501.00002", "2501.00003"]
@@ -109,7 +110,14 @@ def test_list_filters_by_substring_and_rejects_bad_kinds(memory, three_papers):
 # --- retrieval, answer and thought steps ---------------------------------------------------------------------
 from copilot.llm import LLMError  # noqa: E402
 from copilot.methods.thought_retriever import (  # noqa: E402
-    approx_tokens, draft_thought, fit_budget, parse_thought, retrieve_both, stream_answer, think)
+    approx_tokens,
+    draft_thought,
+    fit_budget,
+    parse_thought,
+    retrieve_both,
+    stream_answer,
+    think,
+)
 from copilot.prompts import CANNOT_ANSWER  # noqa: E402
 from copilot.records import Evidence  # noqa: E402
 from tests.doubles import scripted_llm  # noqa: E402
@@ -210,7 +218,8 @@ def test_zero_path_stores_nothing(services, memory, three_papers):
 
 
 def test_think_stores_a_novel_thought_with_its_sources(services, memory, three_papers):
-    llm, _ = scripted_llm(services.db, ["1\nMethod X improves retrieval recall on long inputs of many pages [2501.00001]."])
+    llm, _ = scripted_llm(services.db,
+                          ["1\nMethod X improves retrieval recall on long inputs of many pages [2501.00001]."])
     sources = [Evidence("2501.00001", "paper", "T", "", 0.9), Evidence("2501.00002", "paper", "T", "", 0.8)]
     outcome = think(llm, memory, "What does X improve?", "Recall [2501.00001].", sources, user="ann")
     assert outcome.status == "stored" and outcome.similarity is not None and outcome.similarity < 0.85
@@ -268,8 +277,11 @@ def test_a_grammar_held_model_is_not_asked_when_nothing_retrieved_is_close(servi
 
 
 def test_labels_and_ids_map_both_ways_for_the_items_of_an_answer():
-    from copilot.methods.thought_retriever import ids_to_labels, labels_to_ids
+    from copilot.grounding import ids_to_labels  # the one ids_to_labels, over the items' ids
+    from copilot.methods.thought_retriever import labels_to_ids
 
     items = [Evidence("2501.00001", "paper", "A", "a", 0.9), Evidence("T0123456789", "thought", "", "b", 0.8)]
-    assert labels_to_ids("X [1]. Y [2][1]. Z [3] [sic].", items) == "X [2501.00001]. Y [T0123456789][2501.00001]. Z [3] [sic]."
-    assert ids_to_labels("X [2501.00001v2]. Y [T0123456789]. Z [2501.99999].", items) == "X [1]. Y [2]. Z [2501.99999]."
+    assert labels_to_ids("X [1]. Y [2][1]. Z [3] [sic].", items) == \
+        "X [2501.00001]. Y [T0123456789][2501.00001]. Z [3] [sic]."
+    assert ids_to_labels("X [2501.00001v2]. Y [T0123456789]. Z [2501.99999].",
+                         [item.id for item in items]) == "X [1]. Y [2]. Z [2501.99999]."

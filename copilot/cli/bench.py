@@ -45,7 +45,8 @@ def cmd_distill(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     log(f"distilling a static model from {args.source or 'the packaged MiniLM'} ({len(corpus):,} corpus texts)")
     path = distill_static(out, corpus, source=args.source, dims=args.dims,
-                          progress=lambda done, total: log(f"  {done:,}/{total:,} tokens") if done % 8192 < 512 else None)
+                          progress=lambda done, total: log(f"  {done:,}/{total:,} tokens")
+                          if done % 8192 < 512 else None)
     result = {"model": str(path), "seconds": round(time.perf_counter() - started, 1), "corpus_texts": len(corpus),
               "use": f"COPILOT_EMBED_MODEL={path} (then import into a fresh COPILOT_DATA_DIR: vectors differ)"}
     print_json(result) if args.json else print(result["use"])

@@ -66,7 +66,8 @@ def _unit(rows: np.ndarray) -> np.ndarray:
     return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
 
 
-def corpus_vectors(real: np.ndarray, n_papers: int, n_thoughts: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def corpus_vectors(real: np.ndarray, n_papers: int, n_thoughts: int,
+                   seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(paper vectors, index of the real paper each row comes from, thought vectors)."""
     rng = np.random.default_rng(seed)
     n_real = min(n_papers, len(real))

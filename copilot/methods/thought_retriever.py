@@ -285,7 +285,8 @@ def cap_item(item: Evidence, item_tokens: int | None) -> Evidence:
     """The item cut to its first `item_tokens` tokens (title and opening sentences), marked truncated."""
     if not item_tokens or approx_tokens(item.text) <= item_tokens:
         return item
-    return replace(item, text=item.text[: item_tokens * 4].rstrip() + " …", metadata={**item.metadata, "truncated": True})
+    return replace(item, text=item.text[: item_tokens * 4].rstrip() + " …",
+                   metadata={**item.metadata, "truncated": True})
 
 
 def fit_budget(items: Sequence[Evidence], budget_tokens: int, min_tail_tokens: int = 40,
@@ -388,13 +389,9 @@ def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
                                               prompts.ANSWER_STATEMENT_CHARS)
     # a quote's label is its source by construction (and the quote may come from beyond an item's cut text)
     attribute = not quotes.is_quoted_answer(text)
-    return check(ids_to_labels(text, items), allowed=[str(n) for n in range(1, len(items) + 1)],
-                 source_texts=[i.text for i in items], instructions=[prompts.CHAT_ANSWER.system], attribute=attribute)
-
-
-def ids_to_labels(text: str, items: Sequence[Evidence]) -> str:
-    """[id] citations of the given items replaced by their [n] labels; other brackets untouched."""
-    return grounding.ids_to_labels(text, [item.id for item in items])
+    return check(grounding.ids_to_labels(text, [item.id for item in items]),
+                 allowed=[str(n) for n in range(1, len(items) + 1)], source_texts=[i.text for i in items],
+                 instructions=[prompts.CHAT_ANSWER.system], attribute=attribute)
 
 
 def labels_to_ids(text: str, items: Sequence[Evidence]) -> str:
