@@ -54,7 +54,8 @@ def main() -> int:
             scheduler.every(settings.hub_backup_minutes, lambda: backup.scheduled_backup(services), "hub-backup")
         scheduler.start()
     page = build_ui(services, scheduler)
-    page.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size)
+    # api_open=False: a queued event cannot be run directly (`run/<api>` skipped the queue and its concurrency groups)
+    page.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size, api_open=False)
     try:
         page.launch(**launch_options(services))
     finally:

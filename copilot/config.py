@@ -79,6 +79,10 @@ class Settings(BaseSettings):
         "batched kernel, so prompts are read ~3x slower.")
     local_batch: int = Field(256, ge=1, le=4096, description="Prompt tokens the local model evaluates per batch "
                              "(1 = token by token, the slow path kept for builds with AMX kernels).")
+    model_profile: Literal["auto", "tiny", "capable"] = Field(
+        "auto", description="`tiny`: answers, Trends summaries and profile drafts are quotes of the sources, the model "
+        "writes nothing shown (a reader cannot trust a tiny model's words); `capable`: they are written, every output "
+        "check on. `auto`: `tiny` for a local GGUF under 1B parameters (the packaged one), else `capable`.")
     llm_timeout: float = Field(120.0, gt=0, description="Seconds before one LLM call is abandoned.")
     llm_retries: int = Field(2, ge=0, le=10, description="Retries with backoff on transient LLM errors.")
 
@@ -87,14 +91,16 @@ class Settings(BaseSettings):
         None, description="Sentence-transformers model name or path, or a static model directory made by "
         "`embed-distill` (fast path). Default: the packaged all-MiniLM-L6-v2.")
     embed_batch_size: int = Field(64, ge=1, le=4096, description="Texts embedded per batch.")
-    chroma_host: str | None = Field(None, description="Chroma server host; unset means embedded Chroma in the data dir.")
+    chroma_host: str | None = Field(None, description="Chroma server host; unset means embedded Chroma in the data "
+                                    "dir.")
     chroma_port: int = Field(8000, ge=1, le=65535, description="Chroma server port (with COPILOT_CHROMA_HOST).")
 
     # --- arXiv and ingestion
     arxiv_api_url: str | None = Field(
         None, description="arXiv API endpoint without the query string, e.g. http://127.0.0.1:8123/api/query.")
     arxiv_timeout: float = Field(30.0, gt=0, description="Seconds before one arXiv request is abandoned.")
-    arxiv_delay: float = Field(3.0, ge=0, description="Seconds between arXiv API requests (the API's politeness delay).")
+    arxiv_delay: float = Field(3.0, ge=0, description="Seconds between arXiv API requests (the API's politeness "
+                               "delay).")
     arxiv_retries: int = Field(3, ge=0, le=10, description="Retries of a failed arXiv request.")
     categories: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(DEFAULT_CATEGORIES), description="arXiv categories ingested, comma-separated.")
@@ -116,11 +122,13 @@ class Settings(BaseSettings):
                                    "(default: thought memory is shared by all users, the method's point).")
     admins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Users (comma-separated, as the app names them, e.g. hf:alice) who may "
-        "delete any thought; everyone else deletes only thoughts made from their own questions.")
+        "delete any thought (everyone else deletes only thoughts made from their own questions) and, once any are "
+        "named, are the only ones who may import into the shared library from the page.")
     answer_max_tokens: int | None = Field(
         None, ge=16, le=8192, description="Most tokens one answer may have. Default: 400 for an endpoint, 160 for the "
         "local model.")
-    max_input_chars: int = Field(4000, ge=100, le=1000000, description="Longer text inputs are truncated, with a notice.")
+    max_input_chars: int = Field(4000, ge=100, le=1000000,
+                                 description="Longer text inputs are truncated, with a notice.")
 
     related_method: Literal["auto", "abstract", "lexical", "hybrid", "prism", "prism-hybrid",
                             "prism-extractive"] = Field(
@@ -157,7 +165,8 @@ class Settings(BaseSettings):
                              description="Port the app listens on (GRADIO_SERVER_PORT).")
     concurrency: int = Field(4, ge=1, le=64, description="Requests the web app handles at once.")
     queue_size: int = Field(256, ge=1, le=10000,
-                            description="Requests that may wait in the web app's queue; beyond it new ones are refused.")
+                            description="Requests that may wait in the web app's queue; beyond it new ones are "
+                            "refused.")
     user_pending: int = Field(16, ge=1, le=1000, description="Requests one user (one address, without sign-in) may "
                               "have waiting or running in the web app's queue; one more is refused with 429 before "
                               "it takes a place, so one user cannot fill the queue for everyone (a page load makes 5, "

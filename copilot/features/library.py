@@ -16,6 +16,15 @@ from copilot.store.runs import IngestRun
 MAX_PASTED_IDS = 200        # arXiv answers an id list in pages of 100; more belongs in a snapshot file
 
 
+def check_may_change(services: Services, user: str | None) -> None:
+    """Who may change the shared library (issue #34: any signed-in user's upload replaced a paper for everyone):
+    when COPILOT_ADMINS names admins, only they may upload, fetch or start an ingestion from the page; without admins
+    (a single-user or trusted install) everyone may. The CLI (user None) is the operator and always may."""
+    admins = services.settings.admins
+    if user is not None and admins and user not in admins:
+        raise UserError("only an admin (COPILOT_ADMINS) may change the shared library; ask one to import these papers")
+
+
 def ingestor(services: Services) -> Ingestor:
     return Ingestor(services.db, services.store, services.embedder, batch_size=services.settings.embed_batch_size,
                     lexical=services.lexical)
@@ -96,6 +105,7 @@ def run_summary(run: IngestRun) -> dict:
 
 
 def ingest_history(services: Services, limit: int = 20) -> list[dict]:
+    Ingestor.reconcile(services.runs)
     return [run_summary(run) for run in services.runs.recent(limit)]
 
 
@@ -110,6 +120,7 @@ def next_scheduled(services: Services) -> datetime | None:
 
 
 def status(services: Services, next_ingest: datetime | None = None) -> dict:
+    Ingestor.reconcile(services.runs)
     runs = services.runs.recent(1)
     next_ingest = next_ingest or next_scheduled(services)
     return {
@@ -120,6 +131,7 @@ def status(services: Services, next_ingest: datetime | None = None) -> dict:
         "ingest_running": Ingestor.busy(),
         "llm": services.llm_info(),
         "model": model_status(services),
+        "cpu_kernels": services.cpu_kernels(),
         "embedder": services.embedder.name,
         "categories": services.settings.categories,
         "failures": failure_counts(services),
