@@ -199,11 +199,20 @@ class Services:
         """The limit on LLM-backed actions per session (the web app has one Services, so one per process)."""
         return RateLimiter(self.settings.rate_limit, self.settings.rate_window)
 
+    def cpu_kernels(self) -> dict | None:
+        """The local model's CPU kernels (copilot.llm.local.cpu_kernels); None with an endpoint as the model."""
+        if self.settings.llm_backend == "openai":
+            return None
+        from copilot.llm.local import cpu_kernels
+
+        return cpu_kernels()
+
     def llm_info(self) -> dict[str, str]:
         """Backend and model, without loading the model."""
         s = self.settings
         if s.llm_backend == "openai":
             return {"backend": "openai", "model": s.llm_model}
-        from copilot.llm import packaged_gguf
+        from copilot.llm import cached_choice
 
-        return {"backend": "local", "model": (s.local_model or packaged_gguf()).stem}
+        choice = cached_choice(s)            # a Hub reference not fetched yet is named as written
+        return {"backend": "local", "model": choice.path.stem if choice else str(s.local_model)}

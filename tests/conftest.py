@@ -12,9 +12,16 @@ import pytest
 from copilot.config import load_settings
 from copilot.services import Services
 from copilot.sources.snapshot import paper_from_row
-from tests.helpers import clean_env
-from tests.helpers import (ARXIV_RESPONSES, CSFCUBE, DATA, KAGGLE_JSONL, PAPERS_JSONL, ROOT,  # noqa: F401
-                           SHARED)  # the data paths, still importable from here
+from tests.helpers import (  # noqa: F401
+    ARXIV_RESPONSES,
+    CSFCUBE,
+    DATA,
+    KAGGLE_JSONL,
+    PAPERS_JSONL,
+    ROOT,
+    SHARED,  # the data paths, still importable from here
+    clean_env,
+)
 
 # Modules of the `unit` tier: no model, no embedder, no server, no subprocess, stores only small and in a temporary
 # dir; seconds in all. tests/e2e/ is the `browser` tier; every other module is `integration` unless it sets its own
@@ -32,6 +39,8 @@ UNIT_MODULES |= {"test_longform", "test_eval_related_work"}  # RAT deep answers,
 UNIT_MODULES |= {"test_bibtex"}    # BibTeX out and in (issue #18)
 UNIT_MODULES |= {"test_errors"}    # one error family under UserError (issue #28)
 UNIT_MODULES |= {"test_fairness"}  # each user's share of the queue (issue #19)
+UNIT_MODULES |= {"test_guard"}     # session binding (issue #34)
+UNIT_MODULES |= {"test_snapshot_rows"}   # what an import accepts (issue #34)
 # vote statistics under peeking, preference export, the merge test with private thoughts (issue #30)
 UNIT_MODULES |= {"test_ab_stats", "test_preferences", "test_merge_privacy"}
 TIERS = ("unit", "integration", "browser")

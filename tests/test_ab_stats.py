@@ -11,8 +11,16 @@ import numpy as np
 import pytest
 
 from copilot.features.stats import chat_stats, verdict_text
-from copilot.methods.ab_stats import (THRESHOLD, cluster_bootstrap, first_crossing, log_evalue, log_evalue_path,
-                                      log_evalue_table, sequential_test, wilson_interval)
+from copilot.methods.ab_stats import (
+    THRESHOLD,
+    cluster_bootstrap,
+    first_crossing,
+    log_evalue,
+    log_evalue_path,
+    log_evalue_table,
+    sequential_test,
+    wilson_interval,
+)
 from copilot.store.db import Database
 
 RUNS, VOTES = 1000, 2000

@@ -15,9 +15,9 @@ from copilot.records import Paper
 from copilot.services import Services
 from tests.conftest import ARXIV_RESPONSES, make_settings, sample_papers
 from tests.doubles import ScriptedBackend, rescript
+from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
 from tests.helpers import clean_env
 from tests.helpers import run_cli_in_process as run_cli
-from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
 
 DEL_MAESTRO = ARXIV_RESPONSES / "arxiv.py_2016_xml" / "search_query=au_del_maestro.xml"
 DEL_MAESTRO_MORE = ARXIV_RESPONSES / "arxiv.py_2016_xml" / \

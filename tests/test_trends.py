@@ -95,7 +95,7 @@ def test_rrf_arithmetic_on_hand_made_lists():
 
 
 def test_citation_check_drops_an_invented_id():
-    from copilot.grounding import keep_paper_citations   # the one checker of id citations (Trends and Profile)
+    from copilot.grounding import keep_paper_citations  # the one checker of id citations (Trends and Profile)
     text, cited, dropped = keep_paper_citations("Uses graphs [2505.01234] and tricks [9999.99999], see 2505.04321.",
                                                 ["2505.01234", "2505.04321"])
     assert cited == ["2505.01234", "2505.04321"] and dropped == ["9999.99999"]
@@ -302,7 +302,7 @@ def test_page_escapes_model_text_and_links_only_citations():
 def test_tidy_drops_repeats_and_a_cut_off_citation():
     raw = ("Topic: A new way to learn!\n\n[2606.26535]\n\nThis is a summary.\n\n[2606.26535]\n\n"
            "This is a summary.\n\n[2606.2")
-    from copilot.grounding import tidy                     # the one output tidier (Trends and Profile)
+    from copilot.grounding import tidy  # the one output tidier (Trends and Profile)
     assert tidy(raw, paragraphs=False) == "Topic: A new way to learn! [2606.26535] This is a summary."
     text, ids = tr.cite_or_credit(raw, ["2606.26535"])
     assert ids == ["2606.26535"] and text.count("2606.26535") == 1

@@ -113,7 +113,8 @@ def test_private_thoughts_setting_keeps_new_thoughts_to_their_user(data_dir, tmp
     assert private in {t["id"] for t in memory_view(services, "", user="alice")}
     assert private not in {t["id"] for t in memory_view(services, "", user="bob")}
     assert private not in {t["id"] for t in memory_view(services, THOUGHT_TEXT, user="bob")}
-    assert not memory_view(services, private, user="bob") or memory_view(services, private, user="bob")[0]["id"] != private
+    seen_by_bob = memory_view(services, private, user="bob")
+    assert not seen_by_bob or seen_by_bob[0]["id"] != private
     assert delete_thought(services, private, user="bob") is False        # B cannot delete A's private thought
     assert chat.memory.get(private) is not None
     # turning the setting off later does not publish what was made private

@@ -14,8 +14,9 @@ from copilot.config import load_settings
 from copilot.errors import UserError
 from copilot.eval import csfcube_lists, csfcube_nested, related_work_eval, slim_agreement, slim_eval, thoughts_eval
 from copilot.eval.bench_chat import TimedBackend
+from copilot.eval.csfcube import FACETS, METHODS, EvalDataError, output_name, run
+from copilot.eval.csfcube_report import markdown_table, write_outputs
 from copilot.llm import build_llm
-from copilot.eval.csfcube import FACETS, METHODS, EvalDataError, markdown_table, output_name, run, write_outputs
 from copilot.methods.prism import ASPECT_MAX_TOKENS, MODES, SEPARATE
 from copilot.services import Services
 
@@ -249,7 +250,17 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     group = sub.add_parser("eval", help="run an evaluation (eval NAME … --json); writes JSON + Markdown "
                            "under the data dir")
     names = group.add_subparsers(dest="eval_name", metavar="NAME", required=True)
+    _add_csfcube(names)
+    _add_thoughts(names)
+    _add_slim(names)
+    _add_slim_agreement(names)
+    _add_gor(names)
+    _add_related_work(names)
+    _add_slim_questions(names)
 
+
+def _add_csfcube(names: argparse._SubParsersAction) -> None:
+    """`eval csfcube`."""
     p = names.add_parser("csfcube", help="faceted paper-to-paper retrieval on CSFCube (NDCG@20, upstream NDCG%%20, "
                          "MAP, Recall@20; each method against the abstract baseline, paired over queries)")
     p.add_argument("--data", required=True, help="directory with abstracts-csfcube-from-readable.jsonl and "
@@ -267,6 +278,9 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
                    "(the Markdown tables go to stderr)")
     p.set_defaults(func=cmd_eval_csfcube)
 
+
+def _add_thoughts(names: argparse._SubParsersAction) -> None:
+    """`eval thoughts`."""
     p = names.add_parser("thoughts", help="does thought memory help? root-source precision/recall of papers vs "
                          "papers + thoughts on CSFCube, after 0, N/4, N/2 and N warm-up questions")
     p.add_argument("--data", required=True, help="directory with abstracts-csfcube-from-readable.jsonl and one "
@@ -287,6 +301,9 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
                    "--judge (the Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_thoughts)
 
+
+def _add_slim(names: argparse._SubParsersAction) -> None:
+    """`eval slim`."""
     p = names.add_parser("slim", help="SlimPLM against always- and never-retrieve: answer token-F1, retrieval rate, "
                          "main calls per question, proxy+judge token share, time, gold paper retrieved")
     p.add_argument("--questions", required=True, help="JSON lines {question, answer, gold: [arXiv ids]} "
@@ -306,6 +323,10 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
                    "(the Markdown tables go to stderr); exit 1 if SlimPLM ever called the main model other than once")
     p.set_defaults(func=cmd_eval_slim)
 
+
+
+def _add_slim_agreement(names: argparse._SubParsersAction) -> None:
+    """`eval slim-agreement`."""
     p = names.add_parser("slim-agreement", help="SlimPLM's judge read three ways on the questions no rule forces: "
                          "weighed at P(unknown) 0.5, the greedy word, the written word; how often they agree")
     p.add_argument("--questions", required=True, help="JSON lines {question, answer, gold} (tests/data/slim-dev.jsonl)")
@@ -313,6 +334,9 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object: summary, rows, meta")
     p.set_defaults(func=cmd_eval_slim_agreement)
 
+
+def _add_gor(names: argparse._SubParsersAction) -> None:
+    """`eval gor`."""
     p = names.add_parser("gor", help="Graph of Records on a real period: GoR's top-6 vs plain embedding and BM25 "
                          "top-6 on held-out simulated questions (MRR, hit@6, overlap@6 of the BERTScore ranking), "
                          "topic coverage, training and retrieval time (trains the period first if needed)")
@@ -327,6 +351,10 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object: meta, heldout, trained_on, coverage, "
                    "answers, timing, per_question (the Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_gor)
+
+
+def _add_related_work(names: argparse._SubParsersAction) -> None:
+    """`eval related-work`."""
     p = names.add_parser("related-work", help="related-work drafts against real sections: plain retrieval + one call "
                          "vs RAT vs RAT over papers and thoughts after a warm-up (citation recall/precision, ROUGE-L, "
                          "length, time, LLM calls)")
@@ -342,6 +370,9 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
                    "Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_related_work)
 
+
+def _add_slim_questions(names: argparse._SubParsersAction) -> None:
+    """`eval slim-questions`."""
     p = names.add_parser("slim-questions", help="write SlimPLM's dev question set: questions about seeded recent "
                          "papers (reference: the abstract's proposal sentence) alternating with general CS questions")
     p.add_argument("--out", required=True, help="the JSON-lines file to write (e.g. tests/data/slim-dev.jsonl)")
@@ -350,3 +381,7 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--corpus", default=None, help="JSON-lines papers to draw from "
                    "(default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
     p.set_defaults(func=cmd_eval_slim_questions)
+
+    from copilot.cli.eval_all import add_eval_all_command   # `eval all`: its own module (issue #31)
+
+    add_eval_all_command(names)

@@ -8,8 +8,16 @@ import sys
 from copilot.cli.output import print_json
 from copilot.errors import UserError
 from copilot.features import gor, gor_period
-from copilot.features.trends import (IDEAS_OFF_NOTICE, NO_IDEA_PASSED, PRESETS, TrendsOptions,
-                                     TrendsReport, default_ideas, resolve_range, run_trends)
+from copilot.features.trends import (
+    IDEAS_OFF_NOTICE,
+    NO_IDEA_PASSED,
+    PRESETS,
+    TrendsOptions,
+    TrendsReport,
+    default_ideas,
+    resolve_range,
+    run_trends,
+)
 from copilot.services import Services
 
 

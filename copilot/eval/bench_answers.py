@@ -219,10 +219,11 @@ def to_markdown(result: dict, title: str = "answers") -> str:
 
 def standalone(data_dir: Path, papers_path: Path, count: int = 2000, questions: int = len(QUESTIONS)) -> dict:
     """The whole bench in a fresh data dir (used by `bench --parts answers` and to measure an older checkout)."""
+    import json
+
     from copilot.config import load_settings
     from copilot.services import Services
     from copilot.sources.snapshot import paper_from_row
-    import json
 
     services = Services(load_settings(data_dir=data_dir, scheduler=False))
     with papers_path.open(encoding="utf-8") as rows:

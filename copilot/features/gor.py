@@ -17,114 +17,41 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import date
 
 import numpy as np
 
+from copilot.features.gor_types import (
+    FORMAT,
+    GOR,
+    PLAIN,
+    ChosenNode,
+    GoROptions,
+    PeriodAnswer,
+    Prepared,
+    Scope,
+    TooFewNodes,
+)
 from copilot.features.trends import corpus_version, select_papers
-from copilot.grounding import check, close_cut_statements, drop_unfinished_statement, labels_to_ids
+from copilot.grounding import check_chat_answer, labels_to_ids
 from copilot.grounding import cited as cited_keys
 from copilot.llm import LLMError
 from copilot.methods import gor
 from copilot.methods.thought_retriever import fit_budget
 from copilot.methods.topics import previous_window
-from copilot.prompts import (ANSWER_STATEMENT_CHARS, GOR_PERIOD_ANSWER, GOR_PERIOD_STATEMENTS, GOR_SIMULATED_QUESTION, question_grammar,
-                             source_block, statements_grammar)
+from copilot.prompts import (
+    GOR_PERIOD_ANSWER,
+    GOR_PERIOD_STATEMENTS,
+    GOR_SIMULATED_QUESTION,
+    question_grammar,
+    source_block,
+    statements_grammar,
+)
 from copilot.records import Evidence, Paper
 from copilot.services import Services
 from copilot.store.gor_cache import SimulatedQuestion, SimulatedResponse, Simulation
 
 log = logging.getLogger(__name__)
-
-GOR, PLAIN = "gor", "plain"
-FORMAT = 3                         # part of every key: bump when what a simulation or a network means changes
-
-
-@dataclass
-class GoROptions:
-    cap: int = 300                 # most papers of a scope (the Trends cap)
-    questions: int = 40            # simulated questions per scope: the first `train_questions` train, the rest
-    train_questions: int = 30      # are held out for `eval gor` (paper: 30 per document)
-    responses: int = 30            # simulated RAG answers that become response nodes (paper: one per question)
-    response_k: int = 3            # records each simulated answer is made from (paper: 6; prompt time locally)
-    response_tokens: int = 64
-    question_tokens: int = 40
-    quote_chars: int = 600         # of a paper quoted to write a question from
-    min_nodes: int = 24            # fewer retrievable nodes: plain retrieval, with a notice
-    negatives_cap: int = 100       # papers of the previous window: the "other graph" of in-batch negatives
-    top_k: int = gor.TOP_K
-    train: gor.TrainSettings = field(default_factory=gor.TrainSettings)
-
-    def training_part(self, questions: Sequence) -> tuple[list, list]:
-        """(training, held-out) questions: the same share held out however many questions the model managed to
-        write (the small one's are often dropped as not about their paper)."""
-        count = min(self.train_questions, max(2, round(len(questions) * self.train_questions / self.questions)))
-        return list(questions[:count]), list(questions[count:])
-
-    @classmethod
-    def from_settings(cls, settings, **overrides) -> GoROptions:
-        """COPILOT_GOR_QUESTIONS questions, three quarters of them for training; COPILOT_GOR_RESPONSES answers."""
-        train_questions = max(2, round(0.75 * settings.gor_questions))
-        values = dict(questions=settings.gor_questions, train_questions=train_questions,
-                      responses=min(settings.gor_responses, train_questions))
-        values.update(overrides)
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class Scope:
-    start: date
-    end: date
-    categories: tuple[str, ...] = ()
-
-    def key(self, opts: GoROptions) -> str:
-        return json.dumps(["period", str(self.start), str(self.end), sorted(self.categories), opts.cap, FORMAT])
-
-    @property
-    def label(self) -> str:
-        return f"{self.start} … {self.end}" if self.start != self.end else str(self.start)
-
-
-class TooFewNodes(ValueError):
-    """The scope is too small to train on."""
-
-
-@dataclass
-class Prepared:
-    graph: gor.RecordGraph
-    trained: gor.Trained | None
-    simulation: Simulation
-    token_vectors: list[np.ndarray] | None = None
-    meta: dict = field(default_factory=dict)
-
-
-@dataclass
-class ChosenNode:
-    id: str
-    kind: str
-    title: str
-    score: float
-
-    def as_json(self) -> dict:
-        return {"id": self.id, "kind": self.kind, "title": self.title, "score": round(self.score, 4)}
-
-
-@dataclass
-class PeriodAnswer:
-    question: str
-    answer: str
-    citations: list[str]
-    nodes: list[ChosenNode]
-    chosen_by: str                 # GOR | PLAIN
-    notices: list[str] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    def as_json(self) -> dict:
-        return {"question": self.question, "answer": self.answer, "citations": self.citations,
-                "nodes": [n.as_json() for n in self.nodes], "chosen_by": self.chosen_by, "notices": self.notices,
-                "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
-
 
 # --- keys ---------------------------------------------------------------------------------------------------
 def network_variant(services: Services, opts: GoROptions) -> str:
@@ -250,11 +177,9 @@ def answer_from(services: Services, question: str, items: Sequence[Evidence], pe
     grammar = statements_grammar(labels, GOR_PERIOD_STATEMENTS, opener="Source") if services.llm.obeys_grammar \
         else None
     text = services.llm.complete(prompt, max_tokens=max_tokens, temperature=0.1, grammar=grammar).strip()
-    if grammar is not None:   # statements of the grammar's shape: an unfinished last one (the token limit) goes
-        text = close_cut_statements(drop_unfinished_statement(text), ANSWER_STATEMENT_CHARS)
-    checked = check(text, allowed=labels, source_texts=[i.text for i in items],
-                    instructions=[GOR_PERIOD_ANSWER.system], attribute=True)
     ids = [item.id for item in items]
+    checked = check_chat_answer(text, ids, [i.text for i in items], [GOR_PERIOD_ANSWER.system],
+                                statements=grammar is not None)
     answer = labels_to_ids(checked.text, ids)
     cited = [ids[int(n) - 1] for n in dict.fromkeys(cited_keys(checked.text)) if n.isdigit() and
              0 < int(n) <= len(ids)]

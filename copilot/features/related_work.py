@@ -18,11 +18,11 @@ import numpy as np
 
 from copilot.features import related
 from copilot.features.bibtex import bibtex_keys, bibtex_text
-from copilot.features.longform import Longform, LongformOptions, stream_longform
+from copilot.features.longform import Longform, LongformOptions, own_questions_only, stream_longform
 from copilot.llm import LLMError
 from copilot.methods.thought_retriever import ThoughtMemory
 from copilot.prompts import RELATED_WORK_TASK, source_block
-from copilot.records import Evidence, Paper, parse_arxiv_id
+from copilot.records import Evidence, Paper
 from copilot.services import Services
 
 POOL = 20                 # papers of the PRISM ranking the draft may cite
@@ -73,7 +73,7 @@ def pool_search(services: Services, pool: Sequence[Evidence], user: str | None, 
         found = [Evidence(i, "paper", by_id[i].title, by_id[i].text, float(s), by_id[i].metadata)
                  for i, s in zip(ids, scores)]
         if thoughts:
-            found += services.store.search("thought", vector, k, where=where)
+            found += own_questions_only(services.store.search("thought", vector, k, where=where), user)
         return sorted(found, key=lambda item: -item.score)
     return search
 
@@ -166,6 +166,7 @@ def draft_related_work(services: Services, query: related.QueryInfo, *, user: st
                        progress: Callable[[str], None] | None = None) -> RelatedWorkDraft:
     """The whole draft without a UI."""
     draft = None
-    for draft in stream_related_work(services, query, user=user, thoughts=thoughts, opts=opts, progress=progress):
+    for draft in stream_related_work(services, query, user=user, thoughts=thoughts, opts=opts,  # noqa: B007
+                                     progress=progress):      # drained to its last value
         pass
     return draft

@@ -152,7 +152,9 @@ def corpus_span(services: Services) -> tuple[date, date]:
     span = services.store.date_range()
     if not span:
         raise TrendsError("the library has no papers yet: import a snapshot or run an ingestion (Library tab)")
-    return number_to_date(span[0]), number_to_date(span[1])
+    # a row dated in the future (stored before imports were checked, issue #34) must not move every range off today
+    today = date.today() + timedelta(days=1)
+    return min(number_to_date(span[0]), today), min(number_to_date(span[1]), today)
 
 
 def resolve_range(services: Services, preset: str | None = None, start: str | date | None = None,

@@ -285,7 +285,8 @@ def cap_item(item: Evidence, item_tokens: int | None) -> Evidence:
     """The item cut to its first `item_tokens` tokens (title and opening sentences), marked truncated."""
     if not item_tokens or approx_tokens(item.text) <= item_tokens:
         return item
-    return replace(item, text=item.text[: item_tokens * 4].rstrip() + " …", metadata={**item.metadata, "truncated": True})
+    return replace(item, text=item.text[: item_tokens * 4].rstrip() + " …",
+                   metadata={**item.metadata, "truncated": True})
 
 
 def fit_budget(items: Sequence[Evidence], budget_tokens: int, min_tail_tokens: int = 40,
@@ -328,9 +329,14 @@ def retrieve_both(store: VectorStore, query_embedding: np.ndarray, k: int, budge
     number of sources, so the count cannot tell which side used thoughts.
     `thought_where` limits the thoughts searched (ThoughtMemory.visible_where: private thoughts of others)."""
     started = time.perf_counter()
-    papers = store.search(PAPER, query_embedding, k)
-    thoughts = store.search(THOUGHT, query_embedding, k, where=thought_where)
-    union = sorted(papers + thoughts, key=lambda e: e.score, reverse=True)[:k]
+    paper_hits = store.nearest(PAPER, query_embedding, k)
+    thought_hits = store.nearest(THOUGHT, query_embedding, k, where=thought_where)
+    ranked = sorted([(PAPER, hit) for hit in paper_hits] + [(THOUGHT, hit) for hit in thought_hits],
+                    key=lambda tagged: tagged[1][1], reverse=True)[:k]
+    kept_thoughts = [hit for kind, hit in ranked if kind == THOUGHT]
+    # documents of the kept items only (one read per collection): the k papers, and the thoughts in the union's top k
+    papers = store.fetch(PAPER, paper_hits)
+    union = sorted(papers + store.fetch(THOUGHT, kept_thoughts), key=lambda e: e.score, reverse=True)[:k]
     raw = fit_budget(papers, budget_tokens, item_tokens=item_tokens)
     augmented = fit_budget(union, budget_tokens, item_tokens=item_tokens)
     count = min(len(raw), len(augmented))
@@ -383,13 +389,9 @@ def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
                                               prompts.ANSWER_STATEMENT_CHARS)
     # a quote's label is its source by construction (and the quote may come from beyond an item's cut text)
     attribute = not quotes.is_quoted_answer(text)
-    return check(ids_to_labels(text, items), allowed=[str(n) for n in range(1, len(items) + 1)],
-                 source_texts=[i.text for i in items], instructions=[prompts.CHAT_ANSWER.system], attribute=attribute)
-
-
-def ids_to_labels(text: str, items: Sequence[Evidence]) -> str:
-    """[id] citations of the given items replaced by their [n] labels; other brackets untouched."""
-    return grounding.ids_to_labels(text, [item.id for item in items])
+    return check(grounding.ids_to_labels(text, [item.id for item in items]),
+                 allowed=[str(n) for n in range(1, len(items) + 1)], source_texts=[i.text for i in items],
+                 instructions=[prompts.CHAT_ANSWER.system], attribute=attribute)
 
 
 def labels_to_ids(text: str, items: Sequence[Evidence]) -> str:
