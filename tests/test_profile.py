@@ -491,7 +491,7 @@ def test_lookup_works_offline_from_the_library_and_merges_with_arxiv(tmp_path, f
 
     ingestor(offline).run("test", papers)
     author = papers[7].authors[0]
-    expected = {p.id for p in papers if any(P.matching_author(L.parse_name(author), [a]) for a in p.authors)}
+    expected = {p.id for p in papers if any(L.matching_author(L.parse_name(author), [a]) for a in p.authors)}
     result = L.lookup_author(offline, author)
     assert {c.paper.id for c in result.candidates} == expected
     assert all(c.found_in == "library" for c in result.candidates)
