@@ -34,6 +34,10 @@ def main() -> int:
     from copilot.ui.main import build_ui, launch_options
 
     backup.restore_at_start(settings)        # a free Space starts with an empty disk: its last snapshot, if any
+    if settings.llm_backend == "local" and settings.local_model:
+        from copilot.llm import choose_local_model
+
+        choose_local_model(settings)         # a Hub reference is fetched now (progress on stderr), or falls back
     services = Services(settings)
     threading.Thread(target=resume_thought_jobs, args=(services,), name="resume-thought-jobs", daemon=True).start()
     scheduler = None
@@ -50,7 +54,8 @@ def main() -> int:
             scheduler.every(settings.hub_backup_minutes, lambda: backup.scheduled_backup(services), "hub-backup")
         scheduler.start()
     page = build_ui(services, scheduler)
-    page.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size)
+    # api_open=False: a queued event cannot be run directly (`run/<api>` skipped the queue and its concurrency groups)
+    page.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size, api_open=False)
     try:
         page.launch(**launch_options(services))
     finally:

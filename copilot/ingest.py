@@ -158,6 +158,18 @@ class Ingestor:
     def _finish(self, run_id: int, counts: IngestCounts, status: str, error: str | None) -> None:
         self.runs.finish(run_id, status, counts.totals(), error)
 
+    @classmethod
+    def reconcile(cls, runs) -> None:
+        """Mark interrupted every 'running' row no run is behind: of a dead process, or of this one when no run is
+        going on in it (issue #34: a killed upload's row stayed 'running' until the next ingestion)."""
+        try:
+            for run in runs.running():
+                mine = run.pid == os.getpid()
+                if (mine and not cls.busy()) or (not mine and not (run.pid and _alive(run.pid))):
+                    runs.mark_interrupted(run.id)
+        except Exception:                 # a status page must not fail over this
+            log.exception("could not reconcile ingestion runs")
+
     def _start_run(self, source: str) -> int:
         """Record a new run. A 'running' row of a dead process was killed mid-way: mark it interrupted.
         A 'running' row of another live process means a run is going on elsewhere: refuse."""

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import base64
 import functools
+import html
 import re
+import unicodedata
 
 SECRET_MASK = "***"
-# What a careless echo puts between a secret's characters: spaces, punctuation, escaped line breaks (at most three)
-_GAP = r"(?:\\[nrt]|[^0-9A-Za-z]){0,3}"
+# What a careless echo puts between a secret's characters: runs of white space (a page shows any run as one space,
+# issue #34), punctuation, escaped line breaks (at most three of them)
+_GAP = r"(?:\s++|\\[nrt]|[^0-9A-Za-z\s]){0,3}"
+RUN = 12          # a run of this many characters of a secret, as written, is masked (a key split in parts, #34)
 
 
 def mask_secret(text: str, secret: str | None) -> str:
@@ -19,12 +23,46 @@ def mask_secret(text: str, secret: str | None) -> str:
     written (its fuzzy forms would match ordinary text)."""
     if not text or not secret:
         return text
+    text = _mask_forms(text, secret)
+    if len(secret) < 8:
+        return text
+    view = page_view(text)        # what a page shows of it: HTML entities decoded, fullwidth letters as ASCII
+    if view != text and _mask_forms(view, secret) != view:
+        return _mask_forms(view, secret)
+    return text
+
+
+def page_view(text: str) -> str:
+    """`text` as a reader sees it on a page: HTML entities decoded, compatibility forms (fullwidth letters) folded."""
+    return unicodedata.normalize("NFKC", html.unescape(text))
+
+
+def _mask_forms(text: str, secret: str) -> str:
     text = text.replace(secret, SECRET_MASK)
     if len(secret) < 8:
         return text
     for pattern in _secret_patterns(secret):
         text = pattern.sub(SECRET_MASK, text)
-    return text
+    return _mask_runs(text, secret)
+
+
+def _mask_runs(text: str, secret: str) -> str:
+    """Every run of RUN or more characters that also runs in `secret` (a key echoed in parts) → SECRET_MASK."""
+    if len(secret) < 2 * RUN:
+        return text
+    windows = {secret[i:i + RUN]: i for i in range(len(secret) - RUN + 1)}
+    out, at, i = [], 0, 0
+    while i <= len(text) - RUN:
+        start = windows.get(text[i:i + RUN])
+        if start is None:
+            i += 1
+            continue
+        end = i + RUN
+        while end < len(text) and start + (end - i) < len(secret) and text[end] == secret[start + end - i]:
+            end += 1
+        out += [text[at:i], SECRET_MASK]
+        at = i = end
+    return "".join(out) + text[at:]
 
 
 class StreamMask:
@@ -35,7 +73,7 @@ class StreamMask:
 
     def __init__(self, secret: str) -> None:
         self.secret = secret
-        self.hold = 3 * len(secret) + 12       # longer than any form (percent-encoded, or spelled with gaps)
+        self.hold = 8 * len(secret) + 12       # longer than any form (HTML entities, percent-encoded, spelled with gaps)
         self.text = ""
         self.sent = 0
 
@@ -60,7 +98,12 @@ class StreamMask:
 def _may_begin(tail: str, secret: str) -> bool:
     """Could `tail` (the end of the text so far) be the start of a form of `secret` that is not complete yet?"""
     spelled, literal = _secret_forms(secret)
+    if "&" in tail or not tail.isascii():
+        tail = page_view(tail)
+    tail = re.sub(r"\s+", " ", tail)
     lowered = tail.lower()
+    if len(secret) >= 2 * RUN and len(tail) < len(secret) and tail in secret:     # a part of it may be coming
+        return True
     if any(len(tail) < len(form) and form.startswith(lowered) for form in literal[0]):
         return True
     if any(len(tail) < len(form) and form.startswith(tail) for form in literal[1]):

@@ -39,6 +39,8 @@ UNIT_MODULES |= {"test_longform", "test_eval_related_work"}  # RAT deep answers,
 UNIT_MODULES |= {"test_bibtex"}    # BibTeX out and in (issue #18)
 UNIT_MODULES |= {"test_errors"}    # one error family under UserError (issue #28)
 UNIT_MODULES |= {"test_fairness"}  # each user's share of the queue (issue #19)
+UNIT_MODULES |= {"test_guard"}     # session binding (issue #34)
+UNIT_MODULES |= {"test_snapshot_rows"}   # what an import accepts (issue #34)
 # vote statistics under peeking, preference export, the merge test with private thoughts (issue #30)
 UNIT_MODULES |= {"test_ab_stats", "test_preferences", "test_merge_privacy"}
 TIERS = ("unit", "integration", "browser")

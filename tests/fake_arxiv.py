@@ -152,6 +152,12 @@ class FakeArxiv:
         with self._lock:
             self._faults.extend([("drip", interval)] * count)
 
+    def drip_headers_next(self, count: int = 1, interval: float = 1.0) -> None:
+        """The next `count` requests get their status line and headers one byte every `interval` seconds, then
+        the answer (issue #34: a deadline on the body alone never fires on this)."""
+        with self._lock:
+            self._faults.extend([("drip-headers", interval)] * count)
+
     def garble_next(self, count: int = 1, mode: str = "truncate") -> None:
         """The next `count` requests get a broken body: 'truncate' (first half of the real answer) or
         'garbage' (bytes that are not XML at all). The status is 200."""
@@ -215,6 +221,9 @@ class FakeArxiv:
         if fault and fault[0] == "drip":
             self._drip(handler, body, float(fault[1]))
             return
+        if fault and fault[0] == "drip-headers":
+            self._drip_headers(handler, body, float(fault[1]))
+            return
         self._send(handler, canned.status, body, "application/atom+xml; charset=utf-8")
 
     def _drip(self, handler: BaseHTTPRequestHandler, body: bytes, interval: float) -> None:
@@ -229,6 +238,19 @@ class FakeArxiv:
                 handler.wfile.flush()
                 if self._stop.wait(interval):
                     return
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up, as it should
+
+    def _drip_headers(self, handler: BaseHTTPRequestHandler, body: bytes, interval: float) -> None:
+        head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/atom+xml; charset=utf-8\r\n"
+                f"X-Padding: {'x' * 200}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+        try:
+            for i in range(len(head)):
+                handler.wfile.write(head[i:i + 1])
+                handler.wfile.flush()
+                if self._stop.wait(interval):
+                    return
+            handler.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up, as it should
 

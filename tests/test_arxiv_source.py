@@ -122,6 +122,16 @@ def test_a_drip_of_bytes_meets_the_whole_call_deadline(fake_arxiv, tmp_path):
     assert time.monotonic() - started < 2 * 1.5 + 3      # two tries at most, each within its deadline
 
 
+def test_a_drip_of_the_status_line_and_headers_meets_the_deadline(fake_arxiv, tmp_path):
+    # issue #34: the status line and headers at one byte a second held each action 95 s at a 10 s timeout
+    src = source(fake_arxiv, tmp_path, arxiv_timeout=1.5, arxiv_retries=2)
+    fake_arxiv.drip_headers_next(3, interval=0.2)      # each byte well within a per-read timeout
+    started = time.monotonic()
+    with pytest.raises(ArxivSourceError, match="did not answer in time"):
+        src.by_ids(["1605.08386"])
+    assert time.monotonic() - started < 1.5 + 1.0      # one deadline, not retried into a longer one
+
+
 @pytest.mark.parametrize("mode", ["truncate", "garbage"])
 def test_garbled_body_gives_clear_error(fake_arxiv, tmp_path, mode):
     src = source(fake_arxiv, tmp_path, arxiv_retries=1)

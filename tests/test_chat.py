@@ -265,7 +265,10 @@ def test_end_to_end_with_the_real_local_model(services, settings, monkeypatch, c
     assert (stats["decisive_votes"], stats["thought_wins"], stats["no_comparison"]) == (1, 1, 1)
     memory = Chat(services).memory
     first_thought = memory.get(thought_id)
-    assert first_thought["root_sources"] == [s["id"] for s in first["answers"][0]["sources"]]
+    # the default (tiny) profile quotes: the thought is the answer's relevant quotes, its lineage their papers
+    assert first_thought["root_sources"] and set(first_thought["root_sources"]) <= {
+        s["id"] for s in first["answers"][0]["sources"]}
+    assert "[" not in first_thought["text"] and first_thought["text"].startswith("\u201c")
     assert memory.level(thought_id) == 2.0
 
 

@@ -125,3 +125,44 @@ def test_a_secret_split_across_streamed_pieces_is_masked_as_the_whole_text_would
             at += size
         shown.append(mask.flush())
         assert "".join(shown) == mask_secret(text, key) and not any(key in piece for piece in shown)
+
+
+def _fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if c.isalnum() else c for c in text)
+
+
+@pytest.mark.parametrize("form", [
+    "    ".join(MASKED_KEY),                                       # 4-space gaps (a page shows one space)
+    MASKED_KEY[:20] + " … and the rest: " + MASKED_KEY[20:],      # split in halves
+    "".join(f"&#{ord(c)};" for c in MASKED_KEY), "".join(f"&#x{ord(c):x};" for c in MASKED_KEY),   # HTML entities
+    _fullwidth(MASKED_KEY)])
+def test_mask_secret_hides_the_forms_a_page_turns_back_into_the_key(form):
+    """Issue #34: forms that passed the mask and showed as the key on the page."""
+    import html
+    import unicodedata
+
+    shown = mask_secret(f"provider said: {form} (400)", MASKED_KEY)
+    on_page = " ".join(unicodedata.normalize("NFKC", html.unescape(shown)).split())
+    assert "***" in shown and MASKED_KEY not in on_page and MASKED_KEY[:RUN_OF_KEY] not in on_page
+    assert MASKED_KEY[-RUN_OF_KEY:] not in on_page
+
+
+RUN_OF_KEY = 12
+
+
+def test_the_new_forms_are_masked_in_streamed_pieces_as_in_the_whole_text():
+    import random
+
+    from copilot.secrets import StreamMask
+
+    text = (f"spaced {'    '.join(MASKED_KEY)}, halves {MASKED_KEY[:20]} then {MASKED_KEY[20:]}, "
+            f"entities {''.join(f'&#{ord(c)};' for c in MASKED_KEY)}, and ordinary words after it. ")
+    chooser = random.Random(3)
+    for _ in range(30):
+        mask, shown, at = StreamMask(MASKED_KEY), [], 0
+        while at < len(text):
+            size = chooser.randint(1, 9)
+            shown.append(mask.feed(text[at:at + size]))
+            at += size
+        shown.append(mask.flush())
+        assert MASKED_KEY[:RUN_OF_KEY] not in "".join(shown) and "ordinary words after it" in "".join(shown)

@@ -36,3 +36,28 @@ def test_gradios_raw_not_a_choice_message_is_replaced():
     chunk = ("data: " + json.dumps({"msg": "process_completed", "output": {"error": raw}, "success": False})).encode()
     cleaned = json.loads(_NOT_A_CHOICE.sub(NOT_A_CHOICE, chunk)[len("data: "):])
     assert cleaned["output"]["error"] == json.loads(NOT_A_CHOICE) and "<class" not in json.dumps(cleaned)
+
+
+def test_a_place_is_reserved_before_the_join_and_freed_if_it_fails():
+    pending = PendingEvents()
+    tickets = [pending.reserve("ann", 3) for _ in range(5)]
+    assert sum(t is not None for t in tickets) == 3 and pending.count("ann") == 3
+    pending.joined("ann", "s1", "e1", tickets[0])          # the first join took its place
+    pending.release(tickets[1])                            # the second was refused by Gradio
+    assert pending.count("ann") == 2 and pending.reserve("ann", 3) is not None
+    assert pending.owner("e1") == ("ann", "s1") and pending.owner("e2") is None
+    pending.completed("e1")
+    assert pending.owner("e1") == ("ann", "s1")           # its owner is kept, for reading its result
+
+
+def test_reservations_are_exact_under_threads():
+    import threading
+
+    pending = PendingEvents()
+    got: list[str | None] = []
+    threads = [threading.Thread(target=lambda: got.append(pending.reserve("ann", 16))) for _ in range(150)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(t is not None for t in got) == 16

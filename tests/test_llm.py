@@ -122,6 +122,53 @@ def test_the_answer_grammar_holds_the_local_model_to_cited_statements(local_serv
     assert re.fullmatch(f"(?:{statement}){{1,2}}", text), text
 
 
+def test_a_grammar_the_model_would_not_follow_by_itself_still_holds_every_token(local_services):
+    # digits after "Q" are never among the model's top choices here, so most steps take the whole-vocabulary path
+    prompt = Prompt("g", "You are a terse assistant.", "Name one planet of the solar system.").render()
+    text = local_services.llm.complete(prompt, max_tokens=12, grammar='root ::= "Q" [0-9] [0-9] [0-9] "!"',
+                                       temperature=0.8)
+    assert re.fullmatch(r"Q[0-9]{3}!", text), text
+    with pytest.raises(LLMError, match="rejected the request"):
+        local_services.llm.complete(prompt, max_tokens=4, grammar="root ::= (unclosed")
+
+
+def _shared_instructions_prompts():
+    system = "You answer a researcher's question using only the numbered sources you are given. " * 3
+    answer = Prompt("a", system, "Question: {q}\n\nSources: {s}")
+    other = Prompt("t", "Summarise what was found in two steps, plainly.", "Text: {s}")
+    return answer, other
+
+
+def test_the_shared_instructions_are_restored_after_another_prompt_used_the_model(local_services):
+    answer, other = _shared_instructions_prompts()
+    llm = local_services.llm
+    first, between, later = Usage(), Usage(), Usage()
+    llm.complete(answer.render(q="which planet is red?", s="Mars is red. " * 20), max_tokens=2, usage=first)
+    llm.complete(other.render(s="Venus is hot. " * 20), max_tokens=2, usage=between)   # replaces the cache
+    llm.complete(answer.render(q="which planet is hot?", s="Venus is hot. " * 20), max_tokens=2, usage=later)
+    assert between.cached_tokens < 8                       # only the chat template's opening tokens match
+    assert later.cached_tokens >= 40                        # the instructions came back from the saved state
+    assert later.cached_tokens < later.prompt_tokens - 20
+
+
+def test_a_corrupt_saved_state_is_dropped_and_the_prompt_read_again(local_services):
+    answer, other = _shared_instructions_prompts()
+    llm = local_services.llm
+    llm.complete(answer.render(q="which planet is red?", s="Mars is red. " * 20), max_tokens=2)
+    llm.complete(other.render(s="Venus is hot. " * 20), max_tokens=2)
+    loaded = llm.backend._loaded()
+    snapshot = next(s for s in loaded.prefixes.saved.values() if len(s.tokens) >= 40)
+    snapshot.data[len(snapshot.data) // 2] ^= 0xFF          # one flipped byte in the saved KV values
+    usage = Usage()
+    text = llm.complete(answer.render(q="which planet is hot?", s="Venus is hot. " * 20), max_tokens=6, usage=usage)
+    assert usage.cached_tokens == 0 and text.strip()
+    assert snapshot.tokens not in loaded.prefixes.saved and loaded.prefixes.discarded == 1
+    again = Usage()                                        # read again, saved again, restored next time
+    llm.complete(other.render(s="Mars is red. " * 20), max_tokens=2)
+    llm.complete(answer.render(q="which planet is big?", s="Jupiter is big. " * 20), max_tokens=2, usage=again)
+    assert again.cached_tokens >= 40
+
+
 def test_a_file_that_is_not_a_gguf_stops_start_up_naming_the_variable(tmp_path):
     bogus = tmp_path / "model.gguf"
     bogus.write_bytes(b"<html>not a model</html>")
@@ -345,3 +392,52 @@ def test_lone_surrogates_reach_neither_the_model_nor_the_call_log(tmp_path):
     assert "\ud800" not in sent and sent == "I study sparse \ufffd retrieval \ufffd"
     row = services.db.query_one("SELECT prompt_name, prompt, error FROM llm_calls")
     assert row["prompt_name"] == "pasted" and "\ufffd" in row["prompt"] and row["error"] is None
+
+
+class _StallingEndpoint(BaseHTTPRequestHandler):
+    """An endpoint that stalls within every per-read timeout (issue #34): `keepalive` answers 200 and then sends
+    only `: keepalive` comments; `headers` drips its status line and headers one byte at a time."""
+
+    mode = "keepalive"
+    hits = 0
+
+    def do_POST(self):  # noqa: N802
+        type(self).hits += 1
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        try:
+            if type(self).mode == "keepalive":
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+                for _ in range(60):
+                    self.wfile.write(b": keepalive\n\n")
+                    self.wfile.flush()
+                    time.sleep(0.25)
+            else:
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Pad: " + b"x" * 200:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.1)
+        except OSError:
+            pass                              # the client gave up, as it should
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("mode", ["keepalive", "headers"])
+def test_a_stalling_endpoint_meets_the_whole_call_deadline_and_is_not_retried(tmp_path, monkeypatch, mode):
+    monkeypatch.setattr(_StallingEndpoint, "mode", mode)
+    _StallingEndpoint.hits = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StallingEndpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        services = openai_services(tmp_path, f"http://127.0.0.1:{server.server_address[1]}/v1", llm_retries=2,
+                                   llm_timeout=2.0)
+        started = time.monotonic()
+        with pytest.raises(LLMError, match="did not") as caught:
+            services.llm.complete(PROMPT.render(), max_tokens=8)
+        took = time.monotonic() - started
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert took < 2.0 + 1.0, f"{mode}: {took:.1f} s"
+    assert not caught.value.retryable and _StallingEndpoint.hits == 1

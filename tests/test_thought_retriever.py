@@ -141,6 +141,21 @@ def test_retrieval_raw_is_papers_and_augmented_is_the_union_top_k(services, memo
     assert only_papers.same_items and [e.id for e in only_papers.augmented] == ["2501.00003"]
 
 
+def test_retrieval_reads_documents_only_of_the_items_it_keeps(services, memory, three_papers, monkeypatch):
+    close = memory.add("A thought close to the query.", [("2501.00001", "paper")], origin="chat",
+                       embedding=unit(0.9, 0, 0, 0.1), check_redundant=False)
+    far = memory.add("A thought far from the query.", [("2501.00002", "paper")], origin="chat",
+                     embedding=unit(0, 0, 0, 0, 0, 0, 1), check_redundant=False)
+    fetched: list[tuple[str, list[str]]] = []
+    real_fetch = services.store.fetch
+    monkeypatch.setattr(services.store, "fetch", lambda kind, hits: fetched.append(
+        (kind, [item_id for item_id, _ in hits])) or real_fetch(kind, hits))
+    monkeypatch.setattr(services.store, "search", lambda *a, **k: pytest.fail("a per-collection document query"))
+    found = retrieve_both(services.store, unit(1, 0.3, 0.1), k=3, budget_tokens=10_000)
+    assert fetched == [("paper", ["2501.00001", "2501.00002", "2501.00003"]), ("thought", [close])]
+    assert far not in {e.id for e in found.augmented} and found.augmented[1].text == "A thought close to the query."
+
+
 def test_budget_keeps_rank_order_and_cuts_the_first_item_that_does_not_fit():
     items = [Evidence(f"id{i}", "paper", "t", "x" * 400, 1 - i / 10) for i in range(5)]  # 100 tokens each
     assert [e.id for e in fit_budget(items, 250)] == ["id0", "id1", "id2"]
@@ -209,7 +224,8 @@ def test_think_stores_a_novel_thought_with_its_sources(services, memory, three_p
     outcome = think(llm, memory, "What does X improve?", "Recall [2501.00001].", sources, user="ann")
     assert outcome.status == "stored" and outcome.similarity is not None and outcome.similarity < 0.85
     stored = memory.get(outcome.thought_id)
-    assert stored["text"] == "Method X improves retrieval recall on long inputs of many pages [2501.00001]."
+    # a thought keeps no raw ids (issue #29): its lineage holds them
+    assert stored["text"] == "Method X improves retrieval recall on long inputs of many pages."
     assert stored["sources"] == [{"id": "2501.00001", "kind": "paper"}, {"id": "2501.00002", "kind": "paper"}]
     assert (stored["user"], stored["question"], stored["level"]) == ("ann", "What does X improve?", 2.0)
 

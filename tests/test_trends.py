@@ -4,6 +4,7 @@ LLM (failure mid-way, thoughts with lineage, cache), and one end-to-end run with
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -235,6 +236,7 @@ def test_week_of_real_papers_with_the_local_model_through_the_cli(week, monkeypa
     monkeypatch.setenv("COPILOT_LLM", "local")
     monkeypatch.setenv("COPILOT_ANSWER_MAX_TOKENS", "48")
     monkeypatch.setenv("COPILOT_SCHEDULER", "false")
+    monkeypatch.setenv("COPILOT_MODEL_PROFILE", "capable")     # the writing path; the default quotes (below)
     assert cli.main(["trends", "--range", "week", "--summaries", "2", "--ideas", "2", "--json"]) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)
@@ -258,6 +260,33 @@ def test_week_of_real_papers_with_the_local_model_through_the_cli(week, monkeypa
     for idea in out["ideas"]:
         assert idea["text"] and idea["trace"] and {"query", "retrieved", "before", "after"} <= set(idea["trace"][0])
         assert set(idea["paper_ids"]) <= shown | {pid for s in idea["trace"] for pid in s["retrieved"]}
+
+
+def test_the_tiny_profile_quotes_central_papers_through_the_cli(week, monkeypatch, capsys):
+    """The default profile on the packaged model: summaries are key sentences of the topics' central papers, quoted
+    verbatim and cited; no model writes them; ideas are off and the page says why."""
+    from copilot import cli
+    from copilot.methods.quotes import CLOSE_QUOTE, OPEN_QUOTE
+
+    monkeypatch.setenv("COPILOT_DATA_DIR", str(week.settings.data_dir))
+    monkeypatch.setenv("COPILOT_LLM", "local")
+    monkeypatch.setenv("COPILOT_SCHEDULER", "false")
+    assert cli.main(["trends", "--range", "week", "--summaries", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    abstracts = {p.id: " ".join(p.abstract.split()) for p in week.store.get_papers(
+        [pid for t in out["topics"] for pid in t["paper_ids"]])}
+    line = re.compile(rf"^(?:(?P<label>[^\n:]+): )?\[(?P<id>[^\]]+)\] {OPEN_QUOTE}(?P<quote>[^{CLOSE_QUOTE}]+){CLOSE_QUOTE}$")
+    summarized = [t for t in out["topics"] if t["summary"]]
+    assert len(summarized) == 3
+    for topic in summarized:
+        for row in topic["summary"].split("\n"):
+            found = line.match(row)
+            assert found and found.group("id") in topic["paper_ids"][:2], row
+            assert found.group("quote") in abstracts[found.group("id")], row
+    rows = out["summary"].split("\n")
+    assert len(rows) == 3 and all(line.match(r) and line.match(r).group("label") for r in rows), rows
+    assert out["ideas"] == []
+    assert week.db.query_one("SELECT COUNT(*) AS n FROM llm_calls")["n"] == 0     # no model words at all
 
 
 def test_page_escapes_model_text_and_links_only_citations():

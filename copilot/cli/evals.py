@@ -174,13 +174,13 @@ def cmd_eval_slim(args: argparse.Namespace) -> int:
     stored = slim_eval.prepare_library(services, questions, _corpus(args), args.distractors)
     _to_stderr(f"library: {stored} papers in {store_dir}")
     strategies = [s.strip() for s in (args.strategies or ",".join(slim_eval.STRATEGIES)).split(",") if s.strip()]
-    if not strategies or set(strategies) - set(slim_eval.STRATEGIES):
-        raise UserError(f"--strategies takes some of {', '.join(slim_eval.STRATEGIES)}")
+    if not strategies or set(strategies) - set(slim_eval.ALL_STRATEGIES):
+        raise UserError(f"--strategies takes some of {', '.join(slim_eval.ALL_STRATEGIES)}")
     report = slim_eval.evaluate(services, questions, strategies, progress=_to_stderr,
                                 answer_judge=services.llm if args.judge else None)
     report.meta.update(questions_file=str(path), library_papers=stored, distractors=args.distractors)
     paths = slim_eval.write_outputs(report, eval_dir, f"slim-{path.stem}-n{len(questions)}"
-                                       + ("" if len(strategies) == 3 else "-" + "-".join(strategies)))
+                                       + ("" if len(strategies) == len(slim_eval.STRATEGIES) else "-" + "-".join(strategies)))
     _to_stderr(slim_eval.markdown(report))
     _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
     if args.json:
@@ -214,7 +214,7 @@ def cmd_eval_gor(args: argparse.Namespace) -> int:
     from datetime import date
 
     from copilot.eval import gor_eval
-    from copilot.features import gor
+    from copilot.features import gor, gor_period
 
     services = Services()
     categories = [c.strip() for c in (args.categories or "").split(",") if c.strip()]
@@ -222,7 +222,7 @@ def cmd_eval_gor(args: argparse.Namespace) -> int:
         start, end = date.fromisoformat(args.start), date.fromisoformat(args.end)
     except ValueError:
         raise UserError("--from and --to take dates like 2025-05-12") from None
-    scope = gor.scope_for(start, end, categories)
+    scope = gor_period.scope_for(start, end, categories)
     opts = gor.GoROptions.from_settings(services.settings)
     opts.train = _train_variant(opts.train, args.train or [])
     try:
@@ -313,8 +313,8 @@ def _add_slim(names: argparse._SubParsersAction) -> None:
                    "from (default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
     p.add_argument("--distractors", type=int, default=300, help="the corpus's first N other papers also imported "
                    "(default 300)")
-    p.add_argument("--strategies", default=None, help="comma-separated, some of always,never,adaptive (default: "
-                   "all three; adaptive is SlimPLM)")
+    p.add_argument("--strategies", default=None, help="comma-separated, some of always,never,adaptive,extractive "
+                   "(default: the first three; adaptive is SlimPLM, extractive answers by quotes)")
     p.add_argument("--judge", action="store_true", help="the configured LLM (an OpenAI-compatible endpoint) also "
                    "judges every answer correct or incorrect against the reference answer, not told how it was made")
     p.add_argument("--judge-local", action="store_true", help="let the packaged 135M local model judge (it cannot "
@@ -381,3 +381,7 @@ def _add_slim_questions(names: argparse._SubParsersAction) -> None:
     p.add_argument("--corpus", default=None, help="JSON-lines papers to draw from "
                    "(default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
     p.set_defaults(func=cmd_eval_slim_questions)
+
+    from copilot.cli.eval_all import add_eval_all_command   # `eval all`: its own module (issue #31)
+
+    add_eval_all_command(names)

@@ -7,7 +7,7 @@ import sys
 
 from copilot.cli.output import print_json
 from copilot.errors import UserError
-from copilot.features import gor
+from copilot.features import gor, gor_period
 from copilot.features.trends import (
     IDEAS_OFF_NOTICE,
     NO_IDEA_PASSED,
@@ -65,7 +65,7 @@ def cmd_ask_period(services: Services, args: argparse.Namespace, categories: lis
     """`trends --ask QUESTION`: trains the period's record graph first when none is cached (progress on stderr)."""
     try:
         start, end = resolve_range(services, args.range, args.start, args.end)
-        result = gor.ask_period(services, gor.scope_for(start, end, categories), args.ask, train=True,
+        result = gor_period.ask_period(services, gor_period.scope_for(start, end, categories), args.ask, train=True,
                                 progress=lambda stage: print(f"[gor] {stage}", file=sys.stderr, flush=True))
     except ValueError as error:      # Graph of Records reports bad input as a plain ValueError
         raise UserError(str(error)) from None

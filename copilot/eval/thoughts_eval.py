@@ -43,7 +43,7 @@ from copilot.eval.report_files import json_text, write_files
 from copilot.eval.svg import svg_plot
 from copilot.features.chat import Chat
 from copilot.features.stats import wilson_interval
-from copilot.llm import LLM, LLMError, packaged_gguf
+from copilot.llm import LLM, LLMError, cached_choice, packaged_gguf
 from copilot.methods.thought_retriever import ThoughtMemory, check_answer, fit_budget, stream_answer
 from copilot.prompts import (
     CANNOT_ANSWER,
@@ -343,12 +343,12 @@ def judge_refusal(settings: Settings, allow_local: bool = False) -> str | None:
     """Why the configured LLM may not judge, or None: the packaged 135M model cannot (`allow_local` for tests)."""
     if settings.llm_backend != "local" or allow_local:
         return None
-    if settings.local_model is not None:
-        try:
-            if Path(settings.local_model).resolve() != packaged_gguf().resolve():
-                return None          # another GGUF: the user chose it
-        except LLMError:
-            return None
+    try:
+        choice = cached_choice(settings)       # a Hub reference that fell back to the packaged model counts as it
+        if choice is None or choice.path.resolve() != packaged_gguf().resolve():
+            return None                        # another GGUF: the user chose it
+    except LLMError:
+        return None
     return ("--judge needs a model that can judge answers, and the configured LLM is the packaged 135M local "
             "model, which cannot: set OPENAI_API_KEY (and OPENAI_BASE_URL, COPILOT_LLM_MODEL) for an "
             "OpenAI-compatible endpoint, or COPILOT_LOCAL_MODEL to a larger GGUF (--judge-local judges with the "

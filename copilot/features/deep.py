@@ -11,7 +11,7 @@ from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 
 from copilot.features.chat import ChatError, clean_question
-from copilot.features.longform import Longform, LongformOptions, stream_longform
+from copilot.features.longform import Longform, LongformOptions, own_questions_only, stream_longform
 from copilot.llm import LLMError
 from copilot.methods.thought_retriever import ThoughtMemory, ThoughtOutcome, labels_to_ids, think
 from copilot.prompts import DEEP_ANSWER_TASK
@@ -48,7 +48,7 @@ def paper_and_thought_search(services: Services, user: str | None, k: int):
     def search(query: str) -> list[Evidence]:
         vector = services.embedder.embed_one(query)
         found = services.store.search("paper", vector, k) + services.store.search("thought", vector, k, where=where)
-        return sorted(found, key=lambda item: -item.score)
+        return sorted(own_questions_only(found, user), key=lambda item: -item.score)
     return search
 
 

@@ -16,6 +16,15 @@ from copilot.store.runs import IngestRun
 MAX_PASTED_IDS = 200        # arXiv answers an id list in pages of 100; more belongs in a snapshot file
 
 
+def check_may_change(services: Services, user: str | None) -> None:
+    """Who may change the shared library (issue #34: any signed-in user's upload replaced a paper for everyone):
+    when COPILOT_ADMINS names admins, only they may upload, fetch or start an ingestion from the page; without admins
+    (a single-user or trusted install) everyone may. The CLI (user None) is the operator and always may."""
+    admins = services.settings.admins
+    if user is not None and admins and user not in admins:
+        raise UserError("only an admin (COPILOT_ADMINS) may change the shared library; ask one to import these papers")
+
+
 def ingestor(services: Services) -> Ingestor:
     return Ingestor(services.db, services.store, services.embedder, batch_size=services.settings.embed_batch_size,
                     lexical=services.lexical)
@@ -96,6 +105,7 @@ def run_summary(run: IngestRun) -> dict:
 
 
 def ingest_history(services: Services, limit: int = 20) -> list[dict]:
+    Ingestor.reconcile(services.runs)
     return [run_summary(run) for run in services.runs.recent(limit)]
 
 
@@ -110,6 +120,7 @@ def next_scheduled(services: Services) -> datetime | None:
 
 
 def status(services: Services, next_ingest: datetime | None = None) -> dict:
+    Ingestor.reconcile(services.runs)
     runs = services.runs.recent(1)
     next_ingest = next_ingest or next_scheduled(services)
     return {
@@ -119,10 +130,29 @@ def status(services: Services, next_ingest: datetime | None = None) -> dict:
         "next_ingest": next_ingest.isoformat(timespec="seconds") if next_ingest else None,
         "ingest_running": Ingestor.busy(),
         "llm": services.llm_info(),
+        "model": model_status(services),
+        "cpu_kernels": services.cpu_kernels(),
         "embedder": services.embedder.name,
         "categories": services.settings.categories,
         "failures": failure_counts(services),
     }
+
+
+def model_status(services: Services) -> dict:
+    """The language model in use: for the local backend its file, size, source and the llama.cpp build (and why
+    it is not the model asked for, if it is not); for an endpoint its address and model name."""
+    settings = services.settings
+    if settings.llm_backend == "openai":
+        return {"endpoint": settings.openai_base_url or "https://api.openai.com/v1", "model": settings.llm_model}
+    from copilot.llm import cached_choice, llama_cpp_build
+
+    choice = cached_choice(settings)
+    if choice is None:
+        return {"requested": settings.local_model, "note": "not fetched yet: it is fetched when the model is first "
+                "loaded (or at start of the web app)", "llama_cpp": llama_cpp_build()}
+    return {"file": str(choice.path), "source": choice.source, "size_bytes": choice.size_bytes,
+            "size": f"{choice.size_bytes / 1e6:,.0f} MB", "llama_cpp": llama_cpp_build(), "note": choice.note,
+            "requested": settings.local_model}
 
 
 def failure_counts(services: Services) -> dict:

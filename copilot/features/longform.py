@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from copilot import grounding
 from copilot.llm import LLM
@@ -66,6 +66,16 @@ class Numbering:
     @property
     def texts(self) -> list[str]:
         return [f"{item.title}\n{item.text}" for item in self.items]
+
+
+def own_questions_only(items: Sequence[Evidence], user: str | None) -> list[Evidence]:
+    """`items` with every thought's title — the question it was made from — kept only when `user` asked it (the
+    Memory tab's rule, issue #34: Deep answer and Related-work traces, and the RAT prompt, showed other users'
+    questions). None (the CLI, an admin tool) sees all."""
+    if user is None:
+        return list(items)
+    return [replace(item, title="") if item.kind == "thought" and item.metadata.get("user") != user else item
+            for item in items]
 
 
 def numbered_retriever(search: Callable[[str], Sequence[Evidence]], numbering: Numbering, k: int,

@@ -18,7 +18,7 @@ import numpy as np
 
 from copilot.features import related
 from copilot.features.bibtex import bibtex_keys, bibtex_text
-from copilot.features.longform import Longform, LongformOptions, stream_longform
+from copilot.features.longform import Longform, LongformOptions, own_questions_only, stream_longform
 from copilot.llm import LLMError
 from copilot.methods.thought_retriever import ThoughtMemory
 from copilot.prompts import RELATED_WORK_TASK, source_block
@@ -73,7 +73,7 @@ def pool_search(services: Services, pool: Sequence[Evidence], user: str | None, 
         found = [Evidence(i, "paper", by_id[i].title, by_id[i].text, float(s), by_id[i].metadata)
                  for i, s in zip(ids, scores)]
         if thoughts:
-            found += services.store.search("thought", vector, k, where=where)
+            found += own_questions_only(services.store.search("thought", vector, k, where=where), user)
         return sorted(found, key=lambda item: -item.score)
     return search
 

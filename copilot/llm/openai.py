@@ -3,6 +3,9 @@ is made, so the local model never loads it; `import openai` is absolute and name
 
 from __future__ import annotations
 
+import queue
+import socket
+import threading
 import time
 
 from copilot.llm.interface import LLMError
@@ -41,7 +44,7 @@ class OpenAIBackend:
         if isinstance(error, o.NotFoundError):
             return LLMError(f"model '{self.model}' not found at the endpoint: check COPILOT_LLM_MODEL")
         if isinstance(error, o.APITimeoutError):
-            return LLMError("the LLM endpoint timed out", retryable=True)
+            return LLMError(f"the LLM endpoint did not answer within {self.timeout:.0f} s")   # not retried: a deadline
         if isinstance(error, o.APIConnectionError):
             return LLMError("cannot reach the LLM endpoint: check OPENAI_BASE_URL", retryable=True)
         if isinstance(error, (o.RateLimitError, o.InternalServerError)):
@@ -51,25 +54,34 @@ class OpenAIBackend:
         return LLMError(f"the LLM endpoint refused the request: {text[:300]}")
 
     def stream(self, messages, max_tokens, temperature, usage, grammar=None):
+        """The answer in pieces, within one deadline of `timeout` seconds for the whole call — connecting, the status
+        line and headers, keep-alive comments, the body (issue #34: an endpoint sending only `: keepalive` held each
+        call 150 s at a 10 s timeout, and the miss was retried). The endpoint is read on a helper thread; at the
+        deadline the call ends with a non-retryable error and the connection is shut."""
         started = time.monotonic()
+        deadline = started + self.timeout
+        feed: queue.Queue = queue.Queue()
+        stop = threading.Event()
+        held: list = []
+        threading.Thread(target=self._pump, args=(messages, max_tokens, temperature, feed, stop, held),
+                         name="openai-stream", daemon=True).start()
         try:
-            # include_usage: the endpoint's own token counts in a last chunk (OpenAI, vLLM, Ollama); one that ignores
-            # it (llama_cpp.server) leaves the prompt's tokens unknown (0) and the streamed pieces are counted instead
-            response = self.client.chat.completions.create(
-                model=self.model, messages=messages, max_tokens=max_tokens, temperature=temperature, stream=True,
-                stream_options={"include_usage": True})
             count, reported = 0, False
-            for chunk in response:
-                if time.monotonic() - started > self.timeout:   # the client's timeout is per read, not per call
-                    response.close()
-                    raise LLMError(f"the LLM endpoint did not finish within {self.timeout:.0f} s")
-                if getattr(chunk, "usage", None):
-                    usage.prompt_tokens = chunk.usage.prompt_tokens
-                    usage.completion_tokens = chunk.usage.completion_tokens
+            while True:
+                remaining = deadline - time.monotonic()
+                try:
+                    kind, value = feed.get(timeout=max(remaining, 0.0))
+                except queue.Empty:
+                    raise LLMError(f"the LLM endpoint did not finish within {self.timeout:.0f} s") from None
+                if kind == "end":
+                    return
+                if kind == "error":
+                    raise self._error(value) if isinstance(value, self._openai.OpenAIError) else value
+                if getattr(value, "usage", None):
+                    usage.prompt_tokens = value.usage.prompt_tokens
+                    usage.completion_tokens = value.usage.completion_tokens
                     reported = True
-                if not chunk.choices:
-                    continue
-                piece = chunk.choices[0].delta.content or ""
+                piece = (value.choices[0].delta.content or "") if value.choices else ""
                 if piece:
                     count += 1
                     if not reported:
@@ -77,7 +89,42 @@ class OpenAIBackend:
                     if usage.first_token_seconds is None:
                         usage.first_token_seconds = time.monotonic() - started
                     yield piece
-        except self._openai.OpenAIError as error:
-            raise self._error(error) from None
         finally:
+            stop.set()
+            _shut(held)
             usage.total_seconds = time.monotonic() - started
+
+    def _pump(self, messages, max_tokens, temperature, feed: queue.Queue, stop: threading.Event, held: list) -> None:
+        """Read the endpoint's stream into `feed` (("chunk", c) …, then ("end", None) or ("error", e))."""
+        try:
+            # include_usage: the endpoint's own token counts in a last chunk (OpenAI, vLLM, Ollama); one that ignores
+            # it (llama_cpp.server) leaves the prompt's tokens unknown (0) and the streamed pieces are counted instead
+            response = self.client.chat.completions.create(
+                model=self.model, messages=messages, max_tokens=max_tokens, temperature=temperature, stream=True,
+                stream_options={"include_usage": True})
+            held.append(response)
+            if stop.is_set():
+                return _shut(held)
+            for chunk in response:
+                if stop.is_set():
+                    return _shut(held)
+                feed.put(("chunk", chunk))
+            feed.put(("end", None))
+        except Exception as error:      # handed to the caller, which raises it as an LLMError
+            feed.put(("error", error))
+
+
+def _shut(held: list) -> None:
+    """Shut the connection of a stream that is no longer wanted, so its helper thread ends too."""
+    for response in held:
+        try:
+            stream = response.response.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+        except Exception:
+            pass
+        try:
+            response.close()
+        except Exception:
+            pass

@@ -7,7 +7,8 @@ deadline for its whole answer; the client keeps the API's politeness delay betwe
 from __future__ import annotations
 
 import logging
-import time
+import socket
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 
@@ -28,32 +29,96 @@ class ArxivSourceError(RuntimeError):
     """arXiv could not be queried; the message says what happened."""
 
 
+class _Watched(threading.local):
+    """The connections the current thread's request is using (the pool adds each one it hands out), shared with
+    that request's watchdog."""
+    holder: list | None = None
+
+
+_WATCHED = _Watched()
+
+
+class _WatchedPool(urllib3.HTTPConnectionPool):
+    def _get_conn(self, timeout=None):
+        conn = super()._get_conn(timeout)
+        if _WATCHED.holder is not None:
+            _WATCHED.holder.append(conn)
+        return conn
+
+
+class _WatchedHTTPSPool(urllib3.HTTPSConnectionPool):
+    _get_conn = _WatchedPool._get_conn
+
+
+class _WatchedAdapter(requests.adapters.HTTPAdapter):
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedHTTPSPool}
+
+
+def _cut(conn: object) -> None:
+    """End a request that passed its deadline: shut its socket, so a read waiting on it returns at once."""
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class _TimeoutSession(requests.Session):
-    """Every request has a deadline for the whole answer, not only for each read (a server sending one byte
-    every two seconds never trips a per-read timeout); the last response body is kept for strict checks and
-    error messages."""
+    """Every request has a deadline for the whole call — connecting, the status line and headers, the body — not
+    only for each read (a server sending one byte every second never trips a per-read timeout, issue #34: a status
+    line and headers dripped at 1 byte/s held an action 95 s at a 10 s timeout). At the deadline a watchdog shuts the
+    socket. The last response body is kept for strict checks and error messages."""
 
     def __init__(self, timeout: float) -> None:
         super().__init__()
         self.timeout = timeout
         self.last_content: bytes = b""
+        for prefix in ("http://", "https://"):
+            self.mount(prefix, _WatchedAdapter())
 
     def request(self, *args, **kwargs):
         kwargs.setdefault("timeout", self.timeout)
         kwargs["stream"] = True
-        deadline = time.monotonic() + self.timeout
         self.last_content = b""
+        missed = threading.Event()
+        holder: list[object] = []
+        _WATCHED.holder = holder
+
+        def watchdog() -> None:
+            missed.set()
+            for conn in holder:
+                _cut(conn)
+
+        timer = threading.Timer(self.timeout, watchdog)
+        timer.daemon = True
+        timer.start()
+        try:
+            return self._read_whole(args, kwargs, missed)
+        except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError) as error:
+            if missed.is_set():
+                raise requests.exceptions.Timeout(f"the answer took longer than {self.timeout:g} s in all") from None
+            raise error
+        finally:
+            timer.cancel()
+            _WATCHED.holder = None
+
+    def _read_whole(self, args, kwargs, missed: threading.Event) -> requests.Response:
         response = super().request(*args, **kwargs)
         chunks = []
         try:
             while chunk := response.raw.read1(65536, decode_content=True):   # whatever has arrived, at once
                 chunks.append(chunk)
-                if time.monotonic() > deadline:
+                if missed.is_set():
                     raise requests.exceptions.Timeout(f"the answer took longer than {self.timeout:g} s in all")
         except urllib3.exceptions.ReadTimeoutError as error:
             raise requests.exceptions.Timeout(str(error)) from None
         finally:
             response.close()
+        if missed.is_set():
+            raise requests.exceptions.Timeout(f"the answer took longer than {self.timeout:g} s in all")
         response._content = self.last_content = b"".join(chunks)
         return response
 

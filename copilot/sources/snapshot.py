@@ -10,15 +10,48 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-from copilot.records import Paper, clean_text, parse_arxiv_id
+from copilot.records import Paper, clean_text, parse_arxiv_id, storable_text
+
+FIRST_DAY = date(1991, 8, 14)          # arXiv's first paper; a date before it, or after today, is refused (issue #34:
+                                       # one row dated 9999-12-31 broke Trends' ranges and every For-you list)
+MAX_VERSION = 100                      # arXiv papers have a few versions; more is a made-up id
 
 
 class SnapshotError(ValueError):
     pass
+
+
+def _text(row: dict, *names: str) -> str:
+    """The first present field of `names` as clean text; a field that is not a string is refused."""
+    for name in names:
+        if name in row and row[name] is not None:
+            value = row[name]
+            if not isinstance(value, str):
+                raise SnapshotError(f"{name} is not text (got {type(value).__name__})")
+            return clean_text(storable_text(value))
+    return ""
+
+
+def _names(value: object, field: str) -> list[str]:
+    """A list of names: a list of strings, or one string of names separated by commas or ' and ' (never split into
+    its characters)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.replace(" and ", ", ").split(",")
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SnapshotError(f"{field} is not a list of names")
+    return [n for n in (clean_text(storable_text(v)) for v in value) if n]
+
+
+def _checked_date(day: date | None, field: str) -> date | None:
+    if day is not None and not FIRST_DAY <= day <= date.today() + timedelta(days=1):
+        raise SnapshotError(f"{field} {day.isoformat()} is outside arXiv's life ({FIRST_DAY.isoformat()} to today)")
+    return day
 
 
 @dataclass
@@ -37,7 +70,7 @@ def _kaggle_authors(row: dict) -> list[str]:
                 names.append(clean_text(f"{first} {last}"))
         if names:
             return names
-    return [clean_text(a) for a in str(row.get("authors", "")).replace(" and ", ", ").split(",") if a.strip()]
+    return _names(row.get("authors"), "authors")
 
 
 def _kaggle_versions(row: dict) -> tuple[int, date | None, date | None]:
@@ -60,33 +93,37 @@ def paper_from_row(row: dict) -> Paper:
     if not parsed:
         raise SnapshotError(f"no valid arXiv id (got {str(row.get('id'))[:40]!r})")
     paper_id, version_in_id = parsed
-    title = clean_text(row.get("title"))
-    abstract = clean_text(row.get("summary") if "summary" in row else row.get("abstract"))
+    if version_in_id and version_in_id > MAX_VERSION:
+        raise SnapshotError(f"version v{version_in_id} of {paper_id} is not a real arXiv version")
+    title = _text(row, "title")
+    abstract = _text(row, "summary", "abstract")
     if not title or not abstract:
         raise SnapshotError("missing title or abstract")
+    categories = row.get("categories") or []
+    if isinstance(categories, str):
+        categories = categories.split()
+    if not isinstance(categories, list) or not all(isinstance(c, str) for c in categories):
+        raise SnapshotError("categories is not a list of category names")
     if "listing_date" in row or "summary" in row:
-        categories = row.get("categories") or []
-        if isinstance(categories, str):
-            categories = categories.split()
-        authors = [clean_text(a) for a in row.get("authors") or [] if clean_text(a)]
         try:
             published = date.fromisoformat(str(row.get("listing_date") or row.get("published", ""))[:10])
         except ValueError:
             raise SnapshotError("missing or bad listing_date") from None
-        return Paper(id=paper_id, title=title, abstract=abstract, authors=authors, categories=list(categories),
-                     published=published, version=version_in_id or 1, updated=published,
-                     comment=clean_text(row.get("comment")))
+        _checked_date(published, "listing_date")
+        return Paper(id=paper_id, title=title, abstract=abstract, authors=_names(row.get("authors"), "authors"),
+                     categories=list(categories), published=published, version=version_in_id or 1,
+                     updated=published, comment=_text(row, "comment"))
     version, first, last = _kaggle_versions(row)
     try:
         updated = datetime.strptime(str(row.get("update_date")), "%Y-%m-%d").date()
     except ValueError:
         updated = last
-    published = first or updated
+    published = _checked_date(first or updated, "first version date")
     if published is None:
         raise SnapshotError("no date (versions or update_date)")
     return Paper(id=paper_id, title=title, abstract=abstract, authors=_kaggle_authors(row),
-                 categories=str(row.get("categories", "")).split(), published=published,
-                 version=version_in_id or version, updated=last or updated, comment=clean_text(row.get("comments")))
+                 categories=list(categories), published=published, version=version_in_id or version,
+                 updated=_checked_date(last or updated, "update_date"), comment=_text(row, "comments"))
 
 
 def read_snapshot(path: Path, limit: int | None = None) -> Iterator[Paper | BadLine]:
@@ -106,6 +143,8 @@ def read_snapshot(path: Path, limit: int | None = None) -> Iterator[Paper | BadL
                 taken += 1
             except json.JSONDecodeError as error:
                 yield BadLine(line_no, f"not JSON ({error.msg})")
+            except RecursionError:
+                yield BadLine(line_no, "nested too deeply to be a paper")
             except SnapshotError as error:
                 yield BadLine(line_no, str(error))
             except (TypeError, ValueError, AttributeError, KeyError) as error:  # a field of the wrong type

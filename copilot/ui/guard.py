@@ -5,7 +5,10 @@
 - a session id (`session_hash` in the query, a header, the JSON body or the path) that is not 1–64 letters, digits,
   `-` or `_` → 400 (Gradio keeps one entry per session id: 1 MB ids held 219 MB after 200 requests);
 - a session id first used by one signed-in user and then by anyone else → 403: knowing another user's session id
-  no longer lets a client read their live answers or cancel their ask;
+  no longer lets a client read their live answers or cancel their ask; a request names at most one session id
+  (400 otherwise), a visitor not signed in binds nothing, one user holds at most MAX_USER_SESSIONS bindings, and a
+  binding dropped from memory is never given to anyone else (its id is refused from then on: issue #34, 118
+  anonymous requests with 430 ids each evicted a live binding and another user read its answer);
 - the page served to a visitor who has not signed in (the password login page; a Space's page before sign-in)
   carries no API schema (Gradio embeds every endpoint's schema in it).
 
@@ -14,7 +17,9 @@ Who is signed in is read as Gradio reads it: the password login's token cookie, 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -35,10 +40,11 @@ DRAIN_LIMIT = 4 * 1024 * 1024                 # a refused body up to this size i
                                               # so a client still sending it sees the 413, not a reset connection
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_SESSIONS = 50_000                          # session ids remembered with their user (least recently used dropped)
+MAX_USER_SESSIONS = 1_000                      # of them, one user's (their own least recently used dropped first)
+RETIRED_BITS = 1 << 23                         # 1 MB filter of dropped session ids: never bound afresh to anyone
 _SESSION_IN_PATH = re.compile(r"/(?:heartbeat|stream)/([^/]*)")
 _API_INFO = re.compile(rb"<script>window\.gradio_api_info = .*?;</script>", re.DOTALL)
 _NO_API_INFO = b'<script>window.gradio_api_info = {"named_endpoints": {}, "unnamed_endpoints": {}};</script>'
-_ANONYMOUS = ""
 
 
 class RequestGuard:
@@ -51,6 +57,8 @@ class RequestGuard:
         self.upload_limit = upload_limit
         self.max_sessions = max_sessions
         self._owners: OrderedDict[str, str] = OrderedDict()
+        self._by_user: dict[str, OrderedDict[str, None]] = {}
+        self._retired = RetiredIds()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -73,24 +81,66 @@ class RequestGuard:
         sessions = _session_ids(scope, headers, None if upload else body)
         if any(not isinstance(s, str) or not SESSION_ID.fullmatch(s) for s in sessions):
             return await _refuse(send, 400, "Bad session id: 1 to 64 letters, digits, '-' or '_'. Reload the page.")
+        if len(set(sessions)) > 1:
+            return await _refuse(send, 400, "A request names one session id at most. Reload the page.")
         user = signed_in_user(scope, headers)
-        if any(not self._owned_by(s, user) for s in sessions):
-            return await _refuse(send, 403, "This session belongs to another user. Reload the page.")
+        if sessions and not self._owned_by(sessions[0], user):
+            return await _refuse(send, 403, "This session belongs to another user, or has expired. Reload the page.")
         if user is None and _has_login(scope) and scope["method"] == "GET":
             send = _without_api_info(send)
         await self.app(scope, receive, send)
 
     def _owned_by(self, session: str, user: str | None) -> bool:
-        """Bind `session` to `user` on first sight; afterwards only that user (or, unbound, nobody signed in) may
-        use it."""
-        owner = self._owners.pop(session, None)
-        claimant = user or _ANONYMOUS
-        if owner is None:
-            owner = claimant
-        self._owners[session] = owner              # most recently used last
+        """Bind `session` to `user` on first sight; afterwards only that user may use it. A visitor not signed in
+        binds nothing (any visitor not signed in may use an unbound id; there is nothing of theirs to keep apart). An
+        id dropped from memory is refused to everyone."""
+        owner = self._owners.get(session)
+        if owner is not None:
+            self._owners.move_to_end(session)
+            self._by_user[owner].move_to_end(session)
+            return owner == user
+        if session in self._retired:
+            return False
+        if user is None:
+            return True
+        self._owners[session] = user
+        mine = self._by_user.setdefault(user, OrderedDict())
+        mine[session] = None
+        if len(mine) > MAX_USER_SESSIONS:
+            self._drop(next(iter(mine)))
         while len(self._owners) > self.max_sessions:
-            self._owners.popitem(last=False)
-        return owner == claimant
+            self._drop(next(iter(self._owners)))
+        return True
+
+    def _drop(self, session: str) -> None:
+        owner = self._owners.pop(session)
+        mine = self._by_user[owner]
+        del mine[session]
+        if not mine:
+            del self._by_user[owner]
+        self._retired.add(session)
+
+
+class RetiredIds:
+    """Session ids dropped from the bindings, as a Bloom filter (bounded memory; a false positive asks a fresh page to
+    reload: about 1 in 50 once a million ids were dropped)."""
+
+    def __init__(self, bits: int = RETIRED_BITS, hashes: int = 3) -> None:
+        self.bits = bits
+        self.hashes = hashes
+        self._filter = bytearray(bits // 8)
+        self._key = os.urandom(16)
+
+    def _positions(self, session: str) -> list[int]:
+        digest = hashlib.blake2b(session.encode(), key=self._key, digest_size=8 * self.hashes).digest()
+        return [int.from_bytes(digest[8 * i:8 * i + 8], "big") % self.bits for i in range(self.hashes)]
+
+    def add(self, session: str) -> None:
+        for position in self._positions(session):
+            self._filter[position // 8] |= 1 << (position % 8)
+
+    def __contains__(self, session: str) -> bool:
+        return all(self._filter[p // 8] & (1 << (p % 8)) for p in self._positions(session))
 
 
 def signed_in_user(scope: Scope, headers: dict[bytes, bytes]) -> str | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 import gradio as gr
 import pandas as pd
 
@@ -12,10 +15,23 @@ from copilot.scheduler import IngestScheduler
 from copilot.services import Services
 from copilot.ui.common import current_user, escape, rate_scope
 
+log = logging.getLogger(__name__)
+
 BAD_LINES_SHOWN = 20
 
 HISTORY_COLUMNS = ["id", "source", "status", "started", "finished", "seen", "added", "updated", "unchanged",
                    "skipped", "error"]
+
+
+def model_line(model: dict) -> str:
+    """The language model's file, size and llama.cpp build (or endpoint), and why it is not the one asked for."""
+    if "endpoint" in model:
+        return f"**Language model:** {escape(model['model'])} at {escape(model['endpoint'])}"
+    if "file" not in model:
+        return f"**Language model:** {escape(str(model['requested']))}, {escape(model['note'])}"
+    line = (f"**Language model:** {escape(Path(model['file']).name)} ({escape(model['size'])}, "
+            f"{escape(model['source'])}) on {escape(model['llama_cpp'])}")
+    return line + (f" · **{escape(model['note'])}**" if model["note"] else "")
 
 
 def status_markdown(services: Services, scheduler: IngestScheduler | None) -> str:
@@ -37,6 +53,7 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
         f"{escape(', '.join(info['categories']))})",
         f"**Models:** LLM {escape(info['llm']['backend'])} / {escape(info['llm']['model'])} · embeddings "
         f"{escape(info['embedder'])}",
+        model_line(info["model"]),
     ]
     backup = library.backup_line(services)
     if backup:
@@ -108,7 +125,11 @@ def build(services: Services, scheduler: IngestScheduler | None) -> None:
     def show():
         return status_markdown(services, scheduler), history_frame(services)
 
-    def trigger():
+    def trigger(request: gr.Request):
+        try:
+            library.check_may_change(services, current_user(request))
+        except UserError as error:
+            return str(error)
         if scheduler is None:
             return "The scheduler is off (COPILOT_SCHEDULER=false); use `python -m copilot ingest`."
         if scheduler.trigger_now():
@@ -120,15 +141,21 @@ def build(services: Services, scheduler: IngestScheduler | None) -> None:
             return ""
         try:
             user = current_user(request)
+            library.check_may_change(services, user)
             check_rate(services, user, rate_scope(request, user), "importing")
             report = _progress_reporter(progress, _line_count(file_path))
             return import_report(library.import_upload(services, file_path, report))
         except (UserError, RateLimited) as error:
             return f'<div class="chat-notice">{escape(error)}</div>'
+        except Exception:                  # never Gradio's blank "Error": say what happened, keep the details in the log
+            log.exception("import of an uploaded file failed")
+            return ('<div class="chat-notice">The import stopped on an unexpected error; the papers stored before it '
+                    'are kept. The app\'s log has the details.</div>')
 
     def on_fetch(text, request: gr.Request, progress=gr.Progress()):
         try:
             user = current_user(request)
+            library.check_may_change(services, user)
             check_rate(services, user, rate_scope(request, user), "importing")
             counts, notes = library.import_ids(services, text or "", _progress_reporter(progress, None))
             return import_report(counts, notes)
