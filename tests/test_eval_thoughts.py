@@ -211,7 +211,7 @@ def test_svg_plot_places_points_on_the_axes():
     drawn = svg.svg_plot("t", "x", "y", {"papers": [(0.0, 0.0), (2.0, 1.0)]})
     root = ElementTree.fromstring(drawn)
     circles = [(float(c.get("cx")), float(c.get("cy"))) for c in root.findall("{http://www.w3.org/2000/svg}circle")]
-    margin, width, height = thoughts_eval.MARGIN, thoughts_eval.PLOT_WIDTH, thoughts_eval.PLOT_HEIGHT
+    margin, width, height = svg.MARGIN, svg.PLOT_WIDTH, svg.PLOT_HEIGHT
     assert circles == [(margin, height - margin), (width - margin, margin)]
 
 
