@@ -13,8 +13,8 @@ from functools import cached_property
 from copilot.config import Settings, load_settings
 from copilot.embed import Embedder
 from copilot.llm import LLM, Backend, build_llm
-from copilot.model_profile import CAPABLE, ModelProfile, choose_profile
 from copilot.methods.thought_retriever import ThoughtMemory
+from copilot.model_profile import CAPABLE, ModelProfile, choose_profile
 from copilot.ratelimit import RateLimiter
 from copilot.sources.arxiv_api import ArxivSource
 from copilot.store.backup import BackupLog
@@ -39,10 +39,10 @@ class BackgroundJobs:
     def __init__(self, thread_name: str) -> None:
         self._thread_name = thread_name
         self._executor: ThreadPoolExecutor | None = None
-        self._futures: dict[int, Future] = {}
+        self._futures: dict[int | str, Future] = {}
         self._lock = threading.Lock()
 
-    def submit(self, key: int, function: Callable, *args) -> Future:
+    def submit(self, key: int | str, function: Callable, *args) -> Future:
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._thread_name)

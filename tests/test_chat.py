@@ -186,7 +186,8 @@ def test_bad_vote_makes_no_thought_and_unvoted_turns_are_swept(chat, scripted):
     assert chat.thought_jobs(bad.id) == []
 
 
-@pytest.mark.parametrize("wins, n, low, high", [(8, 10, 0.4902, 0.9433), (0, 5, 0.0, 0.4345), (50, 100, 0.4038, 0.5962)])
+@pytest.mark.parametrize("wins, n, low, high",
+                         [(8, 10, 0.4902, 0.9433), (0, 5, 0.0, 0.4345), (50, 100, 0.4038, 0.5962)])
 def test_wilson_interval(wins, n, low, high):
     got_low, got_high = wilson_interval(wins, n)
     assert got_low == pytest.approx(low, abs=1e-4) and got_high == pytest.approx(high, abs=1e-4)

@@ -141,12 +141,12 @@ def test_another_users_question_is_in_neither_the_trace_nor_the_prompt(library):
     services, _ = scripted(library[0])
     secret = "What would Ann, privately, ask about hallucination of language models when answering questions?"
     answer = None
-    for answer in stream_deep(services, secret, "ann-private"):
+    for _answer in stream_deep(services, secret, "ann-private"):
         pass
     assert keep_as_thought(services, answer, "ann-private").status == "stored"
 
     services, backend = scripted(library[0])
-    for answer in stream_deep(services, QUESTION, "bob-curious"):
+    for _answer in stream_deep(services, QUESTION, "bob-curious"):
         pass
     thoughts = [item for step in answer.as_dict()["trace"] for item in step["retrieved"] if item["kind"] == "thought"]
     assert thoughts, "the other user's thought is retrieved (shared memory)"
@@ -154,7 +154,7 @@ def test_another_users_question_is_in_neither_the_trace_nor_the_prompt(library):
     assert not any(secret in message["content"] for call in backend.calls for message in call.messages)
 
     services, _ = scripted(library[0])
-    for answer in stream_deep(services, QUESTION, "ann-private"):
+    for _answer in stream_deep(services, QUESTION, "ann-private"):
         pass
     own = [item for step in answer.as_dict()["trace"] for item in step["retrieved"] if item["kind"] == "thought"]
     assert any(item["title"] == secret[:120] for item in own)          # its own user still sees it

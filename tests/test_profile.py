@@ -384,7 +384,8 @@ def test_cli_lookup_build_show(svc, fake_arxiv, capsys, monkeypatch):
     monkeypatch.setenv("COPILOT_ARXIV_RETRIES", "0")
     code, out, _ = run_cli(capsys, "profile", "lookup", "Del Maestro, Adrian", "--max", "10", "--json")
     assert code == 0 and {c["id"] for c in out["candidates"]} == PAGE_ONE_IDS
-    assert all(set(c) == {"id", "title", "date", "authors", "primary_category", "group", "found_in"} for c in out["candidates"])
+    assert all(set(c) == {"id", "title", "date", "authors", "primary_category", "group", "found_in"}
+               for c in out["candidates"])
 
     code, out, err = run_cli(capsys, "profile", "lookup", "<script>", "--json")
     assert code == 2 and out is None and "no HTML" in err
@@ -406,7 +407,7 @@ def test_the_tiny_profile_drafts_by_quoting_each_papers_key_sentence(svc, fake_a
     assert draft.quoted and draft.notice == D.QUOTED_NOTICE and draft.text.startswith("I work on ")
     quoted = re.findall(rf"In \[([^\]]+)\] we wrote: {OPEN_QUOTE}([^{CLOSE_QUOTE}]+){CLOSE_QUOTE}", draft.text)
     assert [pid for pid, _ in quoted] == [p.id for p in papers]
-    for (pid, sentence), paper in zip(quoted, papers):
+    for (_pid, sentence), paper in zip(quoted, papers):
         assert sentence in " ".join(paper.abstract.split())
     assert D.MIN_KEYWORDS <= len(draft.keywords) <= P.MAX_KEYWORDS
     assert svc.db.query_one("SELECT COUNT(*) AS n FROM llm_calls")["n"] == 0

@@ -11,8 +11,15 @@ import numpy as np
 import pytest
 
 from copilot.methods import quotes
-from copilot.methods.quotes import (NO_SOURCE_ANSWERS, is_quoted_answer, parse_quotes, restates, select_quotes,
-                                    split_sentences, strip_ids)
+from copilot.methods.quotes import (
+    NO_SOURCE_ANSWERS,
+    is_quoted_answer,
+    parse_quotes,
+    restates,
+    select_quotes,
+    split_sentences,
+    strip_ids,
+)
 from copilot.methods.thought_retriever import check_answer, describes_itself, is_cannot_answer, quoted_thought
 from copilot.records import Evidence
 
@@ -76,8 +83,8 @@ def test_quotes_are_relevant_diverse_labelled_and_visibly_quoted():
     assert is_quoted_answer(answer)
     for label, text in parse_quotes(answer):
         assert text in " ".join(TEXTS[int(label) - 1].split())                    # verbatim from the source it cites
-    assert check_answer(answer, [Evidence(f"2501.0000{n}", "paper", "t", t[:60], 0.5) for n, t in enumerate(TEXTS)]).text \
-        == answer                                                                  # the checks leave quotes alone
+    items = [Evidence(f"2501.0000{n}", "paper", "t", t[:60], 0.5) for n, t in enumerate(TEXTS)]
+    assert check_answer(answer, items).text == answer                  # the checks leave quotes alone
 
 
 def test_no_relevant_sentence_gives_the_one_no_answer_sentence():

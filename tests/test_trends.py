@@ -57,12 +57,14 @@ def fake_reply(messages) -> str:
     text = "\n".join(m["content"] for m in messages)
     first_id = text.split('<source id="')[1].split('"')[0] if '<source id="' in text else "2501.00000"
     if "These papers form the topic" in text:
-        return f"They study this topic with new benchmarks and shared evaluation protocols [{first_id}] and more [9999.99999]."
+        return (f"They study this topic with new benchmarks and shared evaluation protocols [{first_id}] "
+                "and more [9999.99999].")
     if "Topics of the period" in text:
         return f"The period moved on many fronts, with new models, data sets and evaluation methods [{first_id}]."
     if "Answer the task with step-by-step" in text:
         return ("Idea one: combine sparse retrieval with reranking to cut the cost of searching long documents.\n\n"
-                "Idea two: test whether small instruction-tuned models keep their accuracy on new benchmarks [8888.88888].")
+                "Idea two: test whether small instruction-tuned models keep their accuracy on new benchmarks "
+                "[8888.88888].")
     if "Write ONE short" in text:
         return "search query"
     if "Revise the draft" in text:
@@ -275,7 +277,8 @@ def test_the_tiny_profile_quotes_central_papers_through_the_cli(week, monkeypatc
     out = json.loads(capsys.readouterr().out)
     abstracts = {p.id: " ".join(p.abstract.split()) for p in week.store.get_papers(
         [pid for t in out["topics"] for pid in t["paper_ids"]])}
-    line = re.compile(rf"^(?:(?P<label>[^\n:]+): )?\[(?P<id>[^\]]+)\] {OPEN_QUOTE}(?P<quote>[^{CLOSE_QUOTE}]+){CLOSE_QUOTE}$")
+    line = re.compile(rf"^(?:(?P<label>[^\n:]+): )?\[(?P<id>[^\]]+)\] "
+                      rf"{OPEN_QUOTE}(?P<quote>[^{CLOSE_QUOTE}]+){CLOSE_QUOTE}$")
     summarized = [t for t in out["topics"] if t["summary"]]
     assert len(summarized) == 3
     for topic in summarized:

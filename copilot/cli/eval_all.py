@@ -24,7 +24,7 @@ from pathlib import Path
 from copilot.cli.output import print_json
 from copilot.config import Settings, load_settings
 from copilot.errors import UserError
-from copilot.eval import all_report, csfcube, related_work_eval, slim_eval, thoughts_eval
+from copilot.eval import all_report, csfcube, csfcube_report, related_work_eval, slim_eval, thoughts_eval
 from copilot.eval.all_report import PARTS, PartResult, paired_effect, unpaired_effect
 from copilot.eval.bench_chat import TimedBackend
 from copilot.llm import build_llm
@@ -69,7 +69,8 @@ def limited(sizes: Sizes, n: int) -> Sizes:
     plumbing check, not for figures."""
     if n < 1:
         raise UserError("--limit takes a number of items, at least 1")
-    cap = (lambda value: n if value is None else min(value, n))
+    def cap(value):
+        return n if value is None else min(value, n)
     return replace(sizes, csfcube_queries=cap(sizes.csfcube_queries), thoughts_warmup=cap(sizes.thoughts_warmup),
                    slim_questions=cap(sizes.slim_questions), slim_distractors=min(sizes.slim_distractors, 20),
                    related_targets=cap(sizes.related_targets), related_distractors=min(sizes.related_distractors, 20),
@@ -105,7 +106,7 @@ def part_csfcube(ctx: Context) -> tuple[list, str, str]:
     services = Services(ctx.settings.model_copy(update={"data_dir": ctx.run_dir / "csfcube-store"}))
     report = csfcube.run(services, ctx.csfcube, csfcube.FACETS, ctx.sizes.csfcube_queries, SEPARATE,
                          ASPECT_MAX_TOKENS, methods)
-    paths = csfcube.write_outputs(report, ctx.run_dir / "details", "csfcube")
+    paths = csfcube_report.write_outputs(report, ctx.run_dir / "details", "csfcube")
     metric = csfcube.SELECTION_METRIC
     keys = list(report.per_query[csfcube.BASELINE])
     effects = [paired_effect("csfcube", m, csfcube.BASELINE, metric, [report.per_query[m][k][metric] for k in keys],
@@ -179,7 +180,8 @@ def part_related_work(ctx: Context) -> tuple[list, str, str]:
 
 def part_gor(ctx: Context) -> tuple[list, str, str]:
     from copilot.eval import gor_eval
-    from copilot.features import gor, library
+    from copilot.features import gor_period as period_feature
+    from copilot.features import library
 
     store = ctx.run_dir / f"gor-store-{ctx.sizes.gor_papers}"
     settings = ctx.settings.model_copy(update={"data_dir": store, "gor_questions": ctx.sizes.gor_questions,
@@ -188,7 +190,8 @@ def part_gor(ctx: Context) -> tuple[list, str, str]:
     days = gor_period(ctx.corpus, ctx.sizes.gor_papers)
     if services.store.count("paper") == 0:
         library.import_snapshot(services, ctx.corpus, ctx.sizes.gor_papers, lambda *_: None)
-    report = gor_eval.run(services, gor.scope_for(days[0], days[1]), progress=lambda s: _to_stderr(f"[gor] {s}"))
+    report = gor_eval.run(services, period_feature.scope_for(days[0], days[1]),
+                          progress=lambda s: _to_stderr(f"[gor] {s}"))
     paths = gor_eval.write_outputs(report, ctx.run_dir / "details", "gor")
     n = report.meta.get("heldout_questions", 0)
     effects = [unpaired_effect("gor", "GoR", baseline, "held-out MRR", report.heldout["gor"].get("mrr"),

@@ -180,7 +180,8 @@ def cmd_eval_slim(args: argparse.Namespace) -> int:
                                 answer_judge=services.llm if args.judge else None)
     report.meta.update(questions_file=str(path), library_papers=stored, distractors=args.distractors)
     paths = slim_eval.write_outputs(report, eval_dir, f"slim-{path.stem}-n{len(questions)}"
-                                       + ("" if len(strategies) == len(slim_eval.STRATEGIES) else "-" + "-".join(strategies)))
+                                       + ("" if len(strategies) == len(slim_eval.STRATEGIES)
+                                          else "-" + "-".join(strategies)))
     _to_stderr(slim_eval.markdown(report))
     _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
     if args.json:
@@ -382,6 +383,6 @@ def _add_slim_questions(names: argparse._SubParsersAction) -> None:
                    "(default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
     p.set_defaults(func=cmd_eval_slim_questions)
 
-    from copilot.cli.eval_all import add_eval_all_command   # `eval all`: its own module (issue #31)
+    from copilot.cli.eval_all import add_eval_all_command  # `eval all`: its own module (issue #31)
 
     add_eval_all_command(names)

@@ -7,7 +7,7 @@ import sys
 
 from copilot.cli.output import print_json
 from copilot.errors import UserError
-from copilot.features import gor, gor_period
+from copilot.features import gor_period
 from copilot.features.trends import (
     IDEAS_OFF_NOTICE,
     NO_IDEA_PASSED,
@@ -54,7 +54,8 @@ def ideas_status(report: TrendsReport, asked: int) -> dict:
     if report.ideas:
         return {"ideas_status": "shown", "ideas_note": None}
     if asked <= 0:
-        off = IDEAS_OFF_NOTICE if IDEAS_OFF_NOTICE in report.notices else "Research ideas were not asked for (--ideas 0)."
+        off = (IDEAS_OFF_NOTICE if IDEAS_OFF_NOTICE in report.notices
+               else "Research ideas were not asked for (--ideas 0).")
         return {"ideas_status": "off", "ideas_note": off}
     if report.ideas_error == NO_IDEA_PASSED:
         return {"ideas_status": "none_passed", "ideas_note": NO_IDEA_PASSED}

@@ -35,7 +35,8 @@ def paired_effect(part: str, method: str, baseline: str, metric: str, ours: Sequ
                   theirs: Sequence[float], note: str = "") -> Effect:
     """An effect from per-item scores of the method and its baseline over the same items."""
     test = compare_paired(list(ours), list(theirs))
-    mean = (lambda values: float(sum(values) / len(values)) if values else None)
+    def mean(values):
+        return float(sum(values) / len(values)) if values else None
     return Effect(part, method, baseline, metric, mean(ours), mean(theirs), len(ours), test["mean_difference"],
                   test["bootstrap_ci_low"], test["bootstrap_ci_high"], note)
 
@@ -131,7 +132,8 @@ def svg_plot(parts: Sequence[PartResult]) -> str:
     for i, e in enumerate(effects):
         y = 24 + i * row
         scale = max(abs(v) for v in (e.difference, e.ci_low or 0, e.ci_high or 0)) or 1.0
-        x = (lambda v: left + 180 + 170 * v / scale)
+        def x(v, scale=scale):
+            return left + 180 + 170 * v / scale
         label = f"{e.part}: {e.method} vs {e.baseline}, {e.metric}"
         out.append(f'<text x="5" y="{y + 4}">{_escape(label[:60])}</text>')
         if e.ci_low is not None and e.ci_high is not None:

@@ -184,7 +184,8 @@ def _built(spec: Spec, directory: Path) -> dict:
     if marker.is_file():
         stored = json.loads(marker.read_text())
         if stored.get("key") == key:
-            log(f"retrieval at {spec.n_papers:,} papers + {spec.n_thoughts:,} thoughts: reusing the store in {directory}")
+            log(f"retrieval at {spec.n_papers:,} papers + {spec.n_thoughts:,} thoughts: "
+                f"reusing the store in {directory}")
             return stored["built"]
     log(f"retrieval at {spec.n_papers:,} papers + {spec.n_thoughts:,} thoughts: building the store")
     built = _child("build", spec, directory / "spec.json")

@@ -44,7 +44,8 @@ def markdown(ablation: dict) -> str:
     if len(ablation) < 2:
         return ""
     lines = [f"Each list of a ranking alone and fused with the abstract (upstream NDCG@20; abstract alone "
-             f"{100 * ablation['abstract']:.2f}):", "", "| ranking | list | alone | Δ vs abstract (all queries) | abstract + list |",
+             f"{100 * ablation['abstract']:.2f}):", "",
+             "| ranking | list | alone | Δ vs abstract (all queries) | abstract + list |",
              "|---|---|---|---|---|"]
     for method, parts in ablation.items():
         if method == "abstract":

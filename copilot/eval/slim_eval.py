@@ -25,7 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from copilot.eval.answer_figures import answer_figures, answer_tokens, mean_or_none, quoted_trace, token_f1  # noqa: F401
+from copilot.eval.answer_figures import (  # noqa: F401
+    answer_figures,
+    answer_tokens,
+    mean_or_none,
+    quoted_trace,
+    token_f1,
+)
 from copilot.eval.report_files import json_text, write_files
 from copilot.eval.thoughts_eval import JUDGE_MAX_TOKENS, verdict_line
 from copilot.features.adaptive import paper_retriever, proxy_llm, slim_options

@@ -102,7 +102,8 @@ class TurnView:
         for answer in self.answers:
             timings[f"answer_{answer.label}_s"] = _round(answer.seconds)
         finished = [j for j in self.thought_jobs if j["finished_at"] and j["started_at"]]
-        timings["thought_job_s"] = _round(sum(j["finished_at"] - j["started_at"] for j in finished)) if finished else None
+        timings["thought_job_s"] = (_round(sum(j["finished_at"] - j["started_at"] for j in finished)) if finished
+                                    else None)
         return {
             "turn_id": self.turn_id, "comparison": self.votable, "comparison_state": self.comparison,
             "answers": [{"label": a.label, "thought_augmented": a.thought_augmented, "text": a.text, "error": a.error,

@@ -17,17 +17,16 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from datetime import date
 
 import numpy as np
 
 from copilot.features.gor_types import (
     FORMAT,
-    GOR,
-    PLAIN,
-    ChosenNode,
+    GOR,  # noqa: F401 - re-exported: callers import it from here
+    PLAIN,  # noqa: F401 - re-exported: callers import it from here
+    ChosenNode,  # noqa: F401 - re-exported: callers import it from here
     GoROptions,
-    PeriodAnswer,
+    PeriodAnswer,  # noqa: F401 - re-exported: callers import it from here
     Prepared,
     Scope,
     TooFewNodes,

@@ -12,9 +12,24 @@ from datetime import date
 
 import numpy as np
 
-from copilot.features.gor import (GOR, PLAIN, ChosenNode, GoROptions, PeriodAnswer, Prepared, Scope, TooFewNodes,
-                                  answer_from, corpus_version, gate_of, network_variant, not_validated_notice, prepare,
-                                  scope_graph, scope_papers)
+from copilot.features.gor import (
+    GOR,
+    PLAIN,
+    ChosenNode,
+    GoROptions,
+    PeriodAnswer,
+    Prepared,
+    Scope,
+    TooFewNodes,
+    answer_from,
+    corpus_version,
+    gate_of,
+    network_variant,
+    not_validated_notice,
+    prepare,
+    scope_graph,
+    scope_papers,
+)
 from copilot.grounding import labels_to_ids
 from copilot.llm import LLMError
 from copilot.methods import gor, quotes

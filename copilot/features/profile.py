@@ -15,7 +15,10 @@ from copilot.features.library import ingestor
 from copilot.records import Paper, parse_arxiv_id, parse_id_list, storable_text
 from copilot.services import Services
 from copilot.sources.arxiv_api import ArxivSourceError
-from copilot.store.profiles import BrokenProfile, Profile   # Trends, Chat and the Profile tab import them here
+from copilot.store.profiles import (  # noqa: F401 - Trends, Chat and the Profile tab import them here
+    BrokenProfile,
+    Profile,
+)
 
 log = logging.getLogger(__name__)
 

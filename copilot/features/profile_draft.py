@@ -13,8 +13,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from copilot.features.profile import (MAX_KEYWORDS, NOT_FOUND_HINT, Profile, ProfileError, _clean_keywords,
-                                      papers_from_ids, save_profile)
+from copilot.features.profile import (
+    MAX_KEYWORDS,
+    NOT_FOUND_HINT,
+    Profile,
+    ProfileError,
+    _clean_keywords,
+    papers_from_ids,
+    save_profile,
+)
 from copilot.grounding import check, close_cut_statements, keep_paper_citations, tidy
 from copilot.llm import LLMError
 from copilot.methods import quotes
@@ -22,7 +29,6 @@ from copilot.methods.authors import fold
 from copilot.prompts import PROFILE_DRAFT, PROFILE_STATEMENT_CHARS, profile_grammar, source_block
 from copilot.records import Paper
 from copilot.services import Services
-
 
 MIN_WORDS, MAX_WORDS = 150, 300
 MIN_KEYWORDS, TARGET_KEYWORDS = 5, 8

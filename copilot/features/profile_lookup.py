@@ -6,8 +6,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from copilot.features.profile import NOT_FOUND_HINT, ProfileError
-from copilot.methods.authors import (AuthorName, AuthorNameError, NamesakeGroup, author_queries,
-                                     full_name_query, group_namesakes, matching_author, parse_author_name)
+from copilot.methods.authors import (
+    AuthorName,
+    AuthorNameError,
+    NamesakeGroup,
+    author_queries,
+    full_name_query,
+    group_namesakes,
+    matching_author,
+    parse_author_name,
+)
 from copilot.records import Paper, date_number
 from copilot.services import Services
 from copilot.sources.arxiv_api import ArxivSourceError

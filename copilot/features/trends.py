@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -20,11 +19,28 @@ import numpy as np
 
 from copilot.errors import UserError
 from copilot.features.profile import profile_for_personalizing
-from copilot.features.trends_ideas import (IDEA_SUPPORT, NO_IDEA_PASSED, Idea, generate_ideas,  # noqa: F401
-                                           grounded_idea, ideas_from_rat, ideas_task, retriever)
-from copilot.features.trends_summaries import (MIN_PROSE_WORDS, PERIOD_STATEMENTS, TOPIC_STATEMENTS,  # noqa: F401
-                                               TooLittleLeft, cite_or_credit, period_label, quote_period,
-                                               quote_topic, summarize_period, summarize_topic)
+from copilot.features.trends_ideas import (  # noqa: F401
+    IDEA_SUPPORT,
+    NO_IDEA_PASSED,
+    Idea,
+    generate_ideas,
+    grounded_idea,
+    ideas_from_rat,
+    ideas_task,
+    retriever,
+)
+from copilot.features.trends_summaries import (  # noqa: F401
+    MIN_PROSE_WORDS,
+    PERIOD_STATEMENTS,
+    TOPIC_STATEMENTS,
+    TooLittleLeft,
+    cite_or_credit,
+    period_label,
+    quote_period,
+    quote_topic,
+    summarize_period,
+    summarize_topic,
+)
 from copilot.llm import LLMError
 from copilot.methods import quotes
 from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion

@@ -8,8 +8,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from copilot.features.trends_summaries import MIN_PROSE_WORDS, _abstract_block, _paper_text, period_label
-from copilot.grounding import (MOVE_FLOOR, check, ids_to_labels, keep_paper_citations, labels_to_ids,
-                               overlap_scores, prose_words, reattribute, tidy)
+from copilot.grounding import (
+    MOVE_FLOOR,
+    check,
+    ids_to_labels,
+    keep_paper_citations,
+    labels_to_ids,
+    overlap_scores,
+    prose_words,
+    reattribute,
+    tidy,
+)
 from copilot.methods.rat import RATResult, run_rat, split_steps
 from copilot.prompts import RAT_DRAFT, RAT_REVISE, TRENDS_IDEAS_TASK, ideas_grammar
 from copilot.records import Evidence, Paper
@@ -106,7 +115,8 @@ def grounded_idea(text: str, ids: Sequence[str], texts: Sequence[str]) -> bool:
     return any(scores[i] >= MOVE_FLOOR for i in supported)
 
 
-def generate_ideas(services: Services, report, papers: dict[str, Paper], profile, opts) -> list[tuple[Idea, list[tuple[str, str]]]]:
+def generate_ideas(services: Services, report, papers: dict[str, Paper], profile,
+                   opts) -> list[tuple[Idea, list[tuple[str, str]]]]:
     """RAT over the period's topics. Returns ideas with their lineage sources [(id, kind)]: every item the ideas
     were made from (the context papers and everything RAT retrieved), the ones an idea cites first."""
     context_papers = [papers[t.paper_ids[0]] for t in report.topics[:4]]

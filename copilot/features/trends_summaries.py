@@ -12,13 +12,27 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from copilot.grounding import (check, close_cut_statements, ids_to_labels, keep_paper_citations, labels_to_ids,
-                               prose_words, reattribute, tidy)
+from copilot.grounding import (
+    check,
+    close_cut_statements,
+    ids_to_labels,
+    keep_paper_citations,
+    labels_to_ids,
+    prose_words,
+    reattribute,
+    tidy,
+)
 from copilot.llm import LLMError
 from copilot.methods import quotes
 from copilot.methods.topics import Topic
-from copilot.prompts import (ANSWER_STATEMENT_CHARS, TRENDS_PERIOD_SUMMARY, TRENDS_TOPIC_SUMMARY, Prompt,
-                             source_block, statements_grammar)
+from copilot.prompts import (
+    ANSWER_STATEMENT_CHARS,
+    TRENDS_PERIOD_SUMMARY,
+    TRENDS_TOPIC_SUMMARY,
+    Prompt,
+    source_block,
+    statements_grammar,
+)
 from copilot.records import Paper
 from copilot.services import Services
 

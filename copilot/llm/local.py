@@ -311,7 +311,8 @@ class LocalBackend:
 
     @staticmethod
     def _instruction_length(loaded, messages, tokens: list[int]) -> int:
-        """How many of the prompt's first tokens are its system message (the instructions calls share); 0 without one."""
+        """How many of the prompt's first tokens are its system message (the instructions calls share); 0 without
+        one."""
         if not messages or messages[0].get("role") != "system":
             return 0
         text = messages[0]["content"]

@@ -85,7 +85,8 @@ def _bounded(sentence: str, max_words: int) -> list[str]:
     words = sentence.split()
     if len(words) <= max_words:
         return [sentence]
-    spans, current = [], []
+    spans: list[list[str]] = []
+    current: list[str] = []
     for clause in _CLAUSE.split(sentence):
         clause_words = clause.split()
         if current and len(current) + len(clause_words) > max_words:

@@ -46,7 +46,8 @@ _TRAILING_ZERO = re.compile(r"(?<![\w.,])0[\"')\]]*\s*[.!]?\s*$")
 _CANNOT = re.compile(r"\b(?:cannot|can ?not|can't|unable to)\s+(?:be\s+)?answer|\b(?:not enough|insufficient|no)"
                      r"\s+(?:relevant\s+)?information\b|\bsources?\s+do(?:es)?\s+not\s+(?:answer|contain|say)", re.I)
 _STEP_TWO = re.compile(r"\bstep\s*2\s*[:.)\-–—]?", re.I)
-_STEP_LABEL = re.compile(r"^\s*(?:step\s*[12]\s*[:.)-]?|thought\s*:|knowledge(?: point)?\s*:|passage\s*:|summary\s*:)\s*",
+_STEP_LABEL = re.compile(r"^\s*(?:step\s*[12]\s*[:.)-]?|thought\s*:|knowledge(?: point)?\s*:|passage\s*:"
+                         r"|summary\s*:)\s*",
                          re.I)
 _LEADING_ONE = re.compile(r"^\s*[\"'`*]*1[\"'`*]*\s*(?:[\n.:)\-–—]|$)\s*")
 _PREAMBLE = re.compile(r"^\s*here is (?:a|the|my)\b[^:\n]{0,50}:\s*", re.I)

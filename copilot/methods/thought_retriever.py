@@ -20,14 +20,25 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from copilot import grounding, prompts
-from copilot.methods import quotes
-from copilot.methods.thought_drafts import (ECHO_NGRAM, LOOP_NGRAM, MIN_THOUGHT_WORDS,  # noqa: F401
-                                            THOUGHT_QUOTE_FLOOR, ThoughtDraft, describes_itself, draft_thought,
-                                            instruction_text, is_cannot_answer, judge_thought, parse_thought,
-                                            passage_problem, quoted_thought)
 from copilot.embed import Embedder
 from copilot.grounding import Checked, check
 from copilot.llm import LLM, Usage
+from copilot.methods import quotes
+from copilot.methods.thought_drafts import (  # noqa: F401
+    ECHO_NGRAM,
+    LOOP_NGRAM,
+    MIN_THOUGHT_WORDS,
+    THOUGHT_QUOTE_FLOOR,
+    ThoughtDraft,
+    describes_itself,
+    draft_thought,
+    instruction_text,
+    is_cannot_answer,
+    judge_thought,
+    parse_thought,
+    passage_problem,
+    quoted_thought,
+)
 from copilot.prompts import CANNOT_ANSWER, RenderedPrompt, source_block
 from copilot.records import Evidence
 from copilot.store.db import Database

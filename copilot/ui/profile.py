@@ -55,7 +55,6 @@ def _group_choices(state: dict) -> list[tuple[str, int]]:
 
 def lookup_view(services: Services, name: str, progress=None):
     """→ (message markdown, groups update, papers update, state)."""
-    limit = services.settings.profile_max_papers
 
     def report(count: int) -> None:
         if progress is not None:

@@ -57,7 +57,8 @@ def topics_html(report: trends.TrendsReport) -> str:
         more = f" and {topic.size - 3} more" if topic.size > 3 else ""
         summary = linked(topic.summary) if topic.summary else "<i>no summary (only the largest topics get one)</i>"
         rows.append(f"<tr class='trends-topic'><td><b>{escape(topic.label)}</b><br>"
-                    f"<small>{escape(', '.join(topic.terms))}</small></td><td>{topic.size}</td><td>{trend}</td><td>{summary}<br><small>{links}{more}</small>"
+                    f"<small>{escape(', '.join(topic.terms))}</small></td><td>{topic.size}</td><td>{trend}</td>"
+                    f"<td>{summary}<br><small>{links}{more}</small>"
                     "</td></tr>")
     if not rows:
         return ""
