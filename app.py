@@ -34,6 +34,10 @@ def main() -> int:
     from copilot.ui.main import build_ui, launch_options
 
     backup.restore_at_start(settings)        # a free Space starts with an empty disk: its last snapshot, if any
+    if settings.llm_backend == "local" and settings.local_model:
+        from copilot.llm import choose_local_model
+
+        choose_local_model(settings)         # a Hub reference is fetched now (progress on stderr), or falls back
     services = Services(settings)
     threading.Thread(target=resume_thought_jobs, args=(services,), name="resume-thought-jobs", daemon=True).start()
     scheduler = None

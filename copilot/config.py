@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -20,6 +22,34 @@ def _env(name: str, *aliases: str) -> AliasChoices:
     return AliasChoices(name, *aliases)
 
 
+_HUB_REFERENCE = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)"
+                            r"(?::(?P<quant>[\w.*-]+)|/(?P<file>[^:]+\.gguf))?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class HubReference:
+    repo: str
+    filename: str | None = None      # a file in the repository
+    quant: str | None = None         # or a quantization the file name carries, e.g. Q4_K_M (glob characters allowed)
+
+    def __str__(self) -> str:
+        if self.filename:
+            return f"{self.repo}/{self.filename}"
+        return f"{self.repo}:{self.quant}" if self.quant else self.repo
+
+
+def parse_reference(text: str) -> Path | HubReference:
+    """A path (an existing file, or anything that looks like a path) or a Hub reference."""
+    text = text.strip()
+    path = Path(text).expanduser()
+    if path.is_file() or text.startswith(("/", ".", "~")) or "\\" in text:
+        return path
+    match = _HUB_REFERENCE.match(text)
+    if not match:
+        return path
+    return HubReference(match["repo"], match["file"], match["quant"])
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="COPILOT_", extra="ignore", populate_by_name=True)
 
@@ -34,8 +64,9 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = Field(
         None, validation_alias=_env("OPENAI_API_KEY"), description="API key for the openai backend (OPENAI_API_KEY).")
     llm_model: str = Field("gpt-4o-mini", description="Model name sent to the OpenAI-compatible endpoint.")
-    local_model: Path | None = Field(
-        None, description="Path to a GGUF file for the local backend. Default: the packaged SmolLM2-135M-Instruct.")
+    local_model: str | None = Field(
+        None, description="The local backend's model: a GGUF path, or a Hugging Face reference fetched once into the "
+        "data dir (`owner/repo:Q4_K_M`, `owner/repo/FILE.gguf`). Default: the packaged SmolLM2-135M-Instruct.")
     local_context: int = Field(4096, ge=512, le=131072, description="Context window (tokens) of the local model.")
     local_threads: int = Field(1, ge=1, le=64, description="CPU threads the local model generates with. One: with "
                                "sleeping OpenMP threads a second one gains nothing for a small model, and spinning "
@@ -48,6 +79,10 @@ class Settings(BaseSettings):
         "batched kernel, so prompts are read ~3x slower.")
     local_batch: int = Field(256, ge=1, le=4096, description="Prompt tokens the local model evaluates per batch "
                              "(1 = token by token, the slow path kept for builds with AMX kernels).")
+    model_profile: Literal["auto", "tiny", "capable"] = Field(
+        "auto", description="`tiny`: answers, Trends summaries and profile drafts are quotes of the sources, the model "
+        "writes nothing shown (a reader cannot trust a tiny model's words); `capable`: they are written, every output "
+        "check on. `auto`: `tiny` for a local GGUF under 1B parameters (the packaged one), else `capable`.")
     llm_timeout: float = Field(120.0, gt=0, description="Seconds before one LLM call is abandoned.")
     llm_retries: int = Field(2, ge=0, le=10, description="Retries with backoff on transient LLM errors.")
 
@@ -56,14 +91,16 @@ class Settings(BaseSettings):
         None, description="Sentence-transformers model name or path, or a static model directory made by "
         "`embed-distill` (fast path). Default: the packaged all-MiniLM-L6-v2.")
     embed_batch_size: int = Field(64, ge=1, le=4096, description="Texts embedded per batch.")
-    chroma_host: str | None = Field(None, description="Chroma server host; unset means embedded Chroma in the data dir.")
+    chroma_host: str | None = Field(None, description="Chroma server host; unset means embedded Chroma in the data "
+                                    "dir.")
     chroma_port: int = Field(8000, ge=1, le=65535, description="Chroma server port (with COPILOT_CHROMA_HOST).")
 
     # --- arXiv and ingestion
     arxiv_api_url: str | None = Field(
         None, description="arXiv API endpoint without the query string, e.g. http://127.0.0.1:8123/api/query.")
     arxiv_timeout: float = Field(30.0, gt=0, description="Seconds before one arXiv request is abandoned.")
-    arxiv_delay: float = Field(3.0, ge=0, description="Seconds between arXiv API requests (the API's politeness delay).")
+    arxiv_delay: float = Field(3.0, ge=0, description="Seconds between arXiv API requests (the API's politeness "
+                               "delay).")
     arxiv_retries: int = Field(3, ge=0, le=10, description="Retries of a failed arXiv request.")
     categories: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(DEFAULT_CATEGORIES), description="arXiv categories ingested, comma-separated.")
@@ -90,7 +127,8 @@ class Settings(BaseSettings):
     answer_max_tokens: int | None = Field(
         None, ge=16, le=8192, description="Most tokens one answer may have. Default: 400 for an endpoint, 160 for the "
         "local model.")
-    max_input_chars: int = Field(4000, ge=100, le=1000000, description="Longer text inputs are truncated, with a notice.")
+    max_input_chars: int = Field(4000, ge=100, le=1000000,
+                                 description="Longer text inputs are truncated, with a notice.")
 
     related_method: Literal["auto", "abstract", "lexical", "hybrid", "prism", "prism-hybrid",
                             "prism-extractive"] = Field(
@@ -127,7 +165,8 @@ class Settings(BaseSettings):
                              description="Port the app listens on (GRADIO_SERVER_PORT).")
     concurrency: int = Field(4, ge=1, le=64, description="Requests the web app handles at once.")
     queue_size: int = Field(256, ge=1, le=10000,
-                            description="Requests that may wait in the web app's queue; beyond it new ones are refused.")
+                            description="Requests that may wait in the web app's queue; beyond it new ones are "
+                            "refused.")
     user_pending: int = Field(16, ge=1, le=1000, description="Requests one user (one address, without sign-in) may "
                               "have waiting or running in the web app's queue; one more is refused with 429 before "
                               "it takes a place, so one user cannot fill the queue for everyone (a page load makes 5, "
@@ -205,16 +244,21 @@ class Settings(BaseSettings):
             raise ValueError(f"not a crontab expression ({error}); e.g. '0 6 * * *'") from None
         return value
 
-    @field_validator("local_model")
+    @field_validator("local_model", mode="before")
     @classmethod
-    def _check_gguf(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_file():
-            raise ValueError(f"no GGUF file at {value}")
-        if value is not None:
-            with value.open("rb") as model:
-                if model.read(4) != b"GGUF":
-                    raise ValueError(f"{value} is not a GGUF model file (it does not start with 'GGUF')")
-        return value
+    def _check_gguf(cls, value: object) -> str | None:
+        if value is None or str(value).strip() == "":
+            return None
+        reference = parse_reference(str(value))
+        if not isinstance(reference, Path):
+            return str(value).strip()          # a Hub reference: fetched (or refused, in one sentence) at start
+        if not reference.is_file():
+            raise ValueError(f"no GGUF file at {reference} (a Hub reference looks like owner/repo:Q4_K_M or "
+                             "owner/repo/FILE.gguf)")
+        with reference.open("rb") as model:
+            if model.read(4) != b"GGUF":
+                raise ValueError(f"{reference} is not a GGUF model file (it does not start with 'GGUF')")
+        return str(reference)
 
     @property
     def llm_backend(self) -> str:
@@ -290,7 +334,20 @@ def load_settings(**overrides: object) -> Settings:
         raise SettingsError("bad setting: " + "; ".join(lines)) from None
     if settings.llm_backend == "openai" and not settings.openai_api_key:
         raise SettingsError("COPILOT_LLM=openai but no key found: set OPENAI_API_KEY or use COPILOT_LLM=local")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    for name, value in _OFFLINE_DEFAULTS.items():
+        if name not in os.environ:
+            os.environ[name] = value
+            _defaulted.add(name)
     return settings
+
+
+# Nothing reaches the Hub unless asked: a model the user names by a Hub reference is the one exception, fetched
+# when the user did not set HF_HUB_OFFLINE themselves (copilot/llm/models.py).
+_OFFLINE_DEFAULTS = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
+_defaulted: set[str] = set()
+
+
+def hub_offline_requested() -> bool:
+    """True when the user (not `load_settings`) set HF_HUB_OFFLINE."""
+    value = os.environ.get("HF_HUB_OFFLINE", "")
+    return "HF_HUB_OFFLINE" not in _defaulted and value.strip().lower() in ("1", "true", "yes", "on")

@@ -154,6 +154,7 @@ def distill_static(out_dir: Path, corpus: list[str], source: str | None = None, 
     """
     import json
     import shutil
+
     import torch
     from sentence_transformers import SentenceTransformer
 

@@ -12,25 +12,20 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from copilot.prompts import CANNOT_ANSWER
+from copilot.prompts import ANSWER_STATEMENT_CHARS, CANNOT_ANSWER
 from copilot.records import ARXIV_ID, ARXIV_ID_PATTERN
+from copilot.repetition import BRACKET, cut_loop, drop_echo, lower_words, split_keeping
+from copilot.repetition import echoes as echoes  # re-exported: the loop and echo detectors, reached here
+from copilot.repetition import is_loop as is_loop  # re-exported, with the other output checks
 
-# One bracket group such as [2], [1, 3], [2501.01234v2], [hep-th/9901001], [Source 4], [T0a1b2c3d4e].
-_BRACKET = re.compile(r"\[([^\[\]\n]{1,80})\]")
 _LABEL_WORD = re.compile(r"^(?:source|src|ref|paper|item|no\.?)\s*#?\s*", re.I)
 _THOUGHT_ID = re.compile(r"^T[0-9a-f]{10}$")
 _NUMBER = re.compile(r"^[1-9]\d{0,2}$")
 _URL = re.compile(r"(?:https?://|www\.)[^\s<>\"'\])]+", re.I)
-_WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 _COPIED_SOURCE_TAG = re.compile(r"</?\s*source\b[^<>]{0,80}>", re.I)
 MOVE_FLOOR = 3.0         # a word found in one of 8 sources weighs ln 8 ≈ 2.1: a move needs more than one such word
-LOOP_NGRAM = 8            # a run of this many words seen before marks the start of a loop
-NEAR_COPY_WORDS = 12      # a sentence this long or longer that mostly copies an earlier one is a loop…
-NEAR_COPY_SHARE = 0.6     # …when this share of its (or the earlier one's) 3-word runs is shared
-ECHO_NGRAM = 7            # a sentence sharing this many consecutive words with the instructions is an echo
-SHORT_ECHO_RUN = 3        # …or, when shorter than that, made mostly of a run of this many instruction words
 
 
 @dataclass
@@ -65,7 +60,7 @@ def citation_key(token: str) -> str | None:
 def cited(text: str) -> list[str]:
     """Citation keys in the text, in order of first appearance."""
     found: list[str] = []
-    for group in _BRACKET.finditer(text or ""):
+    for group in BRACKET.finditer(text or ""):
         for part in re.split(r"[,;]", group.group(1)):
             key = citation_key(part)
             if key and key not in found:
@@ -87,7 +82,7 @@ def drop_invalid_citations(text: str, allowed: Collection[str]) -> tuple[str, li
         dropped.extend(p for p, k in zip(parts, keys) if k and k not in allowed)
         return "".join(f"[{k}]" for k in dict.fromkeys(good))
 
-    cleaned = _BRACKET.sub(keep, text)
+    cleaned = BRACKET.sub(keep, text)
     return re.sub(r"[ \t]+([.,;:])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)), dropped
 
 
@@ -182,10 +177,10 @@ def repeats_a_statement(text: str, min_words: int = 6) -> bool:
     (citations aside): a small model copying its first statement under another label. Checked while the text
     streams, so generation can stop before the copy is written out."""
     lines = (text or "").split("\n")
-    current = _words(_BRACKET.sub(" ", lines[-1]))
+    current = lower_words(BRACKET.sub(" ", lines[-1]))
     if len(current) < min_words:
         return False
-    return any(_words(_BRACKET.sub(" ", line))[:len(current)] == current for line in lines[:-1])
+    return any(lower_words(BRACKET.sub(" ", line))[:len(current)] == current for line in lines[:-1])
 
 
 def drop_unfinished_statement(text: str) -> str:
@@ -198,7 +193,7 @@ def drop_unfinished_statement(text: str) -> str:
 
 def prose_words(text: str) -> int:
     """Words of a text outside its citations: what a reader gets beyond a list of ids."""
-    return len(_words(_BRACKET.sub(" ", text or "")))
+    return len(lower_words(BRACKET.sub(" ", text or "")))
 
 
 def ids_to_labels(text: str, ids: Sequence[str]) -> str:
@@ -238,140 +233,12 @@ def drop_unsourced_urls(text: str, source_texts: Iterable[str]) -> tuple[str, li
     return _URL.sub(keep, text), dropped
 
 
-def _words(text: str) -> list[str]:
-    return [w.lower() for w in _WORD.findall(text)]
-
-
-def cut_loop(text: str, n: int = LOOP_NGRAM) -> tuple[str, bool]:
-    """Cut the text where it starts repeating itself: at the first sentence that repeats an earlier sentence, or
-    that repeats a run of `n` words which the text writes at least three times (twice can be an honest shared
-    phrase; three times is a loop). What came before stays."""
-    sentences = _split_keeping(text)
-    counts: dict[tuple[str, ...], int] = {}
-    for sentence in sentences:
-        words = _words(sentence)
-        for i in range(max(0, len(words) - n + 1)):
-            gram = tuple(words[i:i + n])
-            counts[gram] = counts.get(gram, 0) + 1
-    looping = {gram for gram, count in counts.items() if count >= 3}
-    kept: list[str] = []
-    seen_sentences: set[str] = set()
-    seen_grams: set[tuple[str, ...]] = set()
-    long_trigrams: list[set[tuple[str, ...]]] = []     # of the earlier sentences long enough to be copied
-    for sentence in sentences:
-        words = _words(sentence)
-        norm = " ".join(_words(_BRACKET.sub(" ", sentence)))     # the same sentence under another label repeats
-        grams = {tuple(words[i:i + n]) for i in range(max(0, len(words) - n + 1))}
-        # a run of n words seen before, or repeated within this very sentence
-        inner_repeat = len(words) >= 2 * n and len(grams) < len(words) - n + 1
-        trigrams = _trigrams(norm.split()) if len(norm.split()) >= NEAR_COPY_WORDS else None
-        copied = (norm and norm in seen_sentences and len(words) >= 3) or _near_copy(trigrams, long_trigrams)
-        if copied or (grams & seen_grams & looping) or inner_repeat:
-            if inner_repeat and not (grams & seen_grams & looping):
-                kept.append(_cut_inside(sentence, n))
-            return "".join(kept).rstrip(), True
-        seen_sentences.add(norm)
-        seen_grams |= grams
-        if trigrams is not None:
-            long_trigrams.append(trigrams)
-        kept.append(sentence)
-    return text, False
-
-
-def _trigrams(words: Sequence[str]) -> set[tuple[str, ...]]:
-    return {tuple(words[i:i + 3]) for i in range(len(words) - 2)}
-
-
-def _near_copy(trigrams: set[tuple[str, ...]] | None, earlier: Iterable[set[tuple[str, ...]]]) -> bool:
-    """Whether a long sentence (its 3-word runs, citations aside; None when too short) mostly copies an earlier one:
-    a small model writing its claim again for another source with a verb or two changed ("X [4] show that …" /
-    "Y [2] report that …")."""
-    return trigrams is not None and any(len(trigrams & other) >= NEAR_COPY_SHARE * min(len(trigrams), len(other))
-                                        for other in earlier)
-
-
-def _cut_inside(sentence: str, n: int) -> str:
-    """A sentence cut just before the first repeat of an n-word run inside it."""
-    tokens = list(_WORD.finditer(sentence))
-    seen: set[tuple[str, ...]] = set()
-    for i in range(len(tokens) - n + 1):
-        gram = tuple(t.group(0).lower() for t in tokens[i:i + n])
-        if gram in seen:
-            return sentence[:tokens[i].start()].rstrip() + " …"
-        seen.add(gram)
-    return sentence
-
-
-def _split_keeping(text: str) -> list[str]:
-    """Sentences with their trailing whitespace, so joining them gives the text back."""
-    pieces, start = [], 0
-    for match in _SENTENCE_END.finditer(text):
-        pieces.append(text[start:match.end()])
-        start = match.end()
-    if start < len(text):
-        pieces.append(text[start:])
-    return pieces
-
-
-# A sentence about the text itself rather than the subject: "Revised draft with additional information …",
-# "Here is the revised version:". The revision instruction asks for a revised draft; a small model announces one.
-_ABOUT_THE_DRAFT = re.compile(
-    r"^\W*(?:(?:(?:here|this|below) is\s+)?(?:(?:the|a|an|my|our)\s+)?(?:revised|updated|improved|rewritten|final|new)"
-    r"\s+draft\b|(?:here|below) is\s+(?:the|a|an|my|our)\s+(?:revised|updated|improved|rewritten|final|new)\s+"
-    r"(?:version|text|answer)\b)", re.I)
-
-
-def drop_echo(text: str, instructions: Iterable[str], n: int = ECHO_NGRAM) -> tuple[str, bool]:
-    """Remove sentences that copy a run of `n` words from the instructions the model was given, and sentences that
-    announce the text itself ("Revised draft …") when there are instructions to echo."""
-    grams: set[tuple[str, ...]] = set()
-    short_grams: set[tuple[str, ...]] = set()
-    for instruction in instructions:
-        words = _words(instruction)
-        grams |= {tuple(words[i:i + n]) for i in range(max(0, len(words) - n + 1))}
-        short_grams |= {tuple(words[i:i + SHORT_ECHO_RUN]) for i in range(max(0, len(words) - SHORT_ECHO_RUN + 1))}
-    if not grams:
-        return text, False
-    kept, echoed = [], False
-    sentinel = _words(CANNOT_ANSWER)
-    for sentence in _split_keeping(text):
-        words = _words(_BRACKET.sub(" ", sentence))
-        if words != sentinel and (any(tuple(words[i:i + n]) in grams for i in range(max(0, len(words) - n + 1)))
-                                  or _short_echo(words, n, short_grams) or _ABOUT_THE_DRAFT.match(sentence)):
-            echoed = True
-            continue
-        kept.append(sentence)
-    return "".join(kept).strip(), echoed
-
-
-def _short_echo(words: list[str], n: int, short_grams: set[tuple[str, ...]]) -> bool:
-    """A sentence too short for the n-word test whose words are mostly runs of instruction words, such as
-    "Cite papers by and." left when the ids of "Cite papers by id [2503.13309] and …" were removed."""
-    if not SHORT_ECHO_RUN <= len(words) < n:
-        return False
-    covered: set[int] = set()
-    for i in range(len(words) - SHORT_ECHO_RUN + 1):
-        if tuple(words[i:i + SHORT_ECHO_RUN]) in short_grams:
-            covered.update(range(i, i + SHORT_ECHO_RUN))
-    return len(covered) >= 0.6 * len(words)
-
-
-def is_loop(text: str, n: int = LOOP_NGRAM) -> bool:
-    """Whether cut_loop would cut the text."""
-    return cut_loop(text, n)[1]
-
-
-def echoes(text: str, instructions: Iterable[str], n: int = ECHO_NGRAM) -> bool:
-    """Whether drop_echo would remove a sentence of the text."""
-    return drop_echo(text, instructions, n)[1]
-
-
 _STEM_CHARS = 6           # "complexities" and "complexity" meet at "comple": crude, and enough here
 _SINGLE_LABEL = re.compile(r"\[(\d{1,3})\]")
 
 
 def _stems(text: str) -> set[str]:
-    return {w[:_STEM_CHARS] for w in _words(text) if len(w) >= 4 and not w.isdigit()}
+    return {w[:_STEM_CHARS] for w in lower_words(text) if len(w) >= 4 and not w.isdigit()}
 
 
 def overlap_scores(sentence: str, source_texts: Sequence[str]) -> list[float]:
@@ -383,7 +250,7 @@ def overlap_scores(sentence: str, source_texts: Sequence[str]) -> list[float]:
     for group in stems:
         for stem in group:
             frequency[stem] = frequency.get(stem, 0) + 1
-    words = _stems(_BRACKET.sub(" ", sentence)) - {"source"}
+    words = _stems(BRACKET.sub(" ", sentence)) - {"source"}
     return [sum(math.log(count / frequency[w]) for w in words & group) for group in stems]
 
 
@@ -399,7 +266,7 @@ def reattribute(text: str, source_texts: Sequence[str]) -> tuple[str, list[tuple
         return text, []
     moved: list[tuple[str, str]] = []
     pieces = []
-    for sentence in _split_keeping(text):
+    for sentence in split_keeping(text):
         labels = _SINGLE_LABEL.findall(sentence)
         if len(set(labels)) == 1 and 1 <= int(labels[0]) <= count:
             cited = int(labels[0]) - 1
@@ -444,3 +311,108 @@ def check(text: str, *, allowed: Collection[str] | None, source_texts: Iterable[
     if result.dropped_urls:
         result.notes.append(f"Removed {len(result.dropped_urls)} link(s) found in none of the sources.")
     return result
+
+
+# --- the check each kind of output passes, called whole --------------------------------------------------------------
+IDEA_SUPPORT = " Support:"         # where an idea's supporting statement begins (prompts.ideas_grammar)
+THOUGHT_LOOP_NGRAM = 4             # stricter than for a shown answer: a thought is reused in later prompts
+THOUGHT_ECHO_NGRAM = 6
+
+
+@dataclass
+class PaperChecked:
+    """A text citing papers by id (a summary, an idea, a profile draft) after its checks."""
+    text: str
+    cited: list[str]                                      # given papers it cites, in order of first citation
+    dropped: list[str] = field(default_factory=list)      # citations of papers that were not given
+    notes: list[str] = field(default_factory=list)        # what the checks removed, for the reader
+
+
+def check_chat_answer(text: str, ids: Sequence[str], source_texts: Sequence[str], instructions: Iterable[str],
+                      statements: bool | None = None) -> Checked:
+    """An answer citing numbered sources ([n] is the n-th of `ids`): an [id] of a given item becomes its label, then
+    `check` with only labels 1..n, each statement's label moved to the source its words come from. `statements`:
+    written as answer_grammar's statements, so an unfinished last one goes and one the length cap cut ends at its
+    last clause (None: told by the text's opening "Source [")."""
+    if text.startswith("Source [") if statements is None else statements:
+        text = close_cut_statements(drop_unfinished_statement(text), ANSWER_STATEMENT_CHARS)
+    return check(ids_to_labels(text, ids), allowed=[str(n) for n in range(1, len(ids) + 1)],
+                 source_texts=list(source_texts), instructions=instructions, attribute=bool(ids))
+
+
+def check_longform(text: str, labels: Collection[str], source_texts: Sequence[str],
+                   instructions: Iterable[str]) -> Checked:
+    """A deep answer or a related-work draft: `check` with citations only of `labels`, each moved to the source its
+    sentence's words come from, then tidied (repeated sentences dropped)."""
+    checked = check(text, allowed=labels, source_texts=source_texts, instructions=instructions, attribute=True)
+    checked.text = tidy(checked.text) if checked.text else ""
+    return checked
+
+
+def _cite_papers(checked: Checked, given: Sequence[str], source_texts: Sequence[str]) -> PaperChecked:
+    """Citations only of the `given` papers; with their texts, each statement's one citation moved to the paper its
+    words come from."""
+    text, cited, dropped = keep_paper_citations(tidy(checked.text, paragraphs=False), given)
+    labelled, moved = reattribute(ids_to_labels(text, given), source_texts)
+    if moved:
+        text, cited, _ = keep_paper_citations(labels_to_ids(labelled, given), given)
+    return PaperChecked(text, cited, dropped, checked.notes)
+
+
+def check_summary(text: str, given: Sequence[str], source_texts: Sequence[str] = (), instructions: Iterable[str] = (),
+                  cut_at: int | None = None) -> PaperChecked:
+    """A summary of papers (a topic's, a period's): no loop, no echo, no link, citations only of the given papers,
+    moved by their words when `source_texts` (the given papers' texts, in order) show it. `cut_at`: written under
+    statements_grammar, whose length cap (this many characters) may have cut the last statement."""
+    if cut_at:
+        text = close_cut_statements(text, cut_at)
+    return _cite_papers(check(text, allowed=None, instructions=instructions), given, source_texts)
+
+
+def check_idea(text: str, given: Sequence[str], source_texts: Sequence[str],
+               instructions: Iterable[str]) -> PaperChecked | None:
+    """A research idea (an "Idea: … Support: [id] …" paragraph, or a plain one), checked like a summary; None when
+    the checks removed the proposal itself (an echo) or a proposal shares no distinctive words with its papers."""
+    proposed = text.lstrip().startswith("Idea:")
+    checked = check(text, allowed=None, instructions=instructions)
+    if proposed and not checked.text.startswith("Idea:"):
+        return None
+    result = _cite_papers(checked, given, source_texts)
+    if proposed and not grounded_idea(result.text, given, source_texts):
+        return None
+    return result
+
+
+def grounded_idea(text: str, ids: Sequence[str], texts: Sequence[str]) -> bool:
+    """An idea of the ideas grammar counts only when its proposal shares distinctive words with the papers it was
+    made from, and its support with the paper it cites (a 135M model may propose a slogan and support it with a
+    sentence in another language)."""
+    if len(texts) < 2:
+        return True
+    proposal, _, support = text.partition(IDEA_SUPPORT)
+    if max(overlap_scores(proposal, texts)) < MOVE_FLOOR:
+        return False
+    if not support:
+        return True
+    supported = [list(ids).index(pid) for pid in keep_paper_citations(support, ids)[1]]
+    scores = overlap_scores(support, texts)
+    return any(scores[i] >= MOVE_FLOOR for i in supported)
+
+
+def check_profile_draft(text: str, given: Collection[str], source_texts: Sequence[str],
+                        instructions: Iterable[str]) -> PaperChecked:
+    """A profile draft: no loop, no echo, no link the papers or pasted text lack, citations only of the selected
+    papers, tidied."""
+    checked = check(text, allowed=None, source_texts=source_texts, instructions=instructions)
+    kept, cited, dropped = keep_paper_citations(checked.text, given)
+    return PaperChecked(tidy(kept), cited, dropped, checked.notes)
+
+
+def check_thought(text: str, instructions: Iterable[str] = ()) -> str | None:
+    """Why a passage may not be kept as a thought on the grounds of the output checks (a loop, an echo of the
+    instructions), stricter than for a shown answer; None when it passes them."""
+    if is_loop(text, THOUGHT_LOOP_NGRAM):
+        return "repeats itself (a loop)"
+    if echoes(text, instructions, THOUGHT_ECHO_NGRAM):
+        return "echoes the prompt's instructions"
+    return None

@@ -29,7 +29,8 @@ def storable_text(text: str | None) -> str:
 
 
 def parse_arxiv_id(text: str) -> tuple[str, int | None] | None:
-    """'2401.01234v2', 'arXiv:2401.01234', 'https://arxiv.org/abs/2401.01234' or 'hep-th/9901001' → (base id, version)."""
+    """'2401.01234v2', 'arXiv:2401.01234', 'https://arxiv.org/abs/2401.01234' or 'hep-th/9901001' → (base id,
+    version)."""
     text = (text or "").strip()
     url = _ARXIV_URL.search(text)
     if url:

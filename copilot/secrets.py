@@ -73,7 +73,8 @@ class StreamMask:
 
     def __init__(self, secret: str) -> None:
         self.secret = secret
-        self.hold = 8 * len(secret) + 12       # longer than any form (HTML entities, percent-encoded, spelled with gaps)
+        # longer than any form (HTML entities, percent-encoded, spelled with gaps)
+        self.hold = 8 * len(secret) + 12
         self.text = ""
         self.sent = 0
 

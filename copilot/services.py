@@ -14,6 +14,7 @@ from copilot.config import Settings, load_settings
 from copilot.embed import Embedder
 from copilot.llm import LLM, Backend, build_llm
 from copilot.methods.thought_retriever import ThoughtMemory
+from copilot.model_profile import CAPABLE, ModelProfile, choose_profile
 from copilot.ratelimit import RateLimiter
 from copilot.sources.arxiv_api import ArxivSource
 from copilot.store.backup import BackupLog
@@ -38,10 +39,10 @@ class BackgroundJobs:
     def __init__(self, thread_name: str) -> None:
         self._thread_name = thread_name
         self._executor: ThreadPoolExecutor | None = None
-        self._futures: dict[int, Future] = {}
+        self._futures: dict[int | str, Future] = {}
         self._lock = threading.Lock()
 
-    def submit(self, key: int, function: Callable, *args) -> Future:
+    def submit(self, key: int | str, function: Callable, *args) -> Future:
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._thread_name)
@@ -164,6 +165,16 @@ class Services:
         return build_llm(self.settings, self.db)
 
     @cached_property
+    def model_profile(self) -> ModelProfile:
+        """Tiny (quotes only) or capable (writes): read by every feature that shows model output. A replacing
+        backend that takes no grammar is taken as an endpoint (capable) unless COPILOT_MODEL_PROFILE says otherwise."""
+        backend = self._llm_backend
+        if backend is not None and self.settings.model_profile == "auto" and not getattr(backend, "obeys_grammar",
+                                                                                        False):
+            return ModelProfile(CAPABLE, f"replacing backend {getattr(backend, 'name', '?')} without grammars")
+        return choose_profile(self.settings)
+
+    @cached_property
     def arxiv(self) -> ArxivSource:
         return ArxivSource(self.settings)
 
@@ -188,11 +199,20 @@ class Services:
         """The limit on LLM-backed actions per session (the web app has one Services, so one per process)."""
         return RateLimiter(self.settings.rate_limit, self.settings.rate_window)
 
+    def cpu_kernels(self) -> dict | None:
+        """The local model's CPU kernels (copilot.llm.local.cpu_kernels); None with an endpoint as the model."""
+        if self.settings.llm_backend == "openai":
+            return None
+        from copilot.llm.local import cpu_kernels
+
+        return cpu_kernels()
+
     def llm_info(self) -> dict[str, str]:
         """Backend and model, without loading the model."""
         s = self.settings
         if s.llm_backend == "openai":
             return {"backend": "openai", "model": s.llm_model}
-        from copilot.llm import packaged_gguf
+        from copilot.llm import cached_choice
 
-        return {"backend": "local", "model": (s.local_model or packaged_gguf()).stem}
+        choice = cached_choice(s)            # a Hub reference not fetched yet is named as written
+        return {"backend": "local", "model": choice.path.stem if choice else str(s.local_model)}

@@ -12,9 +12,16 @@ import pytest
 from copilot.config import load_settings
 from copilot.services import Services
 from copilot.sources.snapshot import paper_from_row
-from tests.helpers import clean_env
-from tests.helpers import (ARXIV_RESPONSES, CSFCUBE, DATA, KAGGLE_JSONL, PAPERS_JSONL, ROOT,  # noqa: F401
-                           SHARED)  # the data paths, still importable from here
+from tests.helpers import (  # noqa: F401
+    ARXIV_RESPONSES,
+    CSFCUBE,
+    DATA,
+    KAGGLE_JSONL,
+    PAPERS_JSONL,
+    ROOT,
+    SHARED,  # the data paths, still importable from here
+    clean_env,
+)
 
 # Modules of the `unit` tier: no model, no embedder, no server, no subprocess, stores only small and in a temporary
 # dir; seconds in all. tests/e2e/ is the `browser` tier; every other module is `integration` unless it sets its own

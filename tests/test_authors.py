@@ -6,8 +6,14 @@ from datetime import date
 
 import pytest
 
-from copilot.methods.authors import (AuthorNameError, author_queries, group_namesakes, matching_author,
-                                     name_matches, parse_author_name)
+from copilot.methods.authors import (
+    AuthorNameError,
+    author_queries,
+    group_namesakes,
+    matching_author,
+    name_matches,
+    parse_author_name,
+)
 from copilot.records import Paper
 
 

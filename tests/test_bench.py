@@ -153,6 +153,29 @@ def test_bench_quick_prints_one_json_object_and_writes_json_and_markdown(tmp_pat
     assert (data / "bench" / "bench-latest.md").read_text().startswith("Benchmark ")
 
 
+def test_retrieval_sweeps_the_search_width_in_fresh_processes_and_reuses_a_kept_store(tmp_path, monkeypatch,
+                                                                                        capsys, static_model):
+    monkeypatch.setenv("COPILOT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("COPILOT_EMBED_MODEL", str(static_model))
+    args = ["bench", "--quick", "--sizes", "400", "--real-papers", "300", "--parts", "retrieval",
+            "--ef-search", "4,80", "--store-dir", str(tmp_path / "stores"), "--json"]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr()[0])["retrieval"]
+    assert [row["ef_search"] for row in first] == [4, 80]
+    for row in first:
+        turn = row["turn"]
+        assert turn["embedder"] == "tiny-static" and turn["embed"]["p50_ms"] > 0
+        assert turn["embed_and_retrieve"]["p95_ms"] >= turn["embed_and_retrieve"]["p50_ms"] > 0
+        assert row["before_33"]["p50_ms"] > 0
+    assert first[1]["recall_at_8"] >= first[0]["recall_at_8"]
+    assert main(args) == 0
+    again, err = capsys.readouterr()
+    assert "reusing the store" in err and "building the store" not in err
+    assert json.loads(again)["retrieval"][0]["build_s"] == first[0]["build_s"]
+    assert main(["bench", "--parts", "retrieval", "--ef-search", "4,wide"]) == 2
+    assert "--ef-search takes whole numbers" in capsys.readouterr()[1]
+
+
 def test_chat_overhead_through_the_real_local_model(services):
     papers = import_papers(services, 30)
     # about one of the papers: a question no paper is close to gets the cannot-answer sentence with no LLM call

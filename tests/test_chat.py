@@ -186,7 +186,8 @@ def test_bad_vote_makes_no_thought_and_unvoted_turns_are_swept(chat, scripted):
     assert chat.thought_jobs(bad.id) == []
 
 
-@pytest.mark.parametrize("wins, n, low, high", [(8, 10, 0.4902, 0.9433), (0, 5, 0.0, 0.4345), (50, 100, 0.4038, 0.5962)])
+@pytest.mark.parametrize("wins, n, low, high",
+                         [(8, 10, 0.4902, 0.9433), (0, 5, 0.0, 0.4345), (50, 100, 0.4038, 0.5962)])
 def test_wilson_interval(wins, n, low, high):
     got_low, got_high = wilson_interval(wins, n)
     assert got_low == pytest.approx(low, abs=1e-4) and got_high == pytest.approx(high, abs=1e-4)
@@ -265,7 +266,10 @@ def test_end_to_end_with_the_real_local_model(services, settings, monkeypatch, c
     assert (stats["decisive_votes"], stats["thought_wins"], stats["no_comparison"]) == (1, 1, 1)
     memory = Chat(services).memory
     first_thought = memory.get(thought_id)
-    assert first_thought["root_sources"] == [s["id"] for s in first["answers"][0]["sources"]]
+    # the default (tiny) profile quotes: the thought is the answer's relevant quotes, its lineage their papers
+    assert first_thought["root_sources"] and set(first_thought["root_sources"]) <= {
+        s["id"] for s in first["answers"][0]["sources"]}
+    assert "[" not in first_thought["text"] and first_thought["text"].startswith("\u201c")
     assert memory.level(thought_id) == 2.0
 
 

@@ -4,7 +4,6 @@ render to the same markup but for their text; the vote reveals sides, kinds, arX
 from __future__ import annotations
 
 import re
-
 from dataclasses import replace
 
 from copilot.features.chat_view import AnswerView, TurnView, VoteView

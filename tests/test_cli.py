@@ -29,6 +29,9 @@ def test_import_then_status_json(tmp_path):
     assert info["next_ingest"] is not None
     assert info["llm"] == {"backend": "local", "model": "SmolLM2-135M-Instruct.Q4_1"}
     assert info["embedder"] == "all-MiniLM-L6-v2"
+    kernels = info["cpu_kernels"]                 # what the installed llama.cpp runs here, against this CPU
+    assert "AVX2" in kernels["built_for"] and "AMX_INT8" not in kernels["built_for"]
+    assert set(kernels["unused"]) == set(kernels["cpu_has"]) - set(kernels["built_for"])
 
 
 def test_missing_file_is_one_clear_line(tmp_path):

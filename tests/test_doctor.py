@@ -75,7 +75,8 @@ def test_migration_keeps_one_current_job_per_turn_and_retracts_the_others(tmp_pa
     conn.close()
 
     db = Database(path)
-    jobs = db.query("SELECT turn_id, answer, status, superseded_at IS NULL AS current FROM chat_thought_jobs ORDER BY id")
+    jobs = db.query("SELECT turn_id, answer, status, superseded_at IS NULL AS current FROM chat_thought_jobs "
+                    "ORDER BY id")
     assert [(j["turn_id"], j["answer"], j["status"], j["current"]) for j in jobs] == [
         ("changed", "raw", "retracted", 0), ("changed", "thoughts", "stored", 1), ("bad", "thoughts", "retracted", 0)]
     retracted = {r["id"] for r in db.query("SELECT id FROM thoughts WHERE retracted_at IS NOT NULL")}

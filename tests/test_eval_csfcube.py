@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from copilot.eval import csfcube
+from copilot.eval import csfcube, csfcube_report
 from copilot.eval.metrics import METRICS, TESTED_METRICS
 from copilot.services import Services
 from tests.conftest import CSFCUBE
@@ -62,7 +62,7 @@ def test_protocol_on_a_toy_fold_ranks_only_the_query_candidates(settings, tmp_pa
 
     again = csfcube.run(services, tmp_path / "toy", facets=["background"])     # aspects cached: no call
     assert len(backend.calls) == 3 and again.results == report.results
-    table = csfcube.markdown_table(report)
+    table = csfcube_report.markdown_table(report)
     assert table.startswith("**Default ranking by this run: `abstract`**")
     assert ("| method | NDCG@20 (ours) | NDCG%20 (upstream) | NDCG@20 (upstream) | MAP | Recall@20 |"
             in table.splitlines())
@@ -78,7 +78,7 @@ def test_embedder_only_methods_call_no_llm(settings, tmp_path):
     report = csfcube.run(services, tmp_path / "toy", facets=["background"], methods=["facet-sentences"])
     assert backend.calls == [] and report.meta["llm"] is None and report.meta["llm_calls"] == 0
     assert list(report.results) == ["abstract", "facet-sentences"] and list(report.vs_baseline) == ["facet-sentences"]
-    assert "no LLM (embedder-only methods)" in csfcube.markdown_table(report)
+    assert "no LLM (embedder-only methods)" in csfcube_report.markdown_table(report)
     assert csfcube.output_name("dev", "json", None, csfcube.FACETS, ["abstract", "facet-sentences"]) == \
         "csfcube-dev-facet-sentences"
     assert csfcube.output_name("dev", "json", 3, csfcube.FACETS, csfcube.METHODS) == "csfcube-dev-json-limit3"

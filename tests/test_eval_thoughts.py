@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 
-from copilot.eval import csfcube, thoughts_eval
+from copilot.eval import csfcube, svg, thoughts_eval
 from copilot.eval.thoughts_eval import root_precision_recall
 from copilot.llm import fast_copy, packaged_gguf
 from copilot.methods.thought_retriever import ThoughtMemory
@@ -208,10 +208,10 @@ def test_a_scripted_judge_sees_each_comparison_in_the_seeded_order(settings, tmp
 
 
 def test_svg_plot_places_points_on_the_axes():
-    svg = thoughts_eval.svg_plot("t", "x", "y", {"papers": [(0.0, 0.0), (2.0, 1.0)]})
-    root = ElementTree.fromstring(svg)
+    drawn = svg.svg_plot("t", "x", "y", {"papers": [(0.0, 0.0), (2.0, 1.0)]})
+    root = ElementTree.fromstring(drawn)
     circles = [(float(c.get("cx")), float(c.get("cy"))) for c in root.findall("{http://www.w3.org/2000/svg}circle")]
-    margin, width, height = thoughts_eval.MARGIN, thoughts_eval.PLOT_WIDTH, thoughts_eval.PLOT_HEIGHT
+    margin, width, height = svg.MARGIN, svg.PLOT_WIDTH, svg.PLOT_HEIGHT
     assert circles == [(margin, height - margin), (width - margin, margin)]
 
 

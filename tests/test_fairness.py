@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from copilot.ui.fairness import PendingEvents, _COMPLETED
+from copilot.ui.fairness import _COMPLETED, PendingEvents
 
 
 def test_events_count_until_completed_abandoned_or_expired():
@@ -30,7 +30,7 @@ def test_completion_messages_are_read_in_either_field_order():
 def test_gradios_raw_not_a_choice_message_is_replaced():
     import json
 
-    from copilot.ui.fairness import NOT_A_CHOICE, _NOT_A_CHOICE
+    from copilot.ui.fairness import _NOT_A_CHOICE, NOT_A_CHOICE
 
     raw = "Value: {'x': 1} (type: <class 'dict'>) is not in the list of choices: ['relevance', \"date\"]"
     chunk = ("data: " + json.dumps({"msg": "process_completed", "output": {"error": raw}, "success": False})).encode()

@@ -175,4 +175,11 @@ def test_list_ablation_scores_each_list_alone_and_with_the_abstract():
     assert found["hybrid"]["alone"]["title"] == pytest.approx((2 / math.log2(3) + 3 / math.log2(4)) / ideal)
     # RRF: a and d tie above b and c, ties in first-seen order → a, d, b, c
     assert found["hybrid"]["with_abstract"] == {"title": pytest.approx((3 + 2 / math.log2(3)) / ideal)}
-    assert "| hybrid | title |" in csfcube_lists.markdown(found)
+    assert "| hybrid | title (1 queries) |" in csfcube_lists.markdown(found)
+    second = csfcube.CsfQuery("r", "method", ["a", "b"], {"a": 0, "b": 3})       # a query without a title list
+    report.lists["hybrid"][second.key] = {"abstract": ["b", "a"]}
+    report.queries.append(second)
+    again = csfcube_lists.list_ablation(report)
+    assert again["hybrid"]["queries"] == {"abstract": 2, "title": 1}
+    assert again["hybrid"]["alone"]["abstract"] == pytest.approx(1.0)
+    assert again["hybrid"]["alone"]["title"] == pytest.approx(found["hybrid"]["alone"]["title"])

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from copilot.features import gor as feature
+from copilot.features import gor_period as period
 from copilot.methods import gor
 from copilot.services import Services
 from tests.conftest import PAPERS_JSONL, ROOT, make_settings, read_rows
@@ -80,9 +81,9 @@ def test_the_trained_network_is_cached_and_a_corpus_update_is_not_served_it(trai
     data = tmp_path / "data"
     shutil.copytree(trained_dir[0], data)
     services = services_over(data, monkeypatch)
-    assert feature.training_status(services, PERIOD)["state"] == "ready"
+    assert period.training_status(services, PERIOD)["state"] == "ready"
     services.runs.finish(services.runs.start("test:update", 1), "ok", _no_counts(), None)   # the corpus moved on
-    assert feature.training_status(services, PERIOD)["state"] == "idle"
+    assert period.training_status(services, PERIOD)["state"] == "idle"
 
 
 def _no_counts():
@@ -107,20 +108,20 @@ def test_a_stopped_training_stores_no_network(trained_dir, tmp_path, monkeypatch
         feature.prepare(services, PERIOD, opts, should_stop=stop_after_three)
     assert services.gor_cache.network(PERIOD.key(opts), feature.corpus_version(services),
                                       feature.network_variant(services, opts)) is None
-    assert feature.training_status(services, PERIOD, opts)["state"] == "idle"
+    assert period.training_status(services, PERIOD, opts)["state"] == "idle"
 
 
 def test_too_small_a_period_is_answered_by_plain_retrieval_with_a_notice(period_dir, tmp_path, monkeypatch):
     data = tmp_path / "data"
     shutil.copytree(period_dir, data)
     services = services_over(data, monkeypatch)
-    result = feature.ask_period(services, SMALL_DAY, "Which methods make language models reason better?",
+    result = period.ask_period(services, SMALL_DAY, "Which methods make language models reason better?",
                                 train=True)
     assert result.chosen_by == feature.PLAIN
     assert any("too few" in n for n in result.notices), result.notices
     assert len(result.nodes) == 6 and all(n.kind == "paper" for n in result.nodes)
     assert set(result.citations) <= {n.id for n in result.nodes}
-    assert feature.start_training(services, SMALL_DAY)["state"] == "too small"
+    assert period.start_training(services, SMALL_DAY)["state"] == "too small"
 
 
 def test_command_line_answers_from_the_nodes_gor_chose(trained_dir):
@@ -132,7 +133,7 @@ def test_command_line_answers_from_the_nodes_gor_chose(trained_dir):
                            "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
-    meta = feature.training_status(Services(make_settings(data, gor_questions=8, gor_responses=2)), PERIOD)["meta"]
+    meta = period.training_status(Services(make_settings(data, gor_questions=8, gor_responses=2)), PERIOD)["meta"]
     # 8 questions hold out 2, fewer than the gate's minimum: no evidence, so the network is not used
     assert meta["heldout_questions"] < gor.MIN_HELDOUT_QUESTIONS and meta["validated"] is False
     assert result["chosen_by"] == "plain"

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-import torch            # a hard dependency (requirements.txt): a missing torch must fail here, not skip
+import torch  # a hard dependency (requirements.txt): a missing torch must fail here, not skip
 
 from copilot.methods import gor
 from copilot.store.db import Database
@@ -97,7 +97,7 @@ def test_gate_needs_enough_held_out_questions_and_no_loss(heldout, ours, plain, 
 
 
 def test_a_stored_network_without_held_out_questions_is_not_used():
-    from copilot.features import gor as feature     # a network stored before the minimum existed said "validated"
+    from copilot.features import gor as feature  # a network stored before the minimum existed said "validated"
     old = {"validated": True, "heldout_questions": 0}
     assert feature.gate_of(old)[0] is False
     assert "not used: only 0 held-out" in feature.not_validated_notice(old)

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from copilot.grounding import (check, cited, cut_loop, drop_echo, drop_invalid_citations, drop_unsourced_urls,
-                               reattribute)
+from copilot.grounding import (
+    check,
+    cited,
+    cut_loop,
+    drop_echo,
+    drop_invalid_citations,
+    drop_unsourced_urls,
+    reattribute,
+)
 from copilot.prompts import CANNOT_ANSWER, CHAT_ANSWER, TRENDS_PERIOD_SUMMARY
 
 # The same paragraph seven times (a loop seen in the browser).
@@ -235,3 +242,68 @@ def test_copied_source_tags_are_removed():
 
     shown = check('<source id="3">Dense retrieval ranks passages [1].</source>', allowed=["1"]).text
     assert shown == "Dense retrieval ranks passages [1]."
+
+
+# --- the named checks, one per kind of output: each equals the path its callers assembled by hand
+_GIVEN = ["2501.00001", "2501.00002"]
+_TEXTS = ["Sparse attention cuts the memory of long-context transformers.",
+          "Retrieval augmented generation grounds answers in retrieved passages."]
+
+
+def test_the_chat_answer_check_is_thought_retrievers():
+    from copilot.grounding import check_chat_answer
+    from copilot.methods.thought_retriever import check_answer
+    from copilot.records import Evidence
+
+    items = [Evidence(pid, "paper", "t", text, 0.9) for pid, text in zip(_GIVEN, _TEXTS)]
+    for text in ("Source [1] shows that retrieval grounds answers in retrieved passages. Source [2] shows th",
+                 "Retrieval grounds answers [2501.00002]. See [9] and https://invented.example.org.",
+                 CANNOT_ANSWER):
+        expected = check_answer(text, items)
+        got = check_chat_answer(text, _GIVEN, _TEXTS, [CHAT_ANSWER.system])
+        assert (got.text, got.notes) == (expected.text, expected.notes)
+    assert check_chat_answer("Sparse attention [2501.00001] helps.", _GIVEN, _TEXTS, []).text == \
+        "Sparse attention [1] helps."
+
+
+def test_the_summary_check_is_trends_citation_step():
+    from copilot.features.trends import cite_or_credit
+    from copilot.grounding import check_summary
+
+    text = ("Retrieval augmented generation grounds answers in retrieved passages [2501.00001]. "
+            "Sparse attention cuts memory [2501.09999] (see https://invented.example.org).")
+    expected = cite_or_credit(text, _GIVEN, TRENDS_PERIOD_SUMMARY, _TEXTS)
+    got = check_summary(text, _GIVEN, _TEXTS, [TRENDS_PERIOD_SUMMARY.system, TRENDS_PERIOD_SUMMARY.user])
+    assert (got.text, got.cited) == expected
+    assert got.cited == ["2501.00002"] and got.dropped == ["2501.09999"] and "invented" not in got.text
+
+
+def test_an_idea_whose_proposal_the_checks_remove_or_that_its_papers_do_not_support_is_none():
+    from copilot.grounding import check_idea
+
+    supported = ("Idea: sparse attention for long-context retrieval memory. Support: [2501.00001] shows that sparse "
+                 "attention cuts the memory of long-context transformers.")
+    kept = check_idea(supported, _GIVEN, _TEXTS, [])
+    assert kept is not None and kept.cited == ["2501.00001"]
+    assert check_idea("Idea: adapt to the new way of thinking. Support: [2501.00001] shows bread rises.",
+                      _GIVEN, _TEXTS, []) is None
+    assert check_idea("Idea: adapt to the new way of thinking about everything.", _GIVEN, _TEXTS,
+                      ["Idea: adapt to the new way of thinking about everything."]) is None
+
+
+def test_the_profile_draft_check_keeps_citations_of_the_selected_papers_only():
+    from copilot.grounding import check_profile_draft
+
+    got = check_profile_draft("I study sparse attention [2501.00001] and bread [2409.12345]. I also cite "
+                              "https://invented.example.org.", set(_GIVEN), _TEXTS, [])
+    assert got.cited == ["2501.00001"] and got.dropped == ["2409.12345"] and "invented" not in got.text
+    assert any("link" in note for note in got.notes)
+
+
+def test_the_thought_check_is_stricter_than_an_answers():
+    from copilot.grounding import check_thought, is_loop
+
+    looping = ("Sparse attention saves memory in long inputs. It saves memory in long inputs, and saves memory in "
+               "long inputs.")
+    assert check_thought(looping) == "repeats itself (a loop)" and not is_loop(looping)
+    assert check_thought("Sparse attention cuts the memory that long-context transformers need.") is None

@@ -26,7 +26,7 @@ from copilot.methods.thought_retriever import answer_prompt, parse_thought
 from copilot.records import Evidence, Paper, storable_text
 from copilot.services import Services
 from copilot.sources.snapshot import BadLine, read_snapshot
-from tests.conftest import import_papers, make_settings, read_rows, PAPERS_JSONL
+from tests.conftest import PAPERS_JSONL, import_papers, make_settings, read_rows
 from tests.doubles import ScriptedBackend, rescript
 
 HUGE = ("retrieval " * 10_000)[:-1] + "?"        # 100,000 characters

@@ -166,7 +166,8 @@ def test_killed_import_resumes_to_the_same_store_as_a_clean_run(tmp_path):
     assert all(np.allclose(a[i], b[i], atol=1e-5) for i in ids)
     # the vector index answers the same in both (every item is searchable after the restart)
     query = fresh.embedder.embed_one("retrieval-augmented generation with large language models")
-    assert [e.id for e in killed.store.search("paper", query, 10)] == [e.id for e in fresh.store.search("paper", query, 10)]
+    assert [e.id for e in killed.store.search("paper", query, 10)] == \
+        [e.id for e in fresh.store.search("paper", query, 10)]
     runs = ingest_history(killed)
     assert [r["status"] for r in runs] == ["ok", "interrupted"]
     assert paper_from_row(read_rows(PAPERS_JSONL, LIMIT - 1, 1)[0]).id in ids

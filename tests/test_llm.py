@@ -15,11 +15,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from copilot.llm import interface as llm_interface
-from copilot.llm import local as llm_local
 from copilot import prompts
 from copilot.config import SettingsError
 from copilot.llm import LLM, LLMError, Usage, packaged_gguf
+from copilot.llm import interface as llm_interface
+from copilot.llm import local as llm_local
 from copilot.prompts import HEALTH_CHECK, Prompt
 from copilot.services import Services
 from tests.conftest import make_settings, stop_process
@@ -117,8 +117,56 @@ def test_the_answer_grammar_holds_the_local_model_to_cited_statements(local_serv
     prompt = Prompt("g", "Answer from the numbered sources.", "Sources: [1] Mars is red. [2] Venus is hot.\n"
                     "Question: which planet is red?").render()
     text = local_services.llm.complete(prompt, max_tokens=120, grammar=answer_grammar(2), temperature=0.0)
-    statement = r"Source \[[12]\] (?:shows that|reports that|finds that|proposes|introduces|studies|describes) [^\[\]\n<>.]{20,200}\.\n"
+    statement = (r"Source \[[12]\] (?:shows that|reports that|finds that|proposes|introduces|studies|describes) "
+                 r"[^\[\]\n<>.]{20,200}\.\n")
     assert re.fullmatch(f"(?:{statement}){{1,2}}", text), text
+
+
+def test_a_grammar_the_model_would_not_follow_by_itself_still_holds_every_token(local_services):
+    # digits after "Q" are never among the model's top choices here, so most steps take the whole-vocabulary path
+    prompt = Prompt("g", "You are a terse assistant.", "Name one planet of the solar system.").render()
+    text = local_services.llm.complete(prompt, max_tokens=12, grammar='root ::= "Q" [0-9] [0-9] [0-9] "!"',
+                                       temperature=0.8)
+    assert re.fullmatch(r"Q[0-9]{3}!", text), text
+    with pytest.raises(LLMError, match="rejected the request"):
+        local_services.llm.complete(prompt, max_tokens=4, grammar="root ::= (unclosed")
+
+
+def _shared_instructions_prompts():
+    system = "You answer a researcher's question using only the numbered sources you are given. " * 3
+    answer = Prompt("a", system, "Question: {q}\n\nSources: {s}")
+    other = Prompt("t", "Summarise what was found in two steps, plainly.", "Text: {s}")
+    return answer, other
+
+
+def test_the_shared_instructions_are_restored_after_another_prompt_used_the_model(local_services):
+    answer, other = _shared_instructions_prompts()
+    llm = local_services.llm
+    first, between, later = Usage(), Usage(), Usage()
+    llm.complete(answer.render(q="which planet is red?", s="Mars is red. " * 20), max_tokens=2, usage=first)
+    llm.complete(other.render(s="Venus is hot. " * 20), max_tokens=2, usage=between)   # replaces the cache
+    llm.complete(answer.render(q="which planet is hot?", s="Venus is hot. " * 20), max_tokens=2, usage=later)
+    assert between.cached_tokens < 8                       # only the chat template's opening tokens match
+    assert later.cached_tokens >= 40                        # the instructions came back from the saved state
+    assert later.cached_tokens < later.prompt_tokens - 20
+
+
+def test_a_corrupt_saved_state_is_dropped_and_the_prompt_read_again(local_services):
+    answer, other = _shared_instructions_prompts()
+    llm = local_services.llm
+    llm.complete(answer.render(q="which planet is red?", s="Mars is red. " * 20), max_tokens=2)
+    llm.complete(other.render(s="Venus is hot. " * 20), max_tokens=2)
+    loaded = llm.backend._loaded()
+    snapshot = next(s for s in loaded.prefixes.saved.values() if len(s.tokens) >= 40)
+    snapshot.data[len(snapshot.data) // 2] ^= 0xFF          # one flipped byte in the saved KV values
+    usage = Usage()
+    text = llm.complete(answer.render(q="which planet is hot?", s="Venus is hot. " * 20), max_tokens=6, usage=usage)
+    assert usage.cached_tokens == 0 and text.strip()
+    assert snapshot.tokens not in loaded.prefixes.saved and loaded.prefixes.discarded == 1
+    again = Usage()                                        # read again, saved again, restored next time
+    llm.complete(other.render(s="Mars is red. " * 20), max_tokens=2)
+    llm.complete(answer.render(q="which planet is big?", s="Jupiter is big. " * 20), max_tokens=2, usage=again)
+    assert again.cached_tokens >= 40
 
 
 def test_a_file_that_is_not_a_gguf_stops_start_up_naming_the_variable(tmp_path):

@@ -40,7 +40,12 @@ class RawOutputs:
 
 
 def test_five_questions_get_grounded_answers_from_the_local_model(settings):
+    """The writing path (COPILOT_MODEL_PROFILE=capable) on the packaged model; by default it quotes
+    (test_quotes_real)."""
     from copilot.llm import build_llm
+    from tests.conftest import make_settings
+
+    settings = make_settings(settings.data_dir, model_profile="capable")
 
     raw = RawOutputs(build_llm(settings, None).backend)   # the configured local model, its outputs recorded
     services = Services(settings, llm_backend=raw)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from copilot.features.longform import LongformOptions, Numbering, stream_longform
 from copilot.features.bibtex import bibtex_keys, bibtex_text
+from copilot.features.longform import LongformOptions, Numbering, stream_longform
 from copilot.features.related_work import as_latex, with_authors
 from copilot.records import Evidence, Paper
 from copilot.store.db import Database
@@ -43,7 +43,8 @@ def run(llm, search, opts=OPTS):
 def revised(*labels: int) -> str:
     """A plausible revision of the first len(labels) steps, step i citing [labels[i]] (0: no citation)."""
     return "\n\n".join(f"Claim {i} revised keeps its point about attention cost."
-                        + (f" Source [{label}] shows that {WORDS[label]} attention grows with the input." if label else "")
+                        + (f" Source [{label}] shows that {WORDS[label]} attention grows with the input."
+                           if label else "")
                         for i, label in enumerate(labels, start=1))
 
 
@@ -72,7 +73,8 @@ def test_each_query_holds_the_revised_earlier_steps_and_the_raw_step_never_a_lat
     # an item an earlier step retrieved is not retrieved again: step 2 got c and d, numbered 3 and 4
     assert [s.retrieved_ids for s in final.rat.steps] == [["a", "b"], ["c", "d"], ["e"]]
     # the last paragraph of a revision must cite what its own step retrieved; an earlier cited step keeps a citation
-    assert '("3" | "4")' in backend.calls[2].grammar and 'step1 ::= sentence " Source [" ("1")' in backend.calls[2].grammar
+    assert '("3" | "4")' in backend.calls[2].grammar
+    assert 'step1 ::= sentence " Source [" ("1")' in backend.calls[2].grammar
     assert final.done and [c.id for c in final.cited] == ["a", "c", "e"]
     assert final.as_dict()["trace"][1]["retrieved"][0] == {"label": 3, "id": "c", "kind": "paper",
                                                            "title": "Paper c", "url": "https://arxiv.org/abs/c",

@@ -9,9 +9,22 @@ import math
 
 import pytest
 
-from copilot.eval.metrics import (METRICS, average_precision, compare_paired, dcg_at_k, mean_metrics, ndcg_at_k,
-                                  paired_bootstrap, query_metrics, recall_at_k, score_ranking, sign_test_p,
-                                  upstream_dcg_at_k, upstream_ndcg_at_k, upstream_pool_cutoff)
+from copilot.eval.metrics import (
+    METRICS,
+    average_precision,
+    compare_paired,
+    dcg_at_k,
+    mean_metrics,
+    ndcg_at_k,
+    paired_bootstrap,
+    query_metrics,
+    recall_at_k,
+    score_ranking,
+    sign_test_p,
+    upstream_dcg_at_k,
+    upstream_ndcg_at_k,
+    upstream_pool_cutoff,
+)
 
 L2, L3, L4, L5 = math.log2(2), math.log2(3), math.log2(4), math.log2(5)
 

@@ -14,8 +14,8 @@ from copilot.methods import prism
 from copilot.methods.fusion import reciprocal_rank_fusion
 from copilot.services import Services
 from tests.conftest import import_papers, make_settings
-from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
 from tests.doubles import ScriptedBackend, scripted_llm
+from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
 
 PAPER = prism.QueryPaper("Sparse Mixture Routing for Translation",
                          "We route tokens to experts. We evaluate on WMT and beat dense baselines.", id="2501.00001")
@@ -71,7 +71,7 @@ def test_three_aspect_prompts_called_with_distinct_instructions_at_temperature_z
                                     "motivation and its method"]):
         system, user = call.messages[0]["content"], call.messages[1]["content"]
         assert f"you cover only its {focus.upper()}, and do not repeat what they cover" in system
-        assert f"Two other writers cover the paper's research question" in system or focus == "research question"
+        assert "Two other writers cover the paper's research question" in system or focus == "research question"
         assert others in system
         assert f"describe the {focus} of this paper" in user
         assert PAPER.title in user and '<source id="query-paper">' in user
@@ -217,11 +217,14 @@ def test_real_local_model_writes_three_aspects_and_ranks(services, library):
     assert len(result.results) == 5 and all("abstract" in r["ranks"] or r["ranks"] for r in result.results)
     calls = services.db.query("SELECT prompt_name, completion_tokens FROM llm_calls WHERE prompt_name LIKE 'prism_%'")
     assert len(calls) == 3 and all((c["completion_tokens"] or 0) <= 96 for c in calls)
-    again = related.find_related(services, query, limit=5, method="prism")   # cached; only an aspect that failed (timeout) is retried
+    # cached; only an aspect that failed (timeout) is retried
+    again = related.find_related(services, query, limit=5, method="prism")
     assert again.aspects.llm_calls == len(result.aspects.missing)
     assert set(again.aspects.from_cache) == set(result.aspects.descriptions)
-    assert len(services.db.query("SELECT id FROM llm_calls WHERE prompt_name LIKE 'prism_%'")) == 3 + len(result.aspects.missing)
+    prism_calls = services.db.query("SELECT id FROM llm_calls WHERE prompt_name LIKE 'prism_%'")
+    assert len(prism_calls) == 3 + len(result.aspects.missing)
 
 
 def test_prompts_are_registered():
-    assert {"prism_research_question", "prism_method", "prism_experiments", "prism_aspects_json"} <= set(prompts.PROMPTS)
+    assert {"prism_research_question", "prism_method", "prism_experiments",
+            "prism_aspects_json"} <= set(prompts.PROMPTS)

@@ -9,13 +9,15 @@ from datetime import date
 import pytest
 
 from copilot.features import profile as P
+from copilot.features import profile_draft as D
+from copilot.features import profile_lookup as L
 from copilot.records import Paper
 from copilot.services import Services
 from tests.conftest import ARXIV_RESPONSES, make_settings, sample_papers
 from tests.doubles import ScriptedBackend, rescript
+from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
 from tests.helpers import clean_env
 from tests.helpers import run_cli_in_process as run_cli
-from tests.fake_arxiv import fake_arxiv  # noqa: F401 (fixture)
 
 DEL_MAESTRO = ARXIV_RESPONSES / "arxiv.py_2016_xml" / "search_query=au_del_maestro.xml"
 DEL_MAESTRO_MORE = ARXIV_RESPONSES / "arxiv.py_2016_xml" / \
@@ -65,7 +67,7 @@ def feed_with(path, keep_ids: set[str], edit=None) -> str:
 # --- lookup -----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["Adrian Del Maestro", "del maestro, adrian", "A. Del Maestro", "ADRIÁN DEL MAESTRO"])
 def test_lookup_accepts_spellings_and_finds_the_recorded_papers(svc, fake_arxiv, name):
-    result = P.lookup_author(svc, name, max_results=10)
+    result = L.lookup_author(svc, name, max_results=10)
     assert {c.paper.id for c in result.candidates} == PAGE_ONE_IDS
     sent = [q["search_query"] for q in fake_arxiv.queries]
     full = ['au:"adrian del maestro"'] if "A." not in name else []   # the full name first, when it is spelled out
@@ -81,7 +83,7 @@ def test_lookup_accepts_spellings_and_finds_the_recorded_papers(svc, fake_arxiv,
 
 
 def test_lookup_of_the_surname_alone_sends_one_query(svc, fake_arxiv):
-    result = P.lookup_author(svc, "Del Maestro", max_results=10)
+    result = L.lookup_author(svc, "Del Maestro", max_results=10)
     assert len(result.candidates) == 10
     assert [q["search_query"] for q in fake_arxiv.queries] == ["au:del_maestro"]
 
@@ -89,12 +91,12 @@ def test_lookup_of_the_surname_alone_sends_one_query(svc, fake_arxiv):
 @pytest.mark.parametrize("name", ["", "   ", "<img src=x onerror=alert(1)>", "x" * 300, "au:bengio OR cat:cs.LG"])
 def test_bad_names_send_no_query(svc, fake_arxiv, name):
     with pytest.raises(P.ProfileError):
-        P.lookup_author(svc, name)
+        L.lookup_author(svc, name)
     assert fake_arxiv.requests == []
 
 
 def test_no_papers_found_offers_the_other_inputs(svc, fake_arxiv):
-    result = P.lookup_author(svc, "Yoshua Bengio")
+    result = L.lookup_author(svc, "Yoshua Bengio")
     assert result.candidates == [] and "No papers found" in result.message
     assert "arXiv ids" in result.message and "paste a text" in result.message
     assert [q["search_query"] for q in fake_arxiv.queries] == ['au:"yoshua bengio"', "au:bengio_y", "au:bengio"]
@@ -102,7 +104,7 @@ def test_no_papers_found_offers_the_other_inputs(svc, fake_arxiv):
 
 def test_surname_query_drops_other_first_names(svc, fake_arxiv):
     """'Bernd Del Maestro' matches no author spelled A./Adrian: arXiv's surname hits are all dropped."""
-    result = P.lookup_author(svc, "Bernd Del Maestro", max_results=10)
+    result = L.lookup_author(svc, "Bernd Del Maestro", max_results=10)
     assert result.candidates == [] and result.dropped == 10
 
 
@@ -110,7 +112,7 @@ def test_paging_follows_pages_up_to_the_limit(svc, fake_arxiv):
     # page two: the two recorded Del Maestro papers that page one lacks (1101.2206, 1111.2011)
     fake_arxiv.add_response(author_params("au:del_maestro", 10),
                             feed_with(DEL_MAESTRO_MORE, {"1101.2206", "1111.2011"}))
-    result = P.lookup_author(svc, "del maestro", max_results=12)
+    result = L.lookup_author(svc, "del maestro", max_results=12)
     assert {c.paper.id for c in result.candidates} == PAGE_ONE_IDS | {"1101.2206", "1111.2011"}
     assert [q["start"] for q in fake_arxiv.queries] == ["0", "10"]
     assert "Showing the newest 12" in result.message
@@ -118,13 +120,13 @@ def test_paging_follows_pages_up_to_the_limit(svc, fake_arxiv):
     fake_arxiv.reset()
     fake_arxiv.add_response(author_params("au:del_maestro", 10),
                             feed_with(DEL_MAESTRO_MORE, {"1101.2206", "1111.2011"}))
-    assert len(P.lookup_author(svc, "del maestro", max_results=11).candidates) == 11
+    assert len(L.lookup_author(svc, "del maestro", max_results=11).candidates) == 11
 
 
 def test_a_page_failing_midway_keeps_the_pages_already_fetched(svc, fake_arxiv):
     # the recorded feed claims 31 results; the page at start=10 was never recorded (empty)
     progress = []
-    result = P.lookup_author(svc, "del maestro", max_results=50, progress=progress.append)
+    result = L.lookup_author(svc, "del maestro", max_results=50, progress=progress.append)
     assert len(result.candidates) == 10 and "arXiv stopped answering after 10 papers" in result.message
     assert progress == list(range(1, 11))
 
@@ -132,11 +134,11 @@ def test_a_page_failing_midway_keeps_the_pages_already_fetched(svc, fake_arxiv):
 def test_arxiv_down_or_slow_gives_a_clear_message(svc, fake_arxiv):
     fake_arxiv.fail_next(10, status=503)
     with pytest.raises(P.ProfileError, match="arXiv could not be searched.*HTTP 503.*saved profile is unchanged"):
-        P.lookup_author(svc, "del maestro", max_results=10)
+        L.lookup_author(svc, "del maestro", max_results=10)
     fake_arxiv.reset()
     fake_arxiv.hang_next(10, seconds=10)
     with pytest.raises(P.ProfileError, match="did not answer in time"):
-        P.lookup_author(svc, "del maestro", max_results=10)
+        L.lookup_author(svc, "del maestro", max_results=10)
 
 
 def test_lookup_groups_a_namesake_apart(svc, fake_arxiv):
@@ -150,7 +152,7 @@ def test_lookup_groups_a_namesake_apart(svc, fake_arxiv):
         return re.sub(r'term="[a-z\-]+(\.[A-Za-z\-]+)?"', 'term="cs.CL"', entry)
 
     fake_arxiv.add_response(author_params("au:del_maestro_a", 0), feed_with(DEL_MAESTRO, PAGE_ONE_IDS, namesake))
-    result = P.lookup_author(svc, "A. Del Maestro", max_results=10)
+    result = L.lookup_author(svc, "A. Del Maestro", max_results=10)
     assert [q["search_query"] for q in fake_arxiv.queries] == ["au:del_maestro_a"]
     alice = next(g for g in result.groups if "1412.6529" in g.paper_ids)
     assert set(alice.paper_ids) == {"1412.6529", "1312.6177"}
@@ -199,7 +201,7 @@ def test_finalize_keeps_only_selected_citations_and_grounded_keywords():
            "[2501.00002, 9999.99999] and (arXiv:1234.56789) matters, see 1111.22222. My tools [1] are simple.\n"
            "Keywords: sparse retrieval, query expansion, quantum gravity, scientific search, language models, "
            "recall, <b>bold</b>")
-    draft = P.finalize_draft(raw, PAPERS)
+    draft = D.finalize_draft(raw, PAPERS)
     cited = set(re.findall(r"\d{4}\.\d{5}", draft.text))
     assert cited <= {"2501.00001", "2501.00002"} and cited == {"2501.00001", "2501.00002"}
     assert "9999.99999" not in draft.text and "1234.56789" not in draft.text and "[1]" not in draft.text
@@ -210,8 +212,8 @@ def test_finalize_keeps_only_selected_citations_and_grounded_keywords():
 
 
 def test_finalize_short_unusable_output_falls_back_to_tfidf_and_titles():
-    draft = P.finalize_draft("Sure! Here is a profile: The the the", PAPERS)
-    assert len(draft.keywords) >= P.MIN_KEYWORDS
+    draft = D.finalize_draft("Sure! Here is a profile: The the the", PAPERS)
+    assert len(draft.keywords) >= D.MIN_KEYWORDS
     assert all(k.lower() in (PAPERS[0].document + PAPERS[1].document).lower() for k in draft.keywords)
     assert "In [2501.00001] I worked on Sparse retrieval for long documents." in draft.text
     assert any("TF-IDF" in n for n in draft.notes) and any("short" in n for n in draft.notes)
@@ -222,7 +224,7 @@ def test_finalize_cuts_long_and_repetitive_output_at_a_sentence():
     # with a note, and flagged as too short rather than padded out with copies
     sentence = "I build sparse retrieval systems for scientific search number {} [2501.00001]."
     raw = " ".join(sentence.format(i) for i in range(60)) + " " + sentence.format(0) * 3 + " And then I"
-    draft = P.finalize_draft(raw, PAPERS)
+    draft = D.finalize_draft(raw, PAPERS)
     assert draft.text.startswith("I build sparse retrieval systems for scientific search number 0 [2501.00001].")
     assert draft.text.count("number") == 1
     assert any("repeated passage was cut" in note for note in draft.notes)
@@ -235,22 +237,22 @@ def test_finalize_keeps_long_varied_output_within_the_word_limit():
     data = ["CSFCube", "MS MARCO", "TREC-COVID", "SciDocs", "arXiv abstracts", "patents", "BEIR", "S2ORC", "NQ"]
     raw = " ".join(f"In study {i} I examine {topics[i % 5]} using {methods[i % 7]} on {data[i % 9]} [2501.00001]."
                    for i in range(40)) + " And then I"
-    draft = P.finalize_draft(raw, PAPERS)
-    assert P.MIN_WORDS <= draft.words <= P.MAX_WORDS
+    draft = D.finalize_draft(raw, PAPERS)
+    assert D.MIN_WORDS <= draft.words <= D.MAX_WORDS
     assert draft.text.endswith(".")
 
 
 def test_finalize_flags_text_not_in_first_person():
-    draft = P.finalize_draft("The author studies sparse retrieval [2501.00001]. " * 3, PAPERS)
+    draft = D.finalize_draft("The author studies sparse retrieval [2501.00001]. " * 3, PAPERS)
     assert any("first person" in n for n in draft.notes)
 
 
 def test_stream_draft_streams_then_validates(scripted_svc):
     backend = rescript(scripted_svc, ["I study sparse retrieval [2501.00001] and [3333.33333].\n"
                                       "Keywords: sparse retrieval, query expansion"])
-    items = list(P.stream_draft(scripted_svc, PAPERS, max_tokens=80))
+    items = list(D.stream_draft(scripted_svc, PAPERS, max_tokens=80))
     assert all(isinstance(i, str) for i in items[:-1]) and len(items) > 3
-    assert items[-2].endswith("query expansion") and isinstance(items[-1], P.Draft)
+    assert items[-2].endswith("query expansion") and isinstance(items[-1], D.Draft)
     assert "3333.33333" not in items[-1].text
     prompt = backend.calls[0].text
     assert '<source id="2501.00001">' in prompt and "first person" in prompt and backend.calls[0].max_tokens == 80
@@ -259,18 +261,18 @@ def test_stream_draft_streams_then_validates(scripted_svc):
 
 def test_stream_draft_needs_material_and_reports_model_failure(scripted_svc):
     with pytest.raises(P.ProfileError, match="select at least one paper"):
-        list(P.stream_draft(scripted_svc, [], "  "))
+        list(D.stream_draft(scripted_svc, [], "  "))
     from copilot.llm import LLMError
 
     rescript(scripted_svc, [LLMError("model crashed")])
     with pytest.raises(P.ProfileError, match="language model failed.*saved profile is unchanged"):
-        list(P.stream_draft(scripted_svc, PAPERS))
+        list(D.stream_draft(scripted_svc, PAPERS))
 
 
 def test_pasted_text_alone_gives_keywords_and_no_citations(scripted_svc):
     rescript(scripted_svc, ["I work on protein folding with graph networks [2501.00001]."])
     text = "I work on protein folding.\n\nGraph neural networks predict protein structure and folding paths."
-    draft = P.generate_draft(scripted_svc, [], text)
+    draft = D.generate_draft(scripted_svc, [], text)
     assert "2501.00001" not in draft.text and draft.paper_ids == []
     assert "protein" in " ".join(draft.keywords)
 
@@ -330,15 +332,16 @@ def test_saved_ids_the_library_lacks_survive_the_next_save(svc, monkeypatch):
     def arxiv_down(ids):
         raise P.ArxivSourceError("arXiv unreachable")
 
+    P.save_profile(svc, "ann", "I study retrieval.", "retrieval", [PAPERS[0]])          # stored
     monkeypatch.setattr(svc.arxiv, "by_ids", arxiv_down)
-    first = P.save_profile(svc, "ann", "I study retrieval.", "retrieval", [PAPERS[0], "2502.00009"])
-    assert "stay listed" in first.notice and first.paper_ids == [PAPERS[0].id, "2502.00009"]
-    assert [p.id for p in svc.store.get_papers(first.paper_ids)] == [PAPERS[0].id]
+    second = P.save_profile(svc, "ann", "I study retrieval.", "retrieval", [PAPERS[0], "2502.00009"])
+    assert "stay listed" in second.notice and second.paper_ids == [PAPERS[0].id, "2502.00009"]
+    assert [p.id for p in svc.store.get_papers(second.paper_ids)] == [PAPERS[0].id]
     text, words, shown, papers, state = tab.load_view(svc, "ann")
     assert state["unstored"] == ["2502.00009"] and papers["value"] == [PAPERS[0].id, "2502.00009"]
     assert "2502.00009" in [value for _, value in papers["choices"]] and "2502.00009" in shown
     saved = tab.save_view(svc, "ann", text + " Still.", words, state, papers["value"])
-    assert "version <span id='profile-version'>2</span>" in saved
+    assert "version <span id='profile-version'>3</span>" in saved and "stay listed" in saved
     assert P.load_profile(svc, "ann").paper_ids == [PAPERS[0].id, "2502.00009"]
     tab.save_view(svc, "ann", text, words, state, [PAPERS[0].id])            # unchecked by the user: dropped
     assert P.load_profile(svc, "ann").paper_ids == [PAPERS[0].id]
@@ -381,7 +384,8 @@ def test_cli_lookup_build_show(svc, fake_arxiv, capsys, monkeypatch):
     monkeypatch.setenv("COPILOT_ARXIV_RETRIES", "0")
     code, out, _ = run_cli(capsys, "profile", "lookup", "Del Maestro, Adrian", "--max", "10", "--json")
     assert code == 0 and {c["id"] for c in out["candidates"]} == PAGE_ONE_IDS
-    assert all(set(c) == {"id", "title", "date", "authors", "primary_category", "group", "found_in"} for c in out["candidates"])
+    assert all(set(c) == {"id", "title", "date", "authors", "primary_category", "group", "found_in"}
+               for c in out["candidates"])
 
     code, out, err = run_cli(capsys, "profile", "lookup", "<script>", "--json")
     assert code == 2 and out is None and "no HTML" in err
@@ -394,15 +398,34 @@ def test_cli_lookup_build_show(svc, fake_arxiv, capsys, monkeypatch):
 
 
 # --- the real local model ----------------------------------------------------------------------------------------
+def test_the_tiny_profile_drafts_by_quoting_each_papers_key_sentence(svc, fake_arxiv):
+    from copilot.methods.quotes import CLOSE_QUOTE, OPEN_QUOTE
+
+    papers = [c.paper for c in L.lookup_author(svc, "Adrian Del Maestro", max_results=10).candidates[:3]]
+    assert svc.model_profile.tiny
+    draft = D.generate_draft(svc, papers)
+    assert draft.quoted and draft.notice == D.QUOTED_NOTICE and draft.text.startswith("I work on ")
+    quoted = re.findall(rf"In \[([^\]]+)\] we wrote: {OPEN_QUOTE}([^{CLOSE_QUOTE}]+){CLOSE_QUOTE}", draft.text)
+    assert [pid for pid, _ in quoted] == [p.id for p in papers]
+    for (_pid, sentence), paper in zip(quoted, papers):
+        assert sentence in " ".join(paper.abstract.split())
+    assert D.MIN_KEYWORDS <= len(draft.keywords) <= P.MAX_KEYWORDS
+    assert svc.db.query_one("SELECT COUNT(*) AS n FROM llm_calls")["n"] == 0
+
+
 def test_generation_with_the_real_local_model(svc, fake_arxiv):
-    papers = [c.paper for c in P.lookup_author(svc, "Adrian Del Maestro", max_results=10).candidates[:2]]
-    draft = P.generate_draft(svc, papers, max_tokens=48)
+    """The writing path (COPILOT_MODEL_PROFILE=capable) on the packaged model."""
+    from copilot.model_profile import CAPABLE, ModelProfile
+
+    svc.model_profile = ModelProfile(CAPABLE, "test: the writing path")
+    papers = [c.paper for c in L.lookup_author(svc, "Adrian Del Maestro", max_results=10).candidates[:2]]
+    draft = D.generate_draft(svc, papers, max_tokens=48)
     allowed = {p.id for p in papers}
     assert draft.raw.startswith(f"In [{papers[0].id}] I ")    # the local model writes under profile_grammar
     from copilot.records import ARXIV_ID
     cited = {m.group("base") for m in ARXIV_ID.finditer(draft.text)}
     assert cited and cited <= allowed
-    assert P.MIN_KEYWORDS <= len(draft.keywords) <= P.MAX_KEYWORDS
+    assert D.MIN_KEYWORDS <= len(draft.keywords) <= P.MAX_KEYWORDS
     call = svc.db.query_one("SELECT backend, prompt_name, output, error FROM llm_calls")
     assert (call["backend"], call["prompt_name"], call["error"]) == ("local", "profile_draft", None)
     profile = P.save_profile(svc, P.DEFAULT_USER, draft.text, draft.keywords, papers)
@@ -455,7 +478,7 @@ def test_a_common_surname_does_not_crowd_out_the_persons_papers(svc, fake_arxiv)
               for n, name in enumerate(["Ming Chen", "Mei Chen", "M. Chen"] * 20)]
     fake_arxiv.add_response(author_params('au:"muhao chen"', 0), synthetic_feed(own))
     fake_arxiv.add_response(author_params("au:chen_m", 0), synthetic_feed(others + own))
-    result = P.lookup_author(svc, "chen, muhao", max_results=50)
+    result = L.lookup_author(svc, "chen, muhao", max_results=50)
     assert {c.paper.id for c in result.candidates} == {pid for pid, _, _ in own}
     assert [q["search_query"] for q in fake_arxiv.queries] == ['au:"muhao chen"']   # no broadening needed
     assert result.query == 'au:"muhao chen"'
@@ -469,15 +492,15 @@ def test_lookup_works_offline_from_the_library_and_merges_with_arxiv(tmp_path, f
 
     ingestor(offline).run("test", papers)
     author = papers[7].authors[0]
-    expected = {p.id for p in papers if any(P.matching_author(P.parse_name(author), [a]) for a in p.authors)}
-    result = P.lookup_author(offline, author)
+    expected = {p.id for p in papers if any(L.matching_author(L.parse_name(author), [a]) for a in p.authors)}
+    result = L.lookup_author(offline, author)
     assert {c.paper.id for c in result.candidates} == expected
     assert all(c.found_in == "library" for c in result.candidates)
     assert "arXiv could not be searched" in result.message and "in this library" in result.message
     with pytest.raises(P.ProfileError, match="arXiv could not be searched"):
-        P.lookup_author(offline, "Zebulon Quasimodo")           # nobody of that name here, and arXiv is down
+        L.lookup_author(offline, "Zebulon Quasimodo")           # nobody of that name here, and arXiv is down
 
     online = profile_services(tmp_path / "on", fake_arxiv.url)
     ingestor(online).run("test", papers[:20])
-    result = P.lookup_author(online, "Adrian Del Maestro", max_results=10)   # arXiv only: the library has none
+    result = L.lookup_author(online, "Adrian Del Maestro", max_results=10)   # arXiv only: the library has none
     assert {c.found_in for c in result.candidates} == {"arxiv"}

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from copilot.secrets import mask_secret
 from copilot.features.chat import Chat
 from copilot.llm import LLMError
 from copilot.prompts import HEALTH_CHECK
+from copilot.secrets import mask_secret
 from copilot.services import Services
 from tests import helpers
 from tests.conftest import import_papers, make_settings
@@ -38,8 +38,9 @@ class FakeOpenAI:
     """A loopback OpenAI-compatible chat endpoint. The first path segment picks the behaviour:
     /ok/v1 streams a short answer; /echo400/v1 and /echo500/v1 answer an error whose body repeats the request's
     Authorization header (as careless proxies do); /echo_variants/v1 answers 400 with the key base64-encoded (the
-    whole header, so at an odd alignment), reversed and spaced out; /reply/v1 streams `reply`; /unauthorized/v1 answers 401; /garbage/v1 answers 200 with
-    bytes that are not an event stream; /hang/v1 waits `hang_s` before answering."""
+    whole header, so at an odd alignment), reversed and spaced out; /reply/v1 streams `reply`; /unauthorized/v1
+    answers 401; /garbage/v1 answers 200 with bytes that are not an event stream; /hang/v1 waits `hang_s` before
+    answering."""
 
     def __init__(self, hang_s: float = 5.0, reply: str = "") -> None:
         self.hang_s = hang_s

@@ -5,8 +5,18 @@ from __future__ import annotations
 import pytest
 
 from copilot.records import Evidence
-from copilot.store.chat_log import (RAW, THOUGHTS, AnswerOutcome, ComparisonVote, JobOutcome, NewTurn,
-                                    SourceRecord, StoredTurn, ThoughtJob, TurnSummary)
+from copilot.store.chat_log import (
+    RAW,
+    THOUGHTS,
+    AnswerOutcome,
+    ComparisonVote,
+    JobOutcome,
+    NewTurn,
+    SourceRecord,
+    StoredTurn,
+    ThoughtJob,
+    TurnSummary,
+)
 
 PAPER = Evidence(id="2501.00001", kind="paper", title="A paper", text="A paper\n\nIts   abstract.", score=0.51234)
 THOUGHT_ITEM = Evidence(id="Tabc", kind="thought", title="", text="A thought about papers.", score=0.4)

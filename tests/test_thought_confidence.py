@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 
 from copilot.grounding import is_loop
-from copilot.methods.thought_retriever import (draft_thought, judge_thought, parse_thought,
-                                               passage_problem)
+from copilot.methods.thought_retriever import draft_thought, judge_thought, parse_thought, passage_problem
 from copilot.prompts import CANNOT_ANSWER
 from tests.doubles import scripted_llm
 

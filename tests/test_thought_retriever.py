@@ -42,7 +42,8 @@ def test_lineage_edges_root_sources_and_levels_through_two_levels(services, memo
     t2 = memory.add("Thought two.", [(t1, "thought"), ("2501.00003", "paper")], origin="chat", question="q2",
                     embedding=unit(0, 0, 1, 0, 3))
     assert t1 and t2
-    edges = services.db.query("SELECT thought_id, source_id, source_kind FROM thought_edges ORDER BY thought_id, position")
+    edges = services.db.query("SELECT thought_id, source_id, source_kind FROM thought_edges "
+                              "ORDER BY thought_id, position")
     assert sorted((e["thought_id"], e["source_id"], e["source_kind"]) for e in edges) == sorted([
         (t1, "2501.00001", "paper"), (t1, "2501.00002", "paper"), (t2, t1, "thought"), (t2, "2501.00003", "paper")])
     assert memory.root_sources(t2) == ["2501.00001", "2501.00002", "2501.00003"]
@@ -109,7 +110,14 @@ def test_list_filters_by_substring_and_rejects_bad_kinds(memory, three_papers):
 # --- retrieval, answer and thought steps ---------------------------------------------------------------------
 from copilot.llm import LLMError  # noqa: E402
 from copilot.methods.thought_retriever import (  # noqa: E402
-    approx_tokens, draft_thought, fit_budget, parse_thought, retrieve_both, stream_answer, think)
+    approx_tokens,
+    draft_thought,
+    fit_budget,
+    parse_thought,
+    retrieve_both,
+    stream_answer,
+    think,
+)
 from copilot.prompts import CANNOT_ANSWER  # noqa: E402
 from copilot.records import Evidence  # noqa: E402
 from tests.doubles import scripted_llm  # noqa: E402
@@ -131,6 +139,21 @@ def test_retrieval_raw_is_papers_and_augmented_is_the_union_top_k(services, memo
     assert scores == sorted(scores, reverse=True)
     only_papers = retrieve_both(services.store, unit(0, 0, 1), k=1, budget_tokens=10_000)
     assert only_papers.same_items and [e.id for e in only_papers.augmented] == ["2501.00003"]
+
+
+def test_retrieval_reads_documents_only_of_the_items_it_keeps(services, memory, three_papers, monkeypatch):
+    close = memory.add("A thought close to the query.", [("2501.00001", "paper")], origin="chat",
+                       embedding=unit(0.9, 0, 0, 0.1), check_redundant=False)
+    far = memory.add("A thought far from the query.", [("2501.00002", "paper")], origin="chat",
+                     embedding=unit(0, 0, 0, 0, 0, 0, 1), check_redundant=False)
+    fetched: list[tuple[str, list[str]]] = []
+    real_fetch = services.store.fetch
+    monkeypatch.setattr(services.store, "fetch", lambda kind, hits: fetched.append(
+        (kind, [item_id for item_id, _ in hits])) or real_fetch(kind, hits))
+    monkeypatch.setattr(services.store, "search", lambda *a, **k: pytest.fail("a per-collection document query"))
+    found = retrieve_both(services.store, unit(1, 0.3, 0.1), k=3, budget_tokens=10_000)
+    assert fetched == [("paper", ["2501.00001", "2501.00002", "2501.00003"]), ("thought", [close])]
+    assert far not in {e.id for e in found.augmented} and found.augmented[1].text == "A thought close to the query."
 
 
 def test_budget_keeps_rank_order_and_cuts_the_first_item_that_does_not_fit():
@@ -195,12 +218,14 @@ def test_zero_path_stores_nothing(services, memory, three_papers):
 
 
 def test_think_stores_a_novel_thought_with_its_sources(services, memory, three_papers):
-    llm, _ = scripted_llm(services.db, ["1\nMethod X improves retrieval recall on long inputs of many pages [2501.00001]."])
+    llm, _ = scripted_llm(services.db,
+                          ["1\nMethod X improves retrieval recall on long inputs of many pages [2501.00001]."])
     sources = [Evidence("2501.00001", "paper", "T", "", 0.9), Evidence("2501.00002", "paper", "T", "", 0.8)]
     outcome = think(llm, memory, "What does X improve?", "Recall [2501.00001].", sources, user="ann")
     assert outcome.status == "stored" and outcome.similarity is not None and outcome.similarity < 0.85
     stored = memory.get(outcome.thought_id)
-    assert stored["text"] == "Method X improves retrieval recall on long inputs of many pages [2501.00001]."
+    # a thought keeps no raw ids (issue #29): its lineage holds them
+    assert stored["text"] == "Method X improves retrieval recall on long inputs of many pages."
     assert stored["sources"] == [{"id": "2501.00001", "kind": "paper"}, {"id": "2501.00002", "kind": "paper"}]
     assert (stored["user"], stored["question"], stored["level"]) == ("ann", "What does X improve?", 2.0)
 
@@ -252,8 +277,11 @@ def test_a_grammar_held_model_is_not_asked_when_nothing_retrieved_is_close(servi
 
 
 def test_labels_and_ids_map_both_ways_for_the_items_of_an_answer():
-    from copilot.methods.thought_retriever import ids_to_labels, labels_to_ids
+    from copilot.grounding import ids_to_labels  # the one ids_to_labels, over the items' ids
+    from copilot.methods.thought_retriever import labels_to_ids
 
     items = [Evidence("2501.00001", "paper", "A", "a", 0.9), Evidence("T0123456789", "thought", "", "b", 0.8)]
-    assert labels_to_ids("X [1]. Y [2][1]. Z [3] [sic].", items) == "X [2501.00001]. Y [T0123456789][2501.00001]. Z [3] [sic]."
-    assert ids_to_labels("X [2501.00001v2]. Y [T0123456789]. Z [2501.99999].", items) == "X [1]. Y [2]. Z [2501.99999]."
+    assert labels_to_ids("X [1]. Y [2][1]. Z [3] [sic].", items) == \
+        "X [2501.00001]. Y [T0123456789][2501.00001]. Z [3] [sic]."
+    assert ids_to_labels("X [2501.00001v2]. Y [T0123456789]. Z [2501.99999].",
+                         [item.id for item in items]) == "X [1]. Y [2]. Z [2501.99999]."

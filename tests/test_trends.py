@@ -4,6 +4,7 @@ LLM (failure mid-way, thoughts with lineage, cache), and one end-to-end run with
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -56,12 +57,14 @@ def fake_reply(messages) -> str:
     text = "\n".join(m["content"] for m in messages)
     first_id = text.split('<source id="')[1].split('"')[0] if '<source id="' in text else "2501.00000"
     if "These papers form the topic" in text:
-        return f"They study this topic with new benchmarks and shared evaluation protocols [{first_id}] and more [9999.99999]."
+        return (f"They study this topic with new benchmarks and shared evaluation protocols [{first_id}] "
+                "and more [9999.99999].")
     if "Topics of the period" in text:
         return f"The period moved on many fronts, with new models, data sets and evaluation methods [{first_id}]."
     if "Answer the task with step-by-step" in text:
         return ("Idea one: combine sparse retrieval with reranking to cut the cost of searching long documents.\n\n"
-                "Idea two: test whether small instruction-tuned models keep their accuracy on new benchmarks [8888.88888].")
+                "Idea two: test whether small instruction-tuned models keep their accuracy on new benchmarks "
+                "[8888.88888].")
     if "Write ONE short" in text:
         return "search query"
     if "Revise the draft" in text:
@@ -94,7 +97,7 @@ def test_rrf_arithmetic_on_hand_made_lists():
 
 
 def test_citation_check_drops_an_invented_id():
-    from copilot.grounding import keep_paper_citations   # the one checker of id citations (Trends and Profile)
+    from copilot.grounding import keep_paper_citations  # the one checker of id citations (Trends and Profile)
     text, cited, dropped = keep_paper_citations("Uses graphs [2505.01234] and tricks [9999.99999], see 2505.04321.",
                                                 ["2505.01234", "2505.04321"])
     assert cited == ["2505.01234", "2505.04321"] and dropped == ["9999.99999"]
@@ -235,6 +238,7 @@ def test_week_of_real_papers_with_the_local_model_through_the_cli(week, monkeypa
     monkeypatch.setenv("COPILOT_LLM", "local")
     monkeypatch.setenv("COPILOT_ANSWER_MAX_TOKENS", "48")
     monkeypatch.setenv("COPILOT_SCHEDULER", "false")
+    monkeypatch.setenv("COPILOT_MODEL_PROFILE", "capable")     # the writing path; the default quotes (below)
     assert cli.main(["trends", "--range", "week", "--summaries", "2", "--ideas", "2", "--json"]) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)
@@ -260,6 +264,34 @@ def test_week_of_real_papers_with_the_local_model_through_the_cli(week, monkeypa
         assert set(idea["paper_ids"]) <= shown | {pid for s in idea["trace"] for pid in s["retrieved"]}
 
 
+def test_the_tiny_profile_quotes_central_papers_through_the_cli(week, monkeypatch, capsys):
+    """The default profile on the packaged model: summaries are key sentences of the topics' central papers, quoted
+    verbatim and cited; no model writes them; ideas are off and the page says why."""
+    from copilot import cli
+    from copilot.methods.quotes import CLOSE_QUOTE, OPEN_QUOTE
+
+    monkeypatch.setenv("COPILOT_DATA_DIR", str(week.settings.data_dir))
+    monkeypatch.setenv("COPILOT_LLM", "local")
+    monkeypatch.setenv("COPILOT_SCHEDULER", "false")
+    assert cli.main(["trends", "--range", "week", "--summaries", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    abstracts = {p.id: " ".join(p.abstract.split()) for p in week.store.get_papers(
+        [pid for t in out["topics"] for pid in t["paper_ids"]])}
+    line = re.compile(rf"^(?:(?P<label>[^\n:]+): )?\[(?P<id>[^\]]+)\] "
+                      rf"{OPEN_QUOTE}(?P<quote>[^{CLOSE_QUOTE}]+){CLOSE_QUOTE}$")
+    summarized = [t for t in out["topics"] if t["summary"]]
+    assert len(summarized) == 3
+    for topic in summarized:
+        for row in topic["summary"].split("\n"):
+            found = line.match(row)
+            assert found and found.group("id") in topic["paper_ids"][:2], row
+            assert found.group("quote") in abstracts[found.group("id")], row
+    rows = out["summary"].split("\n")
+    assert len(rows) == 3 and all(line.match(r) and line.match(r).group("label") for r in rows), rows
+    assert out["ideas"] == []
+    assert week.db.query_one("SELECT COUNT(*) AS n FROM llm_calls")["n"] == 0     # no model words at all
+
+
 def test_page_escapes_model_text_and_links_only_citations():
     from copilot.ui.trends import linked
 
@@ -273,7 +305,7 @@ def test_page_escapes_model_text_and_links_only_citations():
 def test_tidy_drops_repeats_and_a_cut_off_citation():
     raw = ("Topic: A new way to learn!\n\n[2606.26535]\n\nThis is a summary.\n\n[2606.26535]\n\n"
            "This is a summary.\n\n[2606.2")
-    from copilot.grounding import tidy                     # the one output tidier (Trends and Profile)
+    from copilot.grounding import tidy  # the one output tidier (Trends and Profile)
     assert tidy(raw, paragraphs=False) == "Topic: A new way to learn! [2606.26535] This is a summary."
     text, ids = tr.cite_or_credit(raw, ["2606.26535"])
     assert ids == ["2606.26535"] and text.count("2606.26535") == 1

@@ -113,7 +113,8 @@ def test_private_thoughts_setting_keeps_new_thoughts_to_their_user(data_dir, tmp
     assert private in {t["id"] for t in memory_view(services, "", user="alice")}
     assert private not in {t["id"] for t in memory_view(services, "", user="bob")}
     assert private not in {t["id"] for t in memory_view(services, THOUGHT_TEXT, user="bob")}
-    assert not memory_view(services, private, user="bob") or memory_view(services, private, user="bob")[0]["id"] != private
+    seen_by_bob = memory_view(services, private, user="bob")
+    assert not seen_by_bob or seen_by_bob[0]["id"] != private
     assert delete_thought(services, private, user="bob") is False        # B cannot delete A's private thought
     assert chat.memory.get(private) is not None
     # turning the setting off later does not publish what was made private
@@ -153,20 +154,23 @@ def test_the_merge_check_weighs_only_thoughts_the_writing_user_could_retrieve(da
     can never retrieve it. Redundancy (ε = 0.85) is judged against papers, shared thoughts and her own."""
     import shutil
 
+    # its own text: other tests of this module store THOUGHT_TEXT in the shared data dir
+    PRIVATE_NOTE = "Hybrid search over citation links and text finds the follow-up work that keyword search misses."
+
     copy = tmp_path / "data"
     shutil.copytree(data_dir, copy)
     paper = Services(make_settings(copy)).store.papers.get(limit=1)["ids"][0]
     shared_note = "Older shared note: sparse and dense retrievers disagree most on rare technical terms."
     shared = Chat(services_for(copy)).memory.add(shared_note, [(paper, "paper")], origin="chat", user="carol")
     memory = Chat(services_for(copy, private_thoughts=True)).memory
-    bobs = memory.add(THOUGHT_TEXT, [(paper, "paper")], origin="chat", user="bob")
+    bobs = memory.add(PRIVATE_NOTE, [(paper, "paper")], origin="chat", user="bob")
     assert shared and bobs
 
-    alices, merge = memory.add_checked(THOUGHT_TEXT, [(paper, "paper")], origin="chat", user="alice")
+    alices, merge = memory.add_checked(PRIVATE_NOTE, [(paper, "paper")], origin="chat", user="alice")
     assert alices and alices != bobs and merge.nearest_id != bobs              # bob's private thought is not weighed
-    again, merge = memory.add_checked(THOUGHT_TEXT, [(paper, "paper")], origin="chat", user="alice")
+    again, merge = memory.add_checked(PRIVATE_NOTE, [(paper, "paper")], origin="chat", user="alice")
     assert again is None and merge.redundant and merge.nearest_id == alices    # her own thought is
     from_shared, merge = memory.add_checked(shared_note, [(paper, "paper")], origin="chat", user="alice")
     assert from_shared is None and merge.nearest_id == shared and merge.similarity >= 0.85   # so is a shared one
-    bob_again, merge = memory.add_checked(THOUGHT_TEXT, [(paper, "paper")], origin="chat", user="bob")
+    bob_again, merge = memory.add_checked(PRIVATE_NOTE, [(paper, "paper")], origin="chat", user="bob")
     assert bob_again is None and merge.nearest_id == bobs                      # and bob's own, for bob

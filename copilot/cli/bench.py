@@ -17,6 +17,10 @@ from copilot.services import Services
 def cmd_bench(args: argparse.Namespace) -> int:
     if not PAPERS_JSONL.is_file():
         raise UserError(f"the benchmark needs the shared corpus at {PAPERS_JSONL}")
+    try:
+        [int(x) for x in (args.ef_search or "").split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--ef-search takes whole numbers separated by commas, not {args.ef_search!r}") from None
     if args.fast_model and not Path(args.fast_model).exists():
         raise UserError(f"no model at {args.fast_model}; make one with `python -m copilot embed-distill`")
     result = run(Services(), args)
@@ -41,7 +45,8 @@ def cmd_distill(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     log(f"distilling a static model from {args.source or 'the packaged MiniLM'} ({len(corpus):,} corpus texts)")
     path = distill_static(out, corpus, source=args.source, dims=args.dims,
-                          progress=lambda done, total: log(f"  {done:,}/{total:,} tokens") if done % 8192 < 512 else None)
+                          progress=lambda done, total: log(f"  {done:,}/{total:,} tokens")
+                          if done % 8192 < 512 else None)
     result = {"model": str(path), "seconds": round(time.perf_counter() - started, 1), "corpus_texts": len(corpus),
               "use": f"COPILOT_EMBED_MODEL={path} (then import into a fresh COPILOT_DATA_DIR: vectors differ)"}
     print_json(result) if args.json else print(result["use"])
@@ -59,6 +64,10 @@ def add_bench_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fast-model", default=None, help="also measure this embedding model (e.g. a static one)")
     p.add_argument("--chat-llm", choices=("instant", "local"), default="instant",
                    help="chat overhead with an instant model (default) or the local model's time subtracted")
+    p.add_argument("--ef-search", default=None,
+                   help="retrieval: also serve with these HNSW search widths, comma-separated (a fresh process each)")
+    p.add_argument("--store-dir", default=None,
+                   help="retrieval: keep the built stores here and reuse one built from the same vectors")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench)
 

@@ -8,7 +8,8 @@ import sys
 from copilot.cli.output import print_json
 from copilot.errors import UserError
 from copilot.features.adaptive import ask_adaptive
-from copilot.features.chat import VOTE_CHOICES, ChatError, chat_for, job_record
+from copilot.features.chat import VOTE_CHOICES, ChatError, chat_for
+from copilot.features.chat_view import job_record
 from copilot.features.deep import ask_deep
 from copilot.features.stats import chat_stats
 from copilot.services import Services

@@ -14,8 +14,9 @@ from copilot.config import load_settings
 from copilot.errors import UserError
 from copilot.eval import csfcube_lists, csfcube_nested, related_work_eval, slim_agreement, slim_eval, thoughts_eval
 from copilot.eval.bench_chat import TimedBackend
+from copilot.eval.csfcube import FACETS, METHODS, EvalDataError, output_name, run
+from copilot.eval.csfcube_report import markdown_table, write_outputs
 from copilot.llm import build_llm
-from copilot.eval.csfcube import FACETS, METHODS, EvalDataError, markdown_table, output_name, run, write_outputs
 from copilot.methods.prism import ASPECT_MAX_TOKENS, MODES, SEPARATE
 from copilot.services import Services
 
@@ -173,13 +174,14 @@ def cmd_eval_slim(args: argparse.Namespace) -> int:
     stored = slim_eval.prepare_library(services, questions, _corpus(args), args.distractors)
     _to_stderr(f"library: {stored} papers in {store_dir}")
     strategies = [s.strip() for s in (args.strategies or ",".join(slim_eval.STRATEGIES)).split(",") if s.strip()]
-    if not strategies or set(strategies) - set(slim_eval.STRATEGIES):
-        raise UserError(f"--strategies takes some of {', '.join(slim_eval.STRATEGIES)}")
+    if not strategies or set(strategies) - set(slim_eval.ALL_STRATEGIES):
+        raise UserError(f"--strategies takes some of {', '.join(slim_eval.ALL_STRATEGIES)}")
     report = slim_eval.evaluate(services, questions, strategies, progress=_to_stderr,
                                 answer_judge=services.llm if args.judge else None)
     report.meta.update(questions_file=str(path), library_papers=stored, distractors=args.distractors)
     paths = slim_eval.write_outputs(report, eval_dir, f"slim-{path.stem}-n{len(questions)}"
-                                       + ("" if len(strategies) == 3 else "-" + "-".join(strategies)))
+                                       + ("" if len(strategies) == len(slim_eval.STRATEGIES)
+                                          else "-" + "-".join(strategies)))
     _to_stderr(slim_eval.markdown(report))
     _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
     if args.json:
@@ -213,7 +215,7 @@ def cmd_eval_gor(args: argparse.Namespace) -> int:
     from datetime import date
 
     from copilot.eval import gor_eval
-    from copilot.features import gor
+    from copilot.features import gor, gor_period
 
     services = Services()
     categories = [c.strip() for c in (args.categories or "").split(",") if c.strip()]
@@ -221,7 +223,7 @@ def cmd_eval_gor(args: argparse.Namespace) -> int:
         start, end = date.fromisoformat(args.start), date.fromisoformat(args.end)
     except ValueError:
         raise UserError("--from and --to take dates like 2025-05-12") from None
-    scope = gor.scope_for(start, end, categories)
+    scope = gor_period.scope_for(start, end, categories)
     opts = gor.GoROptions.from_settings(services.settings)
     opts.train = _train_variant(opts.train, args.train or [])
     try:
@@ -249,7 +251,17 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     group = sub.add_parser("eval", help="run an evaluation (eval NAME … --json); writes JSON + Markdown "
                            "under the data dir")
     names = group.add_subparsers(dest="eval_name", metavar="NAME", required=True)
+    _add_csfcube(names)
+    _add_thoughts(names)
+    _add_slim(names)
+    _add_slim_agreement(names)
+    _add_gor(names)
+    _add_related_work(names)
+    _add_slim_questions(names)
 
+
+def _add_csfcube(names: argparse._SubParsersAction) -> None:
+    """`eval csfcube`."""
     p = names.add_parser("csfcube", help="faceted paper-to-paper retrieval on CSFCube (NDCG@20, upstream NDCG%%20, "
                          "MAP, Recall@20; each method against the abstract baseline, paired over queries)")
     p.add_argument("--data", required=True, help="directory with abstracts-csfcube-from-readable.jsonl and "
@@ -267,6 +279,9 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
                    "(the Markdown tables go to stderr)")
     p.set_defaults(func=cmd_eval_csfcube)
 
+
+def _add_thoughts(names: argparse._SubParsersAction) -> None:
+    """`eval thoughts`."""
     p = names.add_parser("thoughts", help="does thought memory help? root-source precision/recall of papers vs "
                          "papers + thoughts on CSFCube, after 0, N/4, N/2 and N warm-up questions")
     p.add_argument("--data", required=True, help="directory with abstracts-csfcube-from-readable.jsonl and one "
@@ -287,6 +302,9 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
                    "--judge (the Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_thoughts)
 
+
+def _add_slim(names: argparse._SubParsersAction) -> None:
+    """`eval slim`."""
     p = names.add_parser("slim", help="SlimPLM against always- and never-retrieve: answer token-F1, retrieval rate, "
                          "main calls per question, proxy+judge token share, time, gold paper retrieved")
     p.add_argument("--questions", required=True, help="JSON lines {question, answer, gold: [arXiv ids]} "
@@ -296,8 +314,8 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
                    "from (default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
     p.add_argument("--distractors", type=int, default=300, help="the corpus's first N other papers also imported "
                    "(default 300)")
-    p.add_argument("--strategies", default=None, help="comma-separated, some of always,never,adaptive (default: "
-                   "all three; adaptive is SlimPLM)")
+    p.add_argument("--strategies", default=None, help="comma-separated, some of always,never,adaptive,extractive "
+                   "(default: the first three; adaptive is SlimPLM, extractive answers by quotes)")
     p.add_argument("--judge", action="store_true", help="the configured LLM (an OpenAI-compatible endpoint) also "
                    "judges every answer correct or incorrect against the reference answer, not told how it was made")
     p.add_argument("--judge-local", action="store_true", help="let the packaged 135M local model judge (it cannot "
@@ -306,6 +324,10 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
                    "(the Markdown tables go to stderr); exit 1 if SlimPLM ever called the main model other than once")
     p.set_defaults(func=cmd_eval_slim)
 
+
+
+def _add_slim_agreement(names: argparse._SubParsersAction) -> None:
+    """`eval slim-agreement`."""
     p = names.add_parser("slim-agreement", help="SlimPLM's judge read three ways on the questions no rule forces: "
                          "weighed at P(unknown) 0.5, the greedy word, the written word; how often they agree")
     p.add_argument("--questions", required=True, help="JSON lines {question, answer, gold} (tests/data/slim-dev.jsonl)")
@@ -313,6 +335,9 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object: summary, rows, meta")
     p.set_defaults(func=cmd_eval_slim_agreement)
 
+
+def _add_gor(names: argparse._SubParsersAction) -> None:
+    """`eval gor`."""
     p = names.add_parser("gor", help="Graph of Records on a real period: GoR's top-6 vs plain embedding and BM25 "
                          "top-6 on held-out simulated questions (MRR, hit@6, overlap@6 of the BERTScore ranking), "
                          "topic coverage, training and retrieval time (trains the period first if needed)")
@@ -327,6 +352,10 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object: meta, heldout, trained_on, coverage, "
                    "answers, timing, per_question (the Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_gor)
+
+
+def _add_related_work(names: argparse._SubParsersAction) -> None:
+    """`eval related-work`."""
     p = names.add_parser("related-work", help="related-work drafts against real sections: plain retrieval + one call "
                          "vs RAT vs RAT over papers and thoughts after a warm-up (citation recall/precision, ROUGE-L, "
                          "length, time, LLM calls)")
@@ -342,6 +371,9 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
                    "Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_related_work)
 
+
+def _add_slim_questions(names: argparse._SubParsersAction) -> None:
+    """`eval slim-questions`."""
     p = names.add_parser("slim-questions", help="write SlimPLM's dev question set: questions about seeded recent "
                          "papers (reference: the abstract's proposal sentence) alternating with general CS questions")
     p.add_argument("--out", required=True, help="the JSON-lines file to write (e.g. tests/data/slim-dev.jsonl)")
@@ -350,3 +382,7 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--corpus", default=None, help="JSON-lines papers to draw from "
                    "(default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
     p.set_defaults(func=cmd_eval_slim_questions)
+
+    from copilot.cli.eval_all import add_eval_all_command  # `eval all`: its own module (issue #31)
+
+    add_eval_all_command(names)

@@ -23,6 +23,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         lexical = report["lexical_index"]
         print(f"lexical index: {lexical['indexed']} papers indexed of {lexical['stored']} stored, "
               f"{'in step' if lexical['in_step'] else 'NOT in step (--repair rebuilds it)'}")
+        kernels = report["cpu_kernels"]
+        if kernels:
+            print(f"llama.cpp CPU kernels: built for {', '.join(kernels['built_for']) or 'no SIMD extension'}; "
+                  f"unused by this build: {', '.join(kernels['unused']) or 'none'} ({kernels['variant']})")
         print(f"mismatches: {report['mismatches']}" + (f", after repair: {left}" if args.repair else ""))
     return 0 if left == 0 else 1
 

@@ -9,7 +9,9 @@ from datetime import datetime, timezone
 from copilot.cli.output import print_json
 from copilot.errors import UserError
 from copilot.features.bibtex import arxiv_ids_from_bibtex_file
-from copilot.features.profile import DEFAULT_USER, build_profile, load_profile, lookup_author
+from copilot.features.profile import DEFAULT_USER, load_profile
+from copilot.features.profile_draft import build_profile
+from copilot.features.profile_lookup import lookup_author
 from copilot.services import Services
 
 

@@ -6,9 +6,15 @@ import argparse
 import sys
 
 from copilot.cli.output import print_json
-from copilot.errors import UserError
-from copilot.features.related import (MODES, ONE_CALL_PER_ASPECT, QUERY_LABELS, RANKINGS, RESULT_LIMIT,
-                                      find_related, parse_query)
+from copilot.features.related import (
+    MODES,
+    ONE_CALL_PER_ASPECT,
+    QUERY_LABELS,
+    RANKINGS,
+    RESULT_LIMIT,
+    find_related,
+    parse_query,
+)
 from copilot.features.related_work import draft_related_work
 from copilot.services import Services
 

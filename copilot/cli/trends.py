@@ -7,9 +7,17 @@ import sys
 
 from copilot.cli.output import print_json
 from copilot.errors import UserError
-from copilot.features import gor
-from copilot.features.trends import (IDEAS_OFF_NOTICE, NO_IDEA_PASSED, PRESETS, TrendsOptions,
-                                     TrendsReport, default_ideas, resolve_range, run_trends)
+from copilot.features import gor_period
+from copilot.features.trends import (
+    IDEAS_OFF_NOTICE,
+    NO_IDEA_PASSED,
+    PRESETS,
+    TrendsOptions,
+    TrendsReport,
+    default_ideas,
+    resolve_range,
+    run_trends,
+)
 from copilot.services import Services
 
 
@@ -46,7 +54,8 @@ def ideas_status(report: TrendsReport, asked: int) -> dict:
     if report.ideas:
         return {"ideas_status": "shown", "ideas_note": None}
     if asked <= 0:
-        off = IDEAS_OFF_NOTICE if IDEAS_OFF_NOTICE in report.notices else "Research ideas were not asked for (--ideas 0)."
+        off = (IDEAS_OFF_NOTICE if IDEAS_OFF_NOTICE in report.notices
+               else "Research ideas were not asked for (--ideas 0).")
         return {"ideas_status": "off", "ideas_note": off}
     if report.ideas_error == NO_IDEA_PASSED:
         return {"ideas_status": "none_passed", "ideas_note": NO_IDEA_PASSED}
@@ -57,7 +66,7 @@ def cmd_ask_period(services: Services, args: argparse.Namespace, categories: lis
     """`trends --ask QUESTION`: trains the period's record graph first when none is cached (progress on stderr)."""
     try:
         start, end = resolve_range(services, args.range, args.start, args.end)
-        result = gor.ask_period(services, gor.scope_for(start, end, categories), args.ask, train=True,
+        result = gor_period.ask_period(services, gor_period.scope_for(start, end, categories), args.ask, train=True,
                                 progress=lambda stage: print(f"[gor] {stage}", file=sys.stderr, flush=True))
     except ValueError as error:      # Graph of Records reports bad input as a plain ValueError
         raise UserError(str(error)) from None

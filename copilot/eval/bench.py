@@ -21,13 +21,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
 from copilot.eval.bench_store import PERTURB_SIGMA, THOUGHT_SOURCES, Spec
+from copilot.store.vectors import HNSW
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPERS_JSONL = ROOT.parent / "shared" / "data" / "arxiv-cs-2025-2026" / "papers.jsonl"
@@ -35,6 +36,7 @@ CSFCUBE = ROOT.parent / "shared" / "data" / "csfcube"
 PARTS = ("ingestion", "retrieval", "chat", "quality", "answers", "related")
 DEFAULT_PARTS = ("ingestion", "retrieval", "chat", "quality")   # `answers` runs the local model: ask for it
 THOUGHTS_PER_PAPER = 0.1      # 100,000 papers come with 10,000 thoughts
+HNSW_EF_SEARCH = HNSW["ef_search"]
 TARGETS = {"retrieval_p95_ms": 20, "recall_at_8": 0.95, "peak_rss_mb": 1536, "chat_overhead_p95_ms": 150,
            "fast_ingest_papers_per_s": 200, "fast_ndcg_relative_loss": 0.05}
 
@@ -146,22 +148,50 @@ def _child(phase: str, spec: Spec, spec_path: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def retrieval(work: Path, sizes: list[int], real_vectors: Path, real_count: int, queries: Path,
-              k: int = 8) -> list[dict]:
+def retrieval(work: Path, sizes: list[int], real_vectors: Path, real_count: int, queries: Path, k: int = 8,
+              questions: Path | None = None, ef_values: list[int] | None = None,
+              store_dir: Path | None = None) -> list[dict]:
+    """One row per size (and per HNSW search width in `ef_values`, each served by a fresh process). With
+    `store_dir`, the stores are kept there and a later run reuses one built at the same size."""
     rows = []
     for size in sizes:
         thoughts = int(size * THOUGHTS_PER_PAPER)
-        log(f"retrieval at {size:,} papers + {thoughts:,} thoughts: building the store")
-        with tempfile.TemporaryDirectory(dir=work) as directory:
-            spec = Spec(work_dir=directory, papers_jsonl=str(PAPERS_JSONL), embeddings=str(real_vectors),
-                        queries=str(queries), n_papers=size, n_thoughts=thoughts, k=k)
-            built = _child("build", spec, Path(directory) / "spec.json")
-            log(f"  built in {built['build_s']} s; timing queries")
-            served = _child("serve", spec, Path(directory) / "spec.json")
-        rows.append({"papers": size, "thoughts": thoughts, "real_papers": min(size, real_count),
-                     "synthetic_papers": max(0, size - real_count), "build_s": built["build_s"],
-                     "build_peak_rss_mb": built["peak_rss_mb"], **served})
+        with tempfile.TemporaryDirectory(dir=work) as scratch:
+            directory = Path(scratch) if store_dir is None else store_dir / f"store-{size}"
+            directory.mkdir(parents=True, exist_ok=True)
+            spec = Spec(work_dir=str(directory), papers_jsonl=str(PAPERS_JSONL), embeddings=str(real_vectors),
+                        queries=str(queries), n_papers=size, n_thoughts=thoughts, k=k,
+                        questions=str(questions) if questions else "")
+            built = _built(spec, directory)
+            for ef in ef_values or [0]:
+                if ef:
+                    _child("ef", replace(spec, ef_search=ef), directory / "spec.json")
+                log(f"  timing queries (ef_search {ef or 'as stored'})")
+                served = _child("serve", spec, directory / "spec.json")
+                rows.append({"papers": size, "thoughts": thoughts, "real_papers": min(size, real_count),
+                             "synthetic_papers": max(0, size - real_count), "build_s": built["build_s"],
+                             "build_peak_rss_mb": built["peak_rss_mb"], **served})
+            if ef_values:
+                _child("ef", replace(spec, ef_search=HNSW_EF_SEARCH), directory / "spec.json")
     return rows
+
+
+def _built(spec: Spec, directory: Path) -> dict:
+    """Build the store of `spec` in `directory`, or reuse the one a previous run built there from the same vectors."""
+    marker = directory / "built.json"
+    key = {"n_papers": spec.n_papers, "n_thoughts": spec.n_thoughts, "seed": spec.seed,
+           "embeddings_sha1": hashlib.sha1(Path(spec.embeddings).read_bytes()).hexdigest()}
+    if marker.is_file():
+        stored = json.loads(marker.read_text())
+        if stored.get("key") == key:
+            log(f"retrieval at {spec.n_papers:,} papers + {spec.n_thoughts:,} thoughts: "
+                f"reusing the store in {directory}")
+            return stored["built"]
+    log(f"retrieval at {spec.n_papers:,} papers + {spec.n_thoughts:,} thoughts: building the store")
+    built = _child("build", spec, directory / "spec.json")
+    log(f"  built in {built['build_s']} s")
+    marker.write_text(json.dumps({"key": key, "built": built}))
+    return built
 
 
 def store_unique(store, papers: list, vectors: np.ndarray, batch: int = 4000) -> None:
@@ -218,7 +248,8 @@ def plan(args: argparse.Namespace) -> dict:
         raise ValueError(f"unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
     return {"parts": parts, "sizes": sizes, "ingest_papers": 64 if quick else 512, "one_by_one": 16 if quick else 128,
             "queries": 40 if quick else 200, "chat_turns": 6 if quick else 40, "chat_papers": 500 if quick else 2000,
-            "quality": "quality" in parts and (not quick or bool(args.fast_model)), "quick": quick}
+            "quality": "quality" in parts and (not quick or bool(args.fast_model)), "quick": quick,
+            "ef_search": [int(x) for x in (getattr(args, "ef_search", None) or "").split(",") if x.strip()]}
 
 
 def run(services, args: argparse.Namespace) -> dict:
@@ -246,8 +277,11 @@ def run(services, args: argparse.Namespace) -> dict:
             questions = query_texts(all_papers, p["queries"] + p["chat_turns"] + 2)
             query_vectors = services.embedder.embed(questions[:p["queries"]])
             np.save(work / "queries.npy", query_vectors)
+            (work / "questions.json").write_text(json.dumps(questions[:p["queries"]]))
         if "retrieval" in p["parts"]:
-            result["retrieval"] = retrieval(work, p["sizes"], work / "real.npy", real_count, work / "queries.npy")
+            result["retrieval"] = retrieval(work, p["sizes"], work / "real.npy", real_count, work / "queries.npy",
+                                            questions=work / "questions.json", ef_values=p["ef_search"],
+                                            store_dir=Path(args.store_dir) if args.store_dir else None)
         result["retrieval_notes"] = "" if not {"retrieval", "chat"} & set(p["parts"]) else (
             f"papers beyond the first {real_count:,} real ones are perturbed copies of real embeddings "
             f"(Gaussian noise, sigma {PERTURB_SIGMA} per dimension, cosine ≈ 0.9 to the source) with the source "
@@ -356,12 +390,18 @@ def _ingestion_rows(ing: dict) -> list[str]:
 
 
 def _retrieval_rows(retrieval: list[dict]) -> list[str]:
-    rows = ["| papers + thoughts | synthetic papers | ours p50 / p95 ms | anchor p50 / p95 ms | p95 speed-up |"
-            " recall@8 | first query s | peak RSS MB (baseline) | disk MB | build s |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| papers + thoughts | synthetic papers | ef_search | ours p50 / p95 ms | before #33 p50 / p95 ms | "
+            "turn: embed + retrieve p50 / p95 ms (embed alone) | anchor p50 / p95 ms | p95 speed-up | recall@8 | "
+            "first query s | peak RSS MB (baseline) | disk MB | build s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in retrieval:
+        before, turn = row.get("before_33"), row.get("turn")
+        before_text = f"{before['p50_ms']:.2f} / {before['p95_ms']:.2f}" if before else "—"
+        turn_text = (f"{turn['embed_and_retrieve']['p50_ms']:.2f} / {turn['embed_and_retrieve']['p95_ms']:.2f} "
+                     f"({turn['embed']['p50_ms']:.2f} / {turn['embed']['p95_ms']:.2f})" if turn else "—")
         rows.append(f"| {row['papers']:,} + {row['thoughts']:,} | {row['synthetic_papers']:,} | "
-                    f"{row['ours']['p50_ms']:.2f} / {row['ours']['p95_ms']:.2f} | "
+                    f"{row.get('ef_search') or '—'} | {row['ours']['p50_ms']:.2f} / {row['ours']['p95_ms']:.2f} | "
+                    f"{before_text} | {turn_text} | "
                     f"{row['anchor']['p50_ms']:.2f} / {row['anchor']['p95_ms']:.2f} | {row['p95_speedup']}× | "
                     f"{row['recall_at_8']:.3f} | {row['first_query_s']:.2f} | {row['peak_rss_mb']:.0f} "
                     f"({row['baseline_rss_mb']:.0f}) | {row['disk_bytes'] / 2**20:.1f} | {row['build_s']:.1f} |")

@@ -100,6 +100,15 @@ def _pct(values: list[float], q: float) -> float | None:
     return round(float(np.percentile(values, q)), 2) if values else None
 
 
+def _mean(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return round(sum(values) / len(values), 3) if values else None
+
+
+# A quoted answer's stand-in for the model call it did not make.
+QUOTED = {"started": 0.0, "first": None, "last": None, "pieces": 0, "text": "", "usage": None}
+
+
 def _share(rows: list[dict], key: str) -> float | None:
     return round(sum(1 for r in rows if r[key]) / len(rows), 3) if rows else None
 
@@ -107,8 +116,10 @@ def _share(rows: list[dict], key: str) -> float | None:
 def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | None = None) -> dict:
     """Run `questions` as chat turns over `papers` (already imported when None) and measure them."""
     from copilot import prompts
+    from copilot.eval.answer_figures import label_sources, supported_share
+    from copilot.features.answers import full_texts
     from copilot.features.chat import Chat
-    from copilot.llm import LLM
+    from copilot.llm import LLM, Usage
 
     if papers:
         from copilot.features.library import ingestor
@@ -133,19 +144,22 @@ def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | Non
         first_token = calls[0]["first"] - started if calls and calls[0]["first"] else None
         turns.append({"question": question, "comparison": turn.comparison, "retrieval_s": turn.retrieval_s,
                       "answers_s": turn_s, "first_token_s": first_token})
+        calls += [QUOTED] * (len(turn.answers) - len(calls))   # quoted answers (the tiny profile) call no model
         for answer, call in zip(turn.answers, calls):
             allowed = {str(n) for n in range(1, len(answer.sources) + 1)} | {s.id for s in answer.sources}
-            usage = call["usage"]
+            usage = call["usage"] or Usage()
             evaluated = (usage.prompt_tokens or 0) - getattr(usage, "cached_tokens", 0)
             prompt_s = (call["first"] or call["started"]) - call["started"]
             gen_s = (call["last"] - call["first"]) if call["first"] and call["pieces"] > 1 else None
+            sources = label_sources(full_texts(services, answer.sources))
             answers.append({
+                "supported": supported_share(answer.text, sources),
                 "question": question, "label": answer.label, "kind": answer.kind, "error": answer.error,
                 "seconds": answer.seconds, "prompt_tokens": usage.prompt_tokens, "evaluated_tokens": evaluated,
                 "prompt_tok_s": evaluated / prompt_s if prompt_s > 0 and evaluated > 0 else None,
                 "gen_tok_s": (call["pieces"] - 1) / gen_s if gen_s else None,
-                "raw": call["text"], "shown": answer.text, "notes": list(getattr(answer, "notes", [])),
-                "raw_flags": _flags(call["text"], allowed, instructions),
+                "raw": call["text"] or answer.text, "shown": answer.text, "notes": list(getattr(answer, "notes", [])),
+                "raw_flags": _flags(call["text"] or answer.text, allowed, instructions),
                 "shown_flags": _flags(answer.text, allowed, instructions)})
     firsts = [t["first_token_s"] for t in turns if t["first_token_s"] is not None]
     compared = [t["answers_s"] for t in turns if len([a for a in answers if a["question"] == t["question"]]) == 2]
@@ -163,6 +177,8 @@ def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | Non
         "prompt_tokens_p50": _pct([a["prompt_tokens"] for a in answers if a["prompt_tokens"]], 50),
         "prompt_tok_s_p50": _pct([a["prompt_tok_s"] for a in answers if a["prompt_tok_s"]], 50),
         "gen_tok_s_p50": _pct([a["gen_tok_s"] for a in answers if a["gen_tok_s"]], 50),
+        "model_profile": services.model_profile.name,
+        "shown_supported": _mean([a["supported"] for a in ok]),
     }
     for view in ("raw", "shown"):
         flags = [a[f"{view}_flags"] for a in ok]
@@ -184,6 +200,8 @@ MARKDOWN_ROWS = [
     ("cites an item that was not retrieved (raw / shown)", "raw_invented_share", "shown_invented_share"),
     ("repetition loop (raw / shown)", "raw_loop_share", "shown_loop_share"),
     ("echoes its instructions (raw / shown)", "raw_echo_share", "shown_echo_share"),
+    ("supported: share of shown sentences whose words all are in the source they cite", "shown_supported", None),
+    ("model profile (tiny: quoted answers)", "model_profile", None),
 ]
 
 
@@ -201,10 +219,11 @@ def to_markdown(result: dict, title: str = "answers") -> str:
 
 def standalone(data_dir: Path, papers_path: Path, count: int = 2000, questions: int = len(QUESTIONS)) -> dict:
     """The whole bench in a fresh data dir (used by `bench --parts answers` and to measure an older checkout)."""
+    import json
+
     from copilot.config import load_settings
     from copilot.services import Services
     from copilot.sources.snapshot import paper_from_row
-    import json
 
     services = Services(load_settings(data_dir=data_dir, scheduler=False))
     with papers_path.open(encoding="utf-8") as rows:

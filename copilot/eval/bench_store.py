@@ -35,6 +35,8 @@ class Spec:
     n_thoughts: int
     k: int = 8
     seed: int = 0
+    questions: str = ""    # .json list of the queries' texts: the serving process embeds them as a turn does
+    ef_search: int = 0     # set this HNSW search width (in its own process) before serving; 0 keeps the store's
 
     @classmethod
     def load(cls, path: str | Path) -> Spec:
@@ -64,7 +66,8 @@ def _unit(rows: np.ndarray) -> np.ndarray:
     return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
 
 
-def corpus_vectors(real: np.ndarray, n_papers: int, n_thoughts: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def corpus_vectors(real: np.ndarray, n_papers: int, n_thoughts: int,
+                   seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(paper vectors, index of the real paper each row comes from, thought vectors)."""
     rng = np.random.default_rng(seed)
     n_real = min(n_papers, len(real))
@@ -123,10 +126,29 @@ def build(spec: Spec) -> dict:
 
 
 def merged_search(store, query: np.ndarray, k: int) -> list[str]:
-    """Our retrieval: top-k of papers ∪ thoughts through the two HNSW collections, merged by cosine."""
+    """Retrieval as it was before issue #33: top-k of papers ∪ thoughts through two HNSW queries that each
+    return their k items' documents and metadata, merged by cosine."""
     found = store.search("paper", query, k) + store.search("thought", query, k)
     found.sort(key=lambda item: item.score, reverse=True)
     return [item.id for item in found[:k]]
+
+
+def merged_nearest(store, query: np.ndarray, k: int) -> list[str]:
+    """The ids the product's retrieval ranks first: both collections' k nearest (ids and distances), merged."""
+    hits = store.nearest("paper", query, k) + store.nearest("thought", query, k)
+    hits.sort(key=lambda hit: hit[1], reverse=True)
+    return [item_id for item_id, _ in hits[:k]]
+
+
+def set_ef_search(spec: Spec) -> dict:
+    """Change the stored HNSW search width of both collections (a process that already loaded an index keeps
+    the old width, so the serving process must start after this one)."""
+    from copilot.store.vectors import VectorStore, chroma_client
+
+    store = VectorStore(chroma_client(_settings(spec.work_dir)))
+    for collection in (store.papers, store.thoughts):
+        collection.modify(configuration={"hnsw": {"ef_search": spec.ef_search}})
+    return {"ef_search": spec.ef_search}
 
 
 def anchor_search(papers: np.ndarray, thoughts: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
@@ -145,23 +167,52 @@ def _percentiles(seconds: list[float]) -> dict:
             "mean_ms": round(float(ms.mean()), 3)}
 
 
+def _timed(function, inputs) -> tuple[list, list[float]]:
+    outputs, seconds = [], []
+    for item in inputs:
+        t0 = time.perf_counter()
+        outputs.append(function(item))
+        seconds.append(time.perf_counter() - t0)
+    return outputs, seconds
+
+
+def turn_retrieval(services, questions: list[str]) -> dict:
+    """A chat turn's retrieval as the product does it: one query embedding (the configured embedder, already
+    loaded), then `retrieve_both` (papers and papers ∪ thoughts, the kept items' documents, budgets)."""
+    from copilot.methods.thought_retriever import retrieve_both
+
+    settings = services.settings
+
+    def retrieve(vector: np.ndarray):
+        return retrieve_both(services.store, vector, settings.top_k, settings.answer_budget_tokens,
+                             item_tokens=settings.source_cap_tokens)
+
+    for question in questions[:WARMUP_QUERIES]:
+        retrieve(services.embedder.embed_one(question))
+    vectors, embed_times = _timed(services.embedder.embed_one, questions)
+    _, retrieve_times = _timed(retrieve, vectors)
+    _, turn_times = _timed(lambda question: retrieve(services.embedder.embed_one(question)), questions)
+    return {"embedder": services.embedder.name, "embed": _percentiles(embed_times),
+            "retrieve_both": _percentiles(retrieve_times), "embed_and_retrieve": _percentiles(turn_times)}
+
+
 def serve(spec: Spec) -> dict:
-    from copilot.store.vectors import VectorStore, chroma_client
+    from copilot.services import Services
 
     baseline_rss = current_rss_mb()
     queries = np.load(spec.queries).astype(np.float32)
     started = time.perf_counter()
-    store = VectorStore(chroma_client(_settings(spec.work_dir)))
-    merged_search(store, queries[0], spec.k)
+    services = Services(_settings(spec.work_dir))
+    store = services.store                # as the app opens it (it also looks for other writers on each read)
+    merged_nearest(store, queries[0], spec.k)
     first_query_s = time.perf_counter() - started
     for query in queries[1:1 + WARMUP_QUERIES]:
+        merged_nearest(store, query, spec.k)
         merged_search(store, query, spec.k)
-    ours_ids, ours_times = [], []
-    for query in queries:
-        t0 = time.perf_counter()
-        ours_ids.append(merged_search(store, query, spec.k))
-        ours_times.append(time.perf_counter() - t0)
+    ours_ids, ours_times = _timed(lambda q: merged_nearest(store, q, spec.k), queries)
+    _, before_times = _timed(lambda q: merged_search(store, q, spec.k), queries)
     ours_rss = peak_rss_mb()
+    turn = turn_retrieval(services, json.loads(Path(spec.questions).read_text())) if spec.questions else None
 
     papers = np.load(Path(spec.work_dir) / "papers.npy")
     thoughts = np.load(Path(spec.work_dir) / "thoughts.npy")
@@ -176,7 +227,10 @@ def serve(spec: Spec) -> dict:
     ours_stats, anchor_stats = _percentiles(ours_times), _percentiles(anchor_times)
     return {
         "queries": len(queries),
+        "ef_search": _ef_search(store),
         "ours": ours_stats,
+        "before_33": _percentiles(before_times),
+        "turn": turn,
         "anchor": anchor_stats,
         "p95_speedup": round(anchor_stats["p95_ms"] / max(ours_stats["p95_ms"], 1e-9), 2),
         f"recall_at_{spec.k}": round(float(np.mean(recalls)), 4),
@@ -188,10 +242,17 @@ def serve(spec: Spec) -> dict:
     }
 
 
+def _ef_search(store) -> int | None:
+    try:
+        return int(store.papers.configuration_json["hnsw"]["ef_search"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+
+
 def main(argv: list[str]) -> int:
     phase, spec_path = argv
     spec = Spec.load(spec_path)
-    result = {"build": build, "serve": serve}[phase](spec)
+    result = {"build": build, "serve": serve, "ef": set_ef_search}[phase](spec)
     sys.stdout.write(json.dumps(result) + "\n")
     return 0
 

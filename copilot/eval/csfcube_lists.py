@@ -22,19 +22,21 @@ def list_ablation(report: Report) -> dict:
     by_key = {q.key: q for q in report.queries}
     out: dict = {"abstract": float(np.mean([r[SELECTION_METRIC] for r in report.per_query[BASELINE].values()]))}
 
-    def mean_of(rank) -> float:
+    def mean_of(rank, name: str) -> float:
+        """Over the queries that have list `name` (an aspect with no query is missing for some papers)."""
         return float(np.mean([score_ranking(rank(named), by_key[key].grades, by_key[key].pid)[SELECTION_METRIC]
-                              for key, named in per_key.items()]))
+                              for key, named in per_key.items() if name in named]))
 
     for method, per_key in report.lists.items():
         if not per_key or method == BASELINE:
             continue
-        names = list(next(iter(per_key.values())))
-        alone = {name: mean_of(lambda named, n=name: list(named[n])) for name in names}
+        names = list(dict.fromkeys(n for named in per_key.values() for n in named))
+        alone = {name: mean_of(lambda named, n=name: list(named[n]), name) for name in names}
         paired = {name: mean_of(lambda named, n=name: [i for i, _, _ in reciprocal_rank_fusion(
-                      {prism.ABSTRACT: named[prism.ABSTRACT], n: named[n]})])
-                  for name in names if name != prism.ABSTRACT and prism.ABSTRACT in names}
-        out[method] = {"alone": alone, "with_abstract": paired}
+                      {prism.ABSTRACT: named.get(prism.ABSTRACT, []), n: named[n]})], name)
+                  for name in names if name != prism.ABSTRACT}
+        queries = {name: sum(name in named for named in per_key.values()) for name in names}
+        out[method] = {"alone": alone, "with_abstract": paired, "queries": queries}
     return out
 
 
@@ -42,13 +44,15 @@ def markdown(ablation: dict) -> str:
     if len(ablation) < 2:
         return ""
     lines = [f"Each list of a ranking alone and fused with the abstract (upstream NDCG@20; abstract alone "
-             f"{100 * ablation['abstract']:.2f}):", "", "| ranking | list | alone | Δ vs abstract | abstract + list |",
+             f"{100 * ablation['abstract']:.2f}):", "",
+             "| ranking | list | alone | Δ vs abstract (all queries) | abstract + list |",
              "|---|---|---|---|---|"]
     for method, parts in ablation.items():
         if method == "abstract":
             continue
         for name, value in parts["alone"].items():
             pair = parts["with_abstract"].get(name)
-            lines.append(f"| {method} | {name} | {100 * value:.2f} | {100 * (value - ablation['abstract']):+.2f} | "
+            lines.append(f"| {method} | {name} ({parts['queries'][name]} queries) | {100 * value:.2f} | "
+                         f"{100 * (value - ablation['abstract']):+.2f} | "
                          + (f"{100 * pair:.2f}" if pair is not None else "—") + " |")
     return "\n".join(lines)

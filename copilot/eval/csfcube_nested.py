@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from copilot.eval.csfcube import (BASELINE, FACETS, SELECTION_METRIC, Report, choose_default,
-                                  compare_with_baseline)
+from copilot.eval.csfcube import BASELINE, FACETS, SELECTION_METRIC, Report, choose_default, compare_with_baseline
 from copilot.eval.metrics import compare_paired, mean_metrics
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from copilot.eval.report_files import json_text, write_files
 from copilot.eval.metrics import rouge_l
+from copilot.eval.report_files import json_text, write_files
 from copilot.features import gor as feature
 from copilot.methods import gor
 from copilot.methods.topics import build_topics
@@ -154,7 +154,7 @@ def node_topics(graph: gor.RecordGraph, paper_topic: dict[str, int]) -> list[int
     incoming: dict[int, list[int]] = {}
     for source, target in graph.edges:
         incoming.setdefault(target, []).append(source)
-    for i, node in enumerate(graph.nodes):             # records come after their sources
+    for i, _node in enumerate(graph.nodes):            # records come after their sources
         if topics[i] is None and incoming.get(i):
             found = [topics[s] for s in incoming[i] if topics[s] is not None]
             topics[i] = Counter(found).most_common(1)[0][0] if found else None
@@ -244,8 +244,10 @@ def markdown(report: GoREvalReport) -> str:
         lines.append(row)
     timing = report.timing
     per = timing["per_query_seconds"]
-    lines += ["", f"Preparing the scope took {timing['prepare_seconds']:.1f} s (LLM {timing['llm_seconds_during_prepare']:.1f} "
-              f"s; BERTScore labels {timing.get('label_seconds', 0):.1f} s; training {timing.get('train_seconds', 0):.1f} s"
+    lines += ["", f"Preparing the scope took {timing['prepare_seconds']:.1f} s "
+              f"(LLM {timing['llm_seconds_during_prepare']:.1f} s; "
+              f"BERTScore labels {timing.get('label_seconds', 0):.1f} s; "
+              f"training {timing.get('train_seconds', 0):.1f} s"
               f" for {m['settings']['epochs']} epochs). Per question: embedding {per['embed_question']:.3f} s, GoR "
               f"(GNN forward + ranking) {per['gor_forward_and_rank']:.3f} s, plain ranking {per['plain_rank']:.4f} s."]
     return "\n".join(lines)

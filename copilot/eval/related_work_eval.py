@@ -29,18 +29,18 @@ from pathlib import Path
 
 import numpy as np
 
-from copilot.eval.report_files import json_text, write_files
 from copilot.eval.bench_chat import TimedBackend
 from copilot.eval.metrics import rouge_l
+from copilot.eval.report_files import json_text, write_files
 from copilot.features import related
 from copilot.features.deep import keep_as_thought, stream_deep
 from copilot.features.library import ingestor
-from copilot.features.longform import Longform, LongformOptions, Numbering, checked_text
+from copilot.features.longform import Longform, Numbering, checked_text
 from copilot.features.related_work import draft_related_work, with_authors
 from copilot.llm import LLMError
 from copilot.methods.prism import QueryPaper
 from copilot.prompts import RELATED_WORK_ONE_CALL, source_block, statements_grammar
-from copilot.records import Evidence, Paper, clean_text
+from copilot.records import Paper, clean_text
 from copilot.services import Services
 from copilot.sources.snapshot import paper_from_row
 
@@ -179,7 +179,7 @@ def warm_up(services: Services, targets: Sequence[Target], progress: Callable[[s
     stored = 0
     for target in targets:
         answer = None
-        for answer in stream_deep(services, WARMUP_QUESTION.format(title=target.title), "eval"):
+        for answer in stream_deep(services, WARMUP_QUESTION.format(title=target.title), "eval"):  # noqa: B007 - drained to its last value
             pass
         if answer.run.text:
             outcome = keep_as_thought(services, answer, "eval")
@@ -211,9 +211,10 @@ def evaluate(services: Services, backend: TimedBackend, targets: Sequence[Target
             progress(f"warm-up: {warmed} thoughts stored in {time.perf_counter() - clock:.0f} s")
         for target in targets:
             if method == "plain":
-                outcome = timed(backend, lambda: plain(services, target))
+                outcome = timed(backend, lambda: plain(services, target))  # noqa: B023 - called at once
             else:
-                outcome = timed(backend, lambda: rat(services, target, thoughts=method == "rat+thoughts"))
+                outcome = timed(backend, lambda: rat(services, target,  # noqa: B023 - called at once
+                                                     thoughts=method == "rat+thoughts"))  # noqa: B023
             gold = [p.id for p in target.cited if p.id in in_library]
             recall, precision = citation_scores(outcome.cited_ids, gold)
             per_target[target.name][method] = {
@@ -242,7 +243,8 @@ def summarize(rows: Sequence[dict]) -> dict[str, float]:
 def markdown(report: Report) -> str:
     def cell(value, digits=2):
         return "—" if value is None else f"{value:.{digits}f}"
-    lines = ["| method | citation recall | citation precision | ROUGE-L F1 | words | seconds | LLM calls | cited none |",
+    lines = ["| method | citation recall | citation precision | ROUGE-L F1 | words | seconds | LLM calls "
+             "| cited none |",
              "|---|---|---|---|---|---|---|---|"]
     for method, s in report.summary.items():
         lines.append(f"| {method} | {cell(s['citation_recall'])} | {cell(s['citation_precision'])} | "

@@ -25,6 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from copilot.eval.answer_figures import (  # noqa: F401
+    answer_figures,
+    answer_tokens,
+    mean_or_none,
+    quoted_trace,
+    token_f1,
+)
 from copilot.eval.report_files import json_text, write_files
 from copilot.eval.thoughts_eval import JUDGE_MAX_TOKENS, verdict_line
 from copilot.features.adaptive import paper_retriever, proxy_llm, slim_options
@@ -37,7 +44,10 @@ from copilot.services import Services
 from copilot.sources.snapshot import paper_from_row
 
 STRATEGIES = ("always", "never", "adaptive")          # SlimOptions.retrieval; "adaptive" is SlimPLM
-LABELS = {"always": "always-retrieve", "never": "never-retrieve", "adaptive": "SlimPLM"}
+# also on request: "extractive", always-retrieve answered by quotes of the references (the tiny profile's chat answer)
+ALL_STRATEGIES = (*STRATEGIES, "extractive")
+LABELS = {"always": "always-retrieve", "never": "never-retrieve", "adaptive": "SlimPLM",
+          "extractive": "always-retrieve, quoted"}
 GROUPS = ("all", "paper", "general")
 PAPER_TEMPLATES = ('What does the paper "{title}" propose?', "What does {title} propose?")
 
@@ -148,30 +158,6 @@ GENERAL: tuple[tuple[str, str], ...] = (
     ("What is transfer learning?", "Transfer learning reuses a model trained on one task as the starting point for "
      "another task."),
 )
-
-
-# --- token-F1 ---------------------------------------------------------------------------------------------------
-_STATEMENT_OPENING = re.compile(r"\bsource \[\d+\] \w+ that\b", re.I)     # the local model's "Source [2] shows that"
-_ARTICLES = {"a", "an", "the"}
-
-
-def answer_tokens(text: str) -> list[str]:
-    """Lower-case words and numbers of a text, without articles, citation labels "[n]" and the local model's
-    "Source [n] … that" openings."""
-    text = re.sub(r"\[\d+\]", " ", _STATEMENT_OPENING.sub(" ", text or ""))
-    return [word for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in _ARTICLES]
-
-
-def token_f1(prediction: str, reference: str) -> float:
-    """Harmonic mean of token precision and recall, tokens counted with multiplicity (SQuAD's answer F1)."""
-    predicted, expected = answer_tokens(prediction), answer_tokens(reference)
-    if not predicted or not expected:
-        return float(predicted == expected)
-    same = sum((Counter(predicted) & Counter(expected)).values())
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(predicted), same / len(expected)
-    return 2 * precision * recall / (precision + recall)
 
 
 # --- the dev question set -----------------------------------------------------------------------------------------
@@ -329,7 +315,10 @@ def summarize(rows: Sequence[dict]) -> dict:
             "main_calls_max": max(calls), "helper_token_share": round(sum(r["helper_tokens"] for r in rows)
                                                                        / main_tokens, 4) if main_tokens else None,
             "seconds_per_question": round(sum(r["seconds"] for r in rows) / len(rows), 3),
-            "errors": sum(bool(r["error"]) for r in rows), **judged(rows)}
+            "errors": sum(bool(r["error"]) for r in rows),
+            "supported": mean_or_none([r.get("supported") for r in rows]),
+            "key_quoted_when_retrieved": mean_or_none([r.get("key_quoted") for r in paper if r["gold_found"]]),
+            **judged(rows)}
 
 
 def judged(rows: Sequence[dict]) -> dict:
@@ -413,9 +402,11 @@ def evaluate(services: Services, questions: Sequence[dict], strategies: Sequence
         for strategy in strategies:
             started = time.perf_counter()
             try:
-                trace = slim.run(row["question"], proxy=proxy, main=services.llm, retriever=retriever,
-                                 options=replace(base, retrieval=strategy))
+                trace = (quoted_trace(services, row["question"], retriever, base.top_k) if strategy == "extractive"
+                         else slim.run(row["question"], proxy=proxy, main=services.llm, retriever=retriever,
+                                       options=replace(base, retrieval=strategy)))
                 rows.append(score_one(row, strategy, trace, time.perf_counter() - started))
+                rows[-1].update(answer_figures(services, row, trace))
             except LLMError as error:
                 rows.append(score_one(row, strategy, None, time.perf_counter() - started, str(error)[:200]))
             if answer_judge is not None:
@@ -446,7 +437,8 @@ def _fmt(value, digits: int = 2) -> str:
 def markdown(report: SlimReport) -> str:
     lines = ["| strategy | questions | token-F1 all / paper / general | retrieval rate all / paper / general | "
              "gold paper retrieved | main calls per question (min–max) | proxy+judge tokens ÷ main tokens | "
-             "s per question |", "|---|---|---|---|---|---|---|---|"]
+             "s per question | supported | key sentence quoted (gold retrieved) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for strategy, groups in report.summary.items():
         a, p, g = (groups[group] for group in GROUPS)
         if not a["questions"]:
@@ -455,7 +447,8 @@ def markdown(report: SlimReport) -> str:
                      + " / ".join(_fmt(x.get("f1")) for x in (a, p, g)) + " | "
                      + " / ".join(_fmt(x.get("retrieval_rate")) for x in (a, p, g)) + f" | {_fmt(p.get('gold_found'))}"
                      f" | {_fmt(a['main_calls_per_question'])} ({a['main_calls_min']}–{a['main_calls_max']}) | "
-                     f"{_fmt(a['helper_token_share'])} | {_fmt(a['seconds_per_question'], 1)} |")
+                     f"{_fmt(a['helper_token_share'])} | {_fmt(a['seconds_per_question'], 1)} | "
+                     f"{_fmt(a.get('supported'))} | {_fmt(p.get('key_quoted_when_retrieved'))} |")
     if report.judge:
         lines += ["", "| SlimPLM decided | " + " | ".join(report.judge) + " |",
                   "|---|" + "---|" * len(report.judge)]

@@ -36,16 +36,23 @@ from pathlib import Path
 
 import numpy as np
 
-from copilot.eval.report_files import json_text, write_files
 from copilot.config import Settings
 from copilot.eval.csfcube import ABSTRACTS_FILE, EvalDataError, machine, paper_text, read_abstracts
 from copilot.eval.metrics import compare_paired
+from copilot.eval.report_files import json_text, write_files
+from copilot.eval.svg import svg_plot
 from copilot.features.chat import Chat
 from copilot.features.stats import wilson_interval
-from copilot.llm import LLM, LLMError, packaged_gguf
+from copilot.llm import LLM, LLMError, cached_choice, packaged_gguf
 from copilot.methods.thought_retriever import ThoughtMemory, check_answer, fit_budget, stream_answer
-from copilot.prompts import (CANNOT_ANSWER, JUDGE_VERDICTS, PAIRWISE_JUDGE, judge_verdict_grammar, source_block,
-                             strip_quoting_tags)
+from copilot.prompts import (
+    CANNOT_ANSWER,
+    JUDGE_VERDICTS,
+    PAIRWISE_JUDGE,
+    judge_verdict_grammar,
+    source_block,
+    strip_quoting_tags,
+)
 from copilot.records import Evidence, Paper
 from copilot.services import Services
 from copilot.store.chat_log import THOUGHTS
@@ -336,12 +343,12 @@ def judge_refusal(settings: Settings, allow_local: bool = False) -> str | None:
     """Why the configured LLM may not judge, or None: the packaged 135M model cannot (`allow_local` for tests)."""
     if settings.llm_backend != "local" or allow_local:
         return None
-    if settings.local_model is not None:
-        try:
-            if Path(settings.local_model).resolve() != packaged_gguf().resolve():
-                return None          # another GGUF: the user chose it
-        except LLMError:
-            return None
+    try:
+        choice = cached_choice(settings)       # a Hub reference that fell back to the packaged model counts as it
+        if choice is None or choice.path.resolve() != packaged_gguf().resolve():
+            return None                        # another GGUF: the user chose it
+    except LLMError:
+        return None
     return ("--judge needs a model that can judge answers, and the configured LLM is the packaged 135M local "
             "model, which cannot: set OPENAI_API_KEY (and OPENAI_BASE_URL, COPILOT_LLM_MODEL) for an "
             "OpenAI-compatible endpoint, or COPILOT_LOCAL_MODEL to a larger GGUF (--judge-local judges with the "
@@ -469,42 +476,7 @@ def judge_markdown(judged: dict) -> list[str]:
             f"tie {by_label['tie']}."]
 
 
-# --- plots: plain SVG (no plotting library in the requirements)
-PLOT_WIDTH, PLOT_HEIGHT, MARGIN = 420, 300, 50
-COLOURS = {"papers": "#1f77b4", "papers+thoughts": "#d62728"}
-
-
-def svg_plot(title: str, x_label: str, y_label: str, series: dict[str, list[tuple[float, float]]]) -> str:
-    """A line plot with markers, one polyline per series, axes from 0 to the largest value (at least 1e-9)."""
-    points = [p for line in series.values() for p in line]
-    x_max = max([x for x, _ in points] + [1e-9])
-    y_max = max([y for _, y in points] + [1e-9])
-    inner_w, inner_h = PLOT_WIDTH - 2 * MARGIN, PLOT_HEIGHT - 2 * MARGIN
-
-    def at(x: float, y: float) -> tuple[float, float]:
-        return MARGIN + inner_w * x / x_max, PLOT_HEIGHT - MARGIN - inner_h * y / y_max
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" '
-             'font-family="sans-serif" font-size="11">',
-             f'<text x="{PLOT_WIDTH / 2}" y="18" text-anchor="middle" font-size="13">{title}</text>',
-             f'<line x1="{MARGIN}" y1="{PLOT_HEIGHT - MARGIN}" x2="{PLOT_WIDTH - MARGIN}" y2="{PLOT_HEIGHT - MARGIN}" '
-             'stroke="black"/>',
-             f'<line x1="{MARGIN}" y1="{MARGIN}" x2="{MARGIN}" y2="{PLOT_HEIGHT - MARGIN}" stroke="black"/>',
-             f'<text x="{PLOT_WIDTH / 2}" y="{PLOT_HEIGHT - 12}" text-anchor="middle">{x_label} (0 to {x_max:.3g})'
-             '</text>',
-             f'<text x="14" y="{PLOT_HEIGHT / 2}" text-anchor="middle" transform="rotate(-90 14 {PLOT_HEIGHT / 2})">'
-             f'{y_label} (0 to {y_max:.3g})</text>']
-    for n, (name, line) in enumerate(series.items()):
-        colour = COLOURS.get(name, "black")
-        coords = [at(x, y) for x, y in line]
-        parts.append('<polyline fill="none" stroke="{}" points="{}"/>'.format(
-            colour, " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy in coords)))
-        parts += [f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3" fill="{colour}"/>' for cx, cy in coords]
-        parts.append(f'<text x="{PLOT_WIDTH - MARGIN}" y="{MARGIN + 14 * n}" text-anchor="end" fill="{colour}">'
-                     f'{name}</text>')
-    return "\n".join(parts + ["</svg>"]) + "\n"
-
-
+# --- plots (copilot/eval/svg.py draws them)
 def plots(report: ThoughtsReport) -> dict[str, str]:
     """Fig. 7's shape (recall against precision, a point per checkpoint) and Fig. 5's (recall against thoughts)."""
     curve = list(report.curve.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+
 from copilot import grounding
 from copilot.features.chat import ChatError, clean_question
 from copilot.llm import LLM, LLMError, build_llm
@@ -67,7 +68,7 @@ def stream_adaptive(services: Services, question: str | None, user: str) -> Iter
 def ask_adaptive(services: Services, question: str | None, user: str = "local") -> dict:
     """One question answered the SlimPLM way, without a UI: the answer, its citations and the decision trace."""
     trace = SlimTrace(question or "")
-    for trace in stream_adaptive(services, question, user):
+    for trace in stream_adaptive(services, question, user):  # noqa: B007 - drained to its last value
         pass
     logged = services.slim_log.get(trace.log_id) if trace.log_id is not None else None
     return {"mode": "slim", "question": trace.question, "answer": trace.answer, "citations": citations(trace),

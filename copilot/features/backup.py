@@ -22,8 +22,14 @@ from copilot.errors import UserError
 from copilot.ingest import Ingestor
 from copilot.secrets import mask_secret
 from copilot.services import Services
-from copilot.store.backup import (BackupError, BackupLog, HubSnapshots, data_dir_is_empty, extract_snapshot,
-                                  write_snapshot)
+from copilot.store.backup import (
+    BackupError,
+    BackupLog,
+    HubSnapshots,
+    data_dir_is_empty,
+    extract_snapshot,
+    write_snapshot,
+)
 from copilot.store.db import Database
 
 log = logging.getLogger(__name__)

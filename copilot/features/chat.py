@@ -7,9 +7,7 @@ change of vote is logged. The UI and the CLI call the same functions here.
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import random
 import time
 import uuid
@@ -18,16 +16,25 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 
 from copilot.errors import UserError
+from copilot.features.answers import stream_reply
+from copilot.features.chat_view import AnswerView, TurnView, VoteView, answer_is_thought_side
+from copilot.features.job_runner import runner as _runner
+from copilot.features.job_runner import runner_alive as _runner_alive
 from copilot.features.limits import check_rate
 from copilot.features.profile import reader_text
 from copilot.llm import LLMError, Usage
 from copilot.methods.followup import PreviousTurn, standalone_question
-from copilot.methods.thought_retriever import (ThoughtMemory, check_answer, labels_to_ids, new_thought_id,
-                                               retrieve_both, stream_answer, think)
+from copilot.methods.thought_retriever import (
+    ThoughtMemory,
+    check_answer,
+    labels_to_ids,
+    new_thought_id,
+    retrieve_both,
+    think,
+)
 from copilot.prompts import CANNOT_ANSWER
 from copilot.records import Evidence, storable_text
 from copilot.services import Services
-from copilot.features.chat_view import AnswerView, TurnView, VoteView, answer_is_thought_side
 from copilot.store.chat_log import RAW, THOUGHTS, AnswerOutcome, JobOutcome, NewTurn, SourceRecord, ThoughtJob
 
 log = logging.getLogger(__name__)
@@ -174,8 +181,8 @@ class Chat:
                 yield turn
                 answer.usage = Usage()
                 try:
-                    for piece in stream_answer(self.services.llm, turn.question, answer.sources,
-                                               self.settings.answer_tokens, turn.reader, usage=answer.usage):
+                    for piece in stream_reply(self.services, turn.question, answer.sources, turn.reader,
+                                              usage=answer.usage):
                         answer.text += piece
                         yield turn
                 except LLMError as error:
@@ -404,22 +411,7 @@ class Chat:
     def turn_record(self, turn_id: str) -> dict | None:
         """A stored turn in the CLI's JSON shape."""
         view = self.view(turn_id)
-        if view is None:
-            return None
-        timings = {"retrieval_s": _round(view.retrieval_s)}
-        for answer in view.answers:
-            timings[f"answer_{answer.label}_s"] = _round(answer.seconds)
-        finished = [j for j in view.thought_jobs if j["finished_at"] and j["started_at"]]
-        timings["thought_job_s"] = _round(sum(j["finished_at"] - j["started_at"] for j in finished)) if finished else None
-        return {
-            "turn_id": view.turn_id, "comparison": view.votable, "comparison_state": view.comparison,
-            "answers": [{"label": a.label, "thought_augmented": a.thought_augmented, "text": a.text, "error": a.error,
-                         "sources": [{"id": s.id, "kind": s.kind, "title": s.title} for s in a.sources]}
-                        for a in view.answers],
-            "timings": timings,
-            "thought_jobs": [job_record(j) for j in view.thought_jobs],
-            "models": view.models,
-        }
+        return None if view is None else view.record()
 
     def recent_turns(self, user: str, limit: int = 10) -> list[dict]:
         return [asdict(summary) for summary in self.log.recent_turns(user, limit)]
@@ -450,13 +442,6 @@ class Chat:
         return record
 
 
-def job_record(job: dict) -> dict:
-    """A thought job in the CLI's JSON shape; `current` is false for a job a later vote superseded."""
-    record = {k: job[k] for k in ("answer", "trigger", "status", "thought_id", "error", "reason")}
-    record["current"] = job["superseded_at"] is None
-    return record
-
-
 def _normalise_choice(choice: str, side_a: str) -> str:
     value = (choice or "").strip().lower()
     if value in ("a", "b"):
@@ -470,37 +455,6 @@ def _label(choice: str, side_a: str) -> str:
     if choice in (THOUGHTS, RAW):
         return "A" if choice == side_a else "B"
     return choice
-
-
-def _round(value: float | None) -> float | None:
-    return round(value, 3) if value is not None else None
-
-
-@functools.cache
-def _process_token() -> str:
-    return uuid.uuid4().hex[:8]
-
-
-def _runner() -> str:
-    """Who runs a thought job: this process (the pid alone could be a reused one after a restart)."""
-    return f"{os.getpid()}:{_process_token()}"
-
-
-def _runner_alive(runner: str | None) -> bool:
-    if not runner:
-        return False
-    if runner == _runner():
-        return True
-    pid = int(runner.split(":", 1)[0])
-    if pid == os.getpid():      # our pid, another token: an earlier process with the same pid
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:     # alive, owned by another user
-        return True
-    return True
 
 
 def chat_for(services: Services) -> Chat:

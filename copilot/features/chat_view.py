@@ -96,6 +96,24 @@ class TurnView:
             return next((a for a in self.answers if a.label == self.vote.label), self.answers[0])
         return self.answers[0]
 
+    def record(self) -> dict[str, Any]:
+        """The turn in the CLI's JSON shape."""
+        timings = {"retrieval_s": _round(self.retrieval_s)}
+        for answer in self.answers:
+            timings[f"answer_{answer.label}_s"] = _round(answer.seconds)
+        finished = [j for j in self.thought_jobs if j["finished_at"] and j["started_at"]]
+        timings["thought_job_s"] = (_round(sum(j["finished_at"] - j["started_at"] for j in finished)) if finished
+                                    else None)
+        return {
+            "turn_id": self.turn_id, "comparison": self.votable, "comparison_state": self.comparison,
+            "answers": [{"label": a.label, "thought_augmented": a.thought_augmented, "text": a.text, "error": a.error,
+                         "sources": [{"id": s.id, "kind": s.kind, "title": s.title} for s in a.sources]}
+                        for a in self.answers],
+            "timings": timings,
+            "thought_jobs": [job_record(j) for j in self.thought_jobs],
+            "models": self.models,
+        }
+
     def as_dict(self) -> dict[str, Any]:
         return {"turn_id": self.turn_id, "comparison": self.comparison, "question": self.question,
                 "user": self.user, "notice": self.notice, "asked": self.asked, "retrieval_s": self.retrieval_s,
@@ -103,6 +121,17 @@ class TurnView:
                 "vote": None if self.vote is None else {"choice": self.vote.choice, "label": self.vote.label,
                                                         "changes": self.vote.changes},
                 "thought_jobs": list(self.thought_jobs), "models": dict(self.models)}
+
+
+def job_record(job: dict) -> dict:
+    """A thought job in the CLI's JSON shape; `current` is false for a job a later vote superseded."""
+    record = {k: job[k] for k in ("answer", "trigger", "status", "thought_id", "error", "reason")}
+    record["current"] = job["superseded_at"] is None
+    return record
+
+
+def _round(value: float | None) -> float | None:
+    return round(value, 3) if value is not None else None
 
 
 def answer_is_thought_side(kind: str, comparison: str) -> bool:

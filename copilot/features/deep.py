@@ -63,8 +63,8 @@ def stream_deep(services: Services, question: str | None, user: str = "local",
     task = DEEP_ANSWER_TASK.format(steps=opts.steps, question=text)
     answer = DeepAnswer(text, Longform(task), notice)
     try:
-        for answer.run in stream_longform(services.llm, task, paper_and_thought_search(services, user, opts.retrieve_k * (opts.steps + 1)),
-                                          opts):
+        search = paper_and_thought_search(services, user, opts.retrieve_k * (opts.steps + 1))
+        for answer.run in stream_longform(services.llm, task, search, opts):
             yield answer
     except LLMError as error:
         raise DeepAnswerFailed(f"The model failed while drafting: {error}") from None
@@ -119,7 +119,7 @@ def keep_and_report(services: Services, answer: DeepAnswer, user: str, wait_s: f
 def ask_deep(services: Services, question: str | None, user: str = "local", keep: bool = True) -> dict:
     """A deep answer without a UI: the final text, its citations, the trace and, with `keep`, the thought step."""
     answer = None
-    for answer in stream_deep(services, question, user):
+    for answer in stream_deep(services, question, user):  # noqa: B007 - drained to its last value
         pass
     if keep and answer.run.text:
         keep_as_thought(services, answer, user)

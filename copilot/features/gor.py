@@ -15,117 +15,42 @@ import hashlib
 import json
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import date
 
 import numpy as np
 
+from copilot.features.gor_types import (
+    FORMAT,
+    GOR,  # noqa: F401 - re-exported: callers import it from here
+    PLAIN,  # noqa: F401 - re-exported: callers import it from here
+    ChosenNode,  # noqa: F401 - re-exported: callers import it from here
+    GoROptions,
+    PeriodAnswer,  # noqa: F401 - re-exported: callers import it from here
+    Prepared,
+    Scope,
+    TooFewNodes,
+)
 from copilot.features.trends import corpus_version, select_papers
-from copilot.grounding import check, close_cut_statements, drop_unfinished_statement, labels_to_ids
+from copilot.grounding import check_chat_answer, labels_to_ids
 from copilot.grounding import cited as cited_keys
 from copilot.llm import LLMError
 from copilot.methods import gor
 from copilot.methods.thought_retriever import fit_budget
 from copilot.methods.topics import previous_window
-from copilot.prompts import (ANSWER_STATEMENT_CHARS, GOR_PERIOD_ANSWER, GOR_PERIOD_STATEMENTS, GOR_SIMULATED_QUESTION, question_grammar,
-                             source_block, statements_grammar)
+from copilot.prompts import (
+    GOR_PERIOD_ANSWER,
+    GOR_PERIOD_STATEMENTS,
+    GOR_SIMULATED_QUESTION,
+    question_grammar,
+    source_block,
+    statements_grammar,
+)
 from copilot.records import Evidence, Paper
 from copilot.services import Services
 from copilot.store.gor_cache import SimulatedQuestion, SimulatedResponse, Simulation
 
 log = logging.getLogger(__name__)
-
-GOR, PLAIN = "gor", "plain"
-FORMAT = 3                         # part of every key: bump when what a simulation or a network means changes
-
-
-@dataclass
-class GoROptions:
-    cap: int = 300                 # most papers of a scope (the Trends cap)
-    questions: int = 40            # simulated questions per scope: the first `train_questions` train, the rest
-    train_questions: int = 30      # are held out for `eval gor` (paper: 30 per document)
-    responses: int = 30            # simulated RAG answers that become response nodes (paper: one per question)
-    response_k: int = 3            # records each simulated answer is made from (paper: 6; prompt time locally)
-    response_tokens: int = 64
-    question_tokens: int = 40
-    quote_chars: int = 600         # of a paper quoted to write a question from
-    min_nodes: int = 24            # fewer retrievable nodes: plain retrieval, with a notice
-    negatives_cap: int = 100       # papers of the previous window: the "other graph" of in-batch negatives
-    top_k: int = gor.TOP_K
-    train: gor.TrainSettings = field(default_factory=gor.TrainSettings)
-
-    def training_part(self, questions: Sequence) -> tuple[list, list]:
-        """(training, held-out) questions: the same share held out however many questions the model managed to
-        write (the small one's are often dropped as not about their paper)."""
-        count = min(self.train_questions, max(2, round(len(questions) * self.train_questions / self.questions)))
-        return list(questions[:count]), list(questions[count:])
-
-    @classmethod
-    def from_settings(cls, settings, **overrides) -> GoROptions:
-        """COPILOT_GOR_QUESTIONS questions, three quarters of them for training; COPILOT_GOR_RESPONSES answers."""
-        train_questions = max(2, round(0.75 * settings.gor_questions))
-        values = dict(questions=settings.gor_questions, train_questions=train_questions,
-                      responses=min(settings.gor_responses, train_questions))
-        values.update(overrides)
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class Scope:
-    start: date
-    end: date
-    categories: tuple[str, ...] = ()
-
-    def key(self, opts: GoROptions) -> str:
-        return json.dumps(["period", str(self.start), str(self.end), sorted(self.categories), opts.cap, FORMAT])
-
-    @property
-    def label(self) -> str:
-        return f"{self.start} … {self.end}" if self.start != self.end else str(self.start)
-
-
-class TooFewNodes(ValueError):
-    """The scope is too small to train on."""
-
-
-@dataclass
-class Prepared:
-    graph: gor.RecordGraph
-    trained: gor.Trained | None
-    simulation: Simulation
-    token_vectors: list[np.ndarray] | None = None
-    meta: dict = field(default_factory=dict)
-
-
-@dataclass
-class ChosenNode:
-    id: str
-    kind: str
-    title: str
-    score: float
-
-    def as_json(self) -> dict:
-        return {"id": self.id, "kind": self.kind, "title": self.title, "score": round(self.score, 4)}
-
-
-@dataclass
-class PeriodAnswer:
-    question: str
-    answer: str
-    citations: list[str]
-    nodes: list[ChosenNode]
-    chosen_by: str                 # GOR | PLAIN
-    notices: list[str] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    def as_json(self) -> dict:
-        return {"question": self.question, "answer": self.answer, "citations": self.citations,
-                "nodes": [n.as_json() for n in self.nodes], "chosen_by": self.chosen_by, "notices": self.notices,
-                "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
-
 
 # --- keys ---------------------------------------------------------------------------------------------------
 def network_variant(services: Services, opts: GoROptions) -> str:
@@ -251,11 +176,9 @@ def answer_from(services: Services, question: str, items: Sequence[Evidence], pe
     grammar = statements_grammar(labels, GOR_PERIOD_STATEMENTS, opener="Source") if services.llm.obeys_grammar \
         else None
     text = services.llm.complete(prompt, max_tokens=max_tokens, temperature=0.1, grammar=grammar).strip()
-    if grammar is not None:   # statements of the grammar's shape: an unfinished last one (the token limit) goes
-        text = close_cut_statements(drop_unfinished_statement(text), ANSWER_STATEMENT_CHARS)
-    checked = check(text, allowed=labels, source_texts=[i.text for i in items],
-                    instructions=[GOR_PERIOD_ANSWER.system], attribute=True)
     ids = [item.id for item in items]
+    checked = check_chat_answer(text, ids, [i.text for i in items], [GOR_PERIOD_ANSWER.system],
+                                statements=grammar is not None)
     answer = labels_to_ids(checked.text, ids)
     cited = [ids[int(n) - 1] for n in dict.fromkeys(cited_keys(checked.text)) if n.isdigit() and
              0 < int(n) <= len(ids)]
@@ -398,138 +321,3 @@ def gate_of(meta: dict) -> tuple[bool, str]:
 def not_validated_notice(meta: dict) -> str:
     return (f"Plain retrieval chose these records: the record graph trained on this period is not used: "
             f"{gate_of(meta)[1]} (docs/gor-eval.md says why).")
-
-
-# --- training in the background (the app) ------------------------------------------------------------------
-_progress_lock = threading.Lock()
-
-
-def training_status(services: Services, scope: Scope, opts: GoROptions | None = None) -> dict:
-    """{'state': 'idle' | 'running' | 'ready' | 'failed' | 'too small', 'stage': …} of a scope in this process."""
-    opts = opts or GoROptions.from_settings(services.settings)
-    key = scope.key(opts)
-    with _progress_lock:
-        status = dict(services.gor_progress.get(key, {}))
-    if status.get("state") in ("running", "failed", "too small"):
-        return status
-    stored = services.gor_cache.network(key, corpus_version(services), network_variant(services, opts))
-    if stored is not None:
-        validated, why = gate_of(stored.meta)
-        verdict = "" if validated else f"; not used: {why}"
-        return {"state": "ready", "stage": f"trained on {stored.meta.get('questions')} simulated questions over "
-                                           f"{stored.meta.get('nodes')} records{verdict}", "meta": stored.meta}
-    return status or {"state": "idle", "stage": "not trained yet"}
-
-
-def _set_status(services: Services, key: str, **status) -> None:
-    with _progress_lock:
-        services.gor_progress[key] = status
-
-
-def start_training(services: Services, scope: Scope, opts: GoROptions | None = None, user: str | None = None
-                   ) -> dict:
-    """Train the scope on the GoR background thread unless it is trained or training; returns its status."""
-    opts = opts or GoROptions.from_settings(services.settings)
-    key = scope.key(opts)
-    status = training_status(services, scope, opts)
-    if status["state"] in ("running", "ready", "too small"):
-        return status
-    papers, _ = scope_papers(services, scope, opts.cap)
-    if len(papers) < opts.min_nodes:
-        _set_status(services, key, state="too small", stage=f"{len(papers)} papers in {scope.label}: too few to "
-                    f"train the record graph on (at least {opts.min_nodes})")
-        return training_status(services, scope, opts)
-    _set_status(services, key, state="running", stage="queued", started=time.time())
-
-    def job() -> None:
-        try:
-            prepare(services, scope, opts, user,
-                    progress=lambda stage: _set_status(services, key, state="running", stage=stage))
-        except TooFewNodes as error:
-            _set_status(services, key, state="too small", stage=str(error))
-            return
-        except Exception as error:  # the job thread must record why, or the page waits forever
-            log.exception("GoR training failed")
-            _set_status(services, key, state="failed", stage=f"training failed: {error}")
-            return
-        with _progress_lock:
-            services.gor_progress.pop(key, None)
-
-    services.gor_jobs.submit(key, job)
-    return training_status(services, scope, opts)
-
-
-# --- asking ------------------------------------------------------------------------------------------------
-def _evidence(node: gor.Node, score: float) -> Evidence:
-    return Evidence(node.id, node.kind, node.title, node.text, score)
-
-
-def plain_choice(graph: gor.RecordGraph, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """Top-k retrievable nodes by cosine of their embedder vectors: the baseline GoR is measured against."""
-    return gor.top_nodes(graph.features, graph, query, k)
-
-
-def ask_period(services: Services, scope: Scope, question: str, opts: GoROptions | None = None,
-               user: str | None = None, train: bool = False,
-               progress: Callable[[str], None] = lambda _: None) -> PeriodAnswer:
-    """Answer `question` from the scope's top-6 records. `train`: prepare the scope now if needed (the command
-    line); otherwise a scope without a trained network is answered by plain retrieval and its training started
-    in the background (the app)."""
-    opts = opts or GoROptions.from_settings(services.settings)
-    question = " ".join(question.split())
-    if not question:
-        raise ValueError("type a question about the period")
-    seconds: dict[str, float] = {}
-    notices: list[str] = []
-    clock = time.perf_counter()
-    prepared: Prepared | None = None
-    if train:
-        try:
-            prepared = prepare(services, scope, opts, user, progress)
-        except TooFewNodes as error:
-            notices.append(f"Plain retrieval: {error}.")
-    else:
-        status = start_training(services, scope, opts, user)
-        if status["state"] == "ready":
-            prepared = prepare(services, scope, opts, user)
-        elif status["state"] == "too small":
-            notices.append(f"Plain retrieval: {status['stage']}.")
-        elif status["state"] == "failed":
-            notices.append(f"Plain retrieval: the record graph's {status['stage']}.")
-        else:
-            notices.append("Plain retrieval: the record graph of this period is still training "
-                           f"({status['stage']}); ask again when it is ready to get GoR's choice.")
-    seconds["prepare"] = time.perf_counter() - clock
-    clock = time.perf_counter()
-    query = services.embedder.embed_one(question)
-    if prepared is not None and prepared.trained is not None and not gate_of(prepared.meta)[0]:
-        notices.append(not_validated_notice(prepared.meta))
-        prepared.trained = None
-    if prepared is not None and prepared.trained is not None:
-        graph = prepared.graph
-        chosen, by = gor.top_nodes(gor.node_embeddings(prepared.trained, graph), graph, query, opts.top_k), GOR
-    else:
-        graph = prepared.graph if prepared else scope_graph(services, scope, opts, None, user)
-        if not len(graph):
-            raise ValueError(f"no papers in {scope.label}")
-        chosen, by = plain_choice(graph, query, opts.top_k), PLAIN
-    seconds["retrieve"] = time.perf_counter() - clock
-    items = fit_budget([_evidence(graph.nodes[i], s) for i, s in chosen], services.settings.answer_budget_tokens,
-                       item_tokens=services.settings.source_cap_tokens)
-    clock = time.perf_counter()
-    try:
-        answer, cited, notes = answer_from(services, question, items, scope.label, services.settings.answer_tokens)
-    except LLMError as error:
-        answer, cited, notes = "", [], [f"The model could not answer: {error}"]
-    if not answer.strip() and not any(n.startswith("The model could not") for n in notes):
-        notes.append("Nothing of the model's answer passed the output checks; the records it was given are "
-                     "listed below.")
-    seconds["answer"] = time.perf_counter() - clock
-    nodes = [ChosenNode(graph.nodes[i].id, graph.nodes[i].kind, graph.nodes[i].title, s) for i, s in chosen]
-    return PeriodAnswer(question, answer, cited, nodes[:len(items)], by, notices + notes, seconds)
-
-
-def scope_for(start: date, end: date, categories: Sequence[str] | None = None) -> Scope:
-    return Scope(start, end, tuple(sorted(c for c in (categories or []) if c)))
-
-

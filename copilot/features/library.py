@@ -130,10 +130,29 @@ def status(services: Services, next_ingest: datetime | None = None) -> dict:
         "next_ingest": next_ingest.isoformat(timespec="seconds") if next_ingest else None,
         "ingest_running": Ingestor.busy(),
         "llm": services.llm_info(),
+        "model": model_status(services),
+        "cpu_kernels": services.cpu_kernels(),
         "embedder": services.embedder.name,
         "categories": services.settings.categories,
         "failures": failure_counts(services),
     }
+
+
+def model_status(services: Services) -> dict:
+    """The language model in use: for the local backend its file, size, source and the llama.cpp build (and why
+    it is not the model asked for, if it is not); for an endpoint its address and model name."""
+    settings = services.settings
+    if settings.llm_backend == "openai":
+        return {"endpoint": settings.openai_base_url or "https://api.openai.com/v1", "model": settings.llm_model}
+    from copilot.llm import cached_choice, llama_cpp_build
+
+    choice = cached_choice(settings)
+    if choice is None:
+        return {"requested": settings.local_model, "note": "not fetched yet: it is fetched when the model is first "
+                "loaded (or at start of the web app)", "llama_cpp": llama_cpp_build()}
+    return {"file": str(choice.path), "source": choice.source, "size_bytes": choice.size_bytes,
+            "size": f"{choice.size_bytes / 1e6:,.0f} MB", "llama_cpp": llama_cpp_build(), "note": choice.note,
+            "requested": settings.local_model}
 
 
 def failure_counts(services: Services) -> dict:

@@ -19,10 +19,8 @@ from copilot import grounding
 from copilot.llm import LLM
 from copilot.methods.rat import RATResult, iter_rat, split_steps
 from copilot.methods.thought_retriever import MIN_ANSWERABLE_SCORE
-from copilot.prompts import (RAT_DRAFT, RAT_QUERY, RAT_REVISE_NUMBERED, STEP_CHARS, revision_grammar,
-                             steps_grammar)
+from copilot.prompts import RAT_DRAFT, RAT_QUERY, RAT_REVISE_NUMBERED, revision_grammar, steps_grammar
 from copilot.records import Evidence
-
 
 _BARE_SOURCE = re.compile(r"\bSource (\d{1,3})\b")
 
@@ -100,10 +98,7 @@ def checked_text(text: str, numbering: Numbering, task: str) -> grounding.Checke
     instructions = [RAT_DRAFT.system, RAT_DRAFT.user, RAT_QUERY.user, RAT_REVISE_NUMBERED.system,
                     RAT_REVISE_NUMBERED.user, task]
     text = _BARE_SOURCE.sub(r"Source [\1]", text)     # "Source 1 shows …": a citation without its brackets
-    checked = grounding.check(text, allowed=numbering.labels, source_texts=numbering.texts,
-                              instructions=instructions, attribute=True)
-    checked.text = grounding.tidy(checked.text) if checked.text else ""
-    return checked
+    return grounding.check_longform(text, numbering.labels, numbering.texts, instructions)
 
 
 @dataclass
@@ -126,7 +121,8 @@ class Longform:
     @property
     def cited(self) -> list[Evidence]:
         keys = grounding.cited(self.text)
-        return [self.numbering.items[int(k) - 1] for k in keys if k.isdigit() and 0 < int(k) <= len(self.numbering.items)]
+        items = self.numbering.items
+        return [items[int(k) - 1] for k in keys if k.isdigit() and 0 < int(k) <= len(items)]
 
     def trace(self) -> list[dict]:
         """Per step: query, retrieved items (number, id, kind, title, url, score), text before and after, status."""
@@ -171,7 +167,8 @@ def stream_longform(llm: LLM, task: str, search: Callable[[str], Sequence[Eviden
         return checked_text(revision, run.numbering, task).text
 
     retrieve = numbered_retriever(search, run.numbering, opts.retrieve_k, opts.min_score)
-    for run.rat in iter_rat(llm, task, retrieve, context=context, max_steps=opts.steps,
+    for run.rat in iter_rat(  # noqa: B020 - each step's result is kept on the run
+                            llm, task, retrieve, context=context, max_steps=opts.steps,
                             draft_tokens=opts.draft_tokens, query_tokens=opts.query_tokens,
                             revise_tokens=opts.revise_tokens, evidence_chars=opts.evidence_chars,
                             llm_queries=not bound, draft_grammar=draft_grammar, revise_grammar=revise_grammar,

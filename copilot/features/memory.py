@@ -53,7 +53,7 @@ def doctor(services: Services, repair: bool = False, wait_s: float = 600) -> dic
     stale = chat.stale_jobs()
     lexical = services.lexical.check()
     report = {"papers": _lineage_papers(services), "thoughts": found.as_dict(), "stale_jobs": stale,
-              "lexical_index": lexical.as_dict(),
+              "lexical_index": lexical.as_dict(), "cpu_kernels": services.cpu_kernels(),
               "mismatches": found.mismatches + len(stale) + (0 if lexical.in_step else 1)}
     if repair:
         report["repair"] = resume_jobs(services)

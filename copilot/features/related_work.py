@@ -22,7 +22,7 @@ from copilot.features.longform import Longform, LongformOptions, own_questions_o
 from copilot.llm import LLMError
 from copilot.methods.thought_retriever import ThoughtMemory
 from copilot.prompts import RELATED_WORK_TASK, source_block
-from copilot.records import Evidence, Paper, parse_arxiv_id
+from copilot.records import Evidence, Paper
 from copilot.services import Services
 
 POOL = 20                 # papers of the PRISM ranking the draft may cite
@@ -166,6 +166,7 @@ def draft_related_work(services: Services, query: related.QueryInfo, *, user: st
                        progress: Callable[[str], None] | None = None) -> RelatedWorkDraft:
     """The whole draft without a UI."""
     draft = None
-    for draft in stream_related_work(services, query, user=user, thoughts=thoughts, opts=opts, progress=progress):
+    for draft in stream_related_work(services, query, user=user, thoughts=thoughts, opts=opts,  # noqa: B007
+                                     progress=progress):      # drained to its last value
         pass
     return draft

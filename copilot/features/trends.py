@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -19,38 +18,55 @@ from datetime import date, timedelta
 import numpy as np
 
 from copilot.errors import UserError
-from copilot.grounding import (MOVE_FLOOR, check, close_cut_statements, ids_to_labels, keep_paper_citations,
-                               labels_to_ids, overlap_scores, prose_words, reattribute, tidy)
-from copilot.llm import LLMError
-from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion
-from copilot.methods.rat import RATResult, run_rat, split_steps
-from copilot.methods.topics import Topic, build_topics, previous_window
-from copilot.prompts import (RAT_DRAFT, RAT_REVISE, TRENDS_IDEAS_TASK, TRENDS_PERIOD_SUMMARY, TRENDS_TOPIC_SUMMARY,
-                             ANSWER_STATEMENT_CHARS, Prompt, ideas_grammar, source_block, statements_grammar)
-from copilot.records import Evidence, Paper, date_number, number_to_date
 from copilot.features.profile import profile_for_personalizing
+from copilot.features.trends_ideas import (  # noqa: F401
+    IDEA_SUPPORT,
+    NO_IDEA_PASSED,
+    Idea,
+    generate_ideas,
+    grounded_idea,
+    ideas_from_rat,
+    ideas_task,
+    retriever,
+)
+from copilot.features.trends_summaries import (  # noqa: F401
+    MIN_PROSE_WORDS,
+    PERIOD_STATEMENTS,
+    TOPIC_STATEMENTS,
+    TooLittleLeft,
+    cite_or_credit,
+    period_label,
+    quote_period,
+    quote_topic,
+    summarize_period,
+    summarize_topic,
+)
+from copilot.llm import LLMError
+from copilot.methods import quotes
+from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion
+from copilot.methods.topics import Topic, build_topics, previous_window
+from copilot.model_profile import choose_profile
+from copilot.prompts import TRENDS_IDEAS_TASK
+from copilot.records import Paper, date_number, number_to_date
 from copilot.services import Services
 from copilot.store.caches import CachedReport
 
 log = logging.getLogger(__name__)
 
 PRESETS = {"day": 1, "week": 7, "month": 30}
-MIN_PROSE_WORDS = 4       # less than this left after the checks is a fragment, not a summary: show nothing
-IDEA_SUPPORT = " Support:"     # where the ideas grammar's supporting statement begins
-TOPIC_STATEMENTS = 2      # statements in a grammar-bound topic summary
-PERIOD_STATEMENTS = 3
-NO_IDEA_PASSED = ("No idea is shown: none of the model's ideas passed the checks (an idea must propose something "
-                  "found in the period's papers, and cite a retrieved paper that supports it).")
 
 
-def default_ideas(settings) -> int:
-    """Research ideas are off by default on the packaged small model (see IDEAS_OFF_NOTICE), on otherwise."""
-    return 0 if settings.llm_backend == "local" else 3
+def default_ideas(settings_or_services) -> int:
+    """Research ideas are off by default on the tiny model profile (see IDEAS_OFF_NOTICE), on otherwise."""
+    profile = getattr(settings_or_services, "model_profile", None)
+    if profile is None or isinstance(profile, str):
+        profile = choose_profile(getattr(settings_or_services, "settings", settings_or_services))
+    return 0 if profile.tiny else 3
 
 
-IDEAS_OFF_NOTICE = ("Research ideas are off by default with the packaged small local model: its ideas were rarely "
-                    "grounded in the papers (most failed the checks, the rest were vague). Raise 'Research ideas' to "
-                    "try anyway, or configure an OpenAI-compatible endpoint (COPILOT_LLM=openai).")
+IDEAS_OFF_NOTICE = ("Research ideas are off by default with a tiny local model: its ideas were rarely grounded in "
+                    "the papers (most failed the checks, the rest were vague). Raise 'Research ideas' to try anyway, "
+                    "or configure a larger model or an OpenAI-compatible endpoint (COPILOT_LLM=openai).")
 
 
 class TrendsError(UserError, ValueError):
@@ -79,17 +95,6 @@ class TrendsOptions:
         values = dict(summary_tokens=min(96, most), draft_tokens=min(160, 2 * most), revise_tokens=min(192, 2 * most))
         values.update(overrides)
         return cls(**values)
-
-
-@dataclass
-class Idea:
-    text: str
-    paper_ids: list[str]
-    trace: list[dict]
-    thought_id: str | None = None
-
-    def as_json(self) -> dict:
-        return {"text": self.text, "paper_ids": self.paper_ids, "trace": self.trace}
 
 
 @dataclass
@@ -226,188 +231,6 @@ def select_papers(services: Services, start: date, end: date, categories: Sequen
 
 
 # --- citations -----------------------------------------------------------------------------------------------
-class TooLittleLeft(LLMError):
-    """The output checks left only a fragment of what the model wrote."""
-
-
-def cite_or_credit(text: str, given: Sequence[str], prompt: Prompt | None = None,
-                   source_texts: Sequence[str] = (), grammar_bound: bool = False) -> tuple[str, list[str]]:
-    """Checked text (no loop, no echo of `prompt`'s instructions, no unsourced link, citations only of the given
-    papers, each statement's one citation moved to the paper its words come from when `source_texts` — the
-    given papers' texts, in order — show that clearly); when the model cited none of them, credit them all
-    (they are what it read). `grammar_bound`: written under statements_grammar, whose length cap may have cut
-    the last statement. Raises TooLittleLeft when the checks leave only a fragment."""
-    instructions = [prompt.system, prompt.user] if prompt else []
-    if grammar_bound:
-        text = close_cut_statements(text, ANSWER_STATEMENT_CHARS)
-    text = check(text, allowed=None, instructions=instructions).text
-    cleaned, cited, _ = keep_paper_citations(tidy(text, paragraphs=False), given)
-    if source_texts:
-        labelled, moved = reattribute(ids_to_labels(cleaned, given), source_texts)
-        if moved:
-            cleaned, cited, _ = keep_paper_citations(labels_to_ids(labelled, given), given)
-    if prose_words(cleaned) < MIN_PROSE_WORDS:
-        raise TooLittleLeft("too little of the model's text passed the output checks (repetition, echoed "
-                            "instructions, invented citations) to show")
-    if not cited:
-        cited = list(given)
-        cleaned = f"{cleaned} (from {', '.join(f'[{i}]' for i in cited)})".strip()
-    return cleaned, cited
-
-
-# --- summaries -----------------------------------------------------------------------------------------------
-def _abstract_block(paper: Paper, chars: int) -> str:
-    text = paper.abstract if len(paper.abstract) <= chars else paper.abstract[:chars].rsplit(" ", 1)[0] + " …"
-    return source_block(paper.id, f"{paper.title}\n{text}")
-
-
-def _paper_text(paper: Paper) -> str:
-    return f"{paper.title}\n{paper.abstract}"
-
-
-def summarize_topic(services: Services, topic: Topic, papers: dict[str, Paper], opts: TrendsOptions) -> list[str]:
-    """Write topic.summary (or say it failed); returns the ids given to the model."""
-    given = [papers[i] for i in topic.paper_ids[:opts.papers_per_summary]]
-    ids = [p.id for p in given]
-    prompt = TRENDS_TOPIC_SUMMARY.render(sources="\n".join(_abstract_block(p, opts.quote_chars) for p in given),
-                                         label=topic.label, example_id=ids[0])
-    grammar = statements_grammar(ids, TOPIC_STATEMENTS, opener="Paper") if services.llm.obeys_grammar else None
-    text = services.llm.complete(prompt, max_tokens=opts.summary_tokens, temperature=0.2, grammar=grammar).strip()
-    if not text:
-        raise LLMError("the model returned an empty summary")
-    topic.summary, cited = cite_or_credit(text, ids, TRENDS_TOPIC_SUMMARY, [_paper_text(p) for p in given],
-                                          grammar_bound=grammar is not None)
-    topic.extra["summary_ids"] = cited
-    return cited
-
-
-def period_label(report: TrendsReport) -> str:
-    return f"{report.start} … {report.end}" if report.start != report.end else str(report.start)
-
-
-def summarize_period(services: Services, report: TrendsReport, papers: dict[str, Paper],
-                     opts: TrendsOptions) -> list[str]:
-    top = report.topics[:6]
-    given = [papers[t.paper_ids[0]] for t in top[:4]]
-    lines = [f"- {t.label} ({t.size} papers{', rising' if t.rising else ''})" for t in top]
-    prompt = TRENDS_PERIOD_SUMMARY.render(period=period_label(report), topics="\n".join(lines),
-                                          sources="\n".join(_abstract_block(p, opts.quote_chars // 2) for p in given),
-                                          example_id=given[0].id)
-    ids = [p.id for p in given]
-    grammar = statements_grammar(ids, PERIOD_STATEMENTS, opener="Paper") if services.llm.obeys_grammar else None
-    text = services.llm.complete(prompt, max_tokens=opts.summary_tokens, temperature=0.2, grammar=grammar).strip()
-    if not text:
-        raise LLMError("the model returned an empty summary")
-    report.summary, report.summary_ids = cite_or_credit(text, ids, TRENDS_PERIOD_SUMMARY,
-                                                        [_paper_text(p) for p in given], grammar is not None)
-    return [p.id for p in given]
-
-
-# --- ideas (RAT) ---------------------------------------------------------------------------------------------
-def retriever(services: Services, k: int, user: str | None = None) -> Callable[[str], list[Evidence]]:
-    """Top-k of papers AND thoughts (those `user` may see) for a query, by cosine."""
-    from copilot.methods.thought_retriever import ThoughtMemory
-
-    where = ThoughtMemory.visible_where(user)
-
-    def retrieve(query: str) -> list[Evidence]:
-        vector = services.embedder.embed_one(query)
-        found = services.store.search("paper", vector, k) + services.store.search("thought", vector, k, where=where)
-        return sorted(found, key=lambda e: -e.score)[:k]
-    return retrieve
-
-
-def ideas_task(report: TrendsReport, profile, count: int) -> str:
-    who = "a researcher in this field"
-    if profile is not None:
-        focus = ", ".join(profile.keywords[:6]) or profile.text[:200]
-        who = f"a researcher working on {focus}"
-    topics = "; ".join(t.label for t in report.topics[:4])
-    return TRENDS_IDEAS_TASK.format(count=count, who=who, period=period_label(report), topics=topics)
-
-
-def ideas_from_rat(result: RATResult, allowed_papers: dict[str, str], count: int) -> list[Idea]:
-    """One idea per revised step when the revision kept one paragraph per step; else one per paragraph,
-    each carrying the whole trace. Citations are checked against what the model was given (`allowed_papers`:
-    id → text), and a statement's one citation moves to the paper its words come from. An idea whose supporting
-    statement repeats an earlier idea's is a copy, and is left out."""
-    trace = [step.as_dict() for step in result.steps]
-    paragraphs = split_steps(result.text)[:max(count, 1)]
-    aligned = len(paragraphs) == len(result.steps)
-    ids = sorted(allowed_papers)
-    texts = [allowed_papers[i] for i in ids]
-    ideas: list[Idea] = []
-    supports: set[str] = set()
-    for i, paragraph in enumerate(paragraphs):
-        step = result.steps[i] if aligned else None
-        proposed = paragraph.lstrip().startswith("Idea:")
-        paragraph = check(paragraph, allowed=None, instructions=[RAT_DRAFT.user, RAT_REVISE.user, result.task]).text
-        if proposed and not paragraph.startswith("Idea:"):   # the checks removed the proposal itself (an echo)
-            continue
-        text, cited, _ = keep_paper_citations(tidy(paragraph, paragraphs=False), ids)
-        labelled, moved = reattribute(ids_to_labels(text, ids), texts)
-        if moved:
-            text, cited, _ = keep_paper_citations(labels_to_ids(labelled, ids), ids)
-        if proposed and not grounded_idea(text, ids, texts):
-            continue
-        support = text.partition(IDEA_SUPPORT)[2]
-        support = " ".join(re.sub(r"\[[^\]]*\]", " ", support).lower().split())
-        if prose_words(text) < MIN_PROSE_WORDS or any(text == idea.text for idea in ideas) or support in supports:
-            continue
-        if support:
-            supports.add(support)
-        if not cited:  # grounded in what its step retrieved: credit those papers
-            grounding = step.retrieved if step else result.retrieved
-            cited = [e.id for e in grounding if e.kind == "paper" and e.id in allowed_papers]
-        ideas.append(Idea(text=text, paper_ids=cited, trace=[trace[i]] if aligned else trace))
-    return ideas
-
-
-def grounded_idea(text: str, ids: Sequence[str], texts: Sequence[str]) -> bool:
-    """An "Idea: … Support: [id] …" of the ideas grammar is shown only when its proposal shares distinctive words
-    with the papers it was made from, and its support with the paper it cites (the 135M model otherwise writes
-    "Adapt to the new way of thinking" supported by a sentence in another language)."""
-    if len(texts) < 2:
-        return True
-    proposal, _, support = text.partition(IDEA_SUPPORT)
-    if max(overlap_scores(proposal, texts)) < MOVE_FLOOR:
-        return False
-    if not support:
-        return True
-    supported = [ids.index(pid) for pid in keep_paper_citations(support, ids)[1]]
-    scores = overlap_scores(support, texts)
-    return any(scores[i] >= MOVE_FLOOR for i in supported)
-
-
-def generate_ideas(services: Services, report: TrendsReport, papers: dict[str, Paper], profile,
-                   opts: TrendsOptions) -> list[tuple[Idea, list[tuple[str, str]]]]:
-    """RAT over the period's topics. Returns ideas with their lineage sources [(id, kind)]: every item the ideas
-    were made from (the context papers and everything RAT retrieved), the ones an idea cites first."""
-    context_papers = [papers[t.paper_ids[0]] for t in report.topics[:4]]
-    context = "\n".join(_abstract_block(p, opts.quote_chars // 2) for p in context_papers)
-    draft_grammar = revise_grammar = None
-    if services.llm.obeys_grammar:   # a small local model: "Idea: … Support: [id] shows that …", one per step
-        draft_grammar = ideas_grammar(opts.ideas)
-
-        def revise_grammar(retrieved: Sequence[Evidence], draft_so_far: str) -> str:
-            return ideas_grammar(opts.ideas, [e.id for e in retrieved if e.kind == "paper"])
-    result = run_rat(services.llm, ideas_task(report, profile, opts.ideas),
-                     retriever(services, opts.retrieve_k, report.user),
-                     context=context, max_steps=opts.ideas, draft_tokens=opts.draft_tokens,
-                     query_tokens=opts.query_tokens, revise_tokens=opts.revise_tokens,
-                     evidence_chars=opts.quote_chars, draft_grammar=draft_grammar, revise_grammar=revise_grammar)
-    allowed = {p.id: _paper_text(p) for p in context_papers}
-    allowed.update({e.id: f"{e.title}\n{e.text}" for e in result.retrieved if e.kind == "paper"})
-    ideas = ideas_from_rat(result, allowed, opts.ideas)
-    report.ideas_trace = [step.as_dict() for step in result.steps]
-    out = []
-    for idea in ideas:
-        sources = ([(pid, "paper") for pid in idea.paper_ids] + [(p.id, "paper") for p in context_papers]
-                   + [(e.id, e.kind) for e in result.retrieved])
-        out.append((idea, sources))
-    return out
-
-
 # --- thoughts and cache --------------------------------------------------------------------------------------
 def _memory(services: Services):
     from copilot.methods.thought_retriever import ThoughtMemory
@@ -463,21 +286,48 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
     profile, profile_notice = profile_for_personalizing(services, user)   # an unreadable one is told and counted
     corpus = corpus_version(services)
     key = cache_key(user, profile.version if profile else None, start, end, categories, corpus, opts,
-                    services.llm.info["model"])
+                    f"{services.llm.info['model']}:{services.model_profile.name}")
     if opts.use_cache and not refresh:
         hit = cached_report(services, key)
         if hit is not None:
             yield hit
             return
-
     report = TrendsReport(start=start, end=end, categories=categories, user=user, cap=opts.cap,
                           selection="profile" if profile else "all",
                           profile_version=profile.version if profile else None,
-                          writer=services.llm.info["model"], small_writer=services.llm.obeys_grammar)
+                          writer=services.llm.info["model"],
+                          small_writer=services.llm.obeys_grammar and not services.model_profile.tiny)
     if profile_notice:
         report.notices.append(profile_notice)
-    if opts.ideas == 0 and default_ideas(services.settings) == 0:
+    if opts.ideas == 0 and default_ideas(services) == 0:
         report.notices.append(IDEAS_OFF_NOTICE)
+    papers = _select_and_cluster(services, report, profile, opts)
+    yield report
+    lineage: list[tuple[str, list[tuple[str, str]], str]] = []   # (text, sources, question)
+    clock = time.perf_counter()
+    llm_failed = yield from _summaries(services, report, papers, opts, lineage)
+    report.timings["summaries"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    if opts.ideas > 0:
+        report.stage = "drafting and revising ideas (RAT)"
+        yield report
+        llm_failed = _ideas(services, report, papers, profile, opts, lineage) or llm_failed
+    report.timings["ideas"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    report.stage = "storing thoughts"
+    if opts.store_thoughts:
+        _store_thoughts(services, report, lineage, user)
+    _fill_titles(services, report)
+    report.timings["store"] = time.perf_counter() - clock
+    report.stage, report.done = "done", True
+    if opts.use_cache and not llm_failed:
+        save_report(services, key, report, corpus)
+    yield report
+
+
+def _select_and_cluster(services: Services, report: TrendsReport, profile, opts: TrendsOptions) -> dict[str, Paper]:
+    """The select and topics stages: the papers analysed (by id), the topics built on them."""
+    start, end, categories = report.start, report.end, report.categories
     clock = time.perf_counter()
     chosen, vectors, report.in_range = select_papers(services, start, end, categories, profile, opts.cap)
     if not chosen:
@@ -493,20 +343,21 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
                               f"{opts.cap}, {how}.")
     if not before:
         report.notices.append("No papers in the previous window of equal length: rising topics are unknown.")
-
     clock = time.perf_counter()
     report.stage = "clustering topics"
     report.topics = build_topics(chosen, vectors, start, end, before_vectors if len(before) else None)
-    papers = {p.id: p for p in chosen}
     report.titles = {p.id: p.title for p in chosen}
     report.timings["topics"] = time.perf_counter() - clock
-    yield report
+    return {p.id: p for p in chosen}
 
-    clock = time.perf_counter()
-    lineage: list[tuple[str, list[tuple[str, str]], str]] = []   # (text, sources, question)
-    llm_failed = False
+
+def _summaries(services: Services, report: TrendsReport, papers: dict[str, Paper], opts: TrendsOptions,
+               lineage: list) -> Iterator[TrendsReport]:
+    """The summaries stage (yields the report per step; returns whether a model call failed)."""
+    failed = False
+    shown = min(opts.summarized_topics, len(report.topics))
     for n, topic in enumerate(report.topics[:opts.summarized_topics], start=1):
-        report.stage = f"summarizing topic {n} of {min(opts.summarized_topics, len(report.topics))}"
+        report.stage = f"summarizing topic {n} of {shown}"
         yield report
         try:
             ids = summarize_topic(services, topic, papers, opts)
@@ -516,48 +367,36 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
         except LLMError as error:
             topic.summary = f"Summary failed: {error}"
             report.failures.append(f"topic {topic.label}: {error}")
-            llm_failed = True
+            failed = True
     report.stage = "summarizing the period"
     yield report
     try:
         given = summarize_period(services, report, papers, opts)
         made_from = report.summary_ids + [i for i in given if i not in report.summary_ids]
-        lineage.append((report.summary, [(i, "paper") for i in made_from],
-                        f"Trends of {period_label(report)}"))
+        lineage.append((report.summary, [(i, "paper") for i in made_from], f"Trends of {period_label(report)}"))
     except LLMError as error:
         report.summary = f"Summary failed: {error}"
         report.failures.append(f"period summary: {error}")
-        llm_failed = True
-    report.timings["summaries"] = time.perf_counter() - clock
+        failed = True
+    return failed
 
-    clock = time.perf_counter()
-    if opts.ideas > 0:
-        report.stage = "drafting and revising ideas (RAT)"
-        yield report
-        try:
-            for idea, sources in generate_ideas(services, report, papers, profile, opts):
-                report.ideas.append(idea)
-                for pid in idea.paper_ids:
-                    report.titles.setdefault(pid, "")
-                lineage.append((idea.text, sources, f"Research idea from trends {period_label(report)}"))
-            if not report.ideas:
-                report.ideas_error = NO_IDEA_PASSED
-        except LLMError as error:
-            report.ideas_error = f"Ideas failed: {error}"
-            report.failures.append(f"ideas: {error}")
-            llm_failed = True
-    report.timings["ideas"] = time.perf_counter() - clock
 
-    clock = time.perf_counter()
-    report.stage = "storing thoughts"
-    if opts.store_thoughts:
-        _store_thoughts(services, report, lineage, user)
-    _fill_titles(services, report)
-    report.timings["store"] = time.perf_counter() - clock
-    report.stage, report.done = "done", True
-    if opts.use_cache and not llm_failed:
-        save_report(services, key, report, corpus)
-    yield report
+def _ideas(services: Services, report: TrendsReport, papers: dict[str, Paper], profile, opts: TrendsOptions,
+           lineage: list) -> bool:
+    """The ideas stage; returns whether a model call failed."""
+    try:
+        for idea, sources in generate_ideas(services, report, papers, profile, opts):
+            report.ideas.append(idea)
+            for pid in idea.paper_ids:
+                report.titles.setdefault(pid, "")
+            lineage.append((idea.text, sources, f"Research idea from trends {period_label(report)}"))
+        if not report.ideas:
+            report.ideas_error = NO_IDEA_PASSED
+    except LLMError as error:
+        report.ideas_error = f"Ideas failed: {error}"
+        report.failures.append(f"ideas: {error}")
+        return True
+    return False
 
 
 def _store_thoughts(services: Services, report: TrendsReport, lineage, user: str) -> None:
@@ -574,6 +413,7 @@ def _store_thoughts(services: Services, report: TrendsReport, lineage, user: str
         "trends_topic_summary", "trends_period_summary", "rat_draft", "rat_query", "rat_revise")]
     instructions.append(instruction_text(TRENDS_IDEAS_TASK))
     for text, sources, question in lineage:
+        shown, text = text, quotes.drop_ids(text)    # a thought keeps no raw ids: its lineage holds them
         problem = passage_problem(text, instructions)   # the chat thought's confidence check, on the text itself
         if problem:
             log.info("trend text not stored as a thought (%s): %.80s", problem, text)
@@ -588,7 +428,7 @@ def _store_thoughts(services: Services, report: TrendsReport, lineage, user: str
         if thought_id:
             report.thought_ids.append(thought_id)
             for idea in report.ideas:
-                if idea.text == text:
+                if idea.text == shown:
                     idea.thought_id = thought_id
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 from copilot.config import Settings
 from copilot.llm.interface import LLM, Backend, LLMError, Usage
 from copilot.llm.local import LocalBackend, built_with_amx, fast_copy, packaged_gguf
+from copilot.llm.models import ModelChoice, cached_choice, choose_local_model, llama_cpp_build
 from copilot.llm.openai import OpenAIBackend
 from copilot.store.db import Database
 
-__all__ = ["LLM", "Backend", "LLMError", "LocalBackend", "OpenAIBackend", "Usage", "build_llm", "built_with_amx",
-           "fast_copy", "packaged_gguf"]
+__all__ = ["LLM", "Backend", "LLMError", "LocalBackend", "ModelChoice", "OpenAIBackend", "Usage", "build_llm",
+           "built_with_amx", "cached_choice", "choose_local_model", "fast_copy", "llama_cpp_build", "packaged_gguf"]
 
 
 def build_llm(settings: Settings, db: Database | None) -> LLM:
@@ -23,7 +24,7 @@ def build_llm(settings: Settings, db: Database | None) -> LLM:
         backend: Backend = OpenAIBackend(settings.openai_base_url, settings.openai_api_key.get_secret_value(),
                                          settings.llm_model, settings.llm_timeout)
     else:
-        backend = LocalBackend(settings.local_model or packaged_gguf(), settings.local_context,
+        backend = LocalBackend(choose_local_model(settings).path, settings.local_context,
                                settings.local_threads, settings.llm_timeout, batch_threads=settings.batch_threads,
                                n_batch=settings.local_batch,
                                cache_dir=settings.data_dir / "models" if settings.local_requantize else None)

@@ -10,9 +10,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from copilot.secrets import StreamMask
 from copilot.prompts import RenderedPrompt
 from copilot.records import storable_text
+from copilot.secrets import StreamMask
 from copilot.store.db import Database
 
 log = logging.getLogger(__name__)

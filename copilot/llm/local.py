@@ -8,14 +8,18 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from copilot.llm.interface import LLMError
+from copilot.llm.prefix_cache import PrefixStates, common_prefix
+from copilot.llm.sampling import GrammarSampler, generate
 
 log = logging.getLogger(__name__)
+
+REPEAT_PENALTY = 1.1
 
 
 def packaged_gguf() -> Path:
@@ -41,6 +45,28 @@ def built_with_amx() -> bool:
     info = llama_cpp.llama_print_system_info()
     info = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
     return "AMX_INT8 = 1" in info or "AMX = 1" in info
+
+
+# CPU features llama.cpp's x86 kernels can use, as /proc/cpuinfo names them and as llama_print_system_info does
+_KERNEL_FEATURES = {"avx2": "AVX2", "fma": "FMA", "f16c": "F16C", "avx512f": "AVX512", "avx512vbmi": "AVX512_VBMI",
+                    "avx512_vnni": "AVX512_VNNI", "avx512_bf16": "AVX512_BF16", "avx_vnni": "AVX_VNNI",
+                    "amx_int8": "AMX_INT8"}
+
+
+def cpu_kernels() -> dict:
+    """Which CPU kernels the installed llama.cpp runs here: the instruction sets it was built for, those this CPU
+    has, and those it has but the build does not use (requirements.txt builds one portable AVX2 variant)."""
+    info = _llama_cpp().llama_print_system_info()
+    info = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+    built = sorted(name for name in set(_KERNEL_FEATURES.values()) if f"{name} = 1" in info)
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    has = sorted(name for flag, name in _KERNEL_FEATURES.items() if flag in flags)
+    return {"built_for": built, "cpu_has": has, "unused": sorted(set(has) - set(built)),
+            "variant": "portable build, one CPU variant (chosen at build time, not at run time)"}
 
 
 # Quantizations without a fast batched kernel in a portable x86 build of llama.cpp (no llamafile sgemm, no
@@ -107,6 +133,8 @@ class _LoadedModel:
     llama: object
     format_chat: object                 # messages -> prompt text, from the GGUF's own chat template
     lock: threading.Lock               # one generation at a time per model instance
+    prefixes: PrefixStates              # saved KV states of shared instructions
+    instruction_lengths: dict = field(default_factory=dict)   # system text -> its length in prompt tokens
 
 
 _loaded_models: dict[tuple, _LoadedModel] = {}
@@ -157,13 +185,16 @@ class LocalBackend:
                         "llama-cpp-python from requirements.txt (portable build) for batched prompts.")
             n_batch = 1
         path = fast_copy(self.path, self.cache_dir) if n_batch > 1 else self.path
+        kernels = cpu_kernels()
+        log.info("llama.cpp CPU kernels: built for %s; this CPU also has %s (unused by this build)",
+                 ", ".join(kernels["built_for"]) or "no SIMD extension", ", ".join(kernels["unused"]) or "nothing more")
         try:
             llama = Llama(model_path=str(path), n_ctx=self.n_ctx, n_threads=self.threads,
                           n_threads_batch=self.batch_threads, n_batch=n_batch, n_ubatch=n_batch, verbose=False,
                           seed=0)
         except (ValueError, RuntimeError) as error:
             raise LLMError(f"cannot load the local model {self.path} ({error}): check COPILOT_LOCAL_MODEL") from None
-        return _LoadedModel(llama, _chat_formatter(llama), threading.Lock())
+        return _LoadedModel(llama, _chat_formatter(llama), threading.Lock(), PrefixStates(_llama_cpp()))
 
 
 
@@ -222,27 +253,45 @@ class LocalBackend:
         tokens = self._prompt_tokens(loaded, messages, usage)
         usage.prompt_tokens = len(tokens)
         room = self.n_ctx - len(tokens) - 8
-        usage.cached_tokens = self._evaluate(llama, tokens[:-1], deadline)
+        usage.cached_tokens = self._evaluate(llama, tokens[:-1], deadline, loaded.prefixes,
+                                             self._instruction_length(loaded, messages, tokens))
         usage.prompt_seconds = time.monotonic() - started
-        compiled = _grammar(grammar) if grammar else None
+
+        def check_deadline() -> None:
+            if time.monotonic() > deadline:
+                raise LLMError(f"local model timed out after {self.timeout:.0f} s", retryable=False)
+
         try:
-            chunks = llama.create_completion(prompt=tokens, max_tokens=min(max_tokens, room), temperature=temperature,
-                                             repeat_penalty=1.1, grammar=compiled, stream=True)
             count = 0
-            for chunk in chunks:
-                piece = chunk["choices"][0].get("text") or ""
-                if piece:
-                    count += 1
-                    usage.completion_tokens = count
-                    if usage.first_token_seconds is None:
-                        usage.first_token_seconds = time.monotonic() - started
-                    yield piece
-                if time.monotonic() > deadline:
-                    raise LLMError(f"local model timed out after {self.timeout:.0f} s", retryable=False)
+            for piece in self._pieces(llama, tokens, min(max_tokens, room), temperature, grammar, check_deadline):
+                count += 1
+                usage.completion_tokens = count
+                if usage.first_token_seconds is None:
+                    usage.first_token_seconds = time.monotonic() - started
+                yield piece
+                check_deadline()
         except ValueError as error:
             raise LLMError(f"local model rejected the request: {error}") from None
         finally:
             usage.total_seconds = time.monotonic() - started
+
+    @staticmethod
+    def _pieces(llama, tokens, max_tokens, temperature, grammar, check_deadline):
+        """Generated text pieces. With a grammar, the grammar is asked about the sampled token first and applied to
+        the whole vocabulary only when it rejects it (copilot.llm.sampling); without one, llama-cpp-python's own."""
+        if grammar:
+            sampler = GrammarSampler(_llama_cpp(), llama, grammar, temperature, REPEAT_PENALTY)
+            try:
+                yield from generate(_llama_cpp(), llama, tokens[-1], sampler, max_tokens, check_deadline)
+            finally:
+                sampler.close()
+            return
+        for chunk in llama.create_completion(prompt=tokens, max_tokens=max_tokens, temperature=temperature,
+                                             repeat_penalty=REPEAT_PENALTY, stream=True):
+            piece = chunk["choices"][0].get("text") or ""
+            if piece:
+                yield piece
+            check_deadline()
 
     def _prompt_tokens(self, loaded, messages, usage) -> list[int]:
         """The chat prompt as tokens; one that does not fit the context loses the middle of its last message."""
@@ -260,22 +309,43 @@ class LocalBackend:
         tokens = llama.tokenize(loaded.format_chat(shorter).encode("utf-8", "replace"), add_bos=False, special=True)
         return tokens[-limit:]
 
-    def _evaluate(self, llama, tokens: list[int], deadline: float) -> int:
-        """Bring the KV cache to `tokens`: keep the longest cached prefix, evaluate the rest in batches, checking
-        the deadline between batches. Returns how many tokens were reused."""
-        cached = 0
-        previous = llama.input_ids[: llama.n_tokens]
-        for a, b in zip(previous, tokens):
-            if a != b:
-                break
-            cached += 1
+    @staticmethod
+    def _instruction_length(loaded, messages, tokens: list[int]) -> int:
+        """How many of the prompt's first tokens are its system message (the instructions calls share); 0 without
+        one."""
+        if not messages or messages[0].get("role") != "system":
+            return 0
+        text = messages[0]["content"]
+        if text not in loaded.instruction_lengths:
+            alone = loaded.llama.tokenize(loaded.format_chat(messages[:1]).encode("utf-8", "replace"), add_bos=False,
+                                          special=True)
+            if len(loaded.instruction_lengths) > 64:
+                loaded.instruction_lengths.clear()
+            loaded.instruction_lengths[text] = common_prefix(alone, tokens)
+        return min(loaded.instruction_lengths[text], len(tokens) - 1)
+
+    def _evaluate(self, llama, tokens: list[int], deadline: float, prefixes: PrefixStates | None = None,
+                  save_at: int = 0) -> int:
+        """Bring the KV cache to `tokens`: keep the longest cached prefix (or restore a saved state of the prompt's
+        instructions when that covers more), evaluate the rest in batches, checking the deadline between batches,
+        and save the state of the first `save_at` tokens on the way. Returns how many tokens were reused."""
+        cached = common_prefix(llama.input_ids[: llama.n_tokens], tokens)
+        snapshot = prefixes.best(tokens, cached) if prefixes is not None else None
+        if snapshot is not None:
+            cached = prefixes.restore(llama, snapshot)
         llama.n_tokens = cached             # eval() drops the cache beyond n_tokens before decoding
         step = max(1, llama.n_batch)
-        for start in range(cached, len(tokens), step):
-            if time.monotonic() > deadline:
-                raise LLMError(f"local model timed out after {self.timeout:.0f} s while reading the prompt "
-                               f"({start:,} of {len(tokens):,} tokens read)")
-            llama.eval(tokens[start:start + step])
+        stops = [save_at, len(tokens)] if prefixes is not None and cached < save_at < len(tokens) else [len(tokens)]
+        begin = cached
+        for stop in stops:
+            for start in range(begin, stop, step):
+                if time.monotonic() > deadline:
+                    raise LLMError(f"local model timed out after {self.timeout:.0f} s while reading the prompt "
+                                   f"({start:,} of {len(tokens):,} tokens read)")
+                llama.eval(tokens[start:min(start + step, stop)])
+            if stop == save_at:
+                prefixes.save(llama, save_at)
+            begin = stop
         return cached
 
 
@@ -292,19 +362,3 @@ def _chat_formatter(llama):
     formatter = Jinja2ChatFormatter(template=template, eos_token=special(llama.token_eos()),
                                     bos_token=special(llama.token_bos()))
     return lambda messages: formatter(messages=messages).prompt
-
-
-_grammars: dict[str, object] = {}
-_grammars_lock = threading.Lock()
-
-
-def _grammar(text: str):
-    """A compiled llama.cpp grammar, cached by its text (compiling is cheap but not free)."""
-    LlamaGrammar = _llama_cpp().LlamaGrammar
-
-    with _grammars_lock:
-        if text not in _grammars:
-            if len(_grammars) > 64:
-                _grammars.clear()
-            _grammars[text] = LlamaGrammar.from_string(text, verbose=False)
-        return _grammars[text]

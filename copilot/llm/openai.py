@@ -8,8 +8,8 @@ import socket
 import threading
 import time
 
-from copilot.secrets import mask_secret
 from copilot.llm.interface import LLMError
+from copilot.secrets import mask_secret
 
 
 class OpenAIBackend:

@@ -27,7 +27,7 @@ import numpy as np
 from copilot import grounding, prompts
 from copilot.llm import LLM, LLMError
 from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion
-from copilot.store.caches import AspectCache   # the product passes services.aspect_cache; tests build one here
+from copilot.store.caches import AspectCache  # the product passes services.aspect_cache; tests build one here
 
 log = logging.getLogger(__name__)
 

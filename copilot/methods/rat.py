@@ -183,7 +183,7 @@ def restore_cut_revision(revision: str, before: str) -> tuple[str, str]:
     restored = finished + previous[len(finished):]
     note = (f"the revision reached its token limit after {len(finished)} of {len(previous)} step(s); "
             f"step(s) {len(finished) + 1}–{len(previous)} are kept as they were") if len(previous) > len(finished) \
-        else f"the revision reached its token limit; its unfinished last paragraph was dropped"
+        else "the revision reached its token limit; its unfinished last paragraph was dropped"
     return join_steps(restored), note
 
 

@@ -395,13 +395,8 @@ def stream_main_answer(main: LLM, question: str, items: Sequence[Evidence], max_
 def check_main_answer(text: str, items: Sequence[Evidence]) -> Checked:
     """The shared output checks (copilot.grounding.check): citations only of the references given, no loop, no
     echoed instructions, no invented links; a statement's label moves to the reference its words come from."""
-    if text.startswith("Source ["):
-        text = grounding.close_cut_statements(grounding.drop_unfinished_statement(text),
-                                              prompts.ANSWER_STATEMENT_CHARS)
     system = (prompts.SLIM_ANSWER_WITH_REFERENCES if items else prompts.SLIM_ANSWER_DIRECT).system
-    return grounding.check(grounding.ids_to_labels(text, [item.id for item in items]),
-                           allowed=[str(n) for n in range(1, len(items) + 1)],
-                           source_texts=[item.text for item in items], instructions=[system], attribute=bool(items))
+    return grounding.check_chat_answer(text, [item.id for item in items], [item.text for item in items], [system])
 
 
 def stream(question: str, *, proxy: LLM, main: LLM, retriever: Retriever,
@@ -429,6 +424,6 @@ def run(question: str, *, proxy: LLM, main: LLM, retriever: Retriever,
         options: SlimOptions = SlimOptions()) -> SlimTrace:
     """`stream` to the end: the finished trace, its answer checked."""
     trace = SlimTrace(question)
-    for trace in stream(question, proxy=proxy, main=main, retriever=retriever, options=options):
+    for trace in stream(question, proxy=proxy, main=main, retriever=retriever, options=options):  # noqa: B007 - drained to its last value
         pass
     return trace

@@ -12,7 +12,6 @@ still resolves to root papers.
 from __future__ import annotations
 
 import logging
-import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -24,7 +23,23 @@ from copilot import grounding, prompts
 from copilot.embed import Embedder
 from copilot.grounding import Checked, check
 from copilot.llm import LLM, Usage
-from copilot.prompts import CANNOT_ANSWER, RenderedPrompt, source_block, strip_quoting_tags
+from copilot.methods import quotes
+from copilot.methods.thought_drafts import (  # noqa: F401
+    ECHO_NGRAM,
+    LOOP_NGRAM,
+    MIN_THOUGHT_WORDS,
+    THOUGHT_QUOTE_FLOOR,
+    ThoughtDraft,
+    describes_itself,
+    draft_thought,
+    instruction_text,
+    is_cannot_answer,
+    judge_thought,
+    parse_thought,
+    passage_problem,
+    quoted_thought,
+)
+from copilot.prompts import CANNOT_ANSWER, RenderedPrompt, source_block
 from copilot.records import Evidence
 from copilot.store.db import Database
 from copilot.store.thoughts import PAPER, THOUGHT, ThoughtRow, ThoughtStore
@@ -50,9 +65,8 @@ class MergeCheck:
 
 def merge_check(store: VectorStore, embedding: np.ndarray, threshold: float,
                 thought_where: dict | None = None) -> MergeCheck:
-    """s = 1 when cos(T, x) ≥ ε for any stored paper or thought x (the paper's thought-merge step). `thought_where`
-    limits the thoughts compared with to those the writing user may retrieve (ThoughtMemory.visible_where): another
-    user's private thought must not make this user's thought redundant, since this user can never retrieve it."""
+    """s = 1 when cos(T, x) ≥ ε for any stored paper or thought x (the thought-merge step); `thought_where`: only the
+    thoughts the writing user may retrieve (ThoughtMemory.visible_where), never another user's private ones."""
     best = MergeCheck(False, None, None, -1.0)
     for kind in (PAPER, THOUGHT):
         for hit in store.search(kind, embedding, 1, where=thought_where if kind == THOUGHT else None):
@@ -124,8 +138,8 @@ class ThoughtMemory:
         with self.thoughts.locked(exclusive=False):
             if thought_id:  # a vector under this id without a row is left from a crashed attempt: not a neighbour
                 self.thoughts.drop_vectors([thought_id])
-            merge = (merge_check(self.store, vector, self.merge_threshold, self.visible_where(user))
-                     if check_redundant else None)
+            where = self.visible_where(user)
+            merge = merge_check(self.store, vector, self.merge_threshold, where) if check_redundant else None
             if merge is not None and merge.redundant:
                 return None, merge
             level = 1.0 + (float(np.mean([self._level(sid, kind, {}) for sid, kind in sources])) if sources else 0.0)
@@ -282,7 +296,8 @@ def cap_item(item: Evidence, item_tokens: int | None) -> Evidence:
     """The item cut to its first `item_tokens` tokens (title and opening sentences), marked truncated."""
     if not item_tokens or approx_tokens(item.text) <= item_tokens:
         return item
-    return replace(item, text=item.text[: item_tokens * 4].rstrip() + " …", metadata={**item.metadata, "truncated": True})
+    return replace(item, text=item.text[: item_tokens * 4].rstrip() + " …",
+                   metadata={**item.metadata, "truncated": True})
 
 
 def fit_budget(items: Sequence[Evidence], budget_tokens: int, min_tail_tokens: int = 40,
@@ -325,9 +340,14 @@ def retrieve_both(store: VectorStore, query_embedding: np.ndarray, k: int, budge
     number of sources, so the count cannot tell which side used thoughts.
     `thought_where` limits the thoughts searched (ThoughtMemory.visible_where: private thoughts of others)."""
     started = time.perf_counter()
-    papers = store.search(PAPER, query_embedding, k)
-    thoughts = store.search(THOUGHT, query_embedding, k, where=thought_where)
-    union = sorted(papers + thoughts, key=lambda e: e.score, reverse=True)[:k]
+    paper_hits = store.nearest(PAPER, query_embedding, k)
+    thought_hits = store.nearest(THOUGHT, query_embedding, k, where=thought_where)
+    ranked = sorted([(PAPER, hit) for hit in paper_hits] + [(THOUGHT, hit) for hit in thought_hits],
+                    key=lambda tagged: tagged[1][1], reverse=True)[:k]
+    kept_thoughts = [hit for kind, hit in ranked if kind == THOUGHT]
+    # documents of the kept items only (one read per collection): the k papers, and the thoughts in the union's top k
+    papers = store.fetch(PAPER, paper_hits)
+    union = sorted(papers + store.fetch(THOUGHT, kept_thoughts), key=lambda e: e.score, reverse=True)[:k]
     raw = fit_budget(papers, budget_tokens, item_tokens=item_tokens)
     augmented = fit_budget(union, budget_tokens, item_tokens=item_tokens)
     count = min(len(raw), len(augmented))
@@ -378,131 +398,16 @@ def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
     if text.startswith("Source ["):
         text = grounding.close_cut_statements(grounding.drop_unfinished_statement(text),
                                               prompts.ANSWER_STATEMENT_CHARS)
-    return check(ids_to_labels(text, items), allowed=[str(n) for n in range(1, len(items) + 1)],
-                 source_texts=[i.text for i in items], instructions=[prompts.CHAT_ANSWER.system], attribute=True)
-
-
-def ids_to_labels(text: str, items: Sequence[Evidence]) -> str:
-    """[id] citations of the given items replaced by their [n] labels; other brackets untouched."""
-    return grounding.ids_to_labels(text, [item.id for item in items])
+    # a quote's label is its source by construction (and the quote may come from beyond an item's cut text)
+    attribute = not quotes.is_quoted_answer(text)
+    return check(grounding.ids_to_labels(text, [item.id for item in items]),
+                 allowed=[str(n) for n in range(1, len(items) + 1)], source_texts=[i.text for i in items],
+                 instructions=[prompts.CHAT_ANSWER.system], attribute=attribute)
 
 
 def labels_to_ids(text: str, items: Sequence[Evidence]) -> str:
     """[n] labels replaced by the ids of the items they stand for (for thoughts and the command line)."""
     return grounding.labels_to_ids(text, [item.id for item in items])
-
-
-def is_cannot_answer(answer: str) -> bool:
-    text = " ".join((answer or "").split()).lower()
-    sentinel = CANNOT_ANSWER.lower().rstrip(".")
-    return not text or text.startswith(sentinel) or (sentinel in text and len(text) < len(sentinel) + 40)
-
-
-# --- thought + confidence ----------------------------------------------------------------------------------
-# The confidence step fails safe: the output of the thought prompt becomes a thought only when it is clearly a
-# real passage. A small model mixes the two steps of the prompt, so "0" may come in any position or after any
-# label ("Step 1: 0\nStep 2: N/A"), and it may echo the instructions, loop, or write almost nothing.
-MIN_THOUGHT_WORDS = 8          # words of two or more letters: less cannot state a question and what was found
-LOOP_NGRAM = 4                 # stricter than for a shown answer (grounding.LOOP_NGRAM): a thought is reused
-ECHO_NGRAM = 6                 # this many words in a row from the prompt's own instructions is an echo
-
-_NEGATIVE = r"(?:0|n/?a|none|no|false|invalid|nothing)"
-_LABEL = r"(?:step\s*\d+|confidence|score|output|result|answer|label|c)"
-_NEGATIVE_STEP = re.compile(   # a negative value at a line start or right after a label, as a whole value
-    rf"(?:^|\b{_LABEL}\s*[:=)\-–—.]\s*)[\s\"'(\[]*{_NEGATIVE}[\"')\]]*"
-    rf"(?=\s*$|[ \t]*(?:[.,;:!)–—]|-(?!\w))(?!\d)|\s+(?:step\b|[-–—]))", re.I | re.M)
-_NOT_APPLICABLE = re.compile(r"(?<![\w/])n/a(?![\w/])", re.I)
-_TRAILING_ZERO = re.compile(r"(?<![\w.,])0[\"')\]]*\s*[.!]?\s*$")
-_CANNOT = re.compile(r"\b(?:cannot|can ?not|can't|unable to)\s+(?:be\s+)?answer|\b(?:not enough|insufficient|no)"
-                     r"\s+(?:relevant\s+)?information\b|\bsources?\s+do(?:es)?\s+not\s+(?:answer|contain|say)", re.I)
-_STEP_TWO = re.compile(r"\bstep\s*2\s*[:.)\-–—]?", re.I)
-_STEP_LABEL = re.compile(r"^\s*(?:step\s*[12]\s*[:.)-]?|thought\s*:|knowledge(?: point)?\s*:|passage\s*:|summary\s*:)\s*",
-                         re.I)
-_LEADING_ONE = re.compile(r"^\s*[\"'`*]*1[\"'`*]*\s*(?:[\n.:)\-–—]|$)\s*")
-_PREAMBLE = re.compile(r"^\s*here is (?:a|the|my)\b[^:\n]{0,50}:\s*", re.I)
-_MARKUP = re.compile(r"[*`#]+")
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+", text.lower())
-
-
-def instruction_text(prompt: prompts.Prompt | str) -> str:
-    """A prompt's own wording, without the material filled into its placeholders."""
-    text = prompt if isinstance(prompt, str) else f"{prompt.system}\n{prompt.user}"
-    return re.sub(r"\{[^{}]*\}", " ", text)
-
-
-def passage_problem(text: str, instructions: Sequence[str] = (), question: str = "",
-                    min_words: int = MIN_THOUGHT_WORDS) -> str | None:
-    """Why `text` is not a passage worth keeping in memory, or None when it is. Used for chat thoughts and for
-    Trends summaries and ideas alike."""
-    text = " ".join((text or "").split())
-    if not text:
-        return "too short"
-    if is_cannot_answer(text) or _CANNOT.search(text):
-        return "says the question cannot be answered"
-    if _NOT_APPLICABLE.search(text) or _NEGATIVE_STEP.search(text) or _TRAILING_ZERO.search(text):
-        return "a step answers 0 or N/A"
-    if len(re.findall(r"[A-Za-z]{2,}", text)) < min_words:
-        return "too short"
-    if grounding.is_loop(text, LOOP_NGRAM):
-        return "repeats itself (a loop)"
-    if grounding.echoes(text, instructions, ECHO_NGRAM):
-        return "echoes the prompt's instructions"
-    if (question and _words(text) == _words(question)) or (text.endswith("?") and not re.search(r"[.!]\s", text)):
-        return "only restates the question"
-    return None
-
-
-@dataclass
-class ThoughtDraft:
-    confidence: int                # 1: a real answer, summarised into `text`; 0: no thought
-    text: str
-    raw_output: str
-    llm_called: bool
-    reason: str = ""               # why confidence is 0
-
-
-def judge_thought(output: str, question: str = "") -> ThoughtDraft:
-    """Read the thought prompt's output (Fig. 13's two steps) and keep a thought only when it is clearly one."""
-    whole = _MARKUP.sub("", strip_quoting_tags(output))
-    rejected = ThoughtDraft(0, "", output, llm_called=True)
-    if _NEGATIVE_STEP.search(whole) or _NOT_APPLICABLE.search(whole) or _TRAILING_ZERO.search(whole):
-        rejected.reason = "a step answers 0 or N/A"
-        return rejected
-    if grounding.echoes(whole, [instruction_text(prompts.CHAT_THOUGHT)], ECHO_NGRAM):
-        rejected.reason = "echoes the prompt's instructions"
-        return rejected
-    steps = _STEP_TWO.split(whole)
-    text = steps[-1] if len(steps) > 1 else whole
-    for _ in range(3):
-        text = _LEADING_ONE.sub("", text, count=1)
-        text = _STEP_LABEL.sub("", text, count=1)
-        text = _PREAMBLE.sub("", text, count=1)
-    text = " ".join(text.split())
-    problem = passage_problem(text, question=question)
-    if problem:
-        rejected.reason = problem
-        return rejected
-    return ThoughtDraft(1, text, output, llm_called=True)
-
-
-def parse_thought(output: str, question: str = "") -> tuple[int, str]:
-    """(confidence, thought text) from the thought prompt's output; (0, "") unless it is clearly a passage."""
-    draft = judge_thought(output, question)
-    return draft.confidence, draft.text
-
-
-def draft_thought(llm: LLM, question: str, answer: str, max_tokens: int = 160) -> ThoughtDraft:
-    """(T, c) = LLM(Q, A). An answer that is the cannot-answer sentinel, or a loop, gets c = 0 without an LLM call."""
-    if is_cannot_answer(answer):
-        return ThoughtDraft(0, "", "", llm_called=False, reason="the answer says it cannot answer")
-    if grounding.is_loop(answer, LOOP_NGRAM):
-        return ThoughtDraft(0, "", "", llm_called=False, reason="the answer repeats itself (a loop)")
-    rendered = prompts.CHAT_THOUGHT.render(question=question, answer=source_block("answer", answer))
-    output = llm.complete(rendered, max_tokens=max_tokens, temperature=0.1)
-    return judge_thought(output, question)
 
 
 @dataclass
@@ -517,12 +422,21 @@ class ThoughtOutcome:
 def think(llm: LLM, memory: ThoughtMemory, question: str, answer: str, sources: Sequence[Evidence], *,
           origin: str = "chat", user: str = "local", max_tokens: int = 160,
           thought_id: str | None = None) -> ThoughtOutcome:
-    """Steps 3-5 of Algorithm 1: draft (T, c), merge test, store only when c = 1 and s = 0.
-    `thought_id`: store under this id (see ThoughtMemory.add_checked)."""
-    draft = draft_thought(llm, question, answer, max_tokens)
-    if draft.confidence == 0:
+    """Steps 3-5 of Algorithm 1: draft (T, c), merge test, store only when c = 1 and s = 0. An answer made of quotes
+    (the tiny profile) becomes a thought of its relevant quotes, without a model (`quoted_thought`), with the items
+    it quotes as direct sources. `thought_id`: store under this id (see ThoughtMemory.add_checked)."""
+    lineage = [(e.id, e.kind) for e in sources]
+    if quotes.is_quoted_answer(answer):     # the tiny profile: the thought is the answer's relevant quotes
+        draft = (ThoughtDraft(0, "", answer, llm_called=False, reason="the answer says no source answers")
+                 if quotes.is_no_answer(answer) else None)
+        if draft is None:
+            draft, lineage = quoted_thought(memory.embedder.embed, question, answer, sources)
+    else:
+        draft = draft_thought(llm, question, answer, max_tokens)
+    draft.text = quotes.drop_ids(draft.text)      # no raw [n], arXiv or thought ids in memory
+    if draft.confidence == 0 or not draft.text:
         return ThoughtOutcome("not_an_answer", None, draft)
-    stored, merge = memory.add_checked(draft.text, [(e.id, e.kind) for e in sources], origin=origin,
+    stored, merge = memory.add_checked(draft.text, lineage, origin=origin,
                                        question=question, user=user, thought_id=thought_id)
     similarity = merge.similarity if merge else None
     nearest = merge.nearest_id if merge else None

@@ -209,7 +209,8 @@ class ArxivSource:
         except requests.exceptions.RequestException as error:
             raise ArxivSourceError(f"cannot reach arXiv at {self.endpoint} ({type(error).__name__})") from None
         except Exception as error:  # the feed parser's errors on a garbled body
-            raise ArxivSourceError(f"arXiv response could not be read ({type(error).__name__}: {error})"[:300]) from None
+            message = f"arXiv response could not be read ({type(error).__name__}: {error})"
+            raise ArxivSourceError(message[:300]) from None
 
     def by_ids(self, ids: Sequence[str]) -> list[Paper]:
         wanted = []

@@ -10,9 +10,8 @@ another process).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from copilot.store.vectors import VectorStore
 

@@ -151,25 +151,39 @@ class VectorStore:
                ids: Sequence[str] | None = None) -> list[Evidence]:
         """The `k` nearest items, optionally only among `ids`."""
         def query():
-            collection = self.collection(kind)
-            count = collection.count() if ids is None else len(ids)
-            if count == 0 or k <= 0:
+            count = k if ids is None else min(k, len(ids))   # Chroma returns fewer when fewer are stored
+            if count <= 0:
                 return None
-            return collection.query(query_embeddings=[np.asarray(embedding, dtype=np.float32)],
-                                    n_results=min(k, count), where=where, ids=list(ids) if ids is not None else None,
-                                    include=["documents", "metadatas", "distances"])
+            return self.collection(kind).query(
+                query_embeddings=[np.asarray(embedding, dtype=np.float32)], n_results=count, where=where,
+                ids=list(ids) if ids is not None else None, include=["documents", "metadatas", "distances"])
 
         result = self._read(query)
         if result is None:
             return []
-        items = []
-        for item_id, doc, meta, dist in zip(result["ids"][0], result["documents"][0], result["metadatas"][0],
-                                            result["distances"][0]):
-            meta = meta or {}
-            title = str(meta.get("title", "")) if kind == "paper" else str(meta.get("question", ""))[:120]
-            items.append(Evidence(id=item_id, kind=kind, title=title, text=doc or "", score=1.0 - float(dist),
-                                  metadata=dict(meta)))
-        return items
+        return [_evidence(kind, item_id, doc, meta, 1.0 - float(dist)) for item_id, doc, meta, dist
+                in zip(result["ids"][0], result["documents"][0], result["metadatas"][0], result["distances"][0])]
+
+    def nearest(self, kind: str, embedding: np.ndarray, k: int, where: dict | None = None) -> list[tuple[str, float]]:
+        """(id, cosine) of the `k` nearest items, best first, without their documents: a merge of several
+        collections then fetches only the items it keeps (`fetch`)."""
+        if k <= 0:
+            return []
+        result = self._read(lambda: self.collection(kind).query(
+            query_embeddings=[np.asarray(embedding, dtype=np.float32)], n_results=k, where=where,
+            include=["distances"]))
+        return [(item_id, 1.0 - float(dist)) for item_id, dist in zip(result["ids"][0], result["distances"][0])]
+
+    def fetch(self, kind: str, hits: Sequence[tuple[str, float]]) -> list[Evidence]:
+        """The items of `hits` (from `nearest`) with their documents and metadata, in the order given; one read.
+        An item deleted in between is left out."""
+        if not hits:
+            return []
+        found = self._read(lambda: self.collection(kind).get(ids=[item_id for item_id, _ in hits],
+                                                             include=["documents", "metadatas"]))
+        stored = {item_id: (doc, meta) for item_id, doc, meta in zip(found["ids"], found["documents"],
+                                                                      found["metadatas"])}
+        return [_evidence(kind, item_id, *stored[item_id], score) for item_id, score in hits if item_id in stored]
 
     def count(self, kind: str = "paper") -> int:
         return self._read(lambda: self.collection(kind).count())
@@ -179,3 +193,9 @@ class VectorStore:
         found = self._read(lambda: self.papers.get(include=["metadatas"]))
         dates = [int(m["date"]) for m in found["metadatas"] if m and "date" in m]
         return (min(dates), max(dates)) if dates else None
+
+
+def _evidence(kind: str, item_id: str, doc: str | None, meta: dict | None, score: float) -> Evidence:
+    meta = meta or {}
+    title = str(meta.get("title", "")) if kind == "paper" else str(meta.get("question", ""))[:120]
+    return Evidence(id=item_id, kind=kind, title=title, text=doc or "", score=score, metadata=dict(meta))

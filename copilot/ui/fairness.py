@@ -17,9 +17,9 @@ only by API callers; it shows Python reprs and the whole list) is replaced by a 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
-import itertools
 import threading
 import time
 from collections import OrderedDict

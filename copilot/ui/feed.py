@@ -12,8 +12,8 @@ from starlette.responses import Response
 
 from copilot.errors import UserError
 from copilot.features import feed as feature
-from copilot.features.feed import MORE, NOT_INTERESTED
 from copilot.features.bibtex import bibtex_text
+from copilot.features.feed import MORE, NOT_INTERESTED
 from copilot.services import Services
 from copilot.ui.common import current_user, escape, write_bibtex
 
@@ -28,7 +28,7 @@ def feed_html(feed: feature.Feed, marks: dict[str, str]) -> str:
     if feed.message:
         head += f'<p class="feed-message">{escape(feed.message)}</p>'
     cards = []
-    for n, item in enumerate(feed.items, start=1):
+    for item in feed.items:
         p = item.paper
         authors = ", ".join(p.authors[:AUTHORS_SHOWN]) + (" et al." if len(p.authors) > AUTHORS_SHOWN else "")
         why = " · ".join(f"#{rank} by {RANKED_BY.get(kind, kind)}"

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import gradio as gr
 import pandas as pd
 
 from copilot.errors import UserError
 from copilot.features import library
-from copilot.features.limits import RateLimited, check_rate
 from copilot.scheduler import IngestScheduler
 from copilot.services import Services
-from copilot.ui.common import current_user, escape, rate_scope
+from copilot.ui.common import current_user, escape, user_within_rate
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +20,17 @@ BAD_LINES_SHOWN = 20
 
 HISTORY_COLUMNS = ["id", "source", "status", "started", "finished", "seen", "added", "updated", "unchanged",
                    "skipped", "error"]
+
+
+def model_line(model: dict) -> str:
+    """The language model's file, size and llama.cpp build (or endpoint), and why it is not the one asked for."""
+    if "endpoint" in model:
+        return f"**Language model:** {escape(model['model'])} at {escape(model['endpoint'])}"
+    if "file" not in model:
+        return f"**Language model:** {escape(str(model['requested']))}, {escape(model['note'])}"
+    line = (f"**Language model:** {escape(Path(model['file']).name)} ({escape(model['size'])}, "
+            f"{escape(model['source'])}) on {escape(model['llama_cpp'])}")
+    return line + (f" · **{escape(model['note'])}**" if model["note"] else "")
 
 
 def status_markdown(services: Services, scheduler: IngestScheduler | None) -> str:
@@ -41,6 +52,7 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
         f"{escape(', '.join(info['categories']))})",
         f"**Models:** LLM {escape(info['llm']['backend'])} / {escape(info['llm']['model'])} · embeddings "
         f"{escape(info['embedder'])}",
+        model_line(info["model"]),
     ]
     backup = library.backup_line(services)
     if backup:
@@ -87,6 +99,46 @@ def _line_count(path: str) -> int:
         return sum(1 for line in handle if line.strip())
 
 
+def trigger_view(services: Services, scheduler: IngestScheduler | None, request: gr.Request | None) -> str:
+    try:
+        library.check_may_change(services, current_user(request))
+    except UserError as error:
+        return str(error)
+    if scheduler is None:
+        return "The scheduler is off (COPILOT_SCHEDULER=false); use `python -m copilot ingest`."
+    if scheduler.trigger_now():
+        return "Ingestion started in the background; progress shows above."
+    return "An ingestion is already running; this request was not started."
+
+
+def upload_view(services: Services, file_path, request: gr.Request | None, progress) -> str:
+    if not file_path:
+        return ""
+    try:
+        user = current_user(request)
+        library.check_may_change(services, user)
+        user_within_rate(services, request, "importing")
+        report = _progress_reporter(progress, _line_count(file_path))
+        return import_report(library.import_upload(services, file_path, report))
+    except UserError as error:
+        return f'<div class="chat-notice">{escape(error)}</div>'
+    except Exception:     # never Gradio's blank "Error": say what happened, keep the details in the log
+        log.exception("import of an uploaded file failed")
+        return ('<div class="chat-notice">The import stopped on an unexpected error; the papers stored before it '
+                'are kept. The app\'s log has the details.</div>')
+
+
+def fetch_view(services: Services, text, request: gr.Request | None, progress) -> str:
+    try:
+        user = current_user(request)
+        library.check_may_change(services, user)
+        user_within_rate(services, request, "importing")
+        counts, notes = library.import_ids(services, text or "", _progress_reporter(progress, None))
+        return import_report(counts, notes)
+    except UserError as error:
+        return f'<div class="chat-notice">{escape(error)}</div>'
+
+
 def build(services: Services, scheduler: IngestScheduler | None) -> None:
     status = gr.Markdown(elem_id="library-status")
     with gr.Row():
@@ -113,41 +165,13 @@ def build(services: Services, scheduler: IngestScheduler | None) -> None:
         return status_markdown(services, scheduler), history_frame(services)
 
     def trigger(request: gr.Request):
-        try:
-            library.check_may_change(services, current_user(request))
-        except UserError as error:
-            return str(error)
-        if scheduler is None:
-            return "The scheduler is off (COPILOT_SCHEDULER=false); use `python -m copilot ingest`."
-        if scheduler.trigger_now():
-            return "Ingestion started in the background; progress shows above."
-        return "An ingestion is already running; this request was not started."
+        return trigger_view(services, scheduler, request)
 
     def on_upload(file_path, request: gr.Request, progress=gr.Progress()):
-        if not file_path:
-            return ""
-        try:
-            user = current_user(request)
-            library.check_may_change(services, user)
-            check_rate(services, user, rate_scope(request, user), "importing")
-            report = _progress_reporter(progress, _line_count(file_path))
-            return import_report(library.import_upload(services, file_path, report))
-        except (UserError, RateLimited) as error:
-            return f'<div class="chat-notice">{escape(error)}</div>'
-        except Exception:                  # never Gradio's blank "Error": say what happened, keep the details in the log
-            log.exception("import of an uploaded file failed")
-            return ('<div class="chat-notice">The import stopped on an unexpected error; the papers stored before it '
-                    'are kept. The app\'s log has the details.</div>')
+        return upload_view(services, file_path, request, progress)
 
     def on_fetch(text, request: gr.Request, progress=gr.Progress()):
-        try:
-            user = current_user(request)
-            library.check_may_change(services, user)
-            check_rate(services, user, rate_scope(request, user), "importing")
-            counts, notes = library.import_ids(services, text or "", _progress_reporter(progress, None))
-            return import_report(counts, notes)
-        except (UserError, RateLimited) as error:
-            return f'<div class="chat-notice">{escape(error)}</div>'
+        return fetch_view(services, text, request, progress)
 
     snapshot.upload(on_upload, snapshot, import_result, concurrency_limit=1, concurrency_id="import").then(
         show, outputs=[status, history])

@@ -44,7 +44,8 @@ def sources_html(sources: list[dict], cited: list[dict]) -> str:
     rows = "".join(f'<li class="rat-source{" rat-cited" if s["id"] in cited_ids else ""}" value="{s["label"]}">'
                    f'{item_link(s)} <span class="rat-score">{s["score"]:.2f}</span>'
                    f'{" · cited" if s["id"] in cited_ids else ""}</li>' for s in sources)
-    return f'<details open><summary>Retrieved in the run ({len(sources)})</summary><ol class="rat-sources">{rows}</ol></details>'
+    return (f'<details open><summary>Retrieved in the run ({len(sources)})</summary>'
+            f'<ol class="rat-sources">{rows}</ol></details>')
 
 
 def trace_html(record: dict) -> str:

@@ -12,6 +12,7 @@ import gradio as gr
 
 from copilot.errors import UserError
 from copilot.features import profile as feature
+from copilot.features import profile_draft, profile_lookup
 from copilot.features.bibtex import arxiv_ids_from_bibtex_file
 from copilot.features.limits import RateLimited, check_rate
 from copilot.records import Paper
@@ -54,14 +55,13 @@ def _group_choices(state: dict) -> list[tuple[str, int]]:
 
 def lookup_view(services: Services, name: str, progress=None):
     """→ (message markdown, groups update, papers update, state)."""
-    limit = services.settings.profile_max_papers
 
     def report(count: int) -> None:
         if progress is not None:
             progress(None, desc=f"Searching your library, then arXiv: {count} papers from arXiv so far")
 
     try:
-        result = feature.lookup_author(services, name, progress=report)
+        result = profile_lookup.lookup_author(services, name, progress=report)
     except feature.ProfileError as error:
         return f"**{escape(error)}**", gr.update(), gr.update(), gr.update()
     if not result.candidates:
@@ -134,10 +134,10 @@ def generate_view(services: Services, state: dict, checked: list[str], pasted: s
         return
     yield f"Writing a draft from {len(papers)} paper(s)…", "", gr.update()
     try:
-        for item in feature.stream_draft(services, papers, pasted or ""):
-            if isinstance(item, feature.Draft):
+        for item in profile_draft.stream_draft(services, papers, pasted or ""):
+            if isinstance(item, profile_draft.Draft):
                 notes = "".join(f"\n- {escape(n)}" for n in item.notes)
-                notice = (f"**{escape(feature.DRAFT_NOTICE)}** ({item.words} words)"
+                notice = (f"**{escape(item.notice)}** ({item.words} words)"
                           + (f"\n\nChecks applied:{notes}" if notes else "") + "\n\n" + _sources_line(papers))
                 yield notice, item.text, ", ".join(item.keywords)
             else:
@@ -194,6 +194,31 @@ def load_view(services: Services, user: str):
             gr.update(choices=_choices(state), value=_all_ids(state)), state)
 
 
+def _events(services: Services):
+    """The tab's callbacks over `services` (Gradio passes the request only to a function that names it)."""
+    def on_lookup(name_text, progress=gr.Progress()):
+        return lookup_view(services, name_text, progress)
+
+    def on_ids(text_ids):
+        return ids_view(services, text_ids)
+
+    def on_generate(current, checked, pasted_text, request: gr.Request):
+        try:
+            check_rate(services, current_user(request), rate_scope(request, current_user(request)),
+                       "generating a profile")
+        except RateLimited as error:
+            yield f"**{escape(error)}**", gr.update(), gr.update()
+            return
+        yield from generate_view(services, current, checked, pasted_text)
+
+    def on_save(profile_text, words, current, checked, request: gr.Request):
+        return save_view(services, current_user(request), profile_text, words, current, checked)
+
+    def on_load(request: gr.Request):
+        return load_view(services, current_user(request))
+    return on_lookup, on_ids, on_generate, on_save, on_load
+
+
 def build(services: Services) -> None:
     gr.Markdown("Tell the copilot who you are: find your arXiv papers, keep the ones that are yours, generate a "
                 "draft profile, edit it and save it. Trends and Chat personalize with your saved profile.")
@@ -223,26 +248,7 @@ def build(services: Services) -> None:
     saved = gr.Markdown(elem_id="profile-saved")
     state = gr.State({})
 
-    def on_lookup(name_text, progress=gr.Progress()):
-        return lookup_view(services, name_text, progress)
-
-    def on_ids(text_ids):
-        return ids_view(services, text_ids)
-
-    def on_generate(current, checked, pasted_text, request: gr.Request):
-        try:
-            check_rate(services, current_user(request), rate_scope(request, current_user(request)),
-                       "generating a profile")
-        except RateLimited as error:
-            yield f"**{escape(error)}**", gr.update(), gr.update()
-            return
-        yield from generate_view(services, current, checked, pasted_text)
-
-    def on_save(profile_text, words, current, checked, request: gr.Request):
-        return save_view(services, current_user(request), profile_text, words, current, checked)
-
-    def on_load(request: gr.Request):
-        return load_view(services, current_user(request))
+    on_lookup, on_ids, on_generate, on_save, on_load = _events(services)
 
     lookup_outputs = [status, groups, papers, state]
     gr.on([find.click, name.submit], on_lookup, inputs=name, outputs=lookup_outputs, concurrency_limit=2,

@@ -56,7 +56,8 @@ def results_html(rows: list[dict]) -> str:
         body.append(f"<tr class='related-row'><td>{n}</td><td>{arxiv_link(row['id'], row['title'])}"
                     f"<br><small class='related-byline'>{byline}</small>"
                     + (f"<br><small class='related-why'>why: {escape(why)}</small>" if why else "") + "</td>"
-                    f"<td style='white-space:nowrap'>{escape(row['date'] or '')}</td><td>{row['score']:.4f}</td>{ranks}</tr>")
+                    f"<td style='white-space:nowrap'>{escape(row['date'] or '')}</td>"
+                    f"<td>{row['score']:.4f}</td>{ranks}</tr>")
     return (f"<table id='related-table'><thead><tr><th>#</th><th>Title</th><th>Date</th><th>Fused score</th>"
             f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
@@ -97,6 +98,52 @@ def _status(text: str) -> str:
     return f"<p class='related-status'>{escape(text)}</p>"
 
 
+def related_view(services: Services, user: str, scope: str, reference_text: str, title_text: str,
+                 abstract_text: str, ranking_name: str | None, mode_label: str):
+    """The Related tab's run: (status, results, baseline, aspects, BibTeX file) after each step of the search."""
+    empty = ("", "", "", None)
+    try:
+        check_rate(services, user, scope, "a related search")
+    except RateLimited as error:
+        yield _status(f"⚠ {error}"), *empty
+        return
+    yield _status("Looking up the query paper…"), *empty
+    try:
+        query = related.parse_query(services, reference_text, title_text, abstract_text)
+    except UserError as error:
+        yield _status(f"⚠ {error}"), *empty
+        return
+    outcome: dict = {}
+    for step in _search_steps(services, query, MODE_LABELS[mode_label], ranking_name or None, outcome):
+        yield _status(f"{query.paper.title or 'Query'}: {step}…"), *empty
+    if "error" in outcome:
+        yield _status(f"⚠ {outcome['error']}"), *empty
+        return
+    result = outcome["result"]
+    bibtex = bibtex_for_ids(services, [row["id"] for row in result.results]) if result.results else ""
+    yield (query_html(result), results_html(result.results), baseline_html(result.baseline), aspects_html(result),
+           write_bibtex(bibtex, f"related-to-{query.paper.id or query.paper.title or 'paper'}"))
+
+
+def _search_steps(services: Services, query, mode: str, method: str | None, outcome: dict):
+    """find_related on a worker thread, yielding its progress steps as they come; `outcome` receives the result or
+    the error's message (every failure is shown to the user instead of failing silently)."""
+    steps: queue.Queue = queue.Queue()
+
+    def work() -> None:
+        try:
+            outcome["result"] = related.find_related(services, query, mode=mode, progress=steps.put, method=method)
+        except UserError as error:
+            outcome["error"] = str(error)
+        except Exception as error:  # shown to the user instead of a silent failure
+            outcome["error"] = f"related search failed: {type(error).__name__}: {error}"
+        steps.put(None)
+
+    threading.Thread(target=work, daemon=True).start()
+    while (step := steps.get()) is not None:
+        yield step
+
+
 def build(services: Services):
     gr.Markdown("Find papers related to a query paper. Several queries each search the library — the abstract, the "
                 "title, one query per aspect (research question, method, experiments: PRISM) and the words the "
@@ -126,44 +173,12 @@ def build(services: Services):
         with gr.Tab("Related-work draft (RAT)", id="related-work-tab"):
             build_draft_tab(services, reference, title, abstract)
 
-    def run(reference_text, title_text, abstract_text, ranking_name, mode_label, request: gr.Request):
-        try:
-            check_rate(services, current_user(request), rate_scope(request, current_user(request)),
-                       "a related search")
-        except RateLimited as error:
-            yield _status(f"⚠ {error}"), "", "", "", None
-            return
-        yield _status("Looking up the query paper…"), "", "", "", None
-        try:
-            query = related.parse_query(services, reference_text, title_text, abstract_text)
-        except UserError as error:
-            yield _status(f"⚠ {error}"), "", "", "", None
-            return
-        steps: queue.Queue = queue.Queue()
-        outcome: dict = {}
-
-        def work() -> None:
-            try:
-                outcome["result"] = related.find_related(services, query, mode=MODE_LABELS[mode_label],
-                                                         progress=steps.put, method=ranking_name or None)
-            except UserError as error:
-                outcome["error"] = str(error)
-            except Exception as error:  # shown to the user instead of a silent failure
-                outcome["error"] = f"related search failed: {type(error).__name__}: {error}"
-            steps.put(None)
-
-        threading.Thread(target=work, daemon=True).start()
-        while (step := steps.get()) is not None:
-            yield _status(f"{query.paper.title or 'Query'}: {step}…"), "", "", "", None
-        if "error" in outcome:
-            yield _status(f"⚠ {outcome['error']}"), "", "", "", None
-            return
-        result = outcome["result"]
-        bibtex = bibtex_for_ids(services, [row["id"] for row in result.results]) if result.results else ""
-        yield (query_html(result), results_html(result.results), baseline_html(result.baseline), aspects_html(result),
-               write_bibtex(bibtex, f"related-to-{query.paper.id or query.paper.title or 'paper'}"))
+    def on_run(reference_text, title_text, abstract_text, ranking_name, mode_label, request: gr.Request):
+        user = current_user(request)
+        yield from related_view(services, user, rate_scope(request, user), reference_text, title_text,
+                                abstract_text, ranking_name, mode_label)
 
     inputs, outputs = [reference, title, abstract, ranking, mode], [status, results, baseline, aspects, bib_file]
-    gr.on([run_button.click, reference.submit], run, inputs=inputs, outputs=outputs, concurrency_limit=2,
+    gr.on([run_button.click, reference.submit], on_run, inputs=inputs, outputs=outputs, concurrency_limit=2,
           concurrency_id="related")
-    return reference, (run, inputs, outputs)     # the Search tab's "Related papers" fills the id and runs
+    return reference, (on_run, inputs, outputs)     # the Search tab's "Related papers" fills the id and runs

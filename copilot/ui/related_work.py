@@ -48,7 +48,8 @@ def build_draft_tab(services: Services, reference: gr.Textbox, title: gr.Textbox
                     record = live.as_dict()
                     done = live.done
                     yield (result_html(record, "text", f"Related work: {query.paper.title or 'pasted text'}"),
-                           write_bibtex(record["bibtex"], f"related-work-{query.paper.title or 'draft'}") if done else None,
+                           write_bibtex(record["bibtex"], f"related-work-{query.paper.title or 'draft'}")
+                           if done else None,
                            record["latex"] if done else "", trace_html(record))
         except (UserError, RateLimited) as error:
             yield f"<p class='related-status'>⚠ {escape(error)}</p>", None, "", ""

@@ -11,7 +11,7 @@ import gradio as gr
 from copilot.errors import UserError
 from copilot.features.bibtex import bibtex_text
 from copilot.features.limits import RateLimited, check_rate
-from copilot.features.search import SORTS, Hit, SearchResult, question_about, query_words, search_papers
+from copilot.features.search import SORTS, Hit, SearchResult, query_words, question_about, search_papers
 from copilot.services import Services
 from copilot.ui.common import current_user, escape, rate_scope, write_bibtex
 

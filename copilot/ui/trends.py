@@ -8,7 +8,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from copilot.errors import UserError
-from copilot.features import gor, trends
+from copilot.features import gor, gor_period, trends
 from copilot.features.bibtex import bibtex_for_ids
 from copilot.features.limits import RateLimited, check_rate
 from copilot.records import ARXIV_ID_PATTERN
@@ -21,10 +21,11 @@ MAX_PLOTTED = 8
 
 
 def linked(text: str) -> str:
-    """Escape model text, then turn [2501.01234] and [2501.01234, hep-th/9901001] citations into arXiv links."""
+    """Escape model text, then turn [2501.01234] and [2501.01234, hep-th/9901001] citations into arXiv links; a
+    line break (between quotes) stays one."""
     def links(match: re.Match) -> str:
         return "[" + ", ".join(arxiv_link(pid.strip()) for pid in match.group(1).split(",")) + "]"
-    return _ID_REF.sub(links, escape(text))
+    return _ID_REF.sub(links, escape(text)).replace("\n", "<br>")
 
 
 def status_html(report: trends.TrendsReport) -> str:
@@ -56,7 +57,8 @@ def topics_html(report: trends.TrendsReport) -> str:
         more = f" and {topic.size - 3} more" if topic.size > 3 else ""
         summary = linked(topic.summary) if topic.summary else "<i>no summary (only the largest topics get one)</i>"
         rows.append(f"<tr class='trends-topic'><td><b>{escape(topic.label)}</b><br>"
-                    f"<small>{escape(', '.join(topic.terms))}</small></td><td>{topic.size}</td><td>{trend}</td><td>{summary}<br><small>{links}{more}</small>"
+                    f"<small>{escape(', '.join(topic.terms))}</small></td><td>{topic.size}</td><td>{trend}</td>"
+                    f"<td>{summary}<br><small>{links}{more}</small>"
                     "</td></tr>")
     if not rows:
         return ""
@@ -164,44 +166,119 @@ def answer_html(result: gor.PeriodAnswer, titles: dict[str, str] | None = None) 
             "</details></div>")
 
 
+def _scope_of(value):
+    return gor_period.scope_for(trends.parse_day(value[0], "start"), trends.parse_day(value[1], "end"), value[2])
+
+
+def _scope_from_inputs(services: Services, range_name, first, last, cats):
+    begin, finish = trends.resolve_range(services, RANGES.get(range_name, "week"), first, last)
+    return gor_period.scope_for(begin, finish, cats or [])
+
+
+def ask_view(services: Services, user: str, scope_key: str, text, range_name, first, last, cats):
+    """Answer at once (GoR's choice if trained, else plain retrieval); never starts a training."""
+    try:
+        check_rate(services, user, scope_key, "a question about the period")
+        scope = _scope_from_inputs(services, range_name, first, last, cats)
+        result = gor_period.ask_period(services, scope, (text or "")[:services.settings.max_input_chars], user=user)
+    except (RateLimited, ValueError) as error:   # TrendsError is a ValueError
+        return f"<span id='trends-ask-message'>{escape(str(error))}</span>", gr.skip(), gr.skip()
+    value = (str(scope.start), str(scope.end), list(scope.categories))
+    return answer_html(result), training_html(gor_period.training_status(services, scope)), value
+
+
+def train_view(services: Services, user: str, range_name, first, last, cats):
+    """Start training the chosen period's record graph in the background (the user asked for it)."""
+    try:
+        scope = _scope_from_inputs(services, range_name, first, last, cats)
+    except ValueError as error:
+        return f"<span id='trends-ask-message'>{escape(str(error))}</span>", gr.skip()
+    status = gor_period.start_training(services, scope, user=user)
+    return training_html(status), (str(scope.start), str(scope.end), list(scope.categories))
+
+
+def tick_view(services: Services, value):
+    return training_html(gor_period.training_status(services, _scope_of(value))) if value else gr.skip()
+
+
+def _ask_event(services: Services):
+    def on_ask(text, range_name, first, last, cats, request: gr.Request):
+        user = current_user(request)
+        return ask_view(services, user, rate_scope(request, user), text, range_name, first, last, cats)
+    return on_ask
+
+
+def _train_event(services: Services):
+    def on_train(range_name, first, last, cats, request: gr.Request):
+        return train_view(services, current_user(request), range_name, first, last, cats)
+    return on_train
+
+
 def build_ask(services: Services, range_inputs: list) -> None:
-    """The question box, its answer, and the training status of the last asked period (polled)."""
-    gr.Markdown("### Ask about this period\nA free question over the chosen range, answered from the six records "
-                "Graph of Records picks among its papers and the thoughts made from them. The first question of a "
-                "period starts training its record graph in the background; until it is ready, answers use plain "
-                "retrieval and say so.")
+    """The question box, its answer, the explained training action, and the training status (polled)."""
+    gr.Markdown("### Ask about this period\nA free question over the chosen range, answered at once from six of its "
+                "papers and the thoughts made from them: by plain retrieval, or by Graph of Records once this "
+                "period's record graph is trained. Training is a separate action: it writes simulated questions "
+                f"with the model and trains a small network, about {gor_period.TRAINING_MINUTES} minutes of full "
+                "CPU for a month of papers.")
     question = gr.Textbox(label="Your question about the period", lines=2, elem_id="trends-ask",
                           placeholder="What did the papers of this period do about agents?")
-    ask = gr.Button("Ask", elem_id="trends-ask-run")
+    with gr.Row():
+        ask = gr.Button("Ask", elem_id="trends-ask-run")
+        train = gr.Button(f"Train the record graph (~{gor_period.TRAINING_MINUTES} min)", elem_id="trends-gor-train")
     answer = gr.HTML(elem_id="trends-ask-answer")
     status = gr.HTML(elem_id="trends-ask-status")
-    asked = gr.State(None)          # the period of the last question: (start, end, categories)
+    asked = gr.State(None)          # the period of the last question or training: (start, end, categories)
     timer = gr.Timer(2.0)
-
-    def scope_of(value):
-        return gor.scope_for(trends.parse_day(value[0], "start"), trends.parse_day(value[1], "end"), value[2])
-
-    def on_ask(text, range_name, first, last, cats, request: gr.Request):
-        try:
-            check_rate(services, current_user(request), rate_scope(request, current_user(request)),
-                       "a question about the period")
-            begin, finish = trends.resolve_range(services, RANGES.get(range_name, "week"), first, last)
-            scope = gor.scope_for(begin, finish, cats or [])
-            result = gor.ask_period(services, scope, text[:services.settings.max_input_chars],
-                                    user=current_user(request))
-        except (RateLimited, ValueError) as error:   # TrendsError is a ValueError
-            return f"<span id='trends-ask-message'>{escape(str(error))}</span>", gr.skip(), gr.skip()
-        value = (str(scope.start), str(scope.end), list(scope.categories))
-        return answer_html(result), training_html(gor.training_status(services, scope)), value
-
-    def on_tick(value):
-        if not value:
-            return gr.skip()
-        return training_html(gor.training_status(services, scope_of(value)))
-
+    on_ask = _ask_event(services)
     ask.click(on_ask, [question] + range_inputs, [answer, status, asked], concurrency_limit=2)
     question.submit(on_ask, [question] + range_inputs, [answer, status, asked], concurrency_limit=2)
-    timer.tick(on_tick, [asked], [status], show_progress="hidden")
+    train.click(_train_event(services), range_inputs, [status, asked], concurrency_limit=1)
+    timer.tick(lambda value: tick_view(services, value), [asked], [status], show_progress="hidden")
+
+
+def topic_bibtex_view(services: Services, label, ids_by_topic):
+    ids = (ids_by_topic or {}).get(label) if isinstance(label, str) else None
+    if not ids:
+        return None
+    try:
+        return write_bibtex(bibtex_for_ids(services, ids), f"topic-{label}")
+    except UserError:          # a paper left the library since the report was made
+        return None
+
+
+def show_view(services: Services, user: str, scope_key: str, range_name, first, last, cats, n_summaries, n_ideas,
+              refresh_now: bool, progress):
+    """The report as it grows (one tuple of outputs per stage)."""
+    try:
+        check_rate(services, user, scope_key, "a trends report")
+    except RateLimited as error:
+        yield message(str(error))
+        return
+    try:
+        begin, finish = trends.resolve_range(services, RANGES.get(range_name, "week"), first, last)
+        opts = trends.TrendsOptions.from_settings(services.settings, summarized_topics=int(n_summaries),
+                                                  ideas=int(n_ideas))
+        for steps, report in enumerate(trends.iter_trends(services, begin, finish, cats or [], user, opts,
+                                                          refresh=refresh_now), start=1):
+            progress(min(0.95, steps / 10), desc=report.stage)
+            yield render(report)
+    except trends.TrendsError as error:
+        yield message(str(error))
+
+
+def _show_events(services: Services):
+    def show(range_name, first, last, cats, n_summaries, n_ideas, request: gr.Request, progress=gr.Progress()):
+        user = current_user(request)
+        yield from show_view(services, user, rate_scope(request, user), range_name, first, last, cats,
+                             n_summaries, n_ideas, False, progress)
+
+    def show_fresh(range_name, first, last, cats, n_summaries, n_ideas, request: gr.Request,
+                   progress=gr.Progress()):
+        user = current_user(request)
+        yield from show_view(services, user, rate_scope(request, user), range_name, first, last, cats,
+                             n_summaries, n_ideas, True, progress)
+    return show, show_fresh
 
 
 def build(services: Services) -> None:
@@ -216,8 +293,8 @@ def build(services: Services) -> None:
         categories = gr.CheckboxGroup(services.settings.categories, label="Primary categories (none = all)",
                                       elem_id="trends-categories")
     with gr.Row():
-        summarized = gr.Slider(0, 8, value=5, step=1, label="Topics to summarize (LLM)", elem_id="trends-summaries")
-        idea_count = gr.Slider(0, 5, value=trends.default_ideas(services.settings), step=1,
+        summarized = gr.Slider(0, 8, value=5, step=1, label="Topics to summarize", elem_id="trends-summaries")
+        idea_count = gr.Slider(0, 5, value=trends.default_ideas(services), step=1,
                                label="Research ideas (RAT steps)", elem_id="trends-ideas-count")
     with gr.Row():
         run = gr.Button("Show trends", variant="primary", elem_id="trends-run")
@@ -241,42 +318,9 @@ def build(services: Services) -> None:
     topic_ids = gr.State({})
     outputs = [status, topics, timeline, movers, summary, ideas, topic_choice, topic_ids]
 
-    def topic_bibtex(label, ids_by_topic):
-        ids = (ids_by_topic or {}).get(label) if isinstance(label, str) else None
-        if not ids:
-            return None
-        try:
-            return write_bibtex(bibtex_for_ids(services, ids), f"topic-{label}")
-        except UserError:          # a paper left the library since the report was made
-            return None
-
-    topic_bib.click(topic_bibtex, [topic_choice, topic_ids], topic_file)
-
-    def show(range_name, first, last, cats, n_summaries, n_ideas, request: gr.Request, refresh_now=False,
-             progress=gr.Progress()):
-        try:
-            check_rate(services, current_user(request), rate_scope(request, current_user(request)),
-                       "a trends report")
-        except RateLimited as error:
-            yield message(str(error))
-            return
-        try:
-            begin, finish = trends.resolve_range(services, RANGES.get(range_name, "week"), first, last)
-            opts = trends.TrendsOptions.from_settings(services.settings, summarized_topics=int(n_summaries),
-                                                      ideas=int(n_ideas))
-            steps = 0
-            for report in trends.iter_trends(services, begin, finish, cats or [], current_user(request), opts,
-                                             refresh=refresh_now):
-                steps += 1
-                progress(min(0.95, steps / 10), desc=report.stage)
-                yield render(report)
-        except trends.TrendsError as error:
-            yield message(str(error))
-
-    def show_fresh(range_name, first, last, cats, n_summaries, n_ideas, request: gr.Request,
-                   progress=gr.Progress()):
-        yield from show(range_name, first, last, cats, n_summaries, n_ideas, request, True, progress)
-
+    topic_bib.click(lambda label, ids_by_topic: topic_bibtex_view(services, label, ids_by_topic),
+                    [topic_choice, topic_ids], topic_file)
+    show, show_fresh = _show_events(services)
     inputs = [preset, start, end, categories, summarized, idea_count]
     run.click(show, inputs, outputs, concurrency_limit=2)
     refresh.click(show_fresh, inputs, outputs, concurrency_limit=2)

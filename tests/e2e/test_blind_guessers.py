@@ -94,5 +94,6 @@ def test_guessers_cannot_tell_the_thought_side_before_the_vote(app_server, prelo
     shown = [{side: turn["texts"][side][:300] for side in ("a", "b")} | {"thoughts": turn["truth"]} for turn in turns]
     REPORT.write_text(json.dumps({"guessers": report, "turns": shown}, indent=2))
     assert all(turn["texts"]["a"].strip() and turn["texts"]["b"].strip() for turn in turns)
-    for name in ("markup", "source_region", "source_count", "sentence_like_preview", "raw_ids"):     # nothing to read: no signal at all
+    # nothing to read: no signal at all
+    for name in ("markup", "source_region", "source_count", "sentence_like_preview", "raw_ids"):
         assert report[name]["abstained"] == len(turns), (name, report)

@@ -6,7 +6,6 @@ and the vote reveals the sides, the kinds of the sources and the thought's linea
 from __future__ import annotations
 
 import re
-
 import shutil
 
 from playwright.sync_api import expect

@@ -91,7 +91,7 @@ def test_ten_sessions_ask_and_vote_at_once(app_server, preloaded, tmp_path):
         logged = conn.execute("SELECT turn_id, COUNT(*) FROM chat_vote_log GROUP BY turn_id").fetchall()
     assert len(turns) == SESSIONS
     by_turn = {t[0]: t for t in turns}
-    for turn_id, user, question_text, comparison in turns:
+    for _turn_id, user, question_text, comparison in turns:
         assert question_text == question(int(user.removeprefix("user"))), "a turn was stored for the wrong user"
         assert comparison == "yes"
     assert sorted(v[0] for v in votes) == sorted(by_turn), "every vote in SQLite, exactly once"

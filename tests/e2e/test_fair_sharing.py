@@ -16,8 +16,15 @@ import sqlite3
 import time
 
 from tests.e2e.test_concurrency import prepared_dir
-from tests.e2e.test_request_guard import (ACCOUNTS, _join, _no_input_dependency, _port, _post_as, _read_events,
-                                          _signed_in)
+from tests.e2e.test_request_guard import (
+    ACCOUNTS,
+    _join,
+    _no_input_dependency,
+    _port,
+    _post_as,
+    _read_events,
+    _signed_in,
+)
 
 PER_USER = 4
 

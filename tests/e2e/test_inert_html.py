@@ -29,7 +29,8 @@ SCAN = """() => {
   for (const el of document.querySelectorAll('*')) {
     for (const attr of el.attributes) {
       if (attr.name.startsWith('on') && attr.value.includes('__pwned')) bad.push(el.tagName + ' ' + attr.name);
-      if (['href', 'src', 'srcdoc'].includes(attr.name) && attr.value.includes('__pwned')) bad.push(el.tagName + ' ' + attr.name);
+      if (['href', 'src', 'srcdoc'].includes(attr.name) && attr.value.includes('__pwned'))
+        bad.push(el.tagName + ' ' + attr.name);
     }
     if (el.tagName === 'SCRIPT' && el.textContent.includes('__pwned')) bad.push('SCRIPT');
   }

@@ -97,7 +97,8 @@ def build(services: Services, at_once: int) -> None:
     gr.Markdown(ABOUT)
     question = gr.Textbox(label="Question", lines=2, elem_id="slim-question")
     button = gr.Button("Ask", variant="primary", elem_id="slim-ask")
-    notice, answer, trace = gr.HTML(elem_id="slim-notice"), gr.HTML(elem_id="slim-answer"), gr.HTML(elem_id="slim-trace")
+    notice, answer = gr.HTML(elem_id="slim-notice"), gr.HTML(elem_id="slim-answer")
+    trace = gr.HTML(elem_id="slim-trace")
 
     def ask_slim(question: str, request: gr.Request):
         yield from adaptive_view(services, question, request)

@@ -14,8 +14,14 @@ from copilot.features.chat import chat_for
 from copilot.features.memory import thought_lineage
 from copilot.services import Services
 from copilot.ui.chat import deep
-from copilot.ui.chat.render import (history_choices, notice_html, recent_html, reopened_outputs, turn_outputs,
-                                    vote_recorded_html)
+from copilot.ui.chat.render import (
+    history_choices,
+    notice_html,
+    recent_html,
+    reopened_outputs,
+    turn_outputs,
+    vote_recorded_html,
+)
 from copilot.ui.common import current_user, escape, user_within_rate, write_bibtex
 
 VOTE_BUTTONS = [("A is better", "A", "chat-vote-a"), ("B is better", "B", "chat-vote-b"),

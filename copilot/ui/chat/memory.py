@@ -7,8 +7,8 @@ import gradio as gr
 
 from copilot.features.memory import delete_thought, memory_view
 from copilot.services import Services
-from copilot.ui.chat.render import when
 from copilot.ui.chat.ask import on_page_load
+from copilot.ui.chat.render import when
 from copilot.ui.common import arxiv_link, current_user, escape
 
 

@@ -102,7 +102,8 @@ def _answer_body(answer: AnswerView, reveal: bool) -> str:
     if answer.error:
         body += f'<div class="chat-error">This answer failed: {escape(answer.error)}</div>'
     elif not answer.done:
-        body += ' <span class="chat-writing">writing…</span>' if answer.text else '<span class="chat-writing">waiting…</span>'
+        body += (' <span class="chat-writing">writing…</span>' if answer.text
+                 else '<span class="chat-writing">waiting…</span>')
     if reveal and answer.notes:   # e.g. a trimmed prompt: it depends on the sources, so only after the vote
         body += '<ul class="chat-notes">' + "".join(f"<li>{escape(n)}</li>" for n in answer.notes) + "</ul>"
     return body
@@ -169,7 +170,8 @@ def turn_outputs(view: TurnView, notice: str = "", lineage: Lineage | None = Non
 
 def vote_status_html(view: TurnView) -> str:
     if view.vote:
-        return (f'<div class="chat-voted">Your vote: {escape(view.vote.shown)} — {escape(CHOICE_TEXT[view.vote.choice])}. '
+        return (f'<div class="chat-voted">Your vote: {escape(view.vote.shown)} — '
+                f'{escape(CHOICE_TEXT[view.vote.choice])}. '
                 "You can change it by clicking another button.</div>")
     if view.votable:
         return '<div class="chat-voted">Not voted yet: which answer is better?</div>'

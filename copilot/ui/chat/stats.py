@@ -32,8 +32,8 @@ def stats_html(stats: dict) -> str:
     rows = [("Thought-augmented win rate", _pct(stats["win_rate"])),
             ("… 95% interval, votes taken as independent (Wilson)", _interval(stats["ci_low"], stats["ci_high"])
              or "—"),
-            ("… 95% interval, each user's votes resampled together", _interval(stats["cluster_ci_low"],
-                                                                            stats["cluster_ci_high"]) or "— (needs 2 voters)"),
+            ("… 95% interval, each user's votes resampled together",
+             _interval(stats["cluster_ci_low"], stats["cluster_ci_high"]) or "— (needs 2 voters)"),
             ("Evidence that thoughts win more than half (a verdict at 20; may be read after every vote)",
              f"{sequential['evalue']:.3g}"),
             ("Position bias: decisive votes for the answer shown as A", _pct(bias["a_share"]) + _interval(

@@ -1,0 +1,246 @@
+"""Extractive answers: every sentence a reader sees is a quote of a retrieved source, chosen by the embedder.
+
+On the tiny model profile the model writes nothing a reader sees (a 135M model's sentences read as grounded and
+are not). An answer is instead a few quoted sentences (or bounded spans) of the retrieved titles, abstracts and
+thoughts, each under its neutral label: `[2] “We propose …”`.
+
+  1. split every source into sentences (`split_sentences`); a sentence too long to quote (an abstract without
+     sentence punctuation) is cut into bounded spans at clause marks, else at word counts;
+  2. drop candidates that only restate the question (a title the question names) or are too short to say much;
+  3. embed all candidates in one batch; relevance = cosine to the question, plus a share of the cosine of the
+     whole source (a sentence of the paper the question is about beats a similar sentence elsewhere);
+  4. pick by maximal marginal relevance (MMR) — relevance minus similarity to what is already picked, and a
+     penalty for a source already quoted — while relevance clears the floor and stays near the best;
+  5. no candidate clears the floor: one sentence says none of the retrieved papers answers, and lists the nearest.
+
+Thought texts may hold raw ids ("[2503.16965]", "[T0a1b2c3d4e]") from older thoughts: they are stripped, so a
+quote never shows an id that could tell the blinded sides apart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from copilot.records import ARXIV_ID_PATTERN
+
+MAX_SPAN_WORDS = 45          # a longer "sentence" is cut into spans of at most this many words
+MIN_QUOTE_WORDS = 5          # shorter candidates say too little to answer anything
+RESTATES_SHARE = 0.8         # a candidate whose content words are this much in the question only restates it
+MAX_QUOTES = 3
+SOURCE_WEIGHT = 0.3          # share of the whole source's cosine added to a sentence's own
+MMR_LAMBDA = 0.7             # relevance vs novelty in MMR
+SAME_SOURCE_PENALTY = 0.05   # a second quote of one source must beat a first quote of another by this much
+# Relevance floor (cosine of question and sentence, before the source share): measured with the packaged MiniLM on
+# 2,055 real abstracts, top 8 papers per question (docs/extractive.md): the best sentence scored 0.59-0.92 for the
+# 20 bench research questions and 0.51-0.92 for the 55 dev paper questions; for 12 questions about cooking, sport,
+# gardening and the like 0.20-0.55 (8 of 12 below 0.45; the two above quote a paper on dwarf tomatoes and one
+# on trained dogs).
+RELEVANCE_FLOOR = 0.45
+KEEP_WITHIN = 0.15           # a further quote must score at least the best one minus this
+
+NO_SOURCE_ANSWERS = "None of the retrieved papers answers this"
+OPEN_QUOTE, CLOSE_QUOTE = "\u201c", "\u201d"
+
+_ABBREVIATIONS = re.compile(r"\b(?:e\.g|i\.e|et al|etc|vs|cf|Fig|Eq|Sec|Tab|approx|resp|w\.r\.t)\.$", re.I)
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[])")
+_CLAUSE = re.compile(r"(?<=[;:,])\s+")
+_ID_MARK = re.compile(rf"\s*\[(?:[^\[\]\n]*?(?:{ARXIV_ID_PATTERN}|T[0-9a-f]{{10}}|\d{{1,3}})[^\[\]\n]*?)\]"
+                      rf"|\s*\((?:arxiv:\s*)?(?:{ARXIV_ID_PATTERN})(?:v\d+)?\)|(?:arxiv:\s*)?{ARXIV_ID_PATTERN}(?:v\d+)?"
+                      r"|\bT[0-9a-f]{10}\b", re.I)
+_QUOTE_MARKS = re.compile("[\u201c\u201d]")
+_STOP = frozenset("a an the of in on for to and or with by from as at is are was were be this that these those "
+                  "what which how does do did can paper papers propose proposes study studies".split())
+
+
+@dataclass(frozen=True)
+class Quote:
+    source: int                 # index of the item quoted (its label is source + 1)
+    text: str
+    relevance: float            # cosine of question and sentence
+
+    @property
+    def label(self) -> str:
+        return str(self.source + 1)
+
+    def shown(self) -> str:
+        return f"[{self.label}] {OPEN_QUOTE}{self.text}{CLOSE_QUOTE}"
+
+
+def drop_ids(text: str) -> str:
+    """The text without citation brackets and raw arXiv or thought ids (a thought outlives the turn's labels)."""
+    return re.sub(r"\s+([.,;:!?])", r"\1", " ".join(_ID_MARK.sub("", text or "").split()))
+
+
+def strip_ids(text: str) -> str:
+    """The text without citation brackets, raw arXiv or thought ids and curly quote marks."""
+    return drop_ids(_QUOTE_MARKS.sub("", text or "")).strip()
+
+
+def _bounded(sentence: str, max_words: int) -> list[str]:
+    """A sentence of at most `max_words` words as it is; a longer one cut at clause marks, then by word count."""
+    words = sentence.split()
+    if len(words) <= max_words:
+        return [sentence]
+    spans: list[list[str]] = []
+    current: list[str] = []
+    for clause in _CLAUSE.split(sentence):
+        clause_words = clause.split()
+        if current and len(current) + len(clause_words) > max_words:
+            spans.append(current)
+            current = []
+        current += clause_words
+        while len(current) > max_words:
+            spans.append(current[:max_words])
+            current = current[max_words:]
+    if current:
+        spans.append(current)
+    return [" ".join(span) for span in spans]
+
+
+def split_sentences(text: str, max_words: int = MAX_SPAN_WORDS) -> list[str]:
+    """Sentences of a text (abbreviations such as "e.g." and "et al." do not end one), each at most `max_words`
+    words: a text without sentence punctuation comes back as bounded spans, never as one endless quote."""
+    text = " ".join((text or "").split())
+    if not text:
+        return []
+    pieces, start = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        head = text[start:match.start()].rstrip("\"')]")
+        if _ABBREVIATIONS.search(head) or re.search(r"\b[A-Z]\.$", head):
+            continue
+        pieces.append(text[start:match.start()])
+        start = match.end()
+    pieces.append(text[start:])
+    return [span.strip() for piece in pieces for span in _bounded(piece.strip(), max_words) if span.strip()]
+
+
+def _content(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP and len(w) > 1}
+
+
+def restates(candidate: str, question: str) -> bool:
+    """Whether a candidate's content words are (almost) all in the question: the title a question names."""
+    words = _content(candidate)
+    return bool(words) and len(words & _content(question)) / len(words) >= RESTATES_SHARE
+
+
+def candidates(question: str, texts: Sequence[str]) -> list[tuple[int, str]]:
+    """(source index, sentence) for every quotable sentence of the sources: ids stripped, not only restating the
+    question, long enough, not a duplicate."""
+    found: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for index, text in enumerate(texts):
+        title, _, body = (text or "").partition("\n")     # a title ends at its line; an abstract's lines are wrapped
+        for part in (title, body):
+            for sentence in split_sentences(strip_ids(part)):
+                key = sentence.lower()
+                if (len(re.findall(r"[A-Za-z]{2,}", sentence)) >= MIN_QUOTE_WORDS and key not in seen
+                        and not restates(sentence, question)):
+                    seen.add(key)
+                    found.append((index, sentence))
+    return found
+
+
+@dataclass
+class Selection:
+    quotes: list[Quote]
+    best_relevance: float | None     # of any candidate; None when there was none
+
+    @property
+    def answers(self) -> bool:
+        return bool(self.quotes)
+
+
+def select_quotes(question_vector: np.ndarray, question: str, texts: Sequence[str], embed,
+                  source_scores: Sequence[float] | None = None, max_quotes: int = MAX_QUOTES,
+                  floor: float = RELEVANCE_FLOOR) -> Selection:
+    """The quotes that answer the question best, most relevant first (see the module doc).
+    `embed(list[str]) -> np.ndarray` (unit-normalised rows); `source_scores`: each source's cosine to the question."""
+    found = candidates(question, texts)
+    if not found:
+        return Selection([], None)
+    vectors = np.asarray(embed([sentence for _, sentence in found]), dtype=np.float32)
+    relevance = vectors @ np.asarray(question_vector, dtype=np.float32)
+    boost = np.array([(source_scores[i] if source_scores else 0.0) for i, _ in found], dtype=np.float32)
+    ranking = relevance + SOURCE_WEIGHT * boost
+    best = float(relevance.max())
+    picked: list[int] = []
+    while len(picked) < max_quotes:
+        scores = []
+        for n in range(len(found)):
+            if n in picked or relevance[n] < floor or relevance[n] < best - KEEP_WITHIN:
+                scores.append(-np.inf)
+                continue
+            overlap = max((float(vectors[n] @ vectors[p]) for p in picked), default=0.0)
+            same = any(found[p][0] == found[n][0] for p in picked)
+            scores.append(MMR_LAMBDA * ranking[n] - (1 - MMR_LAMBDA) * overlap - SAME_SOURCE_PENALTY * same)
+        choice = int(np.argmax(scores))
+        if scores[choice] == -np.inf:
+            break
+        picked.append(choice)
+    quotes = [Quote(found[n][0], found[n][1], float(relevance[n])) for n in picked]
+    return Selection(quotes, best)
+
+
+def nearest_line(titles: Sequence[str], scores: Sequence[float] | None = None, listed: int = 3) -> str:
+    """The one sentence shown when no quote clears the floor, with the nearest sources listed by label."""
+    order = sorted(range(len(titles)), key=lambda i: -(scores[i] if scores else 0.0))[:listed]
+    shown = "; ".join(f"[{i + 1}] {OPEN_QUOTE}{strip_ids(titles[i])}{CLOSE_QUOTE}" for i in order if titles[i])
+    return f"{NO_SOURCE_ANSWERS}; the nearest are {shown}." if shown else f"{NO_SOURCE_ANSWERS}."
+
+
+def render(selection: Selection, titles: Sequence[str], scores: Sequence[float] | None = None) -> Iterator[str]:
+    """The answer in pieces, a quote per paragraph (as a stream of model output would arrive)."""
+    if not selection.quotes:
+        yield nearest_line(titles, scores)
+        return
+    for n, quote in enumerate(selection.quotes):
+        yield ("\n\n" if n else "") + quote.shown()
+
+
+_QUOTED = re.compile(rf"\[(?P<label>[^\[\]\n]{{1,40}})\]\s*{OPEN_QUOTE}(?P<text>[^{CLOSE_QUOTE}]*){CLOSE_QUOTE}")
+
+
+def parse_quotes(text: str) -> list[tuple[str, str]]:
+    """(label or id, quoted text) of every quote in an answer made by `render`."""
+    return [(m.group("label"), m.group("text")) for m in _QUOTED.finditer(text or "")]
+
+
+def is_quoted_answer(text: str) -> bool:
+    """Whether an answer is made of quotes only (or is the no-answer sentence): nothing outside them but labels."""
+    text = (text or "").strip()
+    if text.startswith(NO_SOURCE_ANSWERS):
+        return True
+    rest = _QUOTED.sub("", text)
+    return bool(parse_quotes(text)) and not rest.strip()
+
+
+def is_no_answer(text: str) -> bool:
+    return (text or "").strip().startswith(NO_SOURCE_ANSWERS)
+
+
+def key_sentences(targets: np.ndarray, texts: Sequence[str], embed, skip_title: bool = True) -> list[str | None]:
+    """For each text, its sentence nearest to its target vector (e.g. the paper's own embedding: its key sentence;
+    or a topic's centre). `skip_title`: the first line of each text (a paper's title) is not a candidate. One
+    embedding batch for all texts; None for a text without a quotable sentence."""
+    owned: list[tuple[int, str]] = []
+    for index, text in enumerate(texts):
+        lines = (text or "").split("\n")
+        body = " ".join(lines[1:]) if skip_title and len(lines) > 1 else " ".join(lines)
+        owned += [(index, s) for s in split_sentences(strip_ids(body))
+                  if len(re.findall(r"[A-Za-z]{2,}", s)) >= MIN_QUOTE_WORDS]
+    best: list[str | None] = [None] * len(texts)
+    if not owned:
+        return best
+    vectors = np.asarray(embed([s for _, s in owned]), dtype=np.float32)
+    scores = [-np.inf] * len(texts)
+    targets = np.asarray(targets, dtype=np.float32)
+    for (index, sentence), vector in zip(owned, vectors):
+        score = float(vector @ targets[index])
+        if score > scores[index]:
+            scores[index], best[index] = score, sentence
+    return best

@@ -1,0 +1,169 @@
+"""The model profile: is the configured writer a tiny model whose words a reader cannot trust, or a capable one?
+
+One place decides it, every feature reads it (`Services.model_profile`):
+  - `tiny`: a local GGUF under ~1B parameters (the packaged SmolLM2-135M). Answers, summaries and profile drafts
+    are quotes of the sources chosen by the embedder; the model writes nothing a reader sees.
+  - `capable`: a larger local GGUF, or any OpenAI-compatible endpoint. Answers are written, every output check on.
+`COPILOT_MODEL_PROFILE=tiny|capable` overrides the choice (`auto`, the default, decides as above).
+
+The size of a local model comes from its GGUF header, read here without loading the model: the `general.size_label`
+the converter writes ("135M", "1.7B"), else the parameters counted from the architecture's shape, else the file's
+size.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+TINY = "tiny"
+CAPABLE = "capable"
+TINY_BELOW_PARAMETERS = 1_000_000_000
+# Without any size in the header: a 1B model is ~0.6 GB at 4 bits and ~1.1 GB at 8 bits; below this file size the
+# model is taken as tiny.
+TINY_BELOW_BYTES = 800_000_000
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    name: str                      # TINY | CAPABLE
+    reason: str                    # why, in a few words (shown by `status` and in tests)
+    parameters: int | None = None  # of a local model, when known
+
+    @property
+    def tiny(self) -> bool:
+        return self.name == TINY
+
+    @property
+    def writes(self) -> bool:
+        """Whether the model's own words may be shown to a reader (else: quotes only)."""
+        return self.name == CAPABLE
+
+    def as_dict(self) -> dict:
+        return {"profile": self.name, "reason": self.reason, "parameters": self.parameters}
+
+
+# --- the GGUF header --------------------------------------------------------------------------------------------
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+
+
+def _read(stream: BinaryIO, fmt: str):
+    size = struct.calcsize(fmt)
+    data = stream.read(size)
+    if len(data) != size:
+        raise ValueError("the GGUF header ends early")
+    return struct.unpack(fmt, data)[0]
+
+
+def _string(stream: BinaryIO) -> str:
+    length = _read(stream, "<Q")
+    if length > 1 << 24:
+        raise ValueError("a GGUF string is implausibly long")
+    return stream.read(length).decode("utf-8", "replace")
+
+
+def _value(stream: BinaryIO, kind: int):
+    if kind in _SCALARS:
+        return _read(stream, _SCALARS[kind])
+    if kind == _STRING:
+        return _string(stream)
+    if kind == _ARRAY:
+        item_kind, count = _read(stream, "<I"), _read(stream, "<Q")
+        if item_kind in _SCALARS:           # e.g. token scores: skipped, not read one by one
+            stream.seek(struct.calcsize(_SCALARS[item_kind]) * count, 1)
+            return None
+        for _ in range(count):
+            _value(stream, item_kind)
+        return None
+    raise ValueError(f"unknown GGUF value type {kind}")
+
+
+def gguf_metadata(path: Path) -> dict[str, object]:
+    """The scalar and string key-values of a GGUF file's header (arrays such as the vocabulary are skipped)."""
+    found: dict[str, object] = {}
+    with Path(path).open("rb") as stream:
+        if stream.read(4) != b"GGUF":
+            raise ValueError(f"{path} is not a GGUF file")
+        version = _read(stream, "<I")
+        if version < 2:
+            raise ValueError(f"GGUF version {version} is too old to read")
+        _read(stream, "<Q")                 # tensors
+        for _ in range(_read(stream, "<Q")):
+            key = _string(stream)
+            value = _value(stream, _read(stream, "<I"))
+            if value is not None:
+                found[key] = value
+    return found
+
+
+_SIZE_LABEL = re.compile(r"^(?:(\d+)x)?(\d+(?:\.\d+)?)([KMBT])$", re.I)
+_SCALE = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
+
+
+def parameters_from_label(label: str) -> int | None:
+    """"135M" → 135e6, "1.7B" → 1.7e9, "8x7B" → 56e9; None for anything else."""
+    match = _SIZE_LABEL.match(str(label).strip())
+    if not match:
+        return None
+    experts = int(match.group(1) or 1)
+    return int(experts * float(match.group(2)) * _SCALE[match.group(3).upper()])
+
+
+def parameters_from_shape(meta: dict[str, object]) -> int | None:
+    """Parameters of a decoder-only transformer from its header: embeddings + per layer attention and MLP."""
+    arch = meta.get("general.architecture")
+    try:
+        width = int(meta[f"{arch}.embedding_length"])
+        layers = int(meta[f"{arch}.block_count"])
+        hidden = int(meta[f"{arch}.feed_forward_length"])
+        heads = int(meta[f"{arch}.attention.head_count"])
+        kv_heads = int(meta.get(f"{arch}.attention.head_count_kv", heads))
+        vocab = int(meta.get(f"{arch}.vocab_size", 32000))
+    except (KeyError, TypeError, ValueError):
+        return None
+    kv_width = width * kv_heads // max(heads, 1)
+    per_layer = 2 * width * width + 2 * width * kv_width + 3 * width * hidden
+    return vocab * width + layers * per_layer
+
+
+def local_parameters(path: Path) -> tuple[int | None, str]:
+    """(parameters or None, where the figure came from)."""
+    try:
+        meta = gguf_metadata(path)
+    except (OSError, ValueError, struct.error):
+        return None, "unreadable header"
+    by_label = parameters_from_label(str(meta.get("general.size_label", "")))
+    if by_label:
+        return by_label, "size label"
+    by_shape = parameters_from_shape(meta)
+    return (by_shape, "architecture") if by_shape else (None, "no size in the header")
+
+
+def profile_of_local(path: Path) -> ModelProfile:
+    parameters, source = local_parameters(path)
+    if parameters is not None:
+        name = TINY if parameters < TINY_BELOW_PARAMETERS else CAPABLE
+        return ModelProfile(name, f"local model of {parameters / 1e6:,.0f}M parameters ({source})", parameters)
+    size = Path(path).stat().st_size
+    name = TINY if size < TINY_BELOW_BYTES else CAPABLE
+    return ModelProfile(name, f"local model file of {size / 1e6:,.0f} MB ({source})")
+
+
+def choose_profile(settings, local_path: Path | None = None) -> ModelProfile:
+    """The profile for `settings`: the override when set, else by backend and model size. `local_path` is the GGUF
+    the local backend loads (default: COPILOT_LOCAL_MODEL, else the packaged model)."""
+    if settings.model_profile != "auto":
+        return ModelProfile(settings.model_profile, "set by COPILOT_MODEL_PROFILE")
+    if settings.llm_backend == "openai":
+        return ModelProfile(CAPABLE, f"OpenAI-compatible endpoint ({settings.llm_model})")
+    if local_path is None:
+        local_path = settings.local_model
+    if local_path is None:
+        from copilot.llm import packaged_gguf
+
+        local_path = packaged_gguf()
+    return profile_of_local(local_path)

@@ -1,0 +1,93 @@
+"""The model profile: the packaged model is tiny, a bigger local GGUF and any endpoint are capable, one setting
+overrides; the size is read from the GGUF header."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from copilot import model_profile
+from copilot.llm import packaged_gguf
+from copilot.model_profile import CAPABLE, TINY, choose_profile, gguf_metadata, parameters_from_label
+from copilot.services import Services
+from tests import helpers
+from tests.conftest import make_settings
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    helpers.clean_env(monkeypatch)
+
+
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack("<Q", len(data)) + data
+
+
+def write_gguf(path: Path, values: dict[str, object], padding: int = 0) -> Path:
+    """A GGUF header with the given string / uint32 key-values (and one skipped array), no tensors."""
+    body = b""
+    for key, value in values.items():
+        if isinstance(value, str):
+            body += _string(key) + struct.pack("<I", 8) + _string(value)
+        else:
+            body += _string(key) + struct.pack("<I", 4) + struct.pack("<I", value)
+    body += _string("tokenizer.ggml.scores") + struct.pack("<IIQ", 9, 6, 3) + struct.pack("<3f", 0.1, 0.2, 0.3)
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(values) + 1) + body + b"\0" * padding)
+    return path
+
+
+def test_packaged_model_is_tiny(tmp_path):
+    services = Services(make_settings(tmp_path / "data"))
+    profile = services.model_profile
+    assert profile.name == TINY and profile.tiny and not profile.writes
+    assert profile.parameters == 135_000_000
+    assert gguf_metadata(packaged_gguf())["general.size_label"] == "135M"
+
+
+def test_larger_local_file_is_capable_by_its_size_label(tmp_path):
+    big = write_gguf(tmp_path / "big.gguf", {"general.architecture": "llama", "general.size_label": "3B"})
+    profile = choose_profile(make_settings(tmp_path / "data", local_model=big))
+    assert profile.name == CAPABLE and profile.parameters == 3_000_000_000
+    small = write_gguf(tmp_path / "small.gguf", {"general.architecture": "llama", "general.size_label": "360M"})
+    assert choose_profile(make_settings(tmp_path / "data", local_model=small)).name == TINY
+
+
+def test_size_from_the_architecture_when_no_label(tmp_path):
+    shape = {"general.architecture": "qwen2", "qwen2.embedding_length": 2048, "qwen2.block_count": 36,
+             "qwen2.feed_forward_length": 11008, "qwen2.attention.head_count": 16,
+             "qwen2.attention.head_count_kv": 2, "qwen2.vocab_size": 151936}
+    path = write_gguf(tmp_path / "shape.gguf", shape)
+    profile = choose_profile(make_settings(tmp_path / "data", local_model=path))
+    assert profile.name == CAPABLE and 2.5e9 < profile.parameters < 3.5e9
+
+
+def test_size_from_the_file_when_the_header_says_nothing(tmp_path, monkeypatch):
+    path = write_gguf(tmp_path / "bare.gguf", {"general.architecture": "llama"})
+    assert choose_profile(make_settings(tmp_path / "data", local_model=path)).name == TINY
+    monkeypatch.setattr(model_profile, "TINY_BELOW_BYTES", 10)
+    assert choose_profile(make_settings(tmp_path / "data", local_model=path)).name == CAPABLE
+
+
+def test_endpoint_is_capable_and_the_setting_overrides(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert choose_profile(make_settings(tmp_path / "data", llm="openai")).name == CAPABLE
+    assert choose_profile(make_settings(tmp_path / "data", llm="openai", model_profile="tiny")).name == TINY
+    assert choose_profile(make_settings(tmp_path / "data", model_profile="capable")).name == CAPABLE
+
+
+@pytest.mark.parametrize("label, count", [("135M", 135_000_000), ("1.7B", 1_700_000_000), ("8x7B", 56_000_000_000),
+                                          ("large", None), ("", None)])
+def test_size_labels(label, count):
+    assert parameters_from_label(label) == count
+
+
+def test_not_a_gguf_is_refused(tmp_path):
+    path = tmp_path / "x.gguf"
+    path.write_bytes(b"NOPE" + b"\0" * 20)
+    with pytest.raises(ValueError, match="not a GGUF"):
+        gguf_metadata(path)
