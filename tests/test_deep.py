@@ -67,9 +67,7 @@ def scripted(services: Services) -> tuple[Services, ScriptedBackend]:
 
 def test_a_finished_deep_answer_becomes_a_thought_with_every_retrieved_item_as_source(library):
     services, _ = scripted(library[0])
-    answer = None
-    for answer in stream_deep(services, QUESTION, "ana"):
-        pass
+    *_, answer = stream_deep(services, QUESTION, "ana")
     record = answer.as_dict()
     assert answer.done and len(record["trace"]) == 3 and record["llm_calls"] == 1 + sum(
         1 for s in record["trace"] if s["retrieved"])
@@ -135,3 +133,27 @@ def test_deep_answer_and_related_work_with_the_packaged_model_through_the_cli(li
     assert {c["id"] for c in printed["citations"]} <= set(printed["pool"])
     assert printed["bibtex"].count("@misc{") == len({c["id"] for c in printed["citations"]})
 
+
+
+def test_another_users_question_is_in_neither_the_trace_nor_the_prompt(library):
+    """Issue #34: a retrieved thought's title is the question it was made from; only its user may see it, in the
+    deep answer's trace and in the prompts that answer sends alike."""
+    services, _ = scripted(library[0])
+    secret = "What would Ann, privately, ask about hallucination of language models when answering questions?"
+    paper = services.store.search("paper", services.embedder.embed_one(QUESTION), 1)[0]
+    services.thought_memory.add("Language models hallucinate less when they answer from retrieved papers and check "
+                                "their claims against them.", [(paper.id, "paper")], origin="deep",
+                                question=secret, user="ann-private", check_redundant=False)
+
+    def traced_thoughts(user: str) -> tuple[list[dict], ScriptedBackend]:
+        services, backend = scripted(library[0])
+        *_, answer = stream_deep(services, QUESTION, user)
+        items = [item for step in answer.as_dict()["trace"] for item in step["retrieved"] if item["kind"] == "thought"]
+        return items, backend
+
+    thoughts, backend = traced_thoughts("bob-curious")
+    assert thoughts, "the other user's thought is retrieved (shared memory)"
+    assert all(item["title"] == "" for item in thoughts)
+    assert not any(secret in message["content"] for call in backend.calls for message in call.messages)
+    own, _ = traced_thoughts("ann-private")
+    assert any(item["title"] == secret[:120] for item in own)          # its own user still sees it
