@@ -133,3 +133,15 @@ def test_a_turn_without_comparison_says_why_in_both_columns_and_a_reopened_turn_
     assert "&lt;i&gt;is&lt;/i&gt;" in notice and "<i>" not in notice
     [(label, turn_id)] = history_choices([{"id": "t1", "question": "x" * 300, "created_at": 1_760_000_000.0}])
     assert turn_id == "t1" and len(label) < 120
+
+
+def test_labels_follow_the_order_of_first_use_so_the_same_quote_has_the_same_label_on_both_sides():
+    """A thought ranked first shifted the papers' labels by one on the thought side: [3] there was [2] here."""
+    quote = "Graph retrieval helps."
+    raw = answer("A", "raw", [PAPER_2, PAPER_1], f"[2] “{quote}”\n\n[1] “Dense.”")
+    augmented = answer("B", "thoughts", [THOUGHT, PAPER_2, PAPER_1], f"[3] “{quote}”\n\n[2] “Dense.”")
+    a, b = answer_html(raw, reveal=False), answer_html(augmented, reveal=False)
+    assert a.replace('data-label="A"><h3>Answer A', "X") == b.replace('data-label="B"><h3>Answer B', "X")
+    revealed = answer_html(augmented, reveal=True)
+    assert revealed.index("2501.00001") < revealed.index("2501.00002") < revealed.index("Tabc1234567")
+    assert '<a href="https://arxiv.org/abs/2501.00001" target="_blank" rel="noopener">[1]</a>' in revealed

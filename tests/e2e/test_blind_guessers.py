@@ -25,6 +25,14 @@ SEED_QUESTIONS = ["How do retrieval-augmented language models cite their sources
                   "Which methods make large language model inference cheaper?"]
 RAW_ID = re.compile(r"\[(?:\d{4}\.\d{4,5}(?:v\d+)?|T[0-9a-z]{6,}|\d{5,})\]|\b\d{4}\.\d{4,5}\b")
 REPORT = Path("/tmp/blind-guessers.json")
+# The columns' structure apart from the answer's own words: citation marks and line breaks are part of what the
+# answer says (the words and length guessers read those); everything else must be the same on both sides.
+STRUCTURE = """(column) => {
+  const answer = column.querySelector('.chat-answer').cloneNode(true);
+  answer.querySelectorAll('.chat-cite, br').forEach(el => el.remove());
+  return [answer, ...answer.querySelectorAll('*')].map(el => [el.tagName, el.children.length,
+    [...el.attributes].map(a => a.name + '=' + (a.name === 'data-label' ? '?' : a.value)).sort().join(' ')]);
+}"""
 
 
 def thoughts_by_the_packaged_model(preloaded, tmp_path) -> tuple[str, list[str]]:
@@ -43,6 +51,8 @@ def thoughts_by_the_packaged_model(preloaded, tmp_path) -> tuple[str, list[str]]
 def read_turn(page) -> dict:
     """What the pre-vote page shows of both columns, then the truth revealed by a tie vote."""
     columns = {side: page.locator(f"#chat-answer-{side}").evaluate(SHAPE) for side in ("a", "b")}
+    for side in ("a", "b"):
+        columns[side]["structure"] = page.locator(f"#chat-answer-{side}").evaluate(STRUCTURE)
     texts = {side: page.locator(f"#chat-answer-{side} .chat-answer-text").inner_text() for side in ("a", "b")}
     sources = {side: page.locator(f"#chat-answer-{side} details").inner_text() for side in ("a", "b")}
     previews = {side: page.locator(f"#chat-answer-{side} .chat-sources li").all_inner_texts() for side in ("a", "b")}
@@ -64,13 +74,15 @@ def guesses(turn: dict) -> dict[str, str | None]:
         return None if score_a == score_b else ("a" if score_a > score_b else "b")
 
     return {
-        "markup": pick(len(columns["a"]["shape"]), len(columns["b"]["shape"]))
-        if columns["a"]["shape"] != columns["b"]["shape"] else None,
+        "markup": pick(len(columns["a"]["structure"]), len(columns["b"]["structure"]))
+        if columns["a"]["structure"] != columns["b"]["structure"] else None,
         "source_region": pick(len(sources["a"]), len(sources["b"])) if sources["a"] != sources["b"] else None,
         "source_count": pick(columns["a"]["sources"], columns["b"]["sources"]),
         "sentence_like_preview": pick(sentence_like(previews["a"]), sentence_like(previews["b"])),
         "raw_ids": pick(len(RAW_ID.findall(texts["a"])), len(RAW_ID.findall(texts["b"]))),
         "longer_answer": pick(len(texts["a"]), len(texts["b"])),
+        "higher_labels": pick(sum(map(int, re.findall(r"\[(\d+)\]", texts["a"]))),
+                              sum(map(int, re.findall(r"\[(\d+)\]", texts["b"])))),
         "more_citations": pick(len(set(re.findall(r"\[\d+\]", texts["a"]))),
                                len(set(re.findall(r"\[\d+\]", texts["b"])))),
     }

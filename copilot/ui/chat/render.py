@@ -4,6 +4,7 @@ reopened turn, the recent questions. Every text that comes from a user, a paper 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from copilot.features.chat_view import AnswerView, SourceView, TurnView
@@ -61,6 +62,26 @@ def answer_text_html(text: str, sources: tuple[SourceView, ...] | list[SourceVie
     if not reveal:
         neutral = _RAW_ID.sub("", neutral)
     return _LABEL.sub(cite, escape(neutral)).replace("\n", "<br>")
+
+
+def numbered_by_use(text: str, sources: tuple[SourceView, ...]) -> tuple[str, tuple[SourceView, ...]]:
+    """The answer's sources renumbered in the order the answer first cites them, the uncited after them, and its
+    labels to match. The same quote then has the same label on both sides: with retrieval's order, a thought ranked
+    first shifted every paper's label by one on its side and gave that side away."""
+    text = ids_to_labels(text, [source.id for source in sources])
+    order: list[int] = []
+    for match in _LABEL.finditer(text):
+        number = int(match.group(1))
+        if 1 <= number <= len(sources) and number not in order:
+            order.append(number)
+    order += [n for n in range(1, len(sources) + 1) if n not in order]
+    new = {old: position for position, old in enumerate(order, 1)}
+
+    def relabel(match: re.Match) -> str:
+        number = int(match.group(1))
+        return f"[{new[number]}]" if number in new else match.group(0)
+
+    return _LABEL.sub(relabel, text), tuple(sources[n - 1] for n in order)
 
 
 def _preview(source: SourceView) -> str:
@@ -124,6 +145,8 @@ def answer_html(answer: AnswerView | None, *, reveal: bool, state: str = "", lin
     reveal (a thought missing from it is said to be no longer in memory; None: lineage not looked up)."""
     if answer is None:
         return f'<div class="chat-answer chat-empty">{escape(state)}</div>' if state else ""
+    text, sources = numbered_by_use(answer.text, answer.sources)
+    answer = replace(answer, text=text, sources=sources)
     return (f'<div class="chat-answer" data-label="{escape(answer.label)}"><h3>{_answer_title(answer, reveal)}</h3>'
             f'<div class="chat-answer-text">{_answer_body(answer, reveal)}</div>'
             f"{_sources_html(answer.sources, reveal, lineage)}</div>")
