@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -351,3 +352,19 @@ def hub_offline_requested() -> bool:
     """True when the user (not `load_settings`) set HF_HUB_OFFLINE."""
     value = os.environ.get("HF_HUB_OFFLINE", "")
     return "HF_HUB_OFFLINE" not in _defaulted and value.strip().lower() in ("1", "true", "yes", "on")
+
+
+@contextlib.contextmanager
+def hub_requests_allowed():
+    """Let huggingface_hub make requests inside this block: a model the user names by a Hub reference, a backup or
+    a preference push to a dataset the user configured. `load_settings` sets HF_HUB_OFFLINE=1 by default so that
+    nothing else reaches the Hub, and huggingface_hub reads it at import; a user who set it themselves keeps it."""
+    from huggingface_hub import constants
+
+    saved = constants.HF_HUB_OFFLINE
+    if not hub_offline_requested():
+        constants.HF_HUB_OFFLINE = False
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = saved

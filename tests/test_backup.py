@@ -131,3 +131,19 @@ def test_a_failed_restore_at_start_pauses_scheduled_backups(tmp_path, monkeypatc
     assert hub.list_repo_files(REPO) == ["LATEST", f"snapshots/{good}"]         # untouched
     assert (tmp_path / "hub" / REPO.replace("/", "--") / "LATEST").read_text() == f"snapshots/{good}"
     assert "scheduled backups are paused" in backup_line(started_empty)
+
+
+def test_a_configured_push_reaches_the_hub_although_the_app_defaults_to_offline(tmp_path, monkeypatch):
+    """load_settings sets HF_HUB_OFFLINE=1 for everything else; with it, huggingface_hub refused every backup and
+    preference push before sending anything (OfflineModeIsEnabled). A refused loopback port shows the request left."""
+    from huggingface_hub import constants
+
+    from copilot.features.backup import _within_deadline, hub_api
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)        # as huggingface_hub read it at import
+    settings = make_settings(tmp_path / "data", hub_endpoint="http://127.0.0.1:9", hub_timeout=20)
+    api = hub_api(settings)
+    with pytest.raises(Exception) as raised:
+        _within_deadline(settings, lambda: api.create_repo("someone/backup", repo_type="dataset", exist_ok=True))
+    assert "offline mode" not in str(raised.value).lower() and type(raised.value).__name__ != "OfflineModeIsEnabled"
+    assert constants.HF_HUB_OFFLINE is True                        # lifted for the push alone

@@ -17,7 +17,7 @@ from concurrent.futures import TimeoutError as DeadlineExceeded
 from datetime import datetime, timezone
 from pathlib import Path
 
-from copilot.config import Settings
+from copilot.config import Settings, hub_requests_allowed
 from copilot.errors import UserError
 from copilot.ingest import Ingestor
 from copilot.secrets import mask_secret
@@ -53,10 +53,15 @@ def _configured(settings: Settings) -> None:
         raise UserError("no backup repository: set COPILOT_HUB_BACKUP=<user>/<dataset> and a write token in HF_TOKEN")
 
 
+def _with_hub_requests(work):
+    with hub_requests_allowed():     # a backup or push the user configured: sent despite the offline default
+        return work()
+
+
 def _within_deadline(settings: Settings, work):
     """Run `work()` with a deadline for the whole of it; the worker is left to finish in the background."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hub-transfer")
-    future = pool.submit(work)
+    future = pool.submit(_with_hub_requests, work)
     pool.shutdown(wait=False)
     try:
         return future.result(timeout=settings.hub_timeout)

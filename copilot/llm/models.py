@@ -9,7 +9,6 @@ checksum) the packaged model is used and `ModelChoice.note` says why in one sent
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import hashlib
 import json
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from copilot.config import HubReference, Settings, hub_offline_requested, parse_reference
+from copilot.config import HubReference, Settings, hub_offline_requested, hub_requests_allowed, parse_reference
 from copilot.llm.local import packaged_gguf
 
 log = logging.getLogger(__name__)
@@ -105,7 +104,7 @@ def fetch(reference: HubReference, cache_dir: Path, endpoint: str | None = None,
     address = (endpoint or constants.ENDPOINT).rstrip("/")
     if not _reachable(address):           # at once, rather than after huggingface_hub's ~25 s of retries
         raise ModelFetchError(f"could not reach the Hub at {address} to fetch {reference} (offline?)")
-    with _hub_allowed():
+    with hub_requests_allowed():
         entry = _pick_file(HfApi(endpoint=endpoint, token=token), reference)
         try:
             path = Path(hf_hub_download(reference.repo, entry.path, cache_dir=cache_dir / "hub", endpoint=endpoint,
@@ -190,21 +189,6 @@ def _delete(path: Path) -> None:
     blob = path.resolve()
     path.unlink(missing_ok=True)
     blob.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def _hub_allowed():
-    """Let huggingface_hub make requests for this fetch. `load_settings` sets HF_HUB_OFFLINE=1 by default so that
-    nothing else in the process reaches the Hub; huggingface_hub reads it once, at import. A reference the user
-    names is the one thing that may be fetched (when they did not set HF_HUB_OFFLINE themselves)."""
-    from huggingface_hub import constants
-
-    saved = constants.HF_HUB_OFFLINE
-    constants.HF_HUB_OFFLINE = False
-    try:
-        yield
-    finally:
-        constants.HF_HUB_OFFLINE = saved
 
 
 def _short(error: Exception) -> str:
