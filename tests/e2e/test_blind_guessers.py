@@ -95,7 +95,10 @@ def test_guessers_cannot_tell_the_thought_side_before_the_vote(app_server, prelo
     open_chat(page, url)
     turns = []
     for text in thought_texts[:4]:
-        ask(page, text[:300])          # a thought's own words: it is the nearest item, so the sides differ
+        question = " ".join(text[:300].split())
+        ask(page, question)          # a thought's own words: it is the nearest item, so the sides differ
+        # this turn's notice (the last turn's time and vote buttons are still on the page until it replaces them)
+        expect(page.locator("#chat-notice .chat-question")).to_contain_text(question[:60], timeout=120_000)
         expect(page.locator("#chat-notice .chat-time")).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
         if page.locator("#chat-vote-row").is_visible():
             turns.append(read_turn(page))

@@ -70,8 +70,10 @@ def test_a_flood_is_refused_beyond_the_users_share_and_others_are_served(app_ser
 
 def test_a_client_that_goes_away_stops_the_model(app_server, preloaded, tmp_path):
     data_dir = prepared_dir(preloaded, tmp_path)          # a thought per topic: every ask is a two-answer comparison
+    # the writing path (COPILOT_MODEL_PROFILE=capable): on the default tiny profile answers quote, with no model call
     url = app_server(env={"COPILOT_DATA_DIR": str(data_dir), "COPILOT_AUTH": ACCOUNTS, "COPILOT_LOCAL_THREADS": "1",
-                          "COPILOT_ANSWER_MAX_TOKENS": "200", "COPILOT_RATE_LIMIT": "0"})
+                          "COPILOT_ANSWER_MAX_TOKENS": "200", "COPILOT_RATE_LIMIT": "0",
+                          "COPILOT_MODEL_PROFILE": "capable"})
     ann, bob = _signed_in(url, "ann", "ann's password"), _signed_in(url, "bob", "bob's password")
     ask = _dependency(ann, url, "ask")
     question = "What do recent papers say about speech recognition, asked by a client that leaves?"
@@ -109,7 +111,8 @@ def test_a_client_that_leaves_while_waiting_never_reaches_the_model(app_server, 
     import threading
 
     url = app_server(preload=30, env={"COPILOT_AUTH": ACCOUNTS, "COPILOT_LOCAL_THREADS": "1",
-                                      "COPILOT_ANSWER_MAX_TOKENS": "120", "COPILOT_RATE_LIMIT": "0"})
+                                      "COPILOT_ANSWER_MAX_TOKENS": "120", "COPILOT_RATE_LIMIT": "0",
+                                      "COPILOT_MODEL_PROFILE": "capable"})     # the writing path: it calls the model
     ann, bob = _signed_in(url, "ann", "ann's password"), _signed_in(url, "bob", "bob's password")
     ask = _dependency(ann, url, "ask")
     body = _join({"fn_index": ask, "session_hash": "bob-first", "data": ["What is retrieval augmentation?", False,
