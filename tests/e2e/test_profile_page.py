@@ -38,7 +38,7 @@ def test_lookup_uncheck_generate_edit_save_reload(app_server, page, fake_arxiv):
     page.locator("#profile-generate").click()
     expect(page.locator("#profile-save")).to_be_disabled(timeout=10_000)   # no saving a half-written draft
     notice = page.locator("#profile-notice")
-    expect(notice).to_contain_text("This is a draft", timeout=900_000)  # busy machines are slow
+    expect(notice).to_contain_text("This draft quotes your papers", timeout=900_000)   # tiny default: no model words
     expect(page.locator("#profile-save")).to_be_enabled(timeout=30_000)
     text_box = page.locator("#profile-text textarea")
     draft = text_box.input_value()
