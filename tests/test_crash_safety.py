@@ -42,7 +42,8 @@ def reply(messages):
     time.sleep(answer_delay)
     return %r
 
-services = Services(load_settings(data_dir=data_dir, llm="local", scheduler=False),
+# rate_limit=0: the burst changes votes as fast as it can, and changes that remake a thought are rate-limited
+services = Services(load_settings(data_dir=data_dir, llm="local", scheduler=False, rate_limit=0),
                     llm_backend=ScriptedBackend([reply] * 100000))
 chat = Chat(services)
 print("ready", flush=True)

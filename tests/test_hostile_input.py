@@ -285,7 +285,7 @@ def test_injected_abstract_is_quoted_in_the_chat_prompt(services):
 
 def test_injected_text_is_quoted_in_every_paper_prompt():
     """The other prompts that quote paper text (answer, profile draft, PRISM, trends) quote it the same way."""
-    from copilot.features.profile import draft_prompt
+    from copilot.features.profile_draft import draft_prompt
     from copilot.methods.prism import QueryPaper, paper_block
 
     TRIED.append("injection:prompts")
@@ -368,7 +368,7 @@ def test_ui_refuses_llm_backed_actions_over_the_rate_limit(tmp_path):
     services = Services(make_settings(tmp_path / "d", rate_limit=1, rate_window=3600))
     fns = {f"{f.fn.__module__}.{f.name}": f.fn for f in build_ui(services).fns.values() if f.fn is not None}
     calls = {"copilot.ui.chat.ask.ask": ("", False, None), "copilot.ui.profile.on_generate": ({}, [], ""),
-             "copilot.ui.related.run": ("", "", "", "prism-extractive", next(iter(_related_modes()))),
+             "copilot.ui.related.on_run": ("", "", "", "prism-extractive", next(iter(_related_modes()))),
              "copilot.ui.trends.show": ("Last week", None, None, [], 1, 1)}
     for name, args in calls.items():
         TRIED.append(f"flood:ui:{name}")

@@ -193,7 +193,7 @@ def test_llm_layer_never_leaks_the_key(fake_openai, tmp_path, caplog, monkeypatc
     assert set(errors) == set(MODES) - {"ok"}, "every failing mode must raise LLMError"
     assert "rejected the API key" in str(errors["unauthorized"])
     assert "reversed ***" in str(errors["echo_variants"]) and "spaced ***" in str(errors["echo_variants"])
-    assert "did not answer within" in str(errors["hang"]) and not errors["hang"].retryable   # a deadline (#34)
+    assert "did not finish within" in str(errors["hang"]) and not errors["hang"].retryable   # a deadline (#34)
     assert all(r["auth"] == f"Bearer {KEY}" for r in fake_openai.requests), "the key must reach the endpoint"
     rows = Services(openai_settings(data_dir, fake_openai.url("ok"))).db.query("SELECT * FROM llm_calls")
     assert len(rows) >= len(MODES)  # one row per call, retries included
