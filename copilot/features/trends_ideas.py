@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 from copilot.features.trends_summaries import MIN_PROSE_WORDS, _abstract_block, _paper_text, period_label
 from copilot.grounding import (
-    MOVE_FLOOR,
+    IDEA_SUPPORT,
     check,
+    grounded_idea,
     ids_to_labels,
     keep_paper_citations,
     labels_to_ids,
-    overlap_scores,
     prose_words,
     reattribute,
     tidy,
@@ -24,7 +24,6 @@ from copilot.prompts import RAT_DRAFT, RAT_REVISE, TRENDS_IDEAS_TASK, ideas_gram
 from copilot.records import Evidence, Paper
 from copilot.services import Services
 
-IDEA_SUPPORT = " Support:"     # where the ideas grammar's supporting statement begins
 NO_IDEA_PASSED = ("No idea is shown: none of the model's ideas passed the checks (an idea must propose something "
                   "found in the period's papers, and cite a retrieved paper that supports it).")
 
@@ -97,22 +96,6 @@ def ideas_from_rat(result: RATResult, allowed_papers: dict[str, str], count: int
             cited = [e.id for e in grounding if e.kind == "paper" and e.id in allowed_papers]
         ideas.append(Idea(text=text, paper_ids=cited, trace=[trace[i]] if aligned else trace))
     return ideas
-
-
-def grounded_idea(text: str, ids: Sequence[str], texts: Sequence[str]) -> bool:
-    """An "Idea: … Support: [id] …" of the ideas grammar is shown only when its proposal shares distinctive words
-    with the papers it was made from, and its support with the paper it cites (the 135M model otherwise writes
-    "Adapt to the new way of thinking" supported by a sentence in another language)."""
-    if len(texts) < 2:
-        return True
-    proposal, _, support = text.partition(IDEA_SUPPORT)
-    if max(overlap_scores(proposal, texts)) < MOVE_FLOOR:
-        return False
-    if not support:
-        return True
-    supported = [ids.index(pid) for pid in keep_paper_citations(support, ids)[1]]
-    scores = overlap_scores(support, texts)
-    return any(scores[i] >= MOVE_FLOOR for i in supported)
 
 
 def generate_ideas(services: Services, report, papers: dict[str, Paper], profile,
