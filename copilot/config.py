@@ -81,9 +81,11 @@ class Settings(BaseSettings):
     local_batch: int = Field(256, ge=1, le=4096, description="Prompt tokens the local model evaluates per batch "
                              "(1 = token by token, the slow path kept for builds with AMX kernels).")
     model_profile: Literal["auto", "tiny", "capable"] = Field(
-        "auto", description="`tiny`: answers, Trends summaries and profile drafts are quotes of the sources, the model "
-        "writes nothing shown (a reader cannot trust a tiny model's words); `capable`: they are written, every output "
-        "check on. `auto`: `tiny` for a local GGUF under 1B parameters (the packaged one), else `capable`.")
+        "auto", description="`tiny`: answers (Ask and Adaptive), Trends summaries and profile drafts are quotes of the "
+        "sources, and research ideas, deep answers and related-work drafts are not offered: the model writes nothing "
+        "shown (a reader cannot trust a tiny model's words); `capable`: they are written, every output check on. "
+        "`auto`: `tiny` for a local GGUF under 1B parameters (the packaged one), else `capable`. Budgets and grammars "
+        "follow the model's size, not this setting (README \"The generation plan\").")
     llm_timeout: float = Field(120.0, gt=0, description="Seconds before one LLM call is abandoned.")
     llm_retries: int = Field(2, ge=0, le=10, description="Retries with backoff on transient LLM errors.")
 
@@ -114,10 +116,12 @@ class Settings(BaseSettings):
     top_k: int = Field(8, ge=1, le=100, description="Items retrieved per question (Thought-Retriever K).")
     context_tokens: int | None = Field(
         None, ge=100, le=100000, description="Token budget for retrieved material. Default: 2000 (the paper's) for "
-        "an OpenAI-compatible endpoint, 700 for the local model (keeps a turn fast; README \"Local model\").")
+        "an OpenAI-compatible endpoint or a local model of 1B parameters or more, 700 for a smaller local model "
+        "such as the packaged one (keeps a turn fast; README \"Local model\").")
     source_tokens: int | None = Field(
         None, ge=20, le=100000, description="Each retrieved item is cut to this many tokens before the budget. "
-        "Default: none for an endpoint, 90 for the local model (title and first sentences, so several items fit).")
+        "Default: none for an endpoint or a 1B+ local model, 90 for a smaller local model (title and first "
+        "sentences, so several items fit).")
     merge_threshold: float = Field(0.85, gt=0, le=1, description="Cosine at or above which a new thought is redundant.")
     private_thoughts: bool = Field(False, description="New thoughts are seen only by the user whose turn made them "
                                    "(default: thought memory is shared by all users, the method's point).")
@@ -126,16 +130,16 @@ class Settings(BaseSettings):
         "delete any thought (everyone else deletes only thoughts made from their own questions) and, once any are "
         "named, are the only ones who may import into the shared library from the page.")
     answer_max_tokens: int | None = Field(
-        None, ge=16, le=8192, description="Most tokens one answer may have. Default: 400 for an endpoint, 160 for the "
-        "local model.")
+        None, ge=16, le=8192, description="Most tokens one answer may have. Default: 400 for an endpoint or a 1B+ "
+        "local model, 160 for a smaller local model.")
     max_input_chars: int = Field(4000, ge=100, le=1000000,
                                  description="Longer text inputs are truncated, with a notice.")
 
     related_method: Literal["auto", "abstract", "lexical", "hybrid", "prism", "prism-hybrid",
                             "prism-extractive"] = Field(
-        "auto", description="How the Related tab ranks (docs/related-eval.md). `auto`: `prism-extractive` on the "
-        "local model (it won on the CSFCube dev fold, no LLM call), `prism-hybrid` with an OpenAI-compatible endpoint "
-        "(the LLM writes the aspect descriptions).")
+        "auto", description="How the Related tab ranks (docs/related-eval.md). `auto`: `prism-extractive` on a "
+        "small local model such as the packaged one (it won on the CSFCube dev fold, no LLM call), `prism-hybrid` "
+        "with an OpenAI-compatible endpoint or a 1B+ local model (the LLM writes the aspect descriptions).")
 
     # --- SlimPLM (Chat: "Adaptive retrieval")
     slim_unknown_threshold: float = Field(
@@ -266,25 +270,6 @@ class Settings(BaseSettings):
         if self.llm:
             return self.llm
         return "openai" if self.openai_api_key else "local"
-
-    # Per-backend defaults: the tiny local model gets less to read and write, so a turn stays fast.
-    @property
-    def answer_budget_tokens(self) -> int:
-        return self.context_tokens or (700 if self.llm_backend == "local" else 2000)
-
-    @property
-    def source_cap_tokens(self) -> int | None:
-        return self.source_tokens or (90 if self.llm_backend == "local" else None)
-
-    @property
-    def answer_tokens(self) -> int:
-        return self.answer_max_tokens or (160 if self.llm_backend == "local" else 400)
-
-    @property
-    def related_ranking(self) -> str:
-        if self.related_method != "auto":
-            return self.related_method
-        return "prism-extractive" if self.llm_backend == "local" else "prism-hybrid"
 
     @property
     def batch_threads(self) -> int:

@@ -32,6 +32,7 @@ class ModelProfile:
     name: str                      # TINY | CAPABLE
     reason: str                    # why, in a few words (shown by `status` and in tests)
     parameters: int | None = None  # of a local model, when known
+    small: bool = False            # a local model under ~1B parameters: when it writes, grammars hold it (below)
 
     @property
     def tiny(self) -> bool:
@@ -43,7 +44,42 @@ class ModelProfile:
         return self.name == CAPABLE
 
     def as_dict(self) -> dict:
-        return {"profile": self.name, "reason": self.reason, "parameters": self.parameters}
+        return {"profile": self.name, "reason": self.reason, "parameters": self.parameters, "small": self.small}
+
+
+@dataclass(frozen=True)
+class Generation:
+    """How much the writer reads and writes, and how it is decoded: one plan, read by every feature.
+
+    A small local model (the packaged 135M) reads little (700 tokens of sources, each cut to 90) and writes little
+    (160 tokens), held by grammars to short sentences that open with a citation; it stays small even when
+    COPILOT_MODEL_PROFILE=capable lets it write. A larger local model or an endpoint gets the papers' budgets
+    (2,000 tokens of sources, whole items, 400-token answers) and writes free text, every output check still on;
+    Related asks it for PRISM's aspect descriptions, and Trends proposes ideas. An explicit setting wins."""
+    source_budget: int             # tokens of retrieved material per answer
+    source_cap: int | None         # tokens of each retrieved item (None: whole)
+    answer_tokens: int             # most tokens of one answer
+    grammars: bool                 # free text held to grammars (small local model) or free
+    related_ranking: str           # the Related tab's default ranking
+    ideas: int                     # Trends' research ideas by default
+    summary_tokens: int            # most tokens of one Trends summary
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def generation_plan(settings, profile: ModelProfile) -> Generation:
+    small = profile.small
+    return Generation(
+        source_budget=settings.context_tokens or (700 if small else 2000),
+        source_cap=settings.source_tokens or (90 if small else None),
+        answer_tokens=settings.answer_max_tokens or (160 if small else 400),
+        grammars=small,
+        related_ranking=settings.related_method if settings.related_method != "auto" else
+        ("prism-extractive" if small else "prism-hybrid"),
+        ideas=0 if profile.tiny else 3,
+        summary_tokens=96 if small else 240,
+    )
 
 
 # --- the GGUF header --------------------------------------------------------------------------------------------
@@ -146,24 +182,29 @@ def local_parameters(path: Path) -> tuple[int | None, str]:
 def profile_of_local(path: Path) -> ModelProfile:
     parameters, source = local_parameters(path)
     if parameters is not None:
-        name = TINY if parameters < TINY_BELOW_PARAMETERS else CAPABLE
-        return ModelProfile(name, f"local model of {parameters / 1e6:,.0f}M parameters ({source})", parameters)
-    size = Path(path).stat().st_size
-    name = TINY if size < TINY_BELOW_BYTES else CAPABLE
-    return ModelProfile(name, f"local model file of {size / 1e6:,.0f} MB ({source})")
+        small = parameters < TINY_BELOW_PARAMETERS
+        reason = f"local model of {parameters / 1e6:,.0f}M parameters ({source})"
+        return ModelProfile(TINY if small else CAPABLE, reason, parameters, small)
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return ModelProfile(TINY, f"local model file {path} not readable", small=True)
+    small = size < TINY_BELOW_BYTES
+    return ModelProfile(TINY if small else CAPABLE, f"local model file of {size / 1e6:,.0f} MB ({source})", small=small)
 
 
 def choose_profile(settings, local_path: Path | None = None) -> ModelProfile:
     """The profile for `settings`: the override when set, else by backend and model size. `local_path` is the GGUF
-    the local backend loads (default: COPILOT_LOCAL_MODEL, else the packaged model)."""
-    if settings.model_profile != "auto":
-        return ModelProfile(settings.model_profile, "set by COPILOT_MODEL_PROFILE")
+    the local backend loads (default: COPILOT_LOCAL_MODEL, fetched if it is a Hub reference, else the packaged
+    model)."""
     if settings.llm_backend == "openai":
-        return ModelProfile(CAPABLE, f"OpenAI-compatible endpoint ({settings.llm_model})")
-    if local_path is None:
-        local_path = settings.local_model
-    if local_path is None:
-        from copilot.llm import packaged_gguf
+        chosen = ModelProfile(CAPABLE, f"OpenAI-compatible endpoint ({settings.llm_model})")
+    else:
+        if local_path is None:
+            from copilot.llm.models import choose_local_model  # a Hub reference: the file it was fetched to
 
-        local_path = packaged_gguf()
-    return profile_of_local(local_path)
+            local_path = choose_local_model(settings).path
+        chosen = profile_of_local(local_path)
+    if settings.model_profile != "auto":
+        return ModelProfile(settings.model_profile, "set by COPILOT_MODEL_PROFILE", chosen.parameters, chosen.small)
+    return chosen

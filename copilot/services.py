@@ -14,7 +14,7 @@ from copilot.config import Settings, load_settings
 from copilot.embed import Embedder
 from copilot.llm import LLM, Backend, build_llm
 from copilot.methods.thought_retriever import ThoughtMemory
-from copilot.model_profile import CAPABLE, ModelProfile, choose_profile
+from copilot.model_profile import CAPABLE, Generation, ModelProfile, choose_profile, generation_plan
 from copilot.ratelimit import RateLimiter
 from copilot.sources.arxiv_api import ArxivSource
 from copilot.store.backup import BackupLog
@@ -161,8 +161,8 @@ class Services:
     @cached_property
     def llm(self) -> LLM:
         if self._llm_backend is not None:
-            return LLM(self._llm_backend, self.db, retries=0)
-        return build_llm(self.settings, self.db)
+            return LLM(self._llm_backend, self.db, retries=0, grammars=self.generation.grammars)
+        return build_llm(self.settings, self.db, grammars=self.generation.grammars)
 
     @cached_property
     def model_profile(self) -> ModelProfile:
@@ -173,6 +173,11 @@ class Services:
                                                                                         False):
             return ModelProfile(CAPABLE, f"replacing backend {getattr(backend, 'name', '?')} without grammars")
         return choose_profile(self.settings)
+
+    @cached_property
+    def generation(self) -> Generation:
+        """Budgets and decoding for the configured writer (model_profile.generation_plan)."""
+        return generation_plan(self.settings, self.model_profile)
 
     @cached_property
     def arxiv(self) -> ArxivSource:

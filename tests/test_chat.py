@@ -7,6 +7,7 @@ model (SmolLM2) on 200 imported papers through the CLI.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -293,3 +294,32 @@ def test_personalized_answers_carry_the_users_profile(chat, scripted):
     assert chat.db.query_one("SELECT personalized FROM chat_turns WHERE id = ?", (turn.id,))["personalized"] == 1
     plain = chat.prepare(QUESTION, "bob", personalize=True)   # no profile saved: nothing added
     assert plain.reader == ""
+
+
+def test_a_larger_local_model_writes_free_text_with_the_checks_on(settings, monkeypatch):
+    """Through the real local model, taken as a larger one (the size threshold lowered below its 135M): both
+    answers are written without a grammar, and every citation they keep names one of their own sources."""
+    from copilot import model_profile
+    from copilot.llm.local import LocalBackend
+
+    monkeypatch.setattr(model_profile, "TINY_BELOW_PARAMETERS", 100_000_000)
+    services = Services(settings.model_copy(update={"context_tokens": 600}))
+    assert services.model_profile.writes and not services.generation.grammars and not services.llm.obeys_grammar
+    import_papers(services, 200)
+    grammars = []
+    real_stream = LocalBackend.stream
+
+    def spy(self, messages, max_tokens, temperature, usage, grammar=None):
+        grammars.append(grammar)
+        return real_stream(self, messages, max_tokens, temperature, usage, grammar)
+
+    monkeypatch.setattr(LocalBackend, "stream", spy)
+    chat = Chat(services)
+    seed = run(chat, "How are large language models evaluated on reasoning benchmarks?")
+    chat.wait_for_thoughts(seed.id, timeout=300)
+    turn = run(chat, "Which reasoning benchmarks are used to evaluate large language models?")
+    assert grammars and all(g is None for g in grammars)
+    for answer in turn.answers:
+        assert answer.text.strip() and answer.sources
+        cited = {int(n) for n in re.findall(r"\[(\d+)\]", answer.text)}
+        assert cited <= set(range(1, len(answer.sources) + 1)), (cited, answer.text)

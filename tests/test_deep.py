@@ -61,8 +61,8 @@ def library(tmp_path_factory):
 
 
 def scripted(services: Services) -> tuple[Services, ScriptedBackend]:
-    backend = ScriptedBackend([scripted_reply] * 20, obeys_grammar=True)
-    return Services(services.settings, llm_backend=backend), backend
+    backend = ScriptedBackend([scripted_reply] * 20, obeys_grammar=True)   # a small model let write, as the 135M
+    return Services(services.settings.model_copy(update={"model_profile": "capable"}), llm_backend=backend), backend
 
 
 def test_a_finished_deep_answer_becomes_a_thought_with_every_retrieved_item_as_source(library):
@@ -117,6 +117,9 @@ def test_deep_answer_and_related_work_with_the_packaged_model_through_the_cli(li
     clean_env(monkeypatch)
     monkeypatch.setenv("COPILOT_DATA_DIR", str(services.settings.data_dir))
     monkeypatch.setenv("COPILOT_LLM", "local")
+    code, _, err = run_cli_in_process(capsys, "ask", QUESTION, "--mode", "deep", "--no-thought", "--json")
+    assert code != 0 and "with the tiny local model the product writes no text" in err    # the default: no drafts
+    monkeypatch.setenv("COPILOT_MODEL_PROFILE", "capable")                                  # the writing path
     code, printed, _ = run_cli_in_process(capsys, "ask", QUESTION, "--mode", "deep", "--no-thought", "--json")
     assert code == 0 and printed["mode"] == "deep" and printed["done"]
     assert set(printed) >= {"answer", "citations", "trace", "draft", "sources", "llm_calls"}

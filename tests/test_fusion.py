@@ -12,6 +12,7 @@ from copilot.config import Settings
 from copilot.eval import csfcube
 from copilot.methods import prism
 from copilot.methods.fusion import reciprocal_rank_fusion, score_fusion
+from copilot.model_profile import choose_profile, generation_plan
 from copilot.store.lexical import Bm25
 
 PAPER = prism.QueryPaper("Sparse Routing", "We route tokens to experts. We evaluate on WMT.", id="2501.00001")
@@ -110,9 +111,13 @@ def test_rank_with_method_fuses_dense_and_lexical_lists_with_weights():
 def test_settings_offer_exactly_the_rankings():
     choices = typing.get_args(Settings.model_fields["related_method"].annotation)
     assert set(choices) == {"auto", *prism.RANKINGS}
-    assert Settings(llm="local").related_ranking == "prism-extractive"
-    assert Settings(llm="openai", openai_api_key="k").related_ranking == "prism-hybrid"
-    assert Settings(llm="local", related_method="hybrid").related_ranking == "hybrid"
+    def default(**values) -> str:
+        settings = Settings(**values)
+        return generation_plan(settings, choose_profile(settings)).related_ranking
+
+    assert default(llm="local") == "prism-extractive"
+    assert default(llm="openai", openai_api_key="k") == "prism-hybrid"
+    assert default(llm="local", related_method="hybrid") == "hybrid"
 
 
 # --- the evaluation's rule for the default

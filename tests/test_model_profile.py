@@ -91,3 +91,35 @@ def test_not_a_gguf_is_refused(tmp_path):
     path.write_bytes(b"NOPE" + b"\0" * 20)
     with pytest.raises(ValueError, match="not a GGUF"):
         gguf_metadata(path)
+
+
+def test_the_generation_plan_follows_the_writers_size(tmp_path, monkeypatch):
+    from copilot.model_profile import generation_plan
+
+    def plan(**values):
+        settings = make_settings(tmp_path / "data", **{"answer_max_tokens": None, **values})
+        return generation_plan(settings, choose_profile(settings))
+
+    packaged = plan()
+    assert (packaged.source_budget, packaged.source_cap, packaged.answer_tokens, packaged.grammars,
+            packaged.related_ranking, packaged.ideas) == (700, 90, 160, True, "prism-extractive", 0)
+    big = write_gguf(tmp_path / "big.gguf", {"general.architecture": "llama", "general.size_label": "3B"})
+    larger = plan(local_model=big)
+    assert (larger.source_budget, larger.source_cap, larger.answer_tokens, larger.grammars,
+            larger.related_ranking, larger.ideas) == (2000, None, 400, False, "prism-hybrid", 3)
+    assert larger.summary_tokens > packaged.summary_tokens
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert plan(llm="openai") == larger
+    # the 135M model let write stays small: grammars and small budgets, ideas offered
+    forced = plan(model_profile="capable")
+    assert (forced.grammars, forced.source_budget, forced.ideas) == (True, 700, 3)
+    explicit = plan(local_model=big, context_tokens=900, source_tokens=120, answer_max_tokens=200,
+                    related_method="abstract")
+    assert (explicit.source_budget, explicit.source_cap, explicit.answer_tokens, explicit.related_ranking) == (
+        900, 120, 200, "abstract")
+
+
+def test_a_larger_local_model_is_built_without_grammars(tmp_path):
+    big = write_gguf(tmp_path / "big.gguf", {"general.architecture": "llama", "general.size_label": "3B"})
+    assert Services(make_settings(tmp_path / "data", local_model=big)).llm.obeys_grammar is False
+    assert Services(make_settings(tmp_path / "data2")).llm.obeys_grammar is True

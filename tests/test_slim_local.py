@@ -1,9 +1,12 @@
-"""SlimPLM end to end with the packaged local model as proxy and as main, over 300 real papers, and the CLI."""
+"""SlimPLM end to end with the packaged local model as proxy and as main, over 300 real papers, and the CLI; on the
+tiny default the answer quotes the papers retrieved and the main model is never called."""
 
 from __future__ import annotations
 
-from copilot.features.adaptive import ask_adaptive
+from copilot.features.adaptive import NOT_LOOKED_UP, ask_adaptive, quoting_writer
+from copilot.llm import Usage
 from copilot.methods import slim
+from copilot.services import Services
 from tests.conftest import import_papers
 from tests.helpers import run_cli_in_process
 
@@ -39,7 +42,8 @@ def assert_complete(services, record: dict) -> None:
     assert stored.main_model == stored.proxy_model == services.llm.info["model"]
 
 
-def test_slim_with_the_packaged_model_as_proxy_and_main(services, monkeypatch, capsys):
+def test_slim_with_the_packaged_model_as_proxy_and_main(settings, monkeypatch, capsys):
+    services = Services(settings.model_copy(update={"model_profile": "capable"}))   # the main model writes
     papers = import_papers(services, 300)
     general = ask_adaptive(services, GENERAL, "local")
     assert_complete(services, general)
@@ -58,6 +62,7 @@ def test_slim_with_the_packaged_model_as_proxy_and_main(services, monkeypatch, c
     monkeypatch.setenv("COPILOT_DATA_DIR", str(services.settings.data_dir))
     monkeypatch.setenv("COPILOT_LLM", "local")
     monkeypatch.setenv("COPILOT_ANSWER_MAX_TOKENS", "64")
+    monkeypatch.setenv("COPILOT_MODEL_PROFILE", "capable")
     named = papers[5].id
     code, printed, _ = run_cli_in_process(capsys, "ask", f"What does arXiv {named} propose?", "--mode", "slim",
                                           "--json")
@@ -66,3 +71,15 @@ def test_slim_with_the_packaged_model_as_proxy_and_main(services, monkeypatch, c
     assert printed["trace"]["forced_rule"] == f"arxiv id: {named}"
     assert [item["id"] for item in printed["trace"]["items"]] == [named]     # the paper asked about, only
     assert main_calls_logged(services) == 3 and len(services.slim_log.recent("local")) == 3
+
+
+def test_on_the_tiny_default_the_adaptive_answer_quotes_and_calls_no_main_model(services):
+    import_papers(services, 300)
+    timely = ask_adaptive(services, TIMELY, "local")            # the timeliness rule: retrieved, no proxy call
+    trace = timely["trace"]
+    assert trace["retrieved"] and trace["items"] and trace["main_calls"] == 0 and main_calls_logged(services) == 0
+    assert "\u201c" in timely["answer"] or "None of the retrieved papers" in timely["answer"]
+    assert {c["id"] for c in timely["citations"]} <= {i["id"] for i in trace["items"]}
+    assert services.slim_log.get(timely["log_id"]).main_model == "quotes (no model)"
+    # judged answerable without the library: no model words either
+    assert list(quoting_writer(services)(GENERAL, [], Usage())) == [NOT_LOOKED_UP]

@@ -101,9 +101,9 @@ def judge_refusal(settings: Settings) -> str | None:
 
 # --- the parts: each returns (effects, judge line, details path)
 def part_csfcube(ctx: Context) -> tuple[list, str, str]:
-    default = ctx.settings.related_ranking
-    methods = list(dict.fromkeys(["prism", default]))
     services = Services(ctx.settings.model_copy(update={"data_dir": ctx.run_dir / "csfcube-store"}))
+    default = services.generation.related_ranking
+    methods = list(dict.fromkeys(["prism", default]))
     report = csfcube.run(services, ctx.csfcube, csfcube.FACETS, ctx.sizes.csfcube_queries, SEPARATE,
                          ASPECT_MAX_TOKENS, methods)
     paths = csfcube_report.write_outputs(report, ctx.run_dir / "details", "csfcube")

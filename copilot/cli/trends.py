@@ -27,9 +27,8 @@ def cmd_trends(args: argparse.Namespace) -> int:
     if args.ask is not None:
         return cmd_ask_period(services, args, categories)
     start, end = resolve_range(services, args.range, args.start, args.end)
-    opts = TrendsOptions.from_settings(services.settings, cap=args.cap, summarized_topics=args.summaries,
-                                       ideas=default_ideas(services.settings) if args.ideas is None
-                                       else args.ideas)
+    opts = TrendsOptions.for_writer(services.generation, cap=args.cap, summarized_topics=args.summaries,
+                                    ideas=default_ideas(services) if args.ideas is None else args.ideas)
     report = run_trends(services, start, end, categories, args.user, opts,
                         refresh=args.refresh,
                         on_stage=lambda r: print(f"[trends] {r.stage}", file=sys.stderr, flush=True))

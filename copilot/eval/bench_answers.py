@@ -126,7 +126,7 @@ def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | Non
 
         ingestor(services).run("bench", papers)
     recorder = RecordingBackend(services.llm.backend)
-    services.llm = LLM(recorder, services.db, retries=0)
+    services.llm = LLM(recorder, services.db, retries=0, grammars=services.generation.grammars)
     memory = services.thought_memory
     seeded = seed_thoughts(services, memory, questions)
     chat = Chat(services)

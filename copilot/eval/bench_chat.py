@@ -77,7 +77,7 @@ def chat_overhead(services, questions: list[str], warmup: int = 2, local_model: 
 
     inner = build_llm(services.settings, services.db).backend if local_model else InstantBackend()
     timed = TimedBackend(inner)
-    services.llm = LLM(timed, services.db, retries=0)
+    services.llm = LLM(timed, services.db, retries=0, grammars=services.generation.grammars)
     chat = Chat(services)
     # the vote (as a user's would) makes the turn's thought, so the thought draft, merge test and storage count
     for question in questions[:warmup]:

@@ -181,11 +181,10 @@ def turn_retrieval(services, questions: list[str]) -> dict:
     loaded), then `retrieve_both` (papers and papers ∪ thoughts, the kept items' documents, budgets)."""
     from copilot.methods.thought_retriever import retrieve_both
 
-    settings = services.settings
+    settings, plan = services.settings, services.generation
 
     def retrieve(vector: np.ndarray):
-        return retrieve_both(services.store, vector, settings.top_k, settings.answer_budget_tokens,
-                             item_tokens=settings.source_cap_tokens)
+        return retrieve_both(services.store, vector, settings.top_k, plan.source_budget, item_tokens=plan.source_cap)
 
     for question in questions[:WARMUP_QUERIES]:
         retrieve(services.embedder.embed_one(question))

@@ -432,7 +432,7 @@ def run(services: Services, data_dir: Path, facets: Sequence[str] = FACETS, limi
         "aspects_gated": {pid: a.missing for pid, a in gated.items() if a.missing},
         "llm_calls": sum(a.llm_calls for a in aspects.values()),
         "selection_metric": SELECTION_METRIC,
-        "product_default": services.settings.related_ranking,
+        "product_default": services.generation.related_ranking,
         "seconds": {"total": round(time.monotonic() - started, 1), "embed_candidates": round(embed_seconds, 1),
                     "lexical_index": round(lexical_seconds, 1), "aspects": round(llm_seconds, 1),
                     "rank_all_queries": round(rank_seconds, 1)},

@@ -198,10 +198,10 @@ def answer_quality(services: Services, scope: feature.Scope, graph: gor.RecordGr
             top = retrievable[np.argsort(-rows[qi], kind="stable")[:opts.top_k]]
             items = [Evidence(graph.nodes[i].id, graph.nodes[i].kind, graph.nodes[i].title, graph.nodes[i].text,
                               float(rows[qi][list(retrievable).index(i)])) for i in top]
-            items = fit_budget(items, services.settings.answer_budget_tokens,
-                               item_tokens=services.settings.source_cap_tokens)
+            items = fit_budget(items, services.generation.source_budget,
+                               item_tokens=services.generation.source_cap)
             answer, _, _ = feature.answer_from(services, question.question, items, scope.label,
-                                               services.settings.answer_tokens)
+                                               services.generation.answer_tokens)
             out[method].append(rouge_l(answer, reference))
         progress(f"answered held-out question {qi + 1} of {len(questions)} with every method")
     return {m: {"rouge_l": round(float(np.mean(v)), 4), "questions": len(v)} for m, v in out.items()}

@@ -381,8 +381,8 @@ def parse_verdict(output: str) -> str | None:
 def answer_sides(services: Services, retrieved: dict[str, list[Evidence]]) -> dict[str, list[Evidence]]:
     """The sources each answer gets, fitted as a chat turn's two sides are (`retrieve_both`): within the answer
     budget, each item cut to its cap, then both lists cut to the shorter one's length."""
-    s = services.settings
-    fitted = {name: fit_budget(items, s.answer_budget_tokens, item_tokens=s.source_cap_tokens)
+    plan = services.generation
+    fitted = {name: fit_budget(items, plan.source_budget, item_tokens=plan.source_cap)
               for name, items in retrieved.items()}
     count = min(len(items) for items in fitted.values())
     return {name: items[:count] for name, items in fitted.items()}
@@ -390,7 +390,7 @@ def answer_sides(services: Services, retrieved: dict[str, list[Evidence]]) -> di
 
 def answer(services: Services, question: str, sources: Sequence[Evidence]) -> str:
     """One answer by the product's answer path: stream it, then the output checks (nothing left → CANNOT_ANSWER)."""
-    text = "".join(stream_answer(services.llm, question, sources, services.settings.answer_tokens)).strip()
+    text = "".join(stream_answer(services.llm, question, sources, services.generation.answer_tokens)).strip()
     checked = check_answer(text, sources).text if text else ""
     return checked or CANNOT_ANSWER
 

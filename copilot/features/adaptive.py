@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 
 from copilot import grounding
+from copilot.features.answers import quoted_answer
 from copilot.features.chat import ChatError, clean_question
 from copilot.llm import LLM, LLMError, build_llm
 from copilot.methods import slim
@@ -39,29 +40,45 @@ def paper_retriever(services: Services) -> Retriever:
 
 
 def slim_options(services: Services) -> SlimOptions:
-    s = services.settings
-    return SlimOptions(top_k=s.top_k, budget_tokens=s.answer_budget_tokens, item_tokens=s.source_cap_tokens,
-                       answer_tokens=s.answer_tokens, unknown_threshold=s.slim_unknown_threshold)
+    s, plan = services.settings, services.generation
+    return SlimOptions(top_k=s.top_k, budget_tokens=plan.source_budget, item_tokens=plan.source_cap,
+                       answer_tokens=plan.answer_tokens, unknown_threshold=s.slim_unknown_threshold)
+
+
+NOT_LOOKED_UP = ("Not looked up: the judge found this answerable without the library, and the tiny local model "
+                 "writes no answer of its own. Ask it on the Ask tab for quoted sources, or configure a larger model.")
+
+
+def quoting_writer(services: Services) -> slim.AnswerWriter:
+    """The tiny profile's answer: quotes of the retrieved papers, and no model words when nothing was retrieved."""
+    def write(question: str, items, usage) -> Iterator[str]:
+        if not items:
+            yield NOT_LOOKED_UP
+            return
+        yield from quoted_answer(services, question, items)
+    return write
 
 
 def stream_adaptive(services: Services, question: str | None, user: str) -> Iterator[SlimTrace]:
     """SlimPLM over the library's papers, yielding the trace after every step and piece of the answer. The
     finished question is logged, then the trace is yielded once more with its `log_id`; a failure of the main
-    model raises MainModelFailed and stores nothing."""
+    model raises MainModelFailed and stores nothing. On the tiny profile the answer quotes the papers retrieved."""
     text, notice = clean_question(question, services.settings.max_input_chars)
     proxy = proxy_llm(services)
+    writes = services.model_profile.writes
     asked_at = time.time()
     trace = SlimTrace(text)
     try:
         for trace in slim.stream(text, proxy=proxy, main=services.llm, retriever=paper_retriever(services),
-                                 options=slim_options(services)):
+                                 options=slim_options(services),
+                                 answer_writer=None if writes else quoting_writer(services)):
             yield trace
     except LLMError as error:
         raise MainModelFailed(f"The main model failed: {error}") from None
     if notice:
         trace.notes.insert(0, notice)
-    trace.log_id = services.slim_log.add(log_record(trace, user, asked_at, proxy.info["model"],
-                                                    services.llm.info["model"]))
+    main_model = services.llm.info["model"] if writes else "quotes (no model)"
+    trace.log_id = services.slim_log.add(log_record(trace, user, asked_at, proxy.info["model"], main_model))
     yield trace
 
 

@@ -56,6 +56,6 @@ def stream_reply(services: Services, question: str, items: Sequence[Evidence], r
                  usage: Usage | None = None) -> Iterator[str]:
     """The answer the model profile allows: quotes (tiny) or the model's own answer (capable)."""
     if services.model_profile.writes:
-        yield from stream_answer(services.llm, question, items, services.settings.answer_tokens, reader, usage=usage)
+        yield from stream_answer(services.llm, question, items, services.generation.answer_tokens, reader, usage=usage)
         return
     yield from quoted_answer(services, question, items)

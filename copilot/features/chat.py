@@ -139,8 +139,9 @@ class Chat:
         _ = self.services.embedder.dimension   # loads the model once per process, outside the retrieval timing
         started = time.perf_counter()
         embedding = self.services.embedder.embed_one(text)
-        found = retrieve_both(self.services.store, embedding, self.settings.top_k, self.settings.answer_budget_tokens,
-                              self.memory.visible_where(user), item_tokens=self.settings.source_cap_tokens)
+        plan = self.services.generation
+        found = retrieve_both(self.services.store, embedding, self.settings.top_k, plan.source_budget,
+                              self.memory.visible_where(user), item_tokens=plan.source_cap)
         retrieval_s = time.perf_counter() - started
         side_a = _sides.choice((THOUGHTS, RAW))
         if found.same_items:
@@ -206,7 +207,7 @@ class Chat:
             answer.text = CANNOT_ANSWER
             answer.notes.append("Nothing was left of the answer after the checks.")
         elif (answer.usage and answer.usage.completion_tokens and not answer.error
-              and answer.usage.completion_tokens >= self.settings.answer_tokens):
+              and answer.usage.completion_tokens >= self.services.generation.answer_tokens):
             answer.notes.append("The answer reached its length limit and may stop mid-sentence.")
 
     def _finish(self, turn: Turn) -> None:
@@ -333,7 +334,7 @@ class Chat:
         # the answer cites [n] labels of its sources; a thought outlives the turn, so it keeps real ids
         text = labels_to_ids(answer.text or "", sources)
         made = think(self.services.llm, self.memory, turn.question, text, sources, origin="chat", user=turn.user,
-                     max_tokens=self.settings.answer_tokens, thought_id=job.planned_thought_id)
+                     max_tokens=self.services.generation.answer_tokens, thought_id=job.planned_thought_id)
         return JobOutcome(status=made.status, thought_id=made.thought_id, similarity=made.similarity, error=None,
                           reason=made.draft.reason or None)
 

@@ -11,7 +11,13 @@ from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 
 from copilot.features.chat import ChatError, clean_question
-from copilot.features.longform import Longform, LongformOptions, own_questions_only, stream_longform
+from copilot.features.longform import (
+    Longform,
+    LongformOptions,
+    needs_a_writer,
+    own_questions_only,
+    stream_longform,
+)
 from copilot.llm import LLMError
 from copilot.methods.thought_retriever import ThoughtMemory, ThoughtOutcome, labels_to_ids, think
 from copilot.prompts import DEEP_ANSWER_TASK
@@ -56,6 +62,8 @@ def stream_deep(services: Services, question: str | None, user: str = "local",
                 opts: LongformOptions | None = None) -> Iterator[DeepAnswer]:
     """The deep answer as it grows (the last one has done=True). Raises ChatError on bad input, an empty library
     or a failed draft."""
+    if not services.model_profile.writes:
+        raise ChatError(needs_a_writer("A deep answer"))
     text, notice = clean_question(question, services.settings.max_input_chars)
     if services.store.count("paper") == 0:
         raise ChatError("The library is empty: import papers first (Library tab, or `python -m copilot import`).")
@@ -78,7 +86,7 @@ def keep_as_thought(services: Services, answer: DeepAnswer, user: str) -> Though
     memory = services.thought_memory
     items = answer.run.numbering.items
     outcome = think(services.llm, memory, answer.question, labels_to_ids(answer.run.text, items), items,
-                    origin="deep", user=user, max_tokens=services.settings.answer_tokens)
+                    origin="deep", user=user, max_tokens=services.generation.answer_tokens)
     answer.thought = {"status": outcome.status, "thought_id": outcome.thought_id,
                       "reason": outcome.draft.reason or None, "sources": len(items)}
     return outcome

@@ -203,8 +203,8 @@ def simulate_responses(services: Services, papers: Sequence[Paper], vectors: np.
         best = np.argsort(-scores, kind="stable")[:opts.response_k]
         items = [Evidence(ids[i], gor.PAPER if i < len(papers) else gor.RESPONSE, titles[i], texts[i],
                           float(scores[i])) for i in best]
-        items = fit_budget(items, services.settings.answer_budget_tokens,
-                           item_tokens=services.settings.source_cap_tokens)
+        items = fit_budget(items, services.generation.source_budget,
+                           item_tokens=services.generation.source_cap)
         try:
             answer, _, _ = answer_from(services, question.question, items, period, opts.response_tokens)
         except LLMError as error:

@@ -177,8 +177,8 @@ def ask_period(services: Services, scope: Scope, question: str, opts: GoROptions
             raise ValueError(f"no papers in {scope.label}")
         chosen, by = plain_choice(graph, query, opts.top_k), PLAIN
     seconds["retrieve"] = time.perf_counter() - clock
-    items = fit_budget([_evidence(graph.nodes[i], s) for i, s in chosen], services.settings.answer_budget_tokens,
-                       item_tokens=services.settings.source_cap_tokens)
+    items = fit_budget([_evidence(graph.nodes[i], s) for i, s in chosen], services.generation.source_budget,
+                       item_tokens=services.generation.source_cap)
     clock = time.perf_counter()
     try:
         if services.model_profile.tiny:
@@ -186,7 +186,7 @@ def ask_period(services: Services, scope: Scope, question: str, opts: GoROptions
                                               [s for _, s in chosen][:len(items)])
         else:
             answer, cited, notes = answer_from(services, question, items, scope.label,
-                                               services.settings.answer_tokens)
+                                               services.generation.answer_tokens)
     except LLMError as error:
         answer, cited, notes = "", [], [f"The model could not answer: {error}"]
     if not answer.strip() and not any(n.startswith("The model could not") for n in notes):

@@ -25,6 +25,14 @@ from copilot.records import Evidence
 _BARE_SOURCE = re.compile(r"\bSource (\d{1,3})\b")
 
 
+
+def needs_a_writer(what: str) -> str:
+    """Why `what` (written by the model step by step, RAT) is not offered on the tiny profile."""
+    return (f"{what} is written by the model step by step, and with the tiny local model the product writes no text "
+            "of its own (its drafts invented names and claims). Ask on the Ask tab for quoted sources, or configure "
+            "a larger local model (COPILOT_LOCAL_MODEL) or an OpenAI-compatible endpoint (README \"A bigger model: "
+            "the ladder\").")
+
 @dataclass
 class LongformOptions:
     steps: int = 3                   # paragraphs of the draft = RAT steps

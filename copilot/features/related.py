@@ -151,7 +151,7 @@ def find_related(services: Services, query: QueryInfo, limit: int = RESULT_LIMIT
     """Rank the library for `query` with `method` (default: Settings.related_method), plus the abstract baseline.
     The LLM is asked (aspect descriptions, cached) only by a method that uses it; a description it fails to write,
     or that fails the gate, is replaced by the abstract's own sentences for that aspect, with a notice."""
-    method = method or services.settings.related_ranking
+    method = method or services.generation.related_ranking
     if method not in prism.RANKINGS:
         raise RelatedError(f"unknown ranking method {method!r}; choose from {', '.join(prism.RANKINGS)}")
     ranking_method = prism.RANKINGS[method]

@@ -18,7 +18,13 @@ import numpy as np
 
 from copilot.features import related
 from copilot.features.bibtex import bibtex_keys, bibtex_text
-from copilot.features.longform import Longform, LongformOptions, own_questions_only, stream_longform
+from copilot.features.longform import (
+    Longform,
+    LongformOptions,
+    needs_a_writer,
+    own_questions_only,
+    stream_longform,
+)
 from copilot.llm import LLMError
 from copilot.methods.thought_retriever import ThoughtMemory
 from copilot.prompts import RELATED_WORK_TASK, source_block
@@ -82,7 +88,9 @@ def stream_related_work(services: Services, query: related.QueryInfo, *, user: s
                         thoughts: bool = False, opts: LongformOptions | None = None,
                         progress: Callable[[str], None] | None = None) -> Iterator[RelatedWorkDraft]:
     """The draft as it grows (the last yield has done=True). Raises related.RelatedError on an empty library or a
-    failed draft."""
+    failed draft, or when the model profile does not write."""
+    if not services.model_profile.writes:
+        raise related.RelatedError(needs_a_writer("A related-work draft"))
     opts = opts or LongformOptions.from_settings(services.settings, min_score=0.2)
     task = RELATED_WORK_TASK.format(title=query.paper.title or "(untitled)", steps=opts.steps)
     draft = RelatedWorkDraft(query, Longform(task))

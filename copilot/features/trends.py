@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, timedelta
 
 import numpy as np
@@ -45,7 +45,7 @@ from copilot.llm import LLMError
 from copilot.methods import quotes
 from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion
 from copilot.methods.topics import Topic, build_topics, previous_window
-from copilot.model_profile import choose_profile
+from copilot.model_profile import Generation
 from copilot.prompts import TRENDS_IDEAS_TASK
 from copilot.records import Paper, date_number, number_to_date
 from copilot.services import Services
@@ -56,17 +56,15 @@ log = logging.getLogger(__name__)
 PRESETS = {"day": 1, "week": 7, "month": 30}
 
 
-def default_ideas(settings_or_services) -> int:
-    """Research ideas are off by default on the tiny model profile (see IDEAS_OFF_NOTICE), on otherwise."""
-    profile = getattr(settings_or_services, "model_profile", None)
-    if profile is None or isinstance(profile, str):
-        profile = choose_profile(getattr(settings_or_services, "settings", settings_or_services))
-    return 0 if profile.tiny else 3
+def default_ideas(services: Services) -> int:
+    """Research ideas: none with a model that does not write (see IDEAS_OFF_NOTICE), the plan's number otherwise."""
+    return services.generation.ideas if services.model_profile.writes else 0
 
 
-IDEAS_OFF_NOTICE = ("Research ideas are off by default with a tiny local model: its ideas were rarely grounded in "
-                    "the papers (most failed the checks, the rest were vague). Raise 'Research ideas' to try anyway, "
-                    "or configure a larger model or an OpenAI-compatible endpoint (COPILOT_LLM=openai).")
+IDEAS_OFF_NOTICE = ("No research ideas with a tiny local model: its ideas were rarely grounded in the papers (most "
+                    "failed the checks, the rest were vague), and on it the product writes no text of its own. "
+                    "Configure a larger local model (COPILOT_LOCAL_MODEL) or an OpenAI-compatible endpoint for ideas "
+                    "(README \"A bigger model: the ladder\").")
 
 
 class TrendsError(UserError, ValueError):
@@ -89,10 +87,11 @@ class TrendsOptions:
     use_cache: bool = True
 
     @classmethod
-    def from_settings(cls, settings, **overrides) -> TrendsOptions:
-        """Token budgets bounded by COPILOT_ANSWER_MAX_TOKENS (a small local model writes ~60 tokens/s)."""
-        most = settings.answer_tokens
-        values = dict(summary_tokens=min(96, most), draft_tokens=min(160, 2 * most), revise_tokens=min(192, 2 * most))
+    def for_writer(cls, plan: Generation, **overrides) -> TrendsOptions:
+        """Token budgets of the generation plan, bounded by its answer length (COPILOT_ANSWER_MAX_TOKENS)."""
+        most, summary = plan.answer_tokens, plan.summary_tokens
+        values = dict(summary_tokens=min(summary, most), draft_tokens=min(summary * 5 // 3, 2 * most),
+                      revise_tokens=min(summary * 2, 2 * most))
         values.update(overrides)
         return cls(**values)
 
@@ -281,7 +280,9 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
     """Run every stage, yielding the growing report after each step (the last one has done=True).
 
     Raises TrendsError before the first yield when the range holds no papers."""
-    opts = opts or TrendsOptions.from_settings(services.settings)
+    opts = opts or TrendsOptions.for_writer(services.generation)
+    if not services.model_profile.writes:
+        opts = replace(opts, ideas=0)
     categories = list(categories or [])
     profile, profile_notice = profile_for_personalizing(services, user)   # an unreadable one is told and counted
     corpus = corpus_version(services)
@@ -299,7 +300,7 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
                           small_writer=services.llm.obeys_grammar and not services.model_profile.tiny)
     if profile_notice:
         report.notices.append(profile_notice)
-    if opts.ideas == 0 and default_ideas(services) == 0:
+    if not services.model_profile.writes:
         report.notices.append(IDEAS_OFF_NOTICE)
     papers = _select_and_cluster(services, report, profile, opts)
     yield report

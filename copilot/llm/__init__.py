@@ -15,7 +15,7 @@ __all__ = ["LLM", "Backend", "LLMError", "LocalBackend", "ModelChoice", "OpenAIB
            "built_with_amx", "cached_choice", "choose_local_model", "fast_copy", "llama_cpp_build", "packaged_gguf"]
 
 
-def build_llm(settings: Settings, db: Database | None) -> LLM:
+def build_llm(settings: Settings, db: Database | None, grammars: bool = True) -> LLM:
     """The LLM the settings ask for. It lives here rather than in interface.py, which the backends import: the
     layer test counts an import inside a function, and interface -> local -> interface would be a cycle."""
     if settings.llm_backend == "openai":
@@ -28,4 +28,4 @@ def build_llm(settings: Settings, db: Database | None) -> LLM:
                                settings.local_threads, settings.llm_timeout, batch_threads=settings.batch_threads,
                                n_batch=settings.local_batch,
                                cache_dir=settings.data_dir / "models" if settings.local_requantize else None)
-    return LLM(backend, db, retries=settings.llm_retries)
+    return LLM(backend, db, retries=settings.llm_retries, grammars=grammars)

@@ -61,8 +61,10 @@ class Backend(Protocol):
 class LLM:
     """The one way the product talks to a language model."""
 
-    def __init__(self, backend: Backend, db: Database | None, retries: int = 2, backoff: float = 1.0) -> None:
+    def __init__(self, backend: Backend, db: Database | None, retries: int = 2, backoff: float = 1.0,
+                 grammars: bool = True) -> None:
         self.backend = backend
+        self.grammars = grammars
         self.db = db
         self.retries = retries
         self.backoff = backoff
@@ -73,8 +75,9 @@ class LLM:
 
     @property
     def obeys_grammar(self) -> bool:
-        """Whether a grammar passed to `stream` constrains the output (the local model) or is ignored."""
-        return getattr(self.backend, "obeys_grammar", False)
+        """Whether callers hold the output to a grammar: a backend that applies grammars (the local one), for a
+        writer the generation plan holds (a small model; `grammars=False` lets a larger local model write freely)."""
+        return self.grammars and getattr(self.backend, "obeys_grammar", False)
 
     @property
     def scores_options(self) -> bool:

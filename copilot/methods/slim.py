@@ -399,20 +399,29 @@ def check_main_answer(text: str, items: Sequence[Evidence]) -> Checked:
     return grounding.check_chat_answer(text, [item.id for item in items], [item.text for item in items], [system])
 
 
+AnswerWriter = Callable[[str, Sequence[Evidence], Usage], Iterator[str]]
+
+
 def stream(question: str, *, proxy: LLM, main: LLM, retriever: Retriever,
-           options: SlimOptions = SlimOptions()) -> Iterator[SlimTrace]:
+           options: SlimOptions = SlimOptions(), answer_writer: AnswerWriter | None = None) -> Iterator[SlimTrace]:
     """SlimPLM for one question, yielding the trace after every step and every piece of the answer. The main
-    model is called exactly once; its failure raises LLMError (the trace is then incomplete: do not store it)."""
+    model is called exactly once; its failure raises LLMError (the trace is then incomplete: do not store it).
+    `answer_writer` (question, retrieved items, usage) replaces the main model's answer (the tiny profile quotes)."""
     trace = SlimTrace(question)
     yield from decide(question, proxy, retriever, options, trace)
     usage = Usage()
     started = time.perf_counter()
+    write = answer_writer or (lambda text, items, used: stream_main_answer(main, text, items, options.answer_tokens,
+                                                                           used))
     try:
-        for piece in stream_main_answer(main, question, trace.items, options.answer_tokens, usage):
+        for piece in write(question, trace.items, usage):
             trace.answer += piece
             yield trace
     finally:
-        trace.costs[MAIN].add(usage, time.perf_counter() - started)
+        if answer_writer is None:
+            trace.costs[MAIN].add(usage, time.perf_counter() - started)
+        else:                              # no model call: only the time it took
+            trace.costs[MAIN].seconds += time.perf_counter() - started
     checked = check_main_answer(trace.answer.strip(), trace.items)
     trace.answer = checked.text or prompts.CANNOT_ANSWER
     trace.notes = usage.notices + checked.notes + ([] if checked.text else ["Nothing was left after the checks."])

@@ -154,7 +154,7 @@ def build(services: Services):
                                elem_id="related-input", scale=3)
         run_button = gr.Button("Find related papers", variant="primary", elem_id="related-run", scale=1)
     with gr.Row():
-        ranking = gr.Dropdown(ranking_choices(), value=services.settings.related_ranking, label="Ranking",
+        ranking = gr.Dropdown(ranking_choices(), value=services.generation.related_ranking, label="Ranking",
                               elem_id="related-ranking", scale=3)
         mode = gr.Radio(list(MODE_LABELS), value=next(iter(MODE_LABELS)), scale=2,
                         label="How the LLM writes aspect descriptions (rankings prism, prism-hybrid)")

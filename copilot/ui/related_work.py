@@ -10,6 +10,7 @@ import gradio as gr
 from copilot.errors import UserError
 from copilot.features import related
 from copilot.features.limits import RateLimited, check_rate
+from copilot.features.longform import needs_a_writer
 from copilot.features.related_work import stream_related_work
 from copilot.services import Services
 from copilot.ui.common import current_user, escape, rate_scope, write_bibtex
@@ -19,7 +20,11 @@ _STREAM_EVERY_S = 0.2
 
 
 def build_draft_tab(services: Services, reference: gr.Textbox, title: gr.Textbox, abstract: gr.Textbox) -> None:
-    """The tab's parts and events; the query paper comes from the Related tab's own inputs."""
+    """The tab's parts and events; the query paper comes from the Related tab's own inputs. On the tiny profile the
+    tab says why there is no draft (the model would write it)."""
+    if not services.model_profile.writes:
+        gr.Markdown(needs_a_writer("A related-work draft"), elem_id="related-work-off")
+        return
     gr.Markdown("A related-work section for the query paper, citing papers of the library: the library is ranked "
                 "by the paper's aspects (PRISM), a draft is written without sources, then each paragraph is checked "
                 "against the best-matching ranked papers and the whole draft revised (RAT). Citations are checked: "
@@ -27,12 +32,12 @@ def build_draft_tab(services: Services, reference: gr.Textbox, title: gr.Textbox
     with gr.Row():
         with_thoughts = gr.Checkbox(label="Also use stored thoughts", value=False, elem_id="related-work-thoughts")
         run_button = gr.Button("Draft related work (RAT)", variant="primary", elem_id="related-work-run")
-        stop_button = gr.Button("Stop", size="sm", elem_id="related-work-stop")
+        stop_button = gr.Button("Stop", size="sm", visible=False, elem_id="related-work-stop")
     result = gr.HTML(elem_id="related-work-result")
     bibtex_file = gr.File(label="BibTeX of the cited papers", elem_id="related-work-bibtex", interactive=False,
-                          height=72)
+                          height=72, visible=False)
     latex = gr.Code(label="The draft in LaTeX (\\cite keys match the BibTeX)", language="latex",
-                    elem_id="related-work-latex", interactive=False)
+                    elem_id="related-work-latex", interactive=False, visible=False)
     with gr.Accordion("Step trace", open=False):
         trace = gr.HTML(elem_id="related-work-trace")
 
@@ -47,14 +52,22 @@ def build_draft_tab(services: Services, reference: gr.Textbox, title: gr.Textbox
                     last = time.monotonic()
                     record = live.as_dict()
                     done = live.done
+                    bibtex = write_bibtex(record["bibtex"], f"related-work-{query.paper.title or 'draft'}") \
+                        if done else None
                     yield (result_html(record, "text", f"Related work: {query.paper.title or 'pasted text'}"),
-                           write_bibtex(record["bibtex"], f"related-work-{query.paper.title or 'draft'}")
-                           if done else None,
-                           record["latex"] if done else "", trace_html(record))
+                           gr.update(value=bibtex, visible=bibtex is not None),
+                           gr.update(value=record["latex"] if done else "", visible=done),
+                           trace_html(record), gr.update(visible=not done))
         except (UserError, RateLimited) as error:
-            yield f"<p class='related-status'>⚠ {escape(error)}</p>", None, "", ""
+            yield (f"<p class='related-status'>⚠ {escape(error)}</p>", gr.update(value=None, visible=False),
+                   gr.update(visible=False), "", gr.update(visible=False))
 
-    event = run_button.click(run, [reference, title, abstract, with_thoughts], [result, bibtex_file, latex, trace],
+    event = run_button.click(run, [reference, title, abstract, with_thoughts],
+                             [result, bibtex_file, latex, trace, stop_button],
                              concurrency_limit=1 if services.settings.llm_backend == "local" else None,
                              concurrency_id="related-work")
-    stop_button.click(None, None, None, cancels=[event])
+    stop_button.click(hidden_stop, None, [stop_button], cancels=[event])
+
+
+def hidden_stop() -> dict:
+    return gr.update(visible=False)

@@ -257,8 +257,8 @@ def show_view(services: Services, user: str, scope_key: str, range_name, first, 
         return
     try:
         begin, finish = trends.resolve_range(services, RANGES.get(range_name, "week"), first, last)
-        opts = trends.TrendsOptions.from_settings(services.settings, summarized_topics=int(n_summaries),
-                                                  ideas=int(n_ideas))
+        opts = trends.TrendsOptions.for_writer(services.generation, summarized_topics=int(n_summaries),
+                                               ideas=int(n_ideas))
         for steps, report in enumerate(trends.iter_trends(services, begin, finish, cats or [], user, opts,
                                                           refresh=refresh_now), start=1):
             progress(min(0.95, steps / 10), desc=report.stage)
@@ -294,8 +294,8 @@ def build(services: Services) -> None:
                                       elem_id="trends-categories")
     with gr.Row():
         summarized = gr.Slider(0, 8, value=5, step=1, label="Topics to summarize", elem_id="trends-summaries")
-        idea_count = gr.Slider(0, 5, value=trends.default_ideas(services), step=1,
-                               label="Research ideas (RAT steps)", elem_id="trends-ideas-count")
+        idea_count = gr.Slider(0, 5, value=trends.default_ideas(services), step=1, label="Research ideas (RAT steps)",
+                               visible=services.model_profile.writes, elem_id="trends-ideas-count")
     with gr.Row():
         run = gr.Button("Show trends", variant="primary", elem_id="trends-run")
         refresh = gr.Button("Refresh (recompute)", elem_id="trends-refresh")

@@ -1,5 +1,6 @@
-"""RAT in Chromium with the packaged local model (issue #15): a deep answer in Chat with its step trace, and a
-related-work draft in Related with checked citations and a BibTeX download."""
+"""RAT in Chromium with the packaged local model let write (COPILOT_MODEL_PROFILE=capable; on the tiny default
+neither is offered, tests/e2e/test_trends_page.py): a deep answer in Chat with its step trace, and a related-work
+draft in Related with checked citations and a BibTeX download."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ QUESTION = "How can language models reduce hallucination with retrieval?"
 
 
 def test_deep_answer_streams_a_step_trace(app_server, page):
-    url = app_server(preload=80, env={"COPILOT_LOCAL_THREADS": "1"})
+    url = app_server(preload=80, env={"COPILOT_LOCAL_THREADS": "1", "COPILOT_MODEL_PROFILE": "capable"})
     page.goto(url)
     page.get_by_role("tab", name="Chat").click()
     page.locator("#chat-question textarea").fill(QUESTION)
@@ -43,7 +44,7 @@ def test_deep_answer_streams_a_step_trace(app_server, page):
 
 
 def test_related_work_draft_with_checked_citations_and_bibtex(app_server, page, tmp_path):
-    url = app_server(preload=80, env={"COPILOT_LOCAL_THREADS": "1"})
+    url = app_server(preload=80, env={"COPILOT_LOCAL_THREADS": "1", "COPILOT_MODEL_PROFILE": "capable"})
     query = sample_papers(80)[4]
     page.goto(url)
     page.get_by_role("tab", name="Related").click()

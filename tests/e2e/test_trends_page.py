@@ -1,5 +1,6 @@
-"""The Trends tab in Chromium with the real local model: a bad range gives a message; the last week gives
-topics, two plots, summaries that link their papers, and research ideas with a viewable RAT trace."""
+"""The Trends tab in Chromium with the real local model: a bad range gives a message; on the tiny default no
+research ideas are offered; on the writing path the last week gives topics, two plots, summaries that link their
+papers, and research ideas with a viewable RAT trace."""
 
 from __future__ import annotations
 
@@ -7,16 +8,30 @@ from tests.conftest import sample_papers
 
 
 def test_trends_tab_shows_topics_plots_summaries_and_ideas(app_server, page):
-    url = app_server(preload=40)
-    ids = {p.id for p in sample_papers(40)}
-    page.goto(url)
+    page.goto(app_server(preload=40))           # the tiny default: the product writes no ideas, and says so
     page.get_by_role("tab", name="Trends").click()
-
+    page.locator("#trends-summaries").wait_for()
+    assert not page.locator("#trends-ideas-count").is_visible()
     page.get_by_role("radio", name="Custom").check()
     page.locator("#trends-from textarea, #trends-from input").first.fill("2024-01-01")
     page.locator("#trends-to textarea, #trends-to input").first.fill("2024-01-31")
     page.locator("#trends-run").click()
     page.locator("#trends-status").get_by_text("lies outside the corpus").wait_for(timeout=30_000)
+    page.get_by_role("radio", name="Last week").check()
+    page.locator("#trends-run").click()
+    page.locator("#trends-status").get_by_text("No research ideas with a tiny local model").wait_for(timeout=120_000)
+    page.get_by_role("tab", name="Chat").click()                # nor deep answers or related-work drafts (RAT)
+    page.locator("#chat-ask").wait_for()
+    assert not page.locator("#chat-deep").is_visible() and not page.locator("#chat-deep-stop").is_visible()
+    assert not page.locator("#chat-bibtex").is_visible()         # no empty file box before there is a file
+    page.get_by_role("tab", name="Related").click()
+    page.get_by_role("tab", name="Related-work draft (RAT)").click()
+    page.locator("#related-work-off").get_by_text("the product writes no text of its own").wait_for()
+
+    url = app_server(preload=40, env={"COPILOT_MODEL_PROFILE": "capable"})   # the writing path: ideas are offered
+    ids = {p.id for p in sample_papers(40)}
+    page.goto(url)
+    page.get_by_role("tab", name="Trends").click()
 
     page.get_by_role("radio", name="Last week").check()
     for slider, value in (("#trends-summaries", "1"), ("#trends-ideas-count", "1")):   # keep the LLM work small

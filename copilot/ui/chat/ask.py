@@ -82,18 +82,25 @@ def history_view(services: Services, request: gr.Request | None):
 
 def bibtex_view(services: Services, turn_id: str | None, request: gr.Request | None) -> tuple:
     """The papers the shown turn's answers used, as BibTeX — once the sides are revealed (the vote, or no
-    comparison): before that, which papers a side used would tell the sides apart."""
+    comparison): before that, which papers a side used would tell the sides apart. The file box shows only with
+    a file in it."""
     view = chat_for(services).view(turn_id, current_user(request))
+    none = gr.update(value=None, visible=False)
     if view is None:
-        return '<span class="chat-notice">Ask a question first.</span>', None
+        return '<span class="chat-notice">Ask a question first.</span>', none
     if not view.revealed:
-        return '<span class="chat-notice">Vote first: the sources stay blind until then.</span>', None
+        return '<span class="chat-notice">Vote first: the sources stay blind until then.</span>', none
     if not view.paper_ids:
-        return '<span class="chat-notice">This turn used no papers.</span>', None
+        return '<span class="chat-notice">This turn used no papers.</span>', none
     try:
-        return "", write_bibtex(bibtex_for_ids(services, view.paper_ids), f"chat-{view.question[:40]}")
+        path = write_bibtex(bibtex_for_ids(services, view.paper_ids), f"chat-{view.question[:40]}")
+        return "", gr.update(value=path, visible=True)
     except UserError as error:
-        return f'<span class="chat-notice">{escape(error)}</span>', None
+        return f'<span class="chat-notice">{escape(error)}</span>', none
+
+
+def cleared_bibtex() -> tuple:
+    return "", gr.update(value=None, visible=False)
 
 
 def reopen_view(services: Services, turn_id: str | None, request: gr.Request | None) -> tuple:
@@ -121,7 +128,7 @@ def build(services: Services) -> gr.Textbox:
     with gr.Row():
         personalize = gr.Checkbox(label="Adapt answers to my saved profile", value=False, elem_id="chat-personalize")
         ask_button = gr.Button("Ask", variant="primary", elem_id="chat-ask")
-        deep_button = gr.Button("Deep answer (RAT)", elem_id="chat-deep")
+        deep_button = gr.Button("Deep answer (RAT)", visible=services.model_profile.writes, elem_id="chat-deep")
     notice = gr.HTML(elem_id="chat-notice")
     with gr.Row(equal_height=False):
         answer_a, answer_b = gr.HTML(elem_id="chat-answer-a"), gr.HTML(elem_id="chat-answer-b")
@@ -131,8 +138,9 @@ def build(services: Services) -> gr.Textbox:
     with gr.Row():
         turn_bib = gr.Button("BibTeX of this turn's papers", size="sm", elem_id="chat-bib-run", scale=1)
         turn_bib_note = gr.HTML(elem_id="chat-bib-note")
-        turn_bib_file = gr.File(label="BibTeX", elem_id="chat-bibtex", interactive=False, height=72, scale=2)
-    deep_parts = deep.layout()
+        turn_bib_file = gr.File(label="BibTeX", elem_id="chat-bibtex", interactive=False, height=72, scale=2,
+                                visible=False)
+    deep_parts = deep.layout(services)
     gr.Markdown("#### Your recent questions")
     history = gr.Dropdown(label="Reopen a past question (its answers, sources and your vote)", choices=[],
                           value=None, allow_custom_value=True, elem_id="chat-history")
@@ -170,6 +178,7 @@ def _wire_rest(services: Services, question, vote_buttons, turn_state, vote_outp
         button.click(_bind_choice(services, value), [turn_state], vote_outputs)
     turn_bib, turn_bib_note, turn_bib_file = bib_parts
     turn_bib.click(turn_bibtex, [turn_state], [turn_bib_note, turn_bib_file])
+    turn_state.change(cleared_bibtex, None, [turn_bib_note, turn_bib_file])   # another turn: the file was the last's
     history.input(reopen, [history], reopen_outputs)
     on_page_load(show_recent, [recent, history])
     return question

@@ -32,7 +32,9 @@ class DeepParts:
 
 
 def deep_view(services: Services, question: str, turn_id: str | None, request: gr.Request | None) -> Iterator[tuple]:
-    """→ (answer, trace) as the deep answer grows, then with the thought step's outcome."""
+    """→ (answer, trace, stop button) as the deep answer grows, then with the thought step's outcome; the stop
+    button shows only while the answer is being written."""
+    running, stopped = gr.update(visible=True), gr.update(visible=False)
     user = current_user(request)
     if not (question or "").strip() and turn_id:
         shown = chat_for(services).view(turn_id, user)
@@ -45,22 +47,31 @@ def deep_view(services: Services, question: str, turn_id: str | None, request: g
             if time.monotonic() - last >= STREAM_EVERY_S or live.done:
                 last = time.monotonic()
                 record = live.as_dict()
-                yield result_html(record, "answer", f"Deep answer (RAT): {record['question']}"), trace_html(record)
+                yield (result_html(record, "answer", f"Deep answer (RAT): {record['question']}"), trace_html(record),
+                       stopped if live.done else running)
     except UserError as error:
-        yield notice_html(error), ""
+        yield notice_html(error), "", stopped
         return
     if live is None or not live.run.text:
+        yield gr.update(), gr.update(), stopped
         return
     status = keep_and_report(services, live, user)
     record = live.as_dict()
     yield (result_html(record, "answer", f"Deep answer (RAT): {record['question']}")
-           + f'<div class="deep-thought">{escape(status)}</div>', trace_html(record))
+           + f'<div class="deep-thought">{escape(status)}</div>', trace_html(record), stopped)
 
 
-def layout() -> DeepParts:
-    answer = gr.HTML(elem_id="chat-deep-answer")
-    stop = gr.Button("Stop the deep answer", size="sm", elem_id="chat-deep-stop")
-    with gr.Accordion("Deep answer: step trace", open=False, elem_id="chat-deep-trace-box"):
+def stop_view() -> dict:
+    """The stop button hides once pressed (the answer it stopped stores nothing)."""
+    return gr.update(visible=False)
+
+
+def layout(services: Services) -> DeepParts:
+    """Hidden on the tiny profile: a deep answer is written by the model (features.deep says why)."""
+    writes = services.model_profile.writes
+    answer = gr.HTML(elem_id="chat-deep-answer", visible=writes)
+    stop = gr.Button("Stop the deep answer", size="sm", visible=False, elem_id="chat-deep-stop")
+    with gr.Accordion("Deep answer: step trace", open=False, visible=writes, elem_id="chat-deep-trace-box"):
         gr.Markdown(ABOUT)
         trace = gr.HTML(elem_id="chat-deep-trace")
     return DeepParts(answer, stop, trace)
@@ -71,6 +82,6 @@ def wire(services: Services, button: gr.Button, question: gr.Textbox, turn_state
     def ask_deep(question: str, turn_id: str | None, request: gr.Request):
         yield from deep_view(services, question, turn_id, request)
 
-    event = button.click(ask_deep, [question, turn_state], [parts.answer, parts.trace], concurrency_limit=at_once,
-                         concurrency_id="chat-ask")
-    parts.stop.click(None, None, None, cancels=[event])
+    event = button.click(ask_deep, [question, turn_state], [parts.answer, parts.trace, parts.stop],
+                         concurrency_limit=at_once, concurrency_id="chat-ask")
+    parts.stop.click(stop_view, None, [parts.stop], cancels=[event])
