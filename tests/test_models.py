@@ -156,3 +156,18 @@ def test_a_fetched_model_is_the_one_the_app_loads_and_shows(tmp_path, monkeypatc
 def test_a_missing_path_is_still_a_settings_error(tmp_path):
     with pytest.raises(SettingsError, match="COPILOT_LOCAL_MODEL=.*no GGUF file"):
         make_settings(tmp_path / "data", local_model="./nowhere/model.gguf")
+
+
+def test_the_status_shows_the_profile_and_the_speed_measured_from_the_call_log(tmp_path):
+    from copilot.prompts import Prompt
+
+    services = Services(make_settings(tmp_path / "data"))
+    status = library.model_status(services)
+    assert status["measured_speed"] is None and status["profile"]["profile"] == "tiny"
+    assert "speed: not measured yet" in model_line(status)
+    prompt = Prompt("speed-test", "You answer briefly.", "Name three planets. {x}")
+    services.llm.complete(prompt.render(x=""), max_tokens=12, temperature=0.0)        # the real local model
+    speed = library.model_status(services)["measured_speed"]
+    assert speed["calls"] == 1 and speed["output_tokens_per_s"] > 0 and speed["median_call_s"] > 0
+    line = model_line(library.model_status(services))
+    assert "measured over its last 1 calls" in line and "profile tiny (local model of 135M parameters" in line

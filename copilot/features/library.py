@@ -11,6 +11,7 @@ from copilot.records import parse_arxiv_id, parse_id_list
 from copilot.services import Services
 from copilot.sources.arxiv_api import ArxivSourceError
 from copilot.sources.snapshot import read_snapshot
+from copilot.store.llm_calls import LLMCallLog
 from copilot.store.runs import IngestRun
 
 MAX_PASTED_IDS = 200        # arXiv answers an id list in pages of 100; more belongs in a snapshot file
@@ -140,19 +141,24 @@ def status(services: Services, next_ingest: datetime | None = None) -> dict:
 
 def model_status(services: Services) -> dict:
     """The language model in use: for the local backend its file, size, source and the llama.cpp build (and why
-    it is not the model asked for, if it is not); for an endpoint its address and model name."""
+    it is not the model asked for, if it is not); for an endpoint its address and model name. Both with the
+    speed measured over its last logged calls (None before any) and the model profile."""
     settings = services.settings
+    info = services.llm_info()
+    measured = LLMCallLog(services.db).speed(info["backend"], info["model"])
+    common = {"measured_speed": measured.as_dict() if measured else None, "profile": services.model_profile.as_dict()}
     if settings.llm_backend == "openai":
-        return {"endpoint": settings.openai_base_url or "https://api.openai.com/v1", "model": settings.llm_model}
+        return {"endpoint": settings.openai_base_url or "https://api.openai.com/v1", "model": settings.llm_model,
+                **common}
     from copilot.llm import cached_choice, llama_cpp_build
 
     choice = cached_choice(settings)
     if choice is None:
         return {"requested": settings.local_model, "note": "not fetched yet: it is fetched when the model is first "
-                "loaded (or at start of the web app)", "llama_cpp": llama_cpp_build()}
+                "loaded (or at start of the web app)", "llama_cpp": llama_cpp_build(), **common}
     return {"file": str(choice.path), "source": choice.source, "size_bytes": choice.size_bytes,
             "size": f"{choice.size_bytes / 1e6:,.0f} MB", "llama_cpp": llama_cpp_build(), "note": choice.note,
-            "requested": settings.local_model}
+            "requested": settings.local_model, **common}
 
 
 def failure_counts(services: Services) -> dict:

@@ -14,6 +14,7 @@ from copilot.prompts import RenderedPrompt
 from copilot.records import storable_text
 from copilot.secrets import StreamMask
 from copilot.store.db import Database
+from copilot.store.llm_calls import LLMCallLog, LLMCallRecord
 
 log = logging.getLogger(__name__)
 
@@ -164,12 +165,10 @@ class LLM:
         if self.db is None:
             return
         try:
-            self.db.execute(
-                "INSERT INTO llm_calls (started_at, backend, model, prompt_name, prompt, output, prompt_tokens,"
-                " completion_tokens, latency_s, error) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (started, self.backend.name, self.backend.model, prompt.name, self._mask(prompt.as_text()),
-                 self._mask(output), usage.prompt_tokens, usage.completion_tokens, latency,
-                 self._mask(str(error)) if error else None))
+            LLMCallLog(self.db).add(LLMCallRecord(
+                started, self.backend.name, self.backend.model, prompt.name, self._mask(prompt.as_text()),
+                self._mask(output), usage.prompt_tokens, usage.completion_tokens, latency,
+                self._mask(str(error)) if error else None))
         except Exception:  # logging must never break an answer
             log.exception("could not log an LLM call")
 

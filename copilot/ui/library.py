@@ -23,14 +23,23 @@ HISTORY_COLUMNS = ["id", "source", "status", "started", "finished", "seen", "add
 
 
 def model_line(model: dict) -> str:
-    """The language model's file, size and llama.cpp build (or endpoint), and why it is not the one asked for."""
+    """The language model's file, size and llama.cpp build (or endpoint), why it is not the one asked for, its
+    profile and its measured speed."""
     if "endpoint" in model:
-        return f"**Language model:** {escape(model['model'])} at {escape(model['endpoint'])}"
-    if "file" not in model:
-        return f"**Language model:** {escape(str(model['requested']))}, {escape(model['note'])}"
-    line = (f"**Language model:** {escape(Path(model['file']).name)} ({escape(model['size'])}, "
-            f"{escape(model['source'])}) on {escape(model['llama_cpp'])}")
-    return line + (f" · **{escape(model['note'])}**" if model["note"] else "")
+        line = f"**Language model:** {escape(model['model'])} at {escape(model['endpoint'])}"
+    elif "file" not in model:
+        line = f"**Language model:** {escape(str(model['requested']))}, {escape(model['note'])}"
+    else:
+        line = (f"**Language model:** {escape(Path(model['file']).name)} ({escape(model['size'])}, "
+                f"{escape(model['source'])}) on {escape(model['llama_cpp'])}")
+        line += f" · **{escape(model['note'])}**" if model["note"] else ""
+    profile = model.get("profile") or {}
+    if profile:
+        line += f" · profile {escape(profile['profile'])} ({escape(profile['reason'])})"
+    speed = model.get("measured_speed")
+    line += (f" · measured over its last {speed['calls']} calls: {speed['output_tokens_per_s']} tokens written/s, "
+             f"median call {speed['median_call_s']} s" if speed else " · speed: not measured yet (no call logged)")
+    return line
 
 
 def status_markdown(services: Services, scheduler: IngestScheduler | None) -> str:
