@@ -63,6 +63,7 @@ class Generation:
     related_ranking: str           # the Related tab's default ranking
     ideas: int                     # Trends' research ideas by default
     summary_tokens: int            # most tokens of one Trends summary
+    detailed_aspects: bool         # PRISM's aspect descriptions as detailed paragraphs (else 2-3 sentences)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -79,6 +80,7 @@ def generation_plan(settings, profile: ModelProfile) -> Generation:
         ("prism-extractive" if small else "prism-hybrid"),
         ideas=0 if profile.tiny else 3,
         summary_tokens=96 if small else 240,
+        detailed_aspects=not small,
     )
 
 

@@ -299,24 +299,30 @@ _PRISM_ASPECT_SYSTEM = (
 )
 
 
-def _prism_aspect(name: str, focus: str, others: str, details: str) -> Prompt:
+# A small model is asked for 2-3 sentences (longer, it drifts); a capable writer for the detailed paragraph the
+# method relies on (generation plan: `detailed_aspects`).
+_ASPECT_LENGTH = {False: "In 2-3 sentences, describe", True: "In one detailed paragraph (4-6 sentences), describe"}
+_ASPECTS = (
+    ("research_question", "research question", "method and its experiments/results",
+     "the problem it addresses, why it matters, and its main contributions"),
+    ("method", "method", "research question/motivation and its experiments/results",
+     "the approach, model, algorithm or technique it uses and how it works"),
+    ("experiments", "experiments and results", "research question/motivation and its method",
+     "the datasets, benchmarks, metrics and baselines, and the key findings"),
+)
+
+
+def _prism_aspect(name: str, focus: str, others: str, details: str, detailed: bool) -> Prompt:
     system = _PRISM_ASPECT_SYSTEM.format(focus=focus.upper(), others=others)
-    user = ("{paper}\n\nIn 2-3 sentences, describe the " + focus + " of this paper: " + details +
+    user = ("{paper}\n\n" + _ASPECT_LENGTH[detailed] + " the " + focus + " of this paper: " + details +
             ". Be specific and use your own words; do not copy the title or the abstract.")
     return register(Prompt(name=name, system=system, user=user))
 
 
-PRISM_RESEARCH_QUESTION = _prism_aspect(
-    "prism_research_question", "research question", "method and its experiments/results",
-    "the problem it addresses, why it matters, and its main contributions")
-PRISM_METHOD = _prism_aspect(
-    "prism_method", "method", "research question/motivation and its experiments/results",
-    "the approach, model, algorithm or technique it uses and how it works")
-PRISM_EXPERIMENTS = _prism_aspect(
-    "prism_experiments", "experiments and results", "research question/motivation and its method",
-    "the datasets, benchmarks, metrics and baselines, and the key findings")
-PRISM_ASPECT_PROMPTS = {"research_question": PRISM_RESEARCH_QUESTION, "method": PRISM_METHOD,
-                        "experiments": PRISM_EXPERIMENTS}
+PRISM_ASPECT_PROMPTS = {aspect: _prism_aspect(f"prism_{aspect}", focus, others, details, False)
+                        for aspect, focus, others, details in _ASPECTS}
+PRISM_DETAILED_ASPECT_PROMPTS = {aspect: _prism_aspect(f"prism_{aspect}_detailed", focus, others, details, True)
+                                 for aspect, focus, others, details in _ASPECTS}
 
 PRISM_ASPECTS_JSON = register(Prompt(
     name="prism_aspects_json",

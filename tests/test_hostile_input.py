@@ -293,7 +293,8 @@ def test_injected_text_is_quoted_in_every_paper_prompt():
                   published=date(2025, 3, 1))
     rendered = [answer_prompt("q?", [Evidence(id=paper.id, kind="paper", title="Evil", text=INJECTION, score=1.0)]),
                 draft_prompt([paper], pasted=INJECTION),
-                prompts.PRISM_METHOD.render(paper=paper_block(QueryPaper(paper.title, paper.abstract)))]
+                prompts.PRISM_ASPECT_PROMPTS["method"].render(
+                    paper=paper_block(QueryPaper(paper.title, paper.abstract)))]
     for prompt in rendered:
         assert prompts.QUOTED_MATERIAL_RULE in prompt.system, prompt.name
         _assert_quoted(prompt.user, prompt.user.count("<source id="))

@@ -107,7 +107,7 @@ def test_the_generation_plan_follows_the_writers_size(tmp_path, monkeypatch):
     larger = plan(local_model=big)
     assert (larger.source_budget, larger.source_cap, larger.answer_tokens, larger.grammars,
             larger.related_ranking, larger.ideas) == (2000, None, 400, False, "prism-hybrid", 3)
-    assert larger.summary_tokens > packaged.summary_tokens
+    assert larger.summary_tokens > packaged.summary_tokens and larger.detailed_aspects and not packaged.detailed_aspects
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     assert plan(llm="openai") == larger
     # the 135M model let write stays small: grammars and small budgets, ideas offered

@@ -228,3 +228,15 @@ def test_real_local_model_writes_three_aspects_and_ranks(services, library):
 def test_prompts_are_registered():
     assert {"prism_research_question", "prism_method", "prism_experiments",
             "prism_aspects_json"} <= set(prompts.PROMPTS)
+
+
+def test_a_capable_writer_is_asked_for_detailed_aspects_with_room_for_them():
+    llm, backend = scripted_llm(None, ["Detailed research question text."] * 3)
+    result = prism.describe_aspects(llm, PAPER, detailed=True)
+    assert len(result.descriptions) == 3
+    assert all("one detailed paragraph" in call.messages[-1]["content"] for call in backend.calls)
+    assert all(call.max_tokens == prism.DETAILED_ASPECT_MAX_TOKENS for call in backend.calls)
+    llm, short = scripted_llm(None, ["Short text."] * 3)
+    prism.describe_aspects(llm, PAPER)
+    assert all("2-3 sentences" in call.messages[-1]["content"] for call in short.calls)
+    assert all(call.max_tokens == prism.ASPECT_MAX_TOKENS for call in short.calls)

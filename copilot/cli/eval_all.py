@@ -28,7 +28,7 @@ from copilot.eval import all_report, csfcube, csfcube_report, related_work_eval,
 from copilot.eval.all_report import PARTS, PartResult, paired_effect, unpaired_effect
 from copilot.eval.bench_chat import TimedBackend
 from copilot.llm import build_llm
-from copilot.methods.prism import ASPECT_MAX_TOKENS, SEPARATE
+from copilot.methods.prism import SEPARATE
 from copilot.services import Services
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ def part_csfcube(ctx: Context) -> tuple[list, str, str]:
     default = services.generation.related_ranking
     methods = list(dict.fromkeys(["prism", default]))
     report = csfcube.run(services, ctx.csfcube, csfcube.FACETS, ctx.sizes.csfcube_queries, SEPARATE,
-                         ASPECT_MAX_TOKENS, methods)
+                         None, methods)
     paths = csfcube_report.write_outputs(report, ctx.run_dir / "details", "csfcube")
     metric = csfcube.SELECTION_METRIC
     keys = list(report.per_query[csfcube.BASELINE])

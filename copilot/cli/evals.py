@@ -17,7 +17,7 @@ from copilot.eval.bench_chat import TimedBackend
 from copilot.eval.csfcube import FACETS, METHODS, EvalDataError, output_name, run
 from copilot.eval.csfcube_report import markdown_table, write_outputs
 from copilot.llm import build_llm
-from copilot.methods.prism import ASPECT_MAX_TOKENS, MODES, SEPARATE
+from copilot.methods.prism import ASPECT_MAX_TOKENS, DETAILED_ASPECT_MAX_TOKENS, MODES, SEPARATE
 from copilot.services import Services
 
 
@@ -273,8 +273,9 @@ def _add_csfcube(names: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N queries (facet order)")
     p.add_argument("--mode", choices=MODES, default=SEPARATE,
                    help="aspect descriptions: one LLM call per aspect (separate) or one JSON call (json)")
-    p.add_argument("--aspect-tokens", type=int, default=ASPECT_MAX_TOKENS,
-                   help="most tokens per aspect description")
+    p.add_argument("--aspect-tokens", type=int, default=None,
+                   help=f"most tokens per aspect description (default: {ASPECT_MAX_TOKENS} for a small local model, "
+                   f"{DETAILED_ASPECT_MAX_TOKENS} for the detailed paragraphs a capable writer gives)")
     p.add_argument("--json", action="store_true", help="print one JSON object: results, vs_abstract, per_query, meta "
                    "(the Markdown tables go to stderr)")
     p.set_defaults(func=cmd_eval_csfcube)

@@ -203,12 +203,13 @@ class EmbeddingCache:
 
 
 def _aspects_of(services: Services, fold: Fold, query_pids: list[str], mode: str,
-                aspect_tokens: int) -> dict[str, prism.AspectSet]:
+                aspect_tokens: int | None) -> dict[str, prism.AspectSet]:
     aspect_cache = services.aspect_cache
     aspects: dict[str, prism.AspectSet] = {}
     for n, pid in enumerate(query_pids, start=1):
         aspects[pid] = prism.describe_aspects(services.llm, _query_paper(fold, pid), aspect_cache, mode=mode,
-                                              max_tokens=aspect_tokens)
+                                              max_tokens=aspect_tokens,
+                                              detailed=services.generation.detailed_aspects)
         missing = ", ".join(aspects[pid].missing) or "none"
         _log(f"aspects {n}/{len(query_pids)} ({pid}): {aspects[pid].llm_calls} LLM calls, missing: {missing}")
     return aspects
@@ -368,7 +369,7 @@ def choose_default(report: Report) -> tuple[str, str]:
 
 
 def run(services: Services, data_dir: Path, facets: Sequence[str] = FACETS, limit: int | None = None,
-        mode: str = prism.SEPARATE, aspect_tokens: int = prism.ASPECT_MAX_TOKENS,
+        mode: str = prism.SEPARATE, aspect_tokens: int | None = None,
         methods: Sequence[str] = METHODS) -> Report:
     """Rank every query's pool with each of `methods` (the baseline always included) and score the rankings.
     The LLM writes aspect descriptions only when a method that uses them is asked for."""
@@ -427,6 +428,7 @@ def run(services: Services, data_dir: Path, facets: Sequence[str] = FACETS, limi
         "candidates": len(needed), "facets": list(facets), "methods": methods,
         "query_in_own_pool_removed": fold.in_own_pool,
         "mode": mode if uses_llm else None, "aspect_max_tokens": aspect_tokens if uses_llm else None,
+        "detailed_aspects": services.generation.detailed_aspects if uses_llm else None,
         "llm": services.llm.info if uses_llm else None, "embedder": embedder.name,
         "aspects_missing": {pid: a.missing for pid, a in aspects.items() if a.missing},
         "aspects_gated": {pid: a.missing for pid, a in gated.items() if a.missing},

@@ -54,7 +54,9 @@ def markdown_table(report: Report) -> str:
                                            for metric in TESTED_METRICS) for m in methods)] for key in keys])
     counts = ", ".join(f"{g} {report.results[methods[0]][g]['queries']}" for g in ["overall", *facets])
     m = report.meta
-    llm = (f"LLM {m['llm']['backend']}/{m['llm']['model']} ({m['mode']}, ≤ {m['aspect_max_tokens']} tokens per "
+    detail = "detailed paragraphs" if m.get("detailed_aspects") else "2-3 sentences"
+    most = m["aspect_max_tokens"] or "the default"
+    llm = (f"LLM {m['llm']['backend']}/{m['llm']['model']} ({m['mode']}, {detail}, ≤ {most} tokens per "
            f"aspect, temperature 0, {m['llm_calls']} calls)" if m["llm"] else "no LLM (embedder-only methods)")
     start, end = m["machine_at_start"], m["machine_at_end"]
     notes = [

@@ -166,7 +166,7 @@ def find_related(services: Services, query: QueryInfo, limit: int = RESULT_LIMIT
     aspects = prism.AspectSet()
     if ranking_method.uses_llm:
         aspects = prism.describe_aspects(services.llm, paper, services.aspect_cache, mode=mode,
-                                         progress=progress)
+                                         progress=progress, detailed=services.generation.detailed_aspects)
         if ranking_method.gate:
             prism.gate_descriptions(aspects, paper, services.embedder.embed)
     extractive = prism.extractive_aspects(paper, services.embedder.embed) if ranking_method.stand_ins else {}

@@ -41,6 +41,7 @@ SEPARATE = "separate"     # one LLM call per aspect (the paper's multi-agent set
 JSON = "json"             # one LLM call, three JSON keys (the paper's base-agent variant)
 MODES = (SEPARATE, JSON)
 ASPECT_MAX_TOKENS = 96
+DETAILED_ASPECT_MAX_TOKENS = 224      # a detailed paragraph of 4-6 sentences (a capable writer)
 _JSON_KEY_ALIASES = {
     "research_question": ("research_question", "research_question_query", "research question", "motivation"),
     "method": ("method", "method_query", "methods", "methodology"),
@@ -122,9 +123,13 @@ def parse_aspect_json(text: str) -> dict[str, str]:
     raise AspectParseError("the model's reply held no JSON object with research_question/method/experiments keys")
 
 
-def _prompt_fingerprint(mode: str) -> str:
+def aspect_prompts(detailed: bool) -> dict[str, prompts.Prompt]:
+    return prompts.PRISM_DETAILED_ASPECT_PROMPTS if detailed else prompts.PRISM_ASPECT_PROMPTS
+
+
+def _prompt_fingerprint(mode: str, detailed: bool = False) -> str:
     """Changes when the prompt texts change, so cached descriptions from older prompts are not reused."""
-    used = prompts.PRISM_ASPECT_PROMPTS.values() if mode == SEPARATE else [prompts.PRISM_ASPECTS_JSON]
+    used = aspect_prompts(detailed).values() if mode == SEPARATE else [prompts.PRISM_ASPECTS_JSON]
     text = "\x1f".join(f"{p.system}\x1e{p.user}" for p in used)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
@@ -138,13 +143,13 @@ Progress = Callable[[str], None]
 
 
 def _write_separately(llm: LLM, paper: QueryPaper, aspects: Sequence[str], max_tokens: int,
-                      result: AspectSet, progress: Progress | None) -> dict[str, str]:
+                      result: AspectSet, progress: Progress | None, detailed: bool = False) -> dict[str, str]:
     written = {}
     block = paper_block(paper)
     for n, aspect in enumerate(aspects, start=1):
         if progress:
             progress(f"writing the {ASPECT_LABELS[aspect].lower()} description ({n}/{len(aspects)})")
-        prompt = prompts.PRISM_ASPECT_PROMPTS[aspect].render(paper=block)
+        prompt = aspect_prompts(detailed)[aspect].render(paper=block)
         result.llm_calls += 1
         try:
             text = clean_description(llm.complete(prompt, max_tokens=max_tokens, temperature=0.0))
@@ -178,14 +183,19 @@ def _write_as_json(llm: LLM, paper: QueryPaper, aspects: Sequence[str], max_toke
 
 
 def describe_aspects(llm: LLM, paper: QueryPaper, cache: AspectCache | None = None, mode: str = SEPARATE,
-                     max_tokens: int = ASPECT_MAX_TOKENS, progress: Progress | None = None) -> AspectSet:
-    """Write (or read from the cache) the three aspect descriptions of `paper`, at temperature 0.
+                     max_tokens: int | None = None, progress: Progress | None = None,
+                     detailed: bool = False) -> AspectSet:
+    """Write (or read from the cache) the three aspect descriptions of `paper`, at temperature 0: short ones, or
+    with `detailed` (one call per aspect) a detailed paragraph each.
 
     A failed aspect is listed in `missing` and not cached, so a later call tries it again."""
+    detailed = detailed and mode == SEPARATE
+    if max_tokens is None:
+        max_tokens = DETAILED_ASPECT_MAX_TOKENS if detailed else ASPECT_MAX_TOKENS
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     result = AspectSet()
-    variant = f"{mode}:{max_tokens}:{_prompt_fingerprint(mode)}"
+    variant = f"{mode}:{max_tokens}:{_prompt_fingerprint(mode, detailed)}"
     key = (paper.content_hash, _model_key(llm), variant)
     cached = cache.get(*key) if cache else {}
     result.descriptions.update({a: clean_description(cached[a]) for a in ASPECTS if a in cached})
@@ -193,8 +203,10 @@ def describe_aspects(llm: LLM, paper: QueryPaper, cache: AspectCache | None = No
     todo = [a for a in ASPECTS if a not in cached]
     if not todo:
         return result
-    writer = _write_separately if mode == SEPARATE else _write_as_json
-    written = writer(llm, paper, todo, max_tokens, result, progress)
+    if mode == SEPARATE:
+        written = _write_separately(llm, paper, todo, max_tokens, result, progress, detailed)
+    else:
+        written = _write_as_json(llm, paper, todo, max_tokens, result, progress)
     result.descriptions.update(written)
     if cache and written:
         cache.put(*key, written)
@@ -313,11 +325,11 @@ def gate_descriptions(aspects: AspectSet, paper: QueryPaper, embed: Embed,
         return rejected
     vectors = np.asarray(embed([paper.abstract_query, *texts.values()]))
     for (aspect, text), vector in zip(texts.items(), vectors[1:]):
-        prompt = prompts.PRISM_ASPECT_PROMPTS[aspect]
+        short, long = prompts.PRISM_ASPECT_PROMPTS[aspect], prompts.PRISM_DETAILED_ASPECT_PROMPTS[aspect]
         similarity = float(vector @ vectors[0])
         if grounding.is_loop(text):
             rejected[aspect] = "the description repeats itself"
-        elif grounding.echoes(text, [prompt.system, prompt.user, prompts.PRISM_ASPECTS_JSON.system]):
+        elif grounding.echoes(text, [short.system, short.user, long.user, prompts.PRISM_ASPECTS_JSON.system]):
             rejected[aspect] = "the description repeats its instructions"
         elif similarity < min_similarity:
             rejected[aspect] = f"the description is off-topic (similarity {similarity:.2f} to the abstract)"
