@@ -25,7 +25,6 @@ from copilot.features.profile import reader_text
 from copilot.llm import LLMError, Usage
 from copilot.methods.followup import PreviousTurn, standalone_question
 from copilot.methods.thought_retriever import (
-    ThoughtMemory,
     check_answer,
     labels_to_ids,
     new_thought_id,
@@ -116,8 +115,7 @@ class Chat:
         self.settings = services.settings
         self.log = services.chat_log
         self.jobs = services.thought_jobs
-        self.memory = ThoughtMemory(services.db, services.store, services.embedder, services.settings.merge_threshold,
-                                    private=services.settings.private_thoughts)
+        self.memory = services.thought_memory
 
     @property
     def db(self):

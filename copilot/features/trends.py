@@ -232,10 +232,7 @@ def select_papers(services: Services, start: date, end: date, categories: Sequen
 # --- citations -----------------------------------------------------------------------------------------------
 # --- thoughts and cache --------------------------------------------------------------------------------------
 def _memory(services: Services):
-    from copilot.methods.thought_retriever import ThoughtMemory
-
-    return ThoughtMemory(services.db, services.store, services.embedder, services.settings.merge_threshold,
-                         private=services.settings.private_thoughts)
+    return services.thought_memory
 
 
 def corpus_version(services: Services) -> str:

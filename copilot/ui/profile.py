@@ -14,10 +14,10 @@ from copilot.errors import UserError
 from copilot.features import profile as feature
 from copilot.features import profile_draft, profile_lookup
 from copilot.features.bibtex import arxiv_ids_from_bibtex_file
-from copilot.features.limits import RateLimited, check_rate
+from copilot.features.limits import RateLimited
 from copilot.records import Paper
 from copilot.services import Services
-from copilot.ui.common import arxiv_link, current_user, escape, escape_markdown, rate_scope
+from copilot.ui.common import arxiv_link, current_user, escape, escape_markdown, user_within_rate
 
 PASTED_GROUP = 0      # papers given as ids form their own group
 
@@ -204,8 +204,7 @@ def _events(services: Services):
 
     def on_generate(current, checked, pasted_text, request: gr.Request):
         try:
-            check_rate(services, current_user(request), rate_scope(request, current_user(request)),
-                       "generating a profile")
+            user_within_rate(services, request, "generating a profile")
         except RateLimited as error:
             yield f"**{escape(error)}**", gr.update(), gr.update()
             return

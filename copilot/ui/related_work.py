@@ -9,11 +9,11 @@ import gradio as gr
 
 from copilot.errors import UserError
 from copilot.features import related
-from copilot.features.limits import RateLimited, check_rate
+from copilot.features.limits import RateLimited
 from copilot.features.longform import needs_a_writer
 from copilot.features.related_work import stream_related_work
 from copilot.services import Services
-from copilot.ui.common import current_user, escape, rate_scope, write_bibtex
+from copilot.ui.common import escape, user_within_rate, write_bibtex
 from copilot.ui.longform import result_html, trace_html
 
 _STREAM_EVERY_S = 0.2
@@ -42,9 +42,8 @@ def build_draft_tab(services: Services, reference: gr.Textbox, title: gr.Textbox
         trace = gr.HTML(elem_id="related-work-trace")
 
     def run(reference_text, title_text, abstract_text, thoughts, request: gr.Request):
-        user = current_user(request)
         try:
-            check_rate(services, user, rate_scope(request, user), "a related-work draft")
+            user = user_within_rate(services, request, "a related-work draft")
             query = related.parse_query(services, reference_text, title_text, abstract_text)
             last = 0.0
             for live in stream_related_work(services, query, user=user, thoughts=thoughts):

@@ -10,10 +10,10 @@ import gradio as gr
 
 from copilot.errors import UserError
 from copilot.features.bibtex import bibtex_text
-from copilot.features.limits import RateLimited, check_rate
+from copilot.features.limits import RateLimited
 from copilot.features.search import SORTS, Hit, SearchResult, query_words, question_about, search_papers
 from copilot.services import Services
-from copilot.ui.common import current_user, escape, rate_scope, write_bibtex
+from copilot.ui.common import escape, user_within_rate, write_bibtex
 
 SNIPPET_CHARS = 320
 AUTHORS_SHOWN = 6
@@ -99,8 +99,7 @@ def build(services: Services) -> SearchTab:
 
     def on_search(text, start, end, cats, name, order, request: gr.Request):
         try:
-            user = current_user(request)
-            check_rate(services, user, rate_scope(request, user), "searching")
+            user_within_rate(services, request, "searching")
             result = search_papers(services, text if isinstance(text, str) else "",
                                    start if isinstance(start, str) else None, end if isinstance(end, str) else None,
                                    [c for c in cats or [] if isinstance(c, str)] if isinstance(cats, list) else None,
