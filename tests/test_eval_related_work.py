@@ -48,3 +48,30 @@ def test_summary_and_table():
     assert summary["citation_precision"] == 0.5 and summary["words"] == 90 and summary["cited_nothing"] == 1
     table = markdown(Report({"rat": summary}, {}, {"targets": 2}))
     assert "| rat | 0.25 | 0.50 | 0.150 | 90 | 4.0 | 5.0 | 1 of 2 |" in table
+
+
+def test_the_judge_sees_the_two_drafts_blind_and_its_verdict_is_read_from_rats_view(tmp_path):
+    from copilot.eval.related_work_eval import Target, judge_drafts
+    from copilot.eval.thoughts_eval import blind_order
+    from copilot.services import Services
+    from tests.conftest import make_settings
+    from tests.doubles import ScriptedBackend
+
+    judge = ScriptedBackend(["A", "Verdict: A", "A"])
+    services = Services(make_settings(tmp_path / "data"), llm_backend=judge)
+    targets = [Target(str(n), f"Paper {n}", "", "", [], 0) for n in range(3)]
+
+    def drafts(error=None):
+        return {"rat": {"text": "The revised draft cites [1].", "cited": ["x"], "error": error},
+                "plain": {"text": "The single-call draft cites [1].", "cited": ["y"], "error": None}}
+    per_target = {"0": drafts(), "1": drafts(), "2": drafts(error="the model failed")}
+    judged = judge_drafts(services, targets, per_target, seed=13, progress=lambda _: None)
+    rat_first = blind_order(13, 3)
+    expected = ["win" if first else "loss" for first in rat_first[:2]]
+    assert [row["outcome"] for row in judged["per_query"]] == [*expected, "failed"]
+    assert len(judge.calls) == 2 and judged["failed"] == 1                 # a failed draft is never judged
+    assert judged["wins"] == expected.count("win") and judged["losses"] == expected.count("loss")
+    for call, first in zip(judge.calls, rat_first):
+        prompt = "\n".join(m["content"] for m in call.messages)
+        assert "Paper" in prompt and ("revised draft" in prompt.split("Answer B")[0]) == first
+        assert "RAT" not in prompt and "retrieval" not in prompt.lower()          # nothing names the methods

@@ -132,8 +132,7 @@ def part_thoughts(ctx: Context) -> tuple[list, str, str]:
     if report.judge:
         j = report.judge
         effects.append(unpaired_effect("thoughts", "papers+thoughts", "papers", "judged win rate",
-                                       j.get("win_rate"), 0.5, j["wins"] + j["losses"],
-                                       f"Wilson interval [{j['ci_low']:.2f}, {j['ci_high']:.2f}]"))
+                                       j.get("win_rate"), 0.5, j["wins"] + j["losses"], _wilson_note(j)))
     return effects, _judge_line(ctx, judge), _details(paths)
 
 
@@ -162,11 +161,15 @@ def part_slim(ctx: Context) -> tuple[list, str, str]:
 def part_related_work(ctx: Context) -> tuple[list, str, str]:
     targets = related_work_eval.load_targets(ctx.related_work)[:ctx.sizes.related_targets]
     digest = hashlib.sha1(str(ctx.related_work.resolve()).encode()).hexdigest()[:8]
-    store_settings = ctx.settings.model_copy(update={"data_dir": ctx.run_dir / f"related-work-{digest}"})
+    store_settings = ctx.settings.model_copy(update={"data_dir": ctx.run_dir / f"related-work-{digest}",
+                                                     **related_work_eval.WRITING})
     backend = TimedBackend(build_llm(store_settings, None).backend)
     services = Services(store_settings, llm_backend=backend)
     related_work_eval.prepare_library(services, targets, ctx.corpus, ctx.sizes.related_distractors)
     report = related_work_eval.evaluate(services, backend, targets, ("plain", "rat"), progress=_to_stderr)
+    judge = ctx.judge_refused is None
+    if judge:
+        report.judge = related_work_eval.judge_drafts(services, targets, report.per_target, progress=_to_stderr)
     paths = related_work_eval.write_outputs(report, ctx.run_dir / "details")
     rows = list(report.per_target.values())
     effects = []
@@ -175,7 +178,11 @@ def part_related_work(ctx: Context) -> tuple[list, str, str]:
         if pairs:             # precision is undefined for a draft that cites nothing: such targets are left out
             effects.append(paired_effect("related-work", "RAT", "plain retrieval + one call", metric,
                                          [a for a, _ in pairs], [b for _, b in pairs]))
-    return effects, "not judged: no judged win rate in this evaluation yet", _details(paths)
+    if report.judge:
+        j = report.judge
+        effects.append(unpaired_effect("related-work", "RAT", "plain retrieval + one call", "judged win rate",
+                                       j.get("win_rate"), 0.5, j["wins"] + j["losses"], _wilson_note(j)))
+    return effects, _judge_line(ctx, judge), _details(paths)
 
 
 def part_gor(ctx: Context) -> tuple[list, str, str]:
@@ -224,6 +231,12 @@ RUNNERS: dict[str, Callable[[Context], tuple[list, str, str]]] = {
 
 def _details(paths: dict[str, Path]) -> str:
     return str(paths.get("markdown") or paths.get("md") or "")
+
+
+def _wilson_note(judged: dict) -> str:
+    if judged["ci_low"] is None:
+        return "no decisive verdict"
+    return f"Wilson interval [{judged['ci_low']:.2f}, {judged['ci_high']:.2f}]"
 
 
 def _judge_line(ctx: Context, judged: bool) -> str:

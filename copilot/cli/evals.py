@@ -103,6 +103,11 @@ def cmd_eval_related_work(args: argparse.Namespace) -> int:
     unknown = [m for m in methods if m not in related_work_eval.METHODS]
     if unknown:
         raise UserError(f"unknown method(s) {', '.join(unknown)}: choose from {', '.join(related_work_eval.METHODS)}")
+    refused = thoughts_eval.judge_refusal(settings, args.judge_local) if args.judge else None
+    if refused:
+        raise UserError(refused)
+    if args.judge and not {"plain", "rat"} <= set(methods):
+        raise UserError("--judge compares RAT's drafts with plain retrieval's: keep both in --methods")
     try:
         targets = related_work_eval.load_targets(Path(args.data))[:args.limit]
     except related_work_eval.EvalDataError as error:
@@ -110,13 +115,15 @@ def cmd_eval_related_work(args: argparse.Namespace) -> int:
     eval_dir = settings.data_dir / "eval"
     digest = hashlib.sha1(str(Path(args.data).resolve()).encode("utf-8")).hexdigest()[:8]
     store_dir = eval_dir / "related-work-store" / f"{digest}-d{args.distractors}"
-    store_settings = settings.model_copy(update={"data_dir": store_dir})
+    store_settings = settings.model_copy(update={"data_dir": store_dir, **related_work_eval.WRITING})
     backend = TimedBackend(build_llm(store_settings, None).backend)
     services = Services(store_settings, llm_backend=backend)
     stored = related_work_eval.prepare_library(services, targets, _corpus(args), args.distractors)
     _to_stderr(f"library: {stored} papers in {store_dir}; {len(targets)} target papers")
     report = related_work_eval.evaluate(services, backend, targets, methods, progress=_to_stderr)
     report.meta.update(data=str(args.data), library_papers=stored, distractors=args.distractors)
+    if args.judge:
+        report.judge = related_work_eval.judge_drafts(services, targets, report.per_target, progress=_to_stderr)
     paths = related_work_eval.write_outputs(report, eval_dir)
     _to_stderr(related_work_eval.markdown(report))
     _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
@@ -368,8 +375,13 @@ def _add_related_work(names: argparse._SubParsersAction) -> None:
                    "(default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
     p.add_argument("--distractors", type=int, default=300, help="the corpus's first N papers also in the library "
                    "(default 300)")
-    p.add_argument("--json", action="store_true", help="print one JSON object: summary, per_target, meta (the "
-                   "Markdown table goes to stderr)")
+    p.add_argument("--judge", action="store_true", help="the configured LLM (an OpenAI-compatible endpoint or a "
+                   "larger GGUF) judges RAT's draft against plain retrieval's per target, blind and in seeded random "
+                   "order: RAT's win rate with a 95%% Wilson interval")
+    p.add_argument("--judge-local", action="store_true", help="let the packaged 135M local model judge (it cannot "
+                   "judge well; for testing the plumbing)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: summary, per_target, meta, judge "
+                   "(the Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_related_work)
 
 

@@ -32,6 +32,14 @@ import numpy as np
 from copilot.eval.bench_chat import TimedBackend
 from copilot.eval.metrics import rouge_l
 from copilot.eval.report_files import json_text, write_files
+from copilot.eval.thoughts_eval import (
+    JUDGE_MAX_TOKENS,
+    blind_order,
+    judge_markdown,
+    judge_prompt,
+    judge_summary,
+    parse_verdict,
+)
 from copilot.features import related
 from copilot.features.deep import keep_as_thought, stream_deep
 from copilot.features.library import ingestor
@@ -39,12 +47,16 @@ from copilot.features.longform import Longform, Numbering, checked_text
 from copilot.features.related_work import draft_related_work, with_authors
 from copilot.llm import LLMError
 from copilot.methods.prism import QueryPaper
-from copilot.prompts import RELATED_WORK_ONE_CALL, source_block, statements_grammar
-from copilot.records import Paper, clean_text
+from copilot.prompts import RELATED_WORK_ONE_CALL, judge_verdict_grammar, source_block, statements_grammar
+from copilot.records import Evidence, Paper, clean_text
 from copilot.services import Services
 from copilot.sources.snapshot import paper_from_row
 
 METHODS = ("plain", "rat", "rat+thoughts")
+# RAT is measured with the model writing: the product offers related-work drafts and deep answers only when the
+# model profile writes, and a small model let write keeps its grammars and budgets (model_profile.generation_plan).
+WRITING = {"model_profile": "capable"}
+JUDGE_TASK = "Write the related-work section of the paper titled \u201c{title}\u201d."
 PLAIN_K = 6
 WARMUP_QUESTION = "What earlier work is closest to {title}?"
 
@@ -77,9 +89,10 @@ class Report:
     summary: dict[str, dict[str, float]]
     per_target: dict[str, dict[str, dict]]
     meta: dict = field(default_factory=dict)
+    judge: dict | None = None          # judge_drafts: RAT against plain retrieval, blind
 
     def as_json(self) -> dict:
-        return {"summary": self.summary, "per_target": self.per_target, "meta": self.meta}
+        return {"summary": self.summary, "per_target": self.per_target, "meta": self.meta, "judge": self.judge}
 
 
 def _log(message: str) -> None:
@@ -230,6 +243,43 @@ def evaluate(services: Services, backend: TimedBackend, targets: Sequence[Target
                                         "model": services.llm.info["model"], "embedder": services.embedder.name})
 
 
+# --- the blind judge: RAT's draft against plain retrieval's --------------------------------------------------------
+def cited_sources(services: Services, ids: Sequence[str]) -> list[Evidence]:
+    """The papers a draft cites, as the judge reads them (title and abstract)."""
+    return [Evidence(p.id, "paper", p.title, f"{p.title}\n{p.abstract}", 1.0) for p in services.store.get_papers(ids)]
+
+
+def judge_draft_pair(services: Services, target: Target, drafts: dict[str, dict], rat_first: bool) -> dict:
+    """RAT's and plain retrieval's drafts for `target` under the labels A and B (RAT first when `rat_first`), each
+    with the papers it cites; the verdict read from RAT's view: win, loss, tie, unparseable or failed."""
+    if any(drafts[m]["error"] or not drafts[m]["text"].strip() for m in ("rat", "plain")):
+        return {"outcome": "failed", "error": "a draft failed or is empty"}
+    order = ["rat", "plain"] if rat_first else ["plain", "rat"]
+    shown = [(drafts[m]["text"], cited_sources(services, drafts[m]["cited"])) for m in order]
+    llm = services.llm
+    try:
+        output = llm.complete(judge_prompt(JUDGE_TASK.format(title=target.title), shown),
+                              max_tokens=JUDGE_MAX_TOKENS, temperature=0.0,
+                              grammar=judge_verdict_grammar() if llm.obeys_grammar else None)
+    except LLMError as error:
+        return {"outcome": "failed", "error": str(error)[:300]}
+    verdict = parse_verdict(output)
+    outcome = "unparseable" if verdict is None else "tie" if verdict == "tie" else \
+        "win" if order["AB".index(verdict)] == "rat" else "loss"
+    return {"rat_shown_as": "A" if rat_first else "B", "verdict": verdict, "output": output[:300], "outcome": outcome}
+
+
+def judge_drafts(services: Services, targets: Sequence[Target], per_target: dict[str, dict[str, dict]],
+                 seed: int = 13, progress: Callable[[str], None] = _log) -> dict:
+    """Per target, a blind verdict between RAT's draft and plain retrieval's (a seeded coin decides which is A);
+    RAT's win rate over decisive verdicts with a 95% Wilson interval (`thoughts_eval.judge_summary`'s fields)."""
+    rows = []
+    for target, rat_first in zip(targets, blind_order(seed, len(targets))):
+        rows.append({"target": target.name, **judge_draft_pair(services, target, per_target[target.name], rat_first)})
+        progress(f"judge {len(rows)}/{len(targets)}: {rows[-1]['outcome']}")
+    return judge_summary(rows, services.llm_info(), seed)
+
+
 def summarize(rows: Sequence[dict]) -> dict[str, float]:
     def mean(key: str) -> float | None:
         values = [row[key] for row in rows if row[key] is not None]
@@ -254,5 +304,9 @@ def markdown(report: Report) -> str:
 
 
 def write_outputs(report: Report, out_dir: Path) -> dict[str, Path]:
+    text = markdown(report)
+    if report.judge:
+        text += "\n" + "\n".join(judge_markdown(report.judge)).replace("papers ∪ thoughts against papers only",
+                                                                       "RAT against plain retrieval + one call")
     return write_files(out_dir, {"json": ("related-work.json", json_text(report.as_json(), indent=1)),
-                                 "md": ("related-work.md", markdown(report) + "\n")})
+                                 "md": ("related-work.md", text + "\n")})

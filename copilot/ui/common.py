@@ -104,6 +104,11 @@ def arxiv_link(paper_id: str, title: str | None = None) -> str:
     return f'<a href="https://arxiv.org/abs/{escape(paper_id)}" target="_blank" rel="noopener">{label}</a>'
 
 
+def shown_file(path: str | None) -> dict:
+    """A download box's update: the file, or the box hidden (a page shows no empty file box)."""
+    return gr.update(value=path, visible=path is not None)
+
+
 def write_bibtex(bibtex: str, name: str) -> str | None:
     """BibTeX in a temporary .bib file, for a download (None when there is nothing to write)."""
     if not (bibtex or "").strip():

@@ -15,7 +15,7 @@ from copilot.features import feed as feature
 from copilot.features.bibtex import bibtex_text
 from copilot.features.feed import MORE, NOT_INTERESTED
 from copilot.services import Services
-from copilot.ui.common import current_user, escape, write_bibtex
+from copilot.ui.common import current_user, escape, shown_file, write_bibtex
 
 FEED_PATH = re.compile(r"/feed/([A-Za-z0-9_-]{16,64})\.atom")
 AUTHORS_SHOWN = 5
@@ -60,11 +60,12 @@ def feed_view(services: Services, user: str, since_text, visit: bool = True) -> 
     try:
         result = feature.feed_for(services, user, since_text if isinstance(since_text, str) else None, visit=visit)
     except UserError as error:
-        return f'<p class="feed-message">{escape(error)}</p>', gr.update(choices=[], value=None), None
+        return f'<p class="feed-message">{escape(error)}</p>', gr.update(choices=[], value=None), shown_file(None)
     marks = feature.feedback_of(services, user)
     choices = [(f"{item.paper.title[:90]} ({item.paper.id})", item.paper.id) for item in result.items]
     file = write_bibtex(bibtex_text([item.paper for item in result.items]), "for-you") if result.items else None
-    return feed_html(result, marks), gr.update(choices=choices, value=choices[0][1] if choices else None), file
+    return feed_html(result, marks), gr.update(choices=choices, value=choices[0][1] if choices else None), \
+        shown_file(file)
 
 
 def feedback_view(services: Services, user: str, verdict: str, paper_id, since_text) -> tuple:
@@ -98,7 +99,7 @@ def build(services: Services):
         not_interested = gr.Button("Not interested", elem_id="feed-not", scale=1)
         undo = gr.Button("Undo", size="sm", elem_id="feed-undo", scale=0)
     note = gr.HTML(elem_id="feed-note")
-    bib_file = gr.File(label="BibTeX of this list", elem_id="feed-bibtex", interactive=False, height=72)
+    bib_file = gr.File(label="BibTeX of this list", elem_id="feed-bibtex", interactive=False, height=72, visible=False)
     with gr.Accordion("Your private Atom feed", open=False):
         url = gr.HTML(elem_id="feed-url-box")
         renew = gr.Button("Make a new feed link", size="sm", elem_id="feed-renew")

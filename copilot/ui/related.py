@@ -13,7 +13,7 @@ from copilot.features import related
 from copilot.features.bibtex import bibtex_for_ids
 from copilot.features.limits import RateLimited, check_rate
 from copilot.services import Services
-from copilot.ui.common import arxiv_link, current_user, escape, rate_scope, write_bibtex
+from copilot.ui.common import arxiv_link, current_user, escape, rate_scope, shown_file, write_bibtex
 from copilot.ui.related_work import build_draft_tab
 
 MODE_LABELS = {"Three aspect prompts (PRISM)": related.ONE_CALL_PER_ASPECT,
@@ -101,7 +101,7 @@ def _status(text: str) -> str:
 def related_view(services: Services, user: str, scope: str, reference_text: str, title_text: str,
                  abstract_text: str, ranking_name: str | None, mode_label: str):
     """The Related tab's run: (status, results, baseline, aspects, BibTeX file) after each step of the search."""
-    empty = ("", "", "", None)
+    empty = ("", "", "", shown_file(None))
     try:
         check_rate(services, user, scope, "a related search")
     except RateLimited as error:
@@ -122,7 +122,7 @@ def related_view(services: Services, user: str, scope: str, reference_text: str,
     result = outcome["result"]
     bibtex = bibtex_for_ids(services, [row["id"] for row in result.results]) if result.results else ""
     yield (query_html(result), results_html(result.results), baseline_html(result.baseline), aspects_html(result),
-           write_bibtex(bibtex, f"related-to-{query.paper.id or query.paper.title or 'paper'}"))
+           shown_file(write_bibtex(bibtex, f"related-to-{query.paper.id or query.paper.title or 'paper'}")))
 
 
 def _search_steps(services: Services, query, mode: str, method: str | None, outcome: dict):
@@ -165,7 +165,8 @@ def build(services: Services):
     with gr.Tabs():
         with gr.Tab("Related"):
             results = gr.HTML(elem_id="related-results")
-            bib_file = gr.File(label="BibTeX of these results", elem_id="related-bibtex", interactive=False, height=72)
+            bib_file = gr.File(label="BibTeX of these results", elem_id="related-bibtex", interactive=False, height=72,
+                               visible=False)
         with gr.Tab("Abstract only (baseline)"):
             baseline = gr.HTML(elem_id="related-baseline")
         with gr.Tab("Aspect queries"):

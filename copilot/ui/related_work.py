@@ -13,7 +13,7 @@ from copilot.features.limits import RateLimited
 from copilot.features.longform import needs_a_writer
 from copilot.features.related_work import stream_related_work
 from copilot.services import Services
-from copilot.ui.common import escape, user_within_rate, write_bibtex
+from copilot.ui.common import escape, shown_file, user_within_rate, write_bibtex
 from copilot.ui.longform import result_html, trace_html
 
 _STREAM_EVERY_S = 0.2
@@ -54,11 +54,11 @@ def build_draft_tab(services: Services, reference: gr.Textbox, title: gr.Textbox
                     bibtex = write_bibtex(record["bibtex"], f"related-work-{query.paper.title or 'draft'}") \
                         if done else None
                     yield (result_html(record, "text", f"Related work: {query.paper.title or 'pasted text'}"),
-                           gr.update(value=bibtex, visible=bibtex is not None),
+                           shown_file(bibtex),
                            gr.update(value=record["latex"] if done else "", visible=done),
                            trace_html(record), gr.update(visible=not done))
         except (UserError, RateLimited) as error:
-            yield (f"<p class='related-status'>⚠ {escape(error)}</p>", gr.update(value=None, visible=False),
+            yield (f"<p class='related-status'>⚠ {escape(error)}</p>", shown_file(None),
                    gr.update(visible=False), "", gr.update(visible=False))
 
     event = run_button.click(run, [reference, title, abstract, with_thoughts],

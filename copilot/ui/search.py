@@ -13,7 +13,7 @@ from copilot.features.bibtex import bibtex_text
 from copilot.features.limits import RateLimited
 from copilot.features.search import SORTS, Hit, SearchResult, query_words, question_about, search_papers
 from copilot.services import Services
-from copilot.ui.common import escape, user_within_rate, write_bibtex
+from copilot.ui.common import escape, shown_file, user_within_rate, write_bibtex
 
 SNIPPET_CHARS = 320
 AUTHORS_SHOWN = 6
@@ -95,7 +95,8 @@ def build(services: Services) -> SearchTab:
                              scale=3)
         related_button = gr.Button("Related papers", elem_id="search-related", scale=1)
         ask_button = gr.Button("Ask about this paper", elem_id="search-ask", scale=1)
-    bib_file = gr.File(label="BibTeX of these results", elem_id="search-bibtex", interactive=False, height=72)
+    bib_file = gr.File(label="BibTeX of these results", elem_id="search-bibtex", interactive=False, height=72,
+                       visible=False)
 
     def on_search(text, start, end, cats, name, order, request: gr.Request):
         try:
@@ -106,11 +107,11 @@ def build(services: Services) -> SearchTab:
                                    name if isinstance(name, str) else None,
                                    order if order in SORTS else "relevance")
         except (UserError, RateLimited) as error:
-            return f'<p class="search-empty">{escape(error)}</p>', gr.update(choices=[], value=None), None
+            return f'<p class="search-empty">{escape(error)}</p>', gr.update(choices=[], value=None), shown_file(None)
         choices = [(f"{hit.paper.title[:90]} ({hit.paper.id})", hit.paper.id) for hit in result.hits]
         bibtex = bibtex_text([hit.paper for hit in result.hits])
         return (results_html(result), gr.update(choices=choices, value=choices[0][1] if choices else None),
-                write_bibtex(bibtex, f"search-{result.query or 'filtered'}"))
+                shown_file(write_bibtex(bibtex, f"search-{result.query or 'filtered'}")))
 
     gr.on([run.click, query.submit, author.submit], on_search, [query, date_from, date_to, categories, author, sort],
           [results, chosen, bib_file])

@@ -13,7 +13,7 @@ from copilot.features.bibtex import bibtex_for_ids
 from copilot.features.limits import RateLimited, check_rate
 from copilot.records import ARXIV_ID_PATTERN
 from copilot.services import Services
-from copilot.ui.common import arxiv_link, current_user, escape, rate_scope, write_bibtex
+from copilot.ui.common import arxiv_link, current_user, escape, rate_scope, shown_file, write_bibtex
 
 RANGES = {"Last day": "day", "Last week": "week", "Last month": "month", "Custom": "custom"}
 _ID_REF = re.compile(rf"\[((?:{ARXIV_ID_PATTERN})(?:,\s*(?:{ARXIV_ID_PATTERN}))*)\]")
@@ -240,11 +240,11 @@ def build_ask(services: Services, range_inputs: list) -> None:
 def topic_bibtex_view(services: Services, label, ids_by_topic):
     ids = (ids_by_topic or {}).get(label) if isinstance(label, str) else None
     if not ids:
-        return None
+        return shown_file(None)
     try:
-        return write_bibtex(bibtex_for_ids(services, ids), f"topic-{label}")
+        return shown_file(write_bibtex(bibtex_for_ids(services, ids), f"topic-{label}"))
     except UserError:          # a paper left the library since the report was made
-        return None
+        return shown_file(None)
 
 
 def show_view(services: Services, user: str, scope_key: str, range_name, first, last, cats, n_summaries, n_ideas,
@@ -314,7 +314,8 @@ def build(services: Services) -> None:
         topic_choice = gr.Dropdown([], value=None, label="A topic's papers as BibTeX", elem_id="trends-bib-topic",
                                    scale=3)
         topic_bib = gr.Button("Make BibTeX", elem_id="trends-bib-run", scale=1)
-        topic_file = gr.File(label="BibTeX", elem_id="trends-bibtex", interactive=False, height=72, scale=2)
+        topic_file = gr.File(label="BibTeX", elem_id="trends-bibtex", interactive=False, height=72, scale=2,
+                             visible=False)
     topic_ids = gr.State({})
     outputs = [status, topics, timeline, movers, summary, ideas, topic_choice, topic_ids]
 

@@ -22,7 +22,7 @@ from copilot.ui.chat.render import (
     turn_outputs,
     vote_recorded_html,
 )
-from copilot.ui.common import current_user, escape, user_within_rate, write_bibtex
+from copilot.ui.common import current_user, escape, shown_file, user_within_rate, write_bibtex
 
 VOTE_BUTTONS = [("A is better", "A", "chat-vote-a"), ("B is better", "B", "chat-vote-b"),
                 ("Tie", "tie", "chat-vote-tie"), ("Both bad", "bad", "chat-vote-bad")]
@@ -85,7 +85,7 @@ def bibtex_view(services: Services, turn_id: str | None, request: gr.Request | N
     comparison): before that, which papers a side used would tell the sides apart. The file box shows only with
     a file in it."""
     view = chat_for(services).view(turn_id, current_user(request))
-    none = gr.update(value=None, visible=False)
+    none = shown_file(None)
     if view is None:
         return '<span class="chat-notice">Ask a question first.</span>', none
     if not view.revealed:
@@ -94,13 +94,13 @@ def bibtex_view(services: Services, turn_id: str | None, request: gr.Request | N
         return '<span class="chat-notice">This turn used no papers.</span>', none
     try:
         path = write_bibtex(bibtex_for_ids(services, view.paper_ids), f"chat-{view.question[:40]}")
-        return "", gr.update(value=path, visible=True)
+        return "", shown_file(path)
     except UserError as error:
         return f'<span class="chat-notice">{escape(error)}</span>', none
 
 
 def cleared_bibtex() -> tuple:
-    return "", gr.update(value=None, visible=False)
+    return "", shown_file(None)
 
 
 def reopen_view(services: Services, turn_id: str | None, request: gr.Request | None) -> tuple:

@@ -14,7 +14,7 @@ from copilot.features.preferences import export_for
 from copilot.features.stats import vote_stats
 from copilot.services import Services
 from copilot.ui.chat.ask import on_page_load
-from copilot.ui.common import current_user, escape
+from copilot.ui.common import current_user, escape, shown_file
 
 
 def _pct(value: float | None) -> str:
@@ -84,7 +84,7 @@ def export_view(services: Services, since: str, request: gr.Request | None) -> t
     try:
         done = export_for(services, current_user(request), (since or "").strip() or None)
     except UserError as error:
-        return f'<span class="chat-notice">{escape(error)}</span>', None
+        return f'<span class="chat-notice">{escape(error)}</span>', shown_file(None)
     push, export = done["push"], done["export"]
     said = (f"{export['count']} voted comparisons: {export['pairs']} preference pairs, {export['ties']} ties, "
             f"{export['both_bad']} both bad." if export["count"] else "No votes on finished comparisons yet.")
@@ -92,7 +92,7 @@ def export_view(services: Services, since: str, request: gr.Request | None) -> t
         said += f" Pushed to the dataset {push['repository']}."
     elif push["status"] == "failed":
         said += f" The push to {push['repository']} failed: {push['error']}."
-    return f"<span>{escape(said)}</span>", _download_copy(export["path"]) if export["count"] else None
+    return f"<span>{escape(said)}</span>", shown_file(_download_copy(export["path"]) if export["count"] else None)
 
 
 def _download_copy(path: str) -> str:
@@ -115,7 +115,8 @@ def build(services: Services) -> None:
             since = gr.Textbox(label="Votes since (YYYY-MM-DD; empty: all)", elem_id="chat-prefs-since", scale=3)
             export = gr.Button("Export", elem_id="chat-prefs-export", scale=1)
         export_note = gr.HTML(elem_id="chat-prefs-note")
-        export_file = gr.File(label="Preference pairs", interactive=False, height=72, elem_id="chat-prefs-file")
+        export_file = gr.File(label="Preference pairs", interactive=False, height=72, visible=False,
+                              elem_id="chat-prefs-file")
 
     def show_stats():
         return stats_view(services)
