@@ -417,7 +417,7 @@ def test_generation_with_the_real_local_model(svc, fake_arxiv):
     """The writing path (COPILOT_MODEL_PROFILE=capable) on the packaged model."""
     from copilot.model_profile import CAPABLE, ModelProfile
 
-    svc.model_profile = ModelProfile(CAPABLE, "test: the writing path")
+    svc.model_profile = ModelProfile(CAPABLE, "test: the writing path", small=True)   # the 135M let write
     papers = [c.paper for c in L.lookup_author(svc, "Adrian Del Maestro", max_results=10).candidates[:2]]
     draft = D.generate_draft(svc, papers, max_tokens=48)
     allowed = {p.id for p in papers}

@@ -93,7 +93,7 @@ def test_extractive_aspects_use_every_sentence_once(services):
 
 # --- find_related
 def test_default_ranking_on_the_local_model_calls_no_llm_and_fuses_six_lists(settings, library):
-    backend = ScriptedBackend([])
+    backend = ScriptedBackend([], obeys_grammar=True)          # taken as the small local model
     services = Services(settings, llm_backend=backend)
     query = related.parse_query(services, library[3].id)
     result = related.find_related(services, query, limit=10)
