@@ -128,20 +128,20 @@ def restates(candidate: str, question: str) -> bool:
     return bool(words) and len(words & _content(question)) / len(words) >= RESTATES_SHARE
 
 
-def candidates(question: str, texts: Sequence[str]) -> list[tuple[int, str]]:
-    """(source index, sentence) for every quotable sentence of the sources: ids stripped, not only restating the
-    question, long enough, not a duplicate."""
-    found: list[tuple[int, str]] = []
+def candidates(question: str, texts: Sequence[str]) -> list[tuple[int, str, bool]]:
+    """(source index, sentence, whether it is the source's title) for every quotable sentence of the sources: ids
+    stripped, not only restating the question, long enough, not a duplicate."""
+    found: list[tuple[int, str, bool]] = []
     seen: set[str] = set()
     for index, text in enumerate(texts):
         title, _, body = (text or "").partition("\n")     # a title ends at its line; an abstract's lines are wrapped
-        for part in (title, body):
+        for part, is_title in ((title, True), (body, False)):
             for sentence in split_sentences(strip_ids(part)):
                 key = sentence.lower()
                 if (len(re.findall(r"[A-Za-z]{2,}", sentence)) >= MIN_QUOTE_WORDS and key not in seen
                         and not restates(sentence, question)):
                     seen.add(key)
-                    found.append((index, sentence))
+                    found.append((index, sentence, is_title))
     return found
 
 
@@ -163,9 +163,9 @@ def select_quotes(question_vector: np.ndarray, question: str, texts: Sequence[st
     found = candidates(question, texts)
     if not found:
         return Selection([], None)
-    vectors = np.asarray(embed([sentence for _, sentence in found]), dtype=np.float32)
+    vectors = np.asarray(embed([sentence for _, sentence, _ in found]), dtype=np.float32)
     relevance = vectors @ np.asarray(question_vector, dtype=np.float32)
-    boost = np.array([(source_scores[i] if source_scores else 0.0) for i, _ in found], dtype=np.float32)
+    boost = np.array([(source_scores[i] if source_scores else 0.0) for i, _, _ in found], dtype=np.float32)
     ranking = relevance + SOURCE_WEIGHT * boost
     best = float(relevance.max())
     picked: list[int] = []
@@ -177,10 +177,14 @@ def select_quotes(question_vector: np.ndarray, question: str, texts: Sequence[st
                 continue
             overlap = max((float(vectors[n] @ vectors[p]) for p in picked), default=0.0)
             same = any(found[p][0] == found[n][0] for p in picked)
+            if same and found[n][2]:           # a title adds nothing beside a quote of its own abstract
+                scores.append(-np.inf)
+                continue
             scores.append(MMR_LAMBDA * ranking[n] - (1 - MMR_LAMBDA) * overlap - SAME_SOURCE_PENALTY * same)
         choice = int(np.argmax(scores))
         if scores[choice] == -np.inf:
             break
+        picked = [p for p in picked if not (found[p][2] and found[p][0] == found[choice][0])]   # the title gives way
         picked.append(choice)
     quotes = [Quote(found[n][0], found[n][1], float(relevance[n])) for n in picked]
     return Selection(quotes, best)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import gradio as gr
 
 from copilot.errors import UserError
-from copilot.features.adaptive import stream_adaptive
+from copilot.features.adaptive import NOT_LOOKED_UP, stream_adaptive
 from copilot.features.chat_view import SourceView
 from copilot.services import Services
 from copilot.ui.chat.render import answer_text_html, notice_html
@@ -19,6 +19,10 @@ STREAM_EVERY_S = 0.15
 ABOUT = ("One answer. First the small local model drafts an answer and judges whether it can be trusted; only what "
          "it judges unknown is looked up in the papers (questions about recent papers, named papers, arXiv ids or "
          "dates always are). The main model answers once. The decision trace below shows what was decided and why.")
+ABOUT_QUOTING = ("One answer. First the small local model drafts an answer and judges whether it can be trusted; only "
+                 "what it judges unknown is looked up in the papers (questions about recent papers, named papers, "
+                 "arXiv ids or dates always are). The answer quotes the papers looked up: the tiny local model writes "
+                 "no text of its own. The decision trace below shows what was decided and why.")
 
 
 SLIM_NO_SOURCES = ("Answered from the model's own knowledge, without sources: the judge decided no retrieval was "
@@ -34,7 +38,7 @@ def slim_html(trace: dict) -> tuple[str, str]:
         body += ' <span class="chat-writing">writing…</span>' if trace["answer"] else \
             f'<span class="chat-writing">deciding… ({escape(trace["step"])})</span>'
     notes = list(trace.get("notes") or [])
-    if done and trace["answer"] and not trace["retrieved"]:
+    if done and trace["answer"] and not trace["retrieved"] and trace["answer"] != NOT_LOOKED_UP:
         notes.insert(0, SLIM_NO_SOURCES)
     if notes:
         body += '<ul class="chat-notes">' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>"
@@ -94,7 +98,7 @@ def adaptive_view(services: Services, question: str, request: gr.Request | None)
 
 
 def build(services: Services, at_once: int) -> None:
-    gr.Markdown(ABOUT)
+    gr.Markdown(ABOUT if services.model_profile.writes else ABOUT_QUOTING)
     question = gr.Textbox(label="Question", lines=2, elem_id="slim-question")
     button = gr.Button("Ask", variant="primary", elem_id="slim-ask")
     notice, answer = gr.HTML(elem_id="slim-notice"), gr.HTML(elem_id="slim-answer")
