@@ -89,14 +89,14 @@ def test_quotes_are_relevant_diverse_labelled_and_visibly_quoted():
 
 def test_a_title_is_not_quoted_beside_a_sentence_of_its_own_abstract():
     question = "How is speculative decoding adapted to classification tasks?"
-    only = ["A worker and judge framework for speculative decoding in classification\nWe adapt speculative decoding to classification "
-            "tasks with worker models. Speculative decoding for classification tasks uses a judge model."]
+    title = "A worker and judge framework for speculative decoding in classification"
+    only = [f"{title}\nWe adapt speculative decoding to classification tasks with worker models. Speculative decoding "
+            "for classification tasks uses a judge model."]
     selection = select_quotes(embed([question])[0], question, only, embed, floor=0.1)
     quoted = [q.text for q in selection.quotes]
-    assert len(quoted) == 2 and "A worker and judge framework for speculative decoding in classification" not in quoted
-    titles_only = ["A worker and judge framework for speculative decoding in classification\n"]       # no abstract: the title is quoted
-    assert [q.text for q in select_quotes(embed([question])[0], question, titles_only, embed, floor=0.1).quotes] == [
-        "A worker and judge framework for speculative decoding in classification"]
+    assert len(quoted) == 2 and title not in quoted
+    alone = select_quotes(embed([question])[0], question, [f"{title}\n"], embed, floor=0.1)   # no abstract
+    assert [q.text for q in alone.quotes] == [title]
 
 
 def test_no_relevant_sentence_gives_the_one_no_answer_sentence():

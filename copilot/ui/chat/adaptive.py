@@ -51,7 +51,9 @@ def slim_html(trace: dict) -> tuple[str, str]:
     if trace["proxy_error"]:
         steps.append(f'<li class="slim-proxy-error">The proxy failed: {escape(trace["proxy_error"])}</li>')
     if trace["heuristic_answer"]:
-        steps.append(f'<li>Proxy draft: <q>{escape(trace["heuristic_answer"])}</q></li>')
+        steps.append('<li><details class="slim-draft"><summary>Proxy draft (the proxy model\'s own words, written only '
+                     "to decide whether to look things up: not checked, not an answer)</summary>"
+                     f'<q>{escape(trace["heuristic_answer"])}</q></details></li>')
     if trace["verdict"]:
         said = "weighed its two words:" if trace.get("p_unknown") is not None else "it wrote"
         steps.append(f'<li>Judge: <b>{escape(trace["verdict"])}</b> ({said} <code>{escape(trace["judge_output"])}'
