@@ -26,7 +26,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     bar.close()
     for bad in counts.bad_lines[:20]:
         print(f"line {bad.line_no}: skipped ({bad.reason})", file=sys.stderr)
-    result = counts.as_dict()
+    result: dict[str, object] = dict(counts.as_dict())
     result["bad_lines"] = [{"line": b.line_no, "reason": b.reason} for b in counts.bad_lines]
     print_json(result) if args.json else print(_counts_line(result))
     return 0

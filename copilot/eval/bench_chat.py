@@ -82,7 +82,8 @@ def chat_overhead(services, questions: list[str], warmup: int = 2, local_model: 
     # the vote (as a user's would) makes the turn's thought, so the thought draft, merge test and storage count
     for question in questions[:warmup]:
         chat.ask(question, "bench", vote="thoughts")
-    overheads, totals, retrieval, statuses = [], [], [], {}
+    overheads, totals, retrieval = [], [], []
+    statuses: dict[str, int] = {}
     for question in questions[warmup:]:
         before = timed.seconds
         started = time.perf_counter()

@@ -361,7 +361,8 @@ def calibration(rows: Sequence[dict], threshold_in_use: float | None) -> dict:
         return {}
     pairs = [(p, q) for p, is_paper in weighed if is_paper for q, other in weighed if not other]
     auc = sum(1.0 if p > q else 0.5 if p == q else 0.0 for p, q in pairs) / len(pairs)
-    fold_of, seen = [], Counter()
+    fold_of: list[int] = []
+    seen: Counter[bool] = Counter()
     for _, is_paper in weighed:                  # stratified: each kind dealt round the folds in turn
         fold_of.append(seen[is_paper] % CV_FOLDS)
         seen[is_paper] += 1

@@ -196,7 +196,7 @@ def simulate_responses(services: Services, papers: Sequence[Paper], vectors: np.
     titles = [p.title for p in papers]
     matrix = np.asarray(vectors, dtype=np.float32)
     wanted = list(questions[:opts.responses])
-    query_vectors = services.embedder.embed([q.question for q in wanted]) if wanted else []
+    query_vectors: np.ndarray | list = services.embedder.embed([q.question for q in wanted]) if wanted else []
     responses: list[SimulatedResponse] = []
     for number, (question, query) in enumerate(zip(wanted, query_vectors), start=1):
         scores = matrix @ query

@@ -367,7 +367,7 @@ def rank_with_method(method: RankingMethod, paper: QueryPaper, queries: Mapping[
     abstract query; weighted RRF. A list the method names but that could not be made (no title, no lexical
     index) is left out of the fusion."""
     names = [name for name in method.lists if name in queries]
-    vectors = embed([queries[name] for name in names]) if names else []
+    vectors: np.ndarray | list = embed([queries[name] for name in names]) if names else []
     lists = {name: list(search(vector)) for name, vector in zip(names, vectors)}
     if LEXICAL in method.weights and lexical is not None:
         lists[LEXICAL] = list(lexical(paper.abstract_query))

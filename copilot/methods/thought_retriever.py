@@ -11,6 +11,7 @@ still resolves to root papers.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import time
 import uuid
@@ -253,11 +254,12 @@ class ThoughtMemory:
                 "sources": [{"id": s, "kind": k} for s, k in self.direct_sources(row.id)],
                 "root_sources": self.root_sources(row.id)}
 
-    def list(self, limit: int = 50, offset: int = 0, contains: str = "", user: str | None = None) -> list[dict]:
+    def list(self, limit: int = 50, offset: int = 0, contains: str = "",
+             user: str | None = None) -> builtins.list[dict]:
         """Newest first; `contains` filters by a case-insensitive substring of text or question."""
         return [self._describe(row) for row in self.thoughts.list_live(limit, offset, contains, user)]
 
-    def search(self, query: str, k: int = 20, user: str | None = None) -> list[dict]:
+    def search(self, query: str, k: int = 20, user: str | None = None) -> builtins.list[dict]:
         """Thoughts nearest in meaning to `query`, each with its similarity."""
         if not query.strip():
             return self.list(limit=k, user=user)
