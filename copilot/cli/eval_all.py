@@ -130,9 +130,7 @@ def part_thoughts(ctx: Context) -> tuple[list, str, str]:
                              f"after {max(int(c) for c in report.curve)} warm-up questions")
                for metric in ("precision", "recall")]
     if report.judge:
-        j = report.judge
-        effects.append(unpaired_effect("thoughts", "papers+thoughts", "papers", "judged win rate",
-                                       j.get("win_rate"), 0.5, j["wins"] + j["losses"], _wilson_note(j)))
+        effects.append(_win_rate_effect("thoughts", "papers+thoughts", "papers", report.judge))
     return effects, _judge_line(ctx, judge), _details(paths)
 
 
@@ -179,9 +177,7 @@ def part_related_work(ctx: Context) -> tuple[list, str, str]:
             effects.append(paired_effect("related-work", "RAT", "plain retrieval + one call", metric,
                                          [a for a, _ in pairs], [b for _, b in pairs]))
     if report.judge:
-        j = report.judge
-        effects.append(unpaired_effect("related-work", "RAT", "plain retrieval + one call", "judged win rate",
-                                       j.get("win_rate"), 0.5, j["wins"] + j["losses"], _wilson_note(j)))
+        effects.append(_win_rate_effect("related-work", "RAT", "plain retrieval + one call", report.judge))
     return effects, _judge_line(ctx, judge), _details(paths)
 
 
@@ -233,10 +229,12 @@ def _details(paths: dict[str, Path]) -> str:
     return str(paths.get("markdown") or paths.get("md") or "")
 
 
-def _wilson_note(judged: dict) -> str:
-    if judged["ci_low"] is None:
-        return "no decisive verdict"
-    return f"Wilson interval [{judged['ci_low']:.2f}, {judged['ci_high']:.2f}]"
+def _win_rate_effect(part: str, method: str, baseline: str, judged: dict):
+    """A blind judge's win rate for `method` (judge_summary's fields) against the coin's 0.5."""
+    note = "no decisive verdict" if judged["ci_low"] is None else \
+        f"Wilson interval [{judged['ci_low']:.2f}, {judged['ci_high']:.2f}]"
+    return unpaired_effect(part, method, baseline, "judged win rate", judged.get("win_rate"), 0.5,
+                           judged["wins"] + judged["losses"], note)
 
 
 def _judge_line(ctx: Context, judged: bool) -> str:

@@ -301,11 +301,9 @@ def _add_thoughts(names: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup-from", choices=thoughts_eval.WARMUP_SOURCES, default="random",
                    help="warm-up questions from the titles of random papers (default) or of the query papers' "
                    "nearest neighbours by embedding (never a query paper; no judgement read)")
-    p.add_argument("--judge", action="store_true", help="after the warm-up, the configured LLM (an "
-                   "OpenAI-compatible endpoint) judges each query's two answers, blind and in seeded random order: "
-                   "wins/losses/ties of papers + thoughts, win rate with a 95%% Wilson interval")
-    p.add_argument("--judge-local", action="store_true", help="let the packaged 135M local model judge (it cannot "
-                   "judge well; for testing the plumbing)")
+    _add_judge_flags(p, "after the warm-up, the configured LLM (an OpenAI-compatible endpoint) judges each query's "
+                     "two answers, blind and in seeded random order: wins/losses/ties of papers + thoughts, win rate "
+                     "with a 95%% Wilson interval")
     p.add_argument("--json", action="store_true", help="print one JSON object: curve, warmup, meta, and judge with "
                    "--judge (the Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_thoughts)
@@ -324,10 +322,8 @@ def _add_slim(names: argparse._SubParsersAction) -> None:
                    "(default 300)")
     p.add_argument("--strategies", default=None, help="comma-separated, some of always,never,adaptive,extractive "
                    "(default: the first three; adaptive is SlimPLM, extractive answers by quotes)")
-    p.add_argument("--judge", action="store_true", help="the configured LLM (an OpenAI-compatible endpoint) also "
-                   "judges every answer correct or incorrect against the reference answer, not told how it was made")
-    p.add_argument("--judge-local", action="store_true", help="let the packaged 135M local model judge (it cannot "
-                   "judge well; for testing the plumbing)")
+    _add_judge_flags(p, "the configured LLM (an OpenAI-compatible endpoint) also judges every answer correct or "
+                     "incorrect against the reference answer, not told how it was made")
     p.add_argument("--json", action="store_true", help="print one JSON object: summary, judge, per_question, meta "
                    "(the Markdown tables go to stderr); exit 1 if SlimPLM ever called the main model other than once")
     p.set_defaults(func=cmd_eval_slim)
@@ -362,6 +358,13 @@ def _add_gor(names: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_eval_gor)
 
 
+def _add_judge_flags(p: argparse.ArgumentParser, judge_help: str) -> None:
+    """--judge (what the judge does, `judge_help`) and --judge-local, as every judged evaluation takes them."""
+    p.add_argument("--judge", action="store_true", help=judge_help)
+    p.add_argument("--judge-local", action="store_true", help="let the packaged 135M local model judge (it cannot "
+                   "judge well; for testing the plumbing)")
+
+
 def _add_related_work(names: argparse._SubParsersAction) -> None:
     """`eval related-work`."""
     p = names.add_parser("related-work", help="related-work drafts against real sections: plain retrieval + one call "
@@ -375,11 +378,9 @@ def _add_related_work(names: argparse._SubParsersAction) -> None:
                    "(default: ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
     p.add_argument("--distractors", type=int, default=300, help="the corpus's first N papers also in the library "
                    "(default 300)")
-    p.add_argument("--judge", action="store_true", help="the configured LLM (an OpenAI-compatible endpoint or a "
-                   "larger GGUF) judges RAT's draft against plain retrieval's per target, blind and in seeded random "
-                   "order: RAT's win rate with a 95%% Wilson interval")
-    p.add_argument("--judge-local", action="store_true", help="let the packaged 135M local model judge (it cannot "
-                   "judge well; for testing the plumbing)")
+    _add_judge_flags(p, "the configured LLM (an OpenAI-compatible endpoint or a larger GGUF) judges RAT's draft "
+                     "against plain retrieval's per target, blind and in seeded random order: RAT's win rate with a "
+                     "95%% Wilson interval")
     p.add_argument("--json", action="store_true", help="print one JSON object: summary, per_target, meta, judge "
                    "(the Markdown table goes to stderr)")
     p.set_defaults(func=cmd_eval_related_work)
