@@ -8,12 +8,19 @@ some cost in quality (docs/performance.md has both numbers). Its vectors are not
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
+import logging
 import os
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
+
+log = logging.getLogger(__name__)
+BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
 class EmbedderError(RuntimeError):
@@ -33,39 +40,77 @@ _models: dict[str, object] = {}
 _models_lock = threading.Lock()
 
 
+def _sentence_transformer(ref: str):
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        return SentenceTransformer(ref, device="cpu")
+    except Exception as error:
+        raise EmbedderError(f"cannot load embedding model {ref!r}: {error}. "
+                            "COPILOT_EMBED_MODEL must name a model available offline") from None
+
+
 class Embedder:
     """Unit-normalised float32 embeddings, batched. The model loads on first use and is shared per process."""
 
-    def __init__(self, model: str | None = None, batch_size: int = 64) -> None:
+    def __init__(self, model: str | None = None, batch_size: int = 64, backend: str = "torch",
+                 models_dir: Path | None = None) -> None:
+        """`backend`: `torch` (sentence-transformers), `onnx` or `onnx-int8` (an ONNX Runtime copy of the model,
+        exported once into `models_dir`; without a models dir, or when the export fails, torch with a logged
+        reason). A static model ignores the backend."""
+        if backend not in BACKENDS:
+            raise EmbedderError(f"unknown embedding backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         self.model_ref = model or str(packaged_minilm())
         self.batch_size = batch_size
+        self.backend = backend
+        self.models_dir = Path(models_dir) if models_dir else None
 
     @property
-    def name(self) -> str:
+    def base_name(self) -> str:
         path = Path(self.model_ref)
         return "all-MiniLM-L6-v2" if path == packaged_minilm() else (path.name or self.model_ref)
 
+    @property
+    def name(self) -> str:
+        """What made the vectors. The fp32 ONNX copy gives torch's vectors (cosine >= 0.99999) and keeps the name;
+        int8 vectors differ (cosine ~0.995), so they are another embedder. Loads the model for `onnx-int8`: a
+        failed export falls back to torch, whose vectors then carry torch's name."""
+        if self.backend == "onnx-int8" and isinstance(self._model(), OnnxModel):
+            return f"{self.base_name}-onnx-int8"
+        return self.base_name
+
+    @property
+    def key(self) -> str:
+        return f"{self.model_ref}\x00{self.backend}" if self.backend != "torch" else self.model_ref
+
     def _model(self):
         with _models_lock:
-            if self.model_ref not in _models:
+            if self.key not in _models:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 if is_static_model(self.model_ref):
-                    _models[self.model_ref] = StaticModel(Path(self.model_ref))
-                    return _models[self.model_ref]
-                from sentence_transformers import SentenceTransformer
+                    _models[self.key] = StaticModel(Path(self.model_ref))
+                elif self.backend != "torch":
+                    _models[self.key] = self._onnx_or_torch()
+                else:
+                    _models[self.key] = _sentence_transformer(self.model_ref)
+            return _models[self.key]
 
-                try:
-                    _models[self.model_ref] = SentenceTransformer(self.model_ref, device="cpu")
-                except Exception as error:
-                    raise EmbedderError(f"cannot load embedding model {self.model_ref!r}: {error}. "
-                                        "COPILOT_EMBED_MODEL must name a model available offline") from None
-            return _models[self.model_ref]
+    def _onnx_or_torch(self):
+        """The ONNX Runtime model, or torch's with the reason logged: the same vectors are never lost, only speed."""
+        try:
+            if self.models_dir is None:
+                raise EmbedderError("no models folder to keep the ONNX copy in")
+            path = onnx_copy(Path(self.model_ref), self.models_dir, self.base_name, self.backend == "onnx-int8")
+            return OnnxModel(path, Path(self.model_ref))
+        except Exception as error:  # noqa: BLE001 - any failure of export or runtime means: use torch
+            log.warning("embedding backend %s unavailable (%s); using torch", self.backend, error)
+            return _sentence_transformer(self.model_ref)
 
     @property
     def dimension(self) -> int:
         model = self._model()
-        if isinstance(model, StaticModel):
+        if isinstance(model, (StaticModel, OnnxModel)):
             return model.dimension
         named = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(named())
@@ -76,6 +121,8 @@ class Embedder:
         model = self._model()
         if isinstance(model, StaticModel):
             return model.encode(list(texts))
+        if isinstance(model, OnnxModel):
+            return model.encode(list(texts), self.batch_size)
         vectors = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
                                convert_to_numpy=True, show_progress_bar=False)
         return vectors.astype(np.float32)
@@ -91,6 +138,8 @@ class Embedder:
         if isinstance(model, StaticModel):
             encodings = model.tokenizer.encode_batch(list(texts), add_special_tokens=False)
             rows = [model.vectors[np.asarray(e.ids or [0], dtype=np.int64)] for e in encodings]
+        elif isinstance(model, OnnxModel):
+            rows = [t[1:-1] if len(t) > 2 else t for t in model.token_embeddings(list(texts), self.batch_size)]
         else:
             out = model.encode(list(texts), batch_size=self.batch_size, output_value="token_embeddings",
                                convert_to_numpy=False, show_progress_bar=False)
@@ -100,6 +149,206 @@ class Embedder:
             norms = np.linalg.norm(row, axis=1, keepdims=True)
             normed.append((row / np.where(norms > 0, norms, 1.0)).astype(np.float32))
         return normed
+
+
+# --- ONNX Runtime copies of a sentence-transformers model (COPILOT_EMBED_BACKEND) -------------------------------
+# Texts the export is checked on: the copy must give torch's vectors on them before it is ever used.
+ONNX_CHECK_TEXTS = (
+    "Graph neural networks for molecule property prediction",
+    "We study how retrieval changes the answers of small language models when the retrieved passages disagree "
+    "with what the model memorised, and propose a decoding rule that prefers the sources.",
+    "A short note.",
+    " ".join(["Contrastive pre-training of sentence encoders on scientific abstracts and citation pairs."] * 30),
+)
+ONNX_MIN_COSINE = {False: 0.9999, True: 0.95}   # fp32: torch's vectors; int8: see docs/performance.md section 4
+
+
+def _onnx_source_info(source: Path) -> dict:
+    """What an ONNX copy depends on; raises unless the model is a BERT encoder with mean pooling and normalisation
+    (the packaged MiniLM), the one pipeline OnnxModel reproduces."""
+    try:
+        modules = json.loads((source / "modules.json").read_text())
+        kinds = [module["type"].rsplit(".", 1)[-1] for module in modules]
+        pooling_dir = next(source / module["path"] for module in modules if module["type"].endswith("Pooling"))
+        pooling = json.loads((pooling_dir / "config.json").read_text())
+        config = json.loads((source / "config.json").read_text())
+        max_length = json.loads((source / "sentence_bert_config.json").read_text())["max_seq_length"]
+    except (OSError, ValueError, KeyError, StopIteration) as error:
+        raise EmbedderError(f"not a sentence-transformers model folder the ONNX backend knows: {error}") from None
+    modes = [key for key, value in pooling.items() if key.startswith("pooling_mode") and value]
+    if kinds != ["Transformer", "Pooling", "Normalize"] or modes != ["pooling_mode_mean_tokens"] or \
+            config.get("model_type") != "bert":
+        raise EmbedderError("the ONNX backend takes mean-pooled, normalised BERT models only")
+    return {"max_length": int(max_length), "heads": int(config["num_attention_heads"]),
+            "hidden": int(config["hidden_size"]),
+            "source_mtime": max(path.stat().st_mtime for path in [*source.iterdir(), *pooling_dir.iterdir()])}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as data:
+        for block in iter(lambda: data.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def onnx_copy(source: Path, models_dir: Path, stem: str, int8: bool) -> Path:
+    """The ONNX copy of `source` in `models_dir`, exported (and for int8 quantised) once. A copy is reused only
+    when its recorded SHA-256 matches and it is newer than the source; a partial, corrupt or stale one is rebuilt."""
+    info = _onnx_source_info(source)
+    target = Path(models_dir) / f"{stem}{'.int8' if int8 else ''}.onnx"
+    record = target.with_name(target.name + ".json")
+    try:
+        recorded = json.loads(record.read_text())
+        if recorded["source"] == str(source) and target.stat().st_mtime >= info["source_mtime"] and \
+                recorded["sha256"] == _sha256(target):
+            return target
+        log.info("the ONNX copy %s is stale or damaged; making it again", target)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass                                   # no copy yet, or no record of a finished one
+    _export(source, target, int8, info)
+    return target
+
+
+def _export(source: Path, target: Path, int8: bool, info: dict) -> None:
+    """Make the copy in a child process: torch and the export peak at ~1.3-1.5 GB there, and the app process never
+    holds them (with the ONNX backend it never imports torch at all)."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]))
+    try:
+        done = subprocess.run([sys.executable, "-m", "copilot.embed", str(source), str(target), "int8" if int8 else
+                               "fp32"], capture_output=True, text=True, env=env, timeout=1800)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise EmbedderError(f"the ONNX export did not run: {error}") from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise EmbedderError(f"the ONNX export failed: {lines[-1] if lines else f'exit code {done.returncode}'}")
+    record = json.loads(target.with_name(target.name + ".json").read_text())
+    log.info("made the ONNX copy %s of %s in %.1f s (check cosine %.5f)", target, source, record["made_s"],
+             record["check_cosine_min"])
+
+
+def _export_here(source: Path, target: Path, int8: bool) -> None:
+    """torch.onnx.export of the transformer (eager attention, so ONNX Runtime's optimizer fuses it), the fusion
+    pass, optionally int8 dynamic quantisation (per channel), then a check against torch's own vectors; written
+    as `.partial` and renamed only when it passed, with its SHA-256 recorded."""
+    import gc
+    import tempfile
+    import time
+
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers import optimizer
+
+    started = time.monotonic()
+    info = _onnx_source_info(source)
+    model = _sentence_transformer(str(source))
+    expected = model.encode(list(ONNX_CHECK_TEXTS), normalize_embeddings=True, convert_to_numpy=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".onnx-export-") as scratch, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raw, fused = Path(scratch) / "raw.onnx", Path(scratch) / "fused.onnx"
+        torch_version = _torch_export(model, raw)
+        del model
+        gc.collect()
+        optimizer.optimize_model(str(raw), model_type="bert", num_heads=info["heads"],
+                                 hidden_size=info["hidden"]).save_model_to_file(str(fused))
+        gc.collect()
+        if int8:
+            quantize_dynamic(str(fused), str(partial), weight_type=QuantType.QInt8, per_channel=True,
+                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        else:
+            fused.replace(partial)
+    cosine = float(np.min(np.sum(OnnxModel(partial, source).encode(list(ONNX_CHECK_TEXTS)) * expected, axis=1)))
+    if cosine < ONNX_MIN_COSINE[int8]:
+        partial.unlink(missing_ok=True)
+        raise EmbedderError(f"the ONNX copy's vectors differ from torch's (cosine {cosine:.5f})")
+    record = {"source": str(source), "sha256": _sha256(partial), "int8": int8, "check_cosine_min": round(cosine, 6),
+              "torch": torch_version, "made_s": round(time.monotonic() - started, 1)}
+    target.with_name(target.name + ".json.partial").write_text(json.dumps(record, indent=1))
+    partial.replace(target)
+    target.with_name(target.name + ".json.partial").replace(target.with_name(target.name + ".json"))
+
+
+def _torch_export(model, path: Path) -> str:
+    """The model's transformer (last hidden states; pooling stays outside) as ONNX, batch and length dynamic."""
+    import torch
+
+    transformer = model[0].auto_model.eval()
+    transformer.set_attn_implementation("eager")
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.transformer = transformer
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.transformer(input_ids=input_ids, attention_mask=attention_mask,
+                                    token_type_ids=token_type_ids).last_hidden_state
+
+    sample = model.tokenizer(list(ONNX_CHECK_TEXTS[:2]), padding=True, return_tensors="pt")
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    axes = {0: "batch", 1: "tokens"}
+    with torch.inference_mode():
+        torch.onnx.export(Hidden().eval(), tuple(sample[n] for n in names), str(path), input_names=names,
+                          output_names=["hidden"], dynamic_axes={n: axes for n in [*names, "hidden"]},
+                          opset_version=17, dynamo=False)
+    return torch.__version__
+
+
+class OnnxModel:
+    """The ONNX copy run by ONNX Runtime, with sentence-transformers' steps around it: the model's own tokenizer
+    (stripped text, cut at its maximum length), mean pooling over the attention mask, L2 normalisation."""
+
+    def __init__(self, path: Path, source: Path) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        info = _onnx_source_info(source)
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        options.enable_cpu_mem_arena = False     # the arena keeps a batch's peak for good (+~0.5 GB measured)
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs = {item.name for item in self.session.get_inputs()}
+        self.tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
+        self.tokenizer.enable_truncation(info["max_length"])
+        pad = self.tokenizer.token_to_id("[PAD]")
+        self.tokenizer.enable_padding(pad_id=pad or 0, pad_token="[PAD]")
+        self.dimension = info["hidden"]
+
+    def _hidden(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        encodings = self.tokenizer.encode_batch([text.strip() for text in texts])
+        feed = {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
+        hidden = self.session.run(None, {name: value for name, value in feed.items() if name in self.inputs})[0]
+        return hidden, feed["attention_mask"]
+
+    def _batches(self, texts: list[str], batch_size: int):
+        """Longest texts first, as sentence-transformers batches them (less padding per batch)."""
+        order = np.argsort([-len(text) for text in texts], kind="stable")
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            yield rows, *self._hidden([texts[i] for i in rows])
+
+    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for rows, hidden, mask in self._batches(texts, batch_size):
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out[rows] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return out
+
+    def token_embeddings(self, texts: list[str], batch_size: int = 64) -> list[np.ndarray]:
+        out: list[np.ndarray] = [np.zeros((0, self.dimension), np.float32)] * len(texts)
+        for rows, hidden, mask in self._batches(texts, batch_size):
+            for row, states, used in zip(rows, hidden, mask.sum(axis=1)):
+                out[row] = np.asarray(states[:used], dtype=np.float32)
+        return out
 
 
 # --- static (distilled) embeddings ---------------------------------------------------------------------------
@@ -192,3 +441,10 @@ def distill_static(out_dir: Path, corpus: list[str], source: str | None = None, 
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     return out_dir
+
+
+if __name__ == "__main__":      # the child process of _export: python -m copilot.embed SOURCE TARGET fp32|int8
+    import sys
+
+    logging.basicConfig(level=logging.WARNING)
+    _export_here(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "int8")

@@ -156,7 +156,8 @@ class Services:
 
     @cached_property
     def embedder(self) -> Embedder:
-        return Embedder(self.settings.embed_model, batch_size=self.settings.embed_batch_size)
+        return Embedder(self.settings.embed_model, batch_size=self.settings.embed_batch_size,
+                        backend=self.settings.embed_backend, models_dir=self.settings.data_dir / "models")
 
     @cached_property
     def llm(self) -> LLM:
