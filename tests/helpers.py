@@ -80,7 +80,7 @@ def llama_server(model: Path, log_path: Path, alias: str, key: str, n_ctx: int =
     port = free_port()
     base = f"http://127.0.0.1:{port}/v1"
     with log_path.open("wb") as log:   # a file, not a pipe: llama.cpp logs a lot and would block on a full pipe
-        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host",
+        proc = subprocess.Popen([sys.executable, "-m", "copilot.llm.serve", "--model", str(model), "--host",
                                  "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "1",
                                  "--model_alias", alias, "--api_key", key], stdout=log, stderr=subprocess.STDOUT)
         try:

@@ -187,6 +187,22 @@ def test_bad_vote_makes_no_thought_and_unvoted_turns_are_swept(chat, scripted):
     assert chat.thought_jobs(bad.id) == []
 
 
+def test_the_swept_thought_waits_until_the_next_questions_answers_are_done(chat, scripted):
+    seed_thought(chat)
+    unvoted = run(chat, QUESTION)
+    assert unvoted.comparison == "yes"
+    turn = chat.prepare(QUESTION + " Please be brief.", "local")
+    assert chat.thought_jobs(unvoted.id) == []          # asking does not start it: it would hold the local model
+    streamed = chat.stream(turn)
+    next(streamed)
+    next(streamed)                                       # the first answer is being written
+    assert chat.thought_jobs(unvoted.id) == []
+    for _ in streamed:
+        pass
+    assert [j["trigger"] for j in chat.wait_for_thoughts(unvoted.id, timeout=60)] == ["no_vote"]
+    assert chat.thought_jobs(turn.id) == []              # the new turn itself still waits for its vote
+
+
 @pytest.mark.parametrize("wins, n, low, high",
                          [(8, 10, 0.4902, 0.9433), (0, 5, 0.0, 0.4345), (50, 100, 0.4038, 0.5962)])
 def test_wilson_interval(wins, n, low, high):

@@ -258,7 +258,7 @@ def packaged_model_server(tmp_path):
     port, log_path = free_port(), tmp_path / "server.log"
     model = fast_copy(packaged_gguf(), tmp_path / "models")     # the Q8_0 copy: prompts read ~3x faster
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host",
+        proc = subprocess.Popen([sys.executable, "-m", "copilot.llm.serve", "--model", str(model), "--host",
                                  "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1",
                                  "--model_alias", "smollm2-judge", "--api_key", JUDGE_KEY],
                                 stdout=log, stderr=subprocess.STDOUT)

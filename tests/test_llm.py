@@ -206,7 +206,7 @@ def llama_server(tmp_path_factory):
     log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
     log = log_path.open("wb")  # a file, not a pipe: llama.cpp logs a lot and would block on a full pipe
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(packaged_gguf()), "--host", "127.0.0.1",
+        [sys.executable, "-m", "copilot.llm.serve", "--model", str(packaged_gguf()), "--host", "127.0.0.1",
          "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--n_batch", "64", "--n_ubatch", "64",
          "--model_alias", "smollm2-test",
          "--api_key", KEY], stdout=log, stderr=subprocess.STDOUT)

@@ -133,7 +133,6 @@ class Chat:
             asked, text = text, rewrite.question
         if self.services.store.count("paper") == 0:
             raise ChatError("The library is empty: import papers first (Library tab, or `python -m copilot import`).")
-        self.sweep_unvoted(user)
         _ = self.services.embedder.dimension   # loads the model once per process, outside the retrieval timing
         started = time.perf_counter()
         embedding = self.services.embedder.embed_one(text)
@@ -224,6 +223,9 @@ class Chat:
             if usable:
                 best = next((a for a in usable if a.kind == THOUGHTS), usable[0])
                 self.request_thought(turn.id, best.kind, "no_comparison")
+        # after this turn's answers, not before: a thought job uses the one local model, and one started when the
+        # question was asked made the first answer wait for it (about 1 s of a 2 s first token, docs/performance.md)
+        self.sweep_unvoted(turn.user, keep=turn.id)
 
     # --- votes
     def vote(self, turn_id: str, choice: str, user: str) -> dict:
@@ -373,11 +375,13 @@ class Chat:
         """Every job of the turn, oldest first; the current one has `superseded_at` None."""
         return [job.as_dict() for job in self.log.jobs_of(turn_id)]
 
-    def sweep_unvoted(self, user: str | None) -> int:
+    def sweep_unvoted(self, user: str | None, keep: str | None = None) -> int:
         """Unvoted comparison turns get their thought from the thought-augmented answer (Algorithm 1's own) once
-        their grace period is over: SWEEP_AFTER_S for anyone's turn; for `user`'s own turns, when they ask the
-        next question. A later vote still decides: it replaces or retracts that thought."""
-        turn_ids = self.log.unvoted_comparisons(user, time.time() - SWEEP_AFTER_S)
+        their grace period is over: SWEEP_AFTER_S for anyone's turn; for `user`'s own turns, when the answers to
+        their next question are done (`keep`, that question's turn, still waits for its vote). A later vote still
+        decides: it replaces or retracts that thought."""
+        turn_ids = [turn_id for turn_id in self.log.unvoted_comparisons(user, time.time() - SWEEP_AFTER_S)
+                    if turn_id != keep]
         for turn_id in turn_ids:
             self.request_thought(turn_id, THOUGHTS, "no_vote")
         return len(turn_ids)

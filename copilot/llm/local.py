@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from copilot.llm.cpu_backend import cpu_flags, ensure_loaded
 from copilot.llm.interface import LLMError
 from copilot.llm.prefix_cache import PrefixStates, common_prefix
 from copilot.llm.sampling import GrammarSampler, generate
@@ -31,11 +32,13 @@ def packaged_gguf() -> Path:
 
 
 def _llama_cpp():
-    """Import llama.cpp. Its OpenMP threads sleep rather than spin while they wait: `copilot/__init__.py` sets
-    OMP_WAIT_POLICY before anything loads libgomp (a 512-token prompt on 2 threads ran at 16 tok/s with spinning
-    and 198 tok/s with sleeping threads on a 2-core machine with another job busy, docs/performance.md)."""
+    """Import llama.cpp with this machine's CPU kernels loaded (copilot.llm.cpu_backend). Its OpenMP threads
+    sleep rather than spin while they wait: `copilot/__init__.py` sets OMP_WAIT_POLICY before anything loads
+    libgomp (a 512-token prompt on 2 threads ran at 16 tok/s with spinning and 198 tok/s with sleeping threads on
+    a 2-core machine with another job busy, docs/performance.md)."""
     import llama_cpp
 
+    ensure_loaded(llama_cpp)
     return llama_cpp
 
 
@@ -54,19 +57,17 @@ _KERNEL_FEATURES = {"avx2": "AVX2", "fma": "FMA", "f16c": "F16C", "avx512f": "AV
 
 
 def cpu_kernels() -> dict:
-    """Which CPU kernels the installed llama.cpp runs here: the instruction sets it was built for, those this CPU
-    has, and those it has but the build does not use (requirements.txt builds one portable AVX2 variant)."""
-    info = _llama_cpp().llama_print_system_info()
+    """Which CPU kernels llama.cpp runs here: the variant loaded (copilot.llm.cpu_backend) and why, the instruction
+    sets it uses, those this CPU has, and those it has but the kernels do not use."""
+    llama_cpp = _llama_cpp()
+    backend = ensure_loaded(llama_cpp)
+    info = llama_cpp.llama_print_system_info()
     info = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
     built = sorted(name for name in set(_KERNEL_FEATURES.values()) if f"{name} = 1" in info)
-    try:
-        flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("flags")), [])
-    except OSError:
-        flags = []
+    flags = cpu_flags()
     has = sorted(name for flag, name in _KERNEL_FEATURES.items() if flag in flags)
     return {"built_for": built, "cpu_has": has, "unused": sorted(set(has) - set(built)),
-            "variant": "portable build, one CPU variant (chosen at build time, not at run time)"}
+            "variant": backend.describe(), "variants_built": backend.built, "variants_refused": backend.refused}
 
 
 # Quantizations without a fast batched kernel in a portable x86 build of llama.cpp (no llamafile sgemm, no
@@ -186,7 +187,7 @@ class LocalBackend:
             n_batch = 1
         path = fast_copy(self.path, self.cache_dir) if n_batch > 1 else self.path
         kernels = cpu_kernels()
-        log.info("llama.cpp CPU kernels: built for %s; this CPU also has %s (unused by this build)",
+        log.info("llama.cpp CPU kernels: %s; they use %s; this CPU also has %s (unused)", kernels["variant"],
                  ", ".join(kernels["built_for"]) or "no SIMD extension", ", ".join(kernels["unused"]) or "nothing more")
         try:
             llama = Llama(model_path=str(path), n_ctx=self.n_ctx, n_threads=self.threads,

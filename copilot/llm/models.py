@@ -211,12 +211,15 @@ def _write_record(cache_dir: Path, record: dict) -> None:
 
 
 def llama_cpp_build() -> str:
-    """The installed llama.cpp: the llama-cpp-python version and the CPU features it was built with."""
+    """The installed llama.cpp: the llama-cpp-python version, the CPU variant loaded and the features it uses."""
+    from copilot.llm.cpu_backend import ensure_loaded
     from copilot.llm.local import _llama_cpp
 
     llama_cpp = _llama_cpp()
+    variant = ensure_loaded(llama_cpp).variant
     info = llama_cpp.llama_print_system_info()
     info = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
     features = [part.split("=")[0].strip() for part in info.replace("CPU :", "").split("|")
                 if part.strip().endswith("= 1")]
-    return f"llama-cpp-python {llama_cpp.__version__} ({', '.join(features) or 'no CPU extensions'})"
+    kernels = f"CPU variant {variant}: " if variant else "built-in CPU kernels: "
+    return f"llama-cpp-python {llama_cpp.__version__} ({kernels}{', '.join(features) or 'no CPU extensions'})"
