@@ -312,6 +312,9 @@ class OnnxModel:
         options = ort.SessionOptions()
         options.log_severity_level = 3
         options.enable_cpu_mem_arena = False     # the arena keeps a batch's peak for good (+~0.5 GB measured)
+        # Idle threads sleep instead of spinning: a spinning pool takes the CPU from llama.cpp, which answers
+        # right after the question is embedded, on a 2-core machine.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.inputs = {item.name for item in self.session.get_inputs()}
         self.tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
