@@ -15,6 +15,7 @@ from copilot.cli import main
 from copilot.features.chat import Chat, ChatError
 from copilot.features.stats import chat_stats, wilson_interval
 from copilot.llm import LLMError
+from copilot.prompts import CHAT_ANSWER
 from copilot.services import Services
 from tests.conftest import import_papers, make_settings
 from tests.doubles import ScriptedBackend, rescript
@@ -305,7 +306,8 @@ def test_personalized_answers_carry_the_users_profile(chat, scripted):
     turn = chat.prepare(QUESTION, "ann", personalize=True)
     for _ in chat.stream(turn):
         pass
-    prompt = scripted.calls[-1].messages[-1]["content"]
+    chat.wait_for_all(timeout=60)       # its background thought job calls the model too: find the answer call
+    [prompt] = [c.messages[-1]["content"] for c in scripted.calls if c.messages[0]["content"] == CHAT_ANSWER.system]
     assert "research profile" in prompt and "low-resource languages" in prompt
     assert chat.db.query_one("SELECT personalized FROM chat_turns WHERE id = ?", (turn.id,))["personalized"] == 1
     plain = chat.prepare(QUESTION, "bob", personalize=True)   # no profile saved: nothing added

@@ -25,8 +25,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
               f"{'in step' if lexical['in_step'] else 'NOT in step (--repair rebuilds it)'}")
         kernels = report["cpu_kernels"]
         if kernels:
-            print(f"llama.cpp CPU kernels: built for {', '.join(kernels['built_for']) or 'no SIMD extension'}; "
-                  f"unused by this build: {', '.join(kernels['unused']) or 'none'} ({kernels['variant']})")
+            print(f"llama.cpp CPU kernels: {kernels['variant']}; they use "
+                  f"{', '.join(kernels['built_for']) or 'no SIMD extension'}; this CPU also has "
+                  f"{', '.join(kernels['unused']) or 'nothing more'} (unused)")
         print(f"mismatches: {report['mismatches']}" + (f", after repair: {left}" if args.repair else ""))
     return 0 if left == 0 else 1
 
