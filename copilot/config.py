@@ -95,10 +95,11 @@ class Settings(BaseSettings):
         "`embed-distill` (fast path). Default: the packaged all-MiniLM-L6-v2.")
     embed_batch_size: int = Field(64, ge=1, le=4096, description="Texts embedded per batch.")
     embed_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
-        "onnx", description="How a sentence-transformers model runs: `onnx` (an ONNX Runtime copy exported once "
-        "into the data dir's models folder; the same vectors as `torch`, faster), `onnx-int8` (int8 weights: "
-        "faster still, vectors differ slightly, so import into a fresh data dir) or `torch`. A failed export "
-        "falls back to torch with a logged reason (docs/performance.md, section 4).")
+        "torch", description="How a sentence-transformers model runs: `torch`, `onnx` (an ONNX Runtime copy "
+        "exported once into the data dir's models folder, ~10 s and ~1.2 GB at first use; the same vectors as "
+        "`torch`, faster) or `onnx-int8` (int8 weights: faster still, vectors differ slightly, so import into a "
+        "fresh data dir). A failed export falls back to torch with a logged reason (docs/performance.md, "
+        "section 4).")
     chroma_host: str | None = Field(None, description="Chroma server host; unset means embedded Chroma in the data "
                                     "dir.")
     chroma_port: int = Field(8000, ge=1, le=65535, description="Chroma server port (with COPILOT_CHROMA_HOST).")

@@ -188,4 +188,4 @@ def test_bad_backend_names_are_refused(monkeypatch, tmp_path):
     with pytest.raises(SettingsError, match="COPILOT_EMBED_BACKEND"):
         load_settings(data_dir=tmp_path)
     monkeypatch.delenv("COPILOT_EMBED_BACKEND")
-    assert load_settings(data_dir=tmp_path).embed_backend == "onnx"
+    assert load_settings(data_dir=tmp_path).embed_backend == "torch"
