@@ -225,6 +225,9 @@ def test_chat_turns_never_show_the_key(fake_openai, corpus, tmp_path, caplog):
         services = Services(openai_settings(data_dir, fake_openai.url(mode)))
         chat = Chat(services)
         record = chat.ask(QUESTION, user="local", wait=True)
+        # the previous turn's swept thought job runs after this turn's answers: let it finish under this Services,
+        # as one app process would, before the next Services opens the same data dir
+        chat.wait_for_all(timeout=60)
         shown.append(json.dumps(record))
         shown.append(json.dumps(chat.view(record["turn_id"]).as_dict(), default=str))
         if mode != "ok":
