@@ -42,11 +42,15 @@ def _llama_cpp():
     return llama_cpp
 
 
+def system_info() -> str:
+    """llama.cpp's own line of the CPU features its loaded kernels use ("AVX2 = 1 | AVX512 = 1 | …")."""
+    info = _llama_cpp().llama_print_system_info()
+    return info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+
+
 def built_with_amx() -> bool:
     """True when the installed llama.cpp carries AMX kernels: then batched prompts can crash (see LocalBackend)."""
-    llama_cpp = _llama_cpp()
-    info = llama_cpp.llama_print_system_info()
-    info = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+    info = system_info()
     return "AMX_INT8 = 1" in info or "AMX = 1" in info
 
 
@@ -59,10 +63,8 @@ _KERNEL_FEATURES = {"avx2": "AVX2", "fma": "FMA", "f16c": "F16C", "avx512f": "AV
 def cpu_kernels() -> dict:
     """Which CPU kernels llama.cpp runs here: the variant loaded (copilot.llm.cpu_backend) and why, the instruction
     sets it uses, those this CPU has, and those it has but the kernels do not use."""
-    llama_cpp = _llama_cpp()
-    backend = ensure_loaded(llama_cpp)
-    info = llama_cpp.llama_print_system_info()
-    info = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+    backend = ensure_loaded(_llama_cpp())
+    info = system_info()
     built = sorted(name for name in set(_KERNEL_FEATURES.values()) if f"{name} = 1" in info)
     flags = cpu_flags()
     has = sorted(name for flag, name in _KERNEL_FEATURES.items() if flag in flags)

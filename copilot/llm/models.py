@@ -213,12 +213,11 @@ def _write_record(cache_dir: Path, record: dict) -> None:
 def llama_cpp_build() -> str:
     """The installed llama.cpp: the llama-cpp-python version, the CPU variant loaded and the features it uses."""
     from copilot.llm.cpu_backend import ensure_loaded
-    from copilot.llm.local import _llama_cpp
+    from copilot.llm.local import _llama_cpp, system_info
 
     llama_cpp = _llama_cpp()
     variant = ensure_loaded(llama_cpp).variant
-    info = llama_cpp.llama_print_system_info()
-    info = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+    info = system_info()
     features = [part.split("=")[0].strip() for part in info.replace("CPU :", "").split("|")
                 if part.strip().endswith("= 1")]
     kernels = f"CPU variant {variant}: " if variant else "built-in CPU kernels: "
