@@ -134,19 +134,26 @@ def test_a_leftover_partial_file_is_never_used(tmp_path, monkeypatch):
     assert calls == [1] and target.name == "m.onnx" and not (tmp_path / "m.onnx.partial").exists()
 
 
+def assert_torch_instead(embedder, texts, torch_vectors, caplog, logged: str, also=lambda: True) -> None:
+    """The embedder fell back to torch: torch's vectors, the reason logged, and `also` holds."""
+    with caplog.at_level(logging.WARNING, logger="copilot.embed"):
+        vectors = embedder.embed(texts[:4])
+    assert not isinstance(embedder._model(), OnnxModel)
+    assert float(np.min(np.sum(vectors * torch_vectors[:4], axis=1))) >= 0.99999
+    assert logged in caplog.text
+    assert also()
+    embed._models.pop(embedder.key, None)
+
+
 def test_a_failed_export_falls_back_to_torch(tmp_path, texts, torch_vectors, monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise RuntimeError("exporter crashed")
 
     monkeypatch.setattr(embed, "_export", broken)
     embedder = fresh("onnx-int8", tmp_path)
-    with caplog.at_level(logging.WARNING, logger="copilot.embed"):
-        vectors = embedder.embed(texts[:4])
-    assert not isinstance(embedder._model(), OnnxModel)
-    assert float(np.min(np.sum(vectors * torch_vectors[:4], axis=1))) >= 0.99999
-    assert "onnx-int8 unavailable (exporter crashed); using torch" in caplog.text
-    assert embedder.name == "all-MiniLM-L6-v2"          # torch made these vectors, so torch's name
-    embed._models.pop(embedder.key, None)
+    assert_torch_instead(embedder, texts, torch_vectors, caplog,
+                         "onnx-int8 unavailable (exporter crashed); using torch",
+                         lambda: embedder.name == "all-MiniLM-L6-v2")   # torch made these vectors, so torch's name
 
 
 def test_a_failing_runtime_falls_back_to_torch(models_dir, texts, torch_vectors, monkeypatch, caplog):
@@ -156,12 +163,7 @@ def test_a_failing_runtime_falls_back_to_torch(models_dir, texts, torch_vectors,
         raise RuntimeError("onnxruntime cannot run here")
 
     monkeypatch.setattr(onnxruntime, "InferenceSession", no_session)
-    embedder = fresh("onnx", models_dir)
-    with caplog.at_level(logging.WARNING, logger="copilot.embed"):
-        vectors = embedder.embed(texts[:4])
-    assert "onnxruntime cannot run here" in caplog.text
-    assert float(np.min(np.sum(vectors * torch_vectors[:4], axis=1))) >= 0.99999
-    embed._models.pop(embedder.key, None)
+    assert_torch_instead(fresh("onnx", models_dir), texts, torch_vectors, caplog, "onnxruntime cannot run here")
 
 
 def test_without_a_models_folder_torch_is_used(caplog):
