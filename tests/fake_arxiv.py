@@ -19,7 +19,8 @@ Fault switches (each applies to the next requests, in this order of precedence):
 `drip_next(n, interval)` (the answer one byte at a time),
 `garble_next(n, mode="truncate"|"garbage")` (half of the would-be body, or bytes that are not XML).
 
-Use in tests:
+Use in tests (`fake_arxiv_https` is the same server over TLS, its certificate trusted; it needs `tls_cert` from
+tests.tls imported beside it):
 
     from tests.fake_arxiv import fake_arxiv   # the fixture
     def test_x(fake_arxiv, tmp_path):
@@ -42,6 +43,8 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+
+from tests.tls import Certificate, serve_tls, trust
 
 RESPONSES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "arxiv-api-responses"
 API_PATH = "/api/query"
@@ -95,9 +98,10 @@ def _load_recorded() -> tuple[dict, dict]:
 class FakeArxiv:
     """The server; `.url` is the endpoint to use as COPILOT_ARXIV_API_URL."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, tls: Certificate | None = None) -> None:
         self.exact, self.loose = _load_recorded()
         self.custom: dict[tuple, Canned] = {}
+        self.listing: Canned | None = None
         self.requests: list[str] = []          # path + query of every request, in order
         self._lock = threading.Lock()
         self._faults: list[tuple[str, object]] = []
@@ -115,8 +119,10 @@ class FakeArxiv:
 
         self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
+        if tls:
+            serve_tls(self.server, tls)
         self.host, self.port = self.server.server_address[:2]
-        self.url = f"http://{self.host}:{self.port}{API_PATH}"
+        self.url = f"{'https' if tls else 'http'}://{self.host}:{self.port}{API_PATH}"
         self._thread = threading.Thread(target=self.server.serve_forever, name="fake-arxiv", daemon=True)
 
     # --- lifecycle
@@ -172,11 +178,18 @@ class FakeArxiv:
         data = body.encode("utf-8") if isinstance(body, str) else body
         self.custom[params] = Canned(status, data, "custom")
 
+    def serve_listing(self, recorded: str) -> None:
+        """Answer the first page of every date-window query (the daily ingestion's `submittedDate:[…]`, whose
+        window moves with the clock) with the recorded file `recorded` of arxiv.py_2026_recorded."""
+        record = json.loads((RESPONSES / "arxiv.py_2026_recorded" / recorded).read_text(encoding="utf-8"))
+        self.listing = Canned(int(record["status_code"]), record["body"].encode("utf-8"), recorded)
+
     def reset(self) -> None:
         with self._lock:
             self._faults.clear()
             self.requests.clear()
             self.custom.clear()
+            self.listing = None
 
     @property
     def queries(self) -> list[dict[str, str]]:
@@ -191,6 +204,8 @@ class FakeArxiv:
         if params in self.exact:
             return self.exact[params]
         fields = dict(params)
+        if self.listing and "submittedDate:[" in fields.get("search_query", "") and fields.get("start", "0") == "0":
+            return self.listing
         key = (fields.get("search_query", ""), fields.get("id_list", ""), fields.get("start", "0"))
         if key in self.loose:
             return self.loose[key]
@@ -270,6 +285,15 @@ class FakeArxiv:
 def fake_arxiv() -> Iterator[FakeArxiv]:
     """A running fake arXiv on a free loopback port; `.url`, `.requests`, `.fail_next/.hang_next/.garble_next`."""
     with FakeArxiv() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_arxiv_https(tls_cert: Certificate, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeArxiv]:
+    """The same server over HTTPS with a self-signed certificate this process trusts (`SSL_CERT_FILE`,
+    `REQUESTS_CA_BUNDLE`); `.url` starts with https://."""
+    trust(monkeypatch, tls_cert)
+    with FakeArxiv(tls=tls_cert) as server:
         yield server
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tests.tls import Certificate, serve_tls
+
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
@@ -118,12 +120,16 @@ def _handler(files: HubFiles):
 
 
 class FakeHub:
-    """`with FakeHub(files) as hub:` serves on a loopback port; `hub.url` is the HF_ENDPOINT to use."""
+    """`with FakeHub(files) as hub:` serves on a loopback port; `hub.url` is the HF_ENDPOINT to use (https:// with
+    `tls`, whose certificate the test must trust: tests.tls.trust)."""
 
-    def __init__(self, files: HubFiles) -> None:
+    def __init__(self, files: HubFiles, tls: Certificate | None = None) -> None:
         self.files = files
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(files))
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.server.daemon_threads = True
+        if tls:
+            serve_tls(self.server, tls)
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.server.server_address[1]}"
 
     def __enter__(self) -> FakeHub:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()

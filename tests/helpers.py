@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -15,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from tests.tls import Certificate
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -73,19 +76,23 @@ def free_port() -> int:
 
 
 @contextmanager
-def llama_server(model: Path, log_path: Path, alias: str, key: str, n_ctx: int = 2048) -> Iterator[str]:
+def llama_server(model: Path, log_path: Path, alias: str, key: str, n_ctx: int = 2048,
+                 tls: Certificate | None = None) -> Iterator[str]:
     """A real OpenAI-compatible endpoint on loopback: `python -m llama_cpp.server` serving `model` under `alias`,
-    one thread, behind `key`. Yields its base URL (…/v1); the server's log (uvicorn's access lines included, one
-    "POST /v1/chat/completions" per request) goes to `log_path`. Stopped on exit."""
+    one thread, behind `key` (over HTTPS with `tls`'s certificate, which the caller must trust). Yields its base URL
+    (…/v1); the server's log (uvicorn's access lines included, one "POST /v1/chat/completions" per request) goes to
+    `log_path`. Stopped on exit."""
     port = free_port()
-    base = f"http://127.0.0.1:{port}/v1"
+    base = f"{'https' if tls else 'http'}://127.0.0.1:{port}/v1"
+    serving = ["--ssl_certfile", str(tls.cert), "--ssl_keyfile", str(tls.key)] if tls else []
     with log_path.open("wb") as log:   # a file, not a pipe: llama.cpp logs a lot and would block on a full pipe
         proc = subprocess.Popen([sys.executable, "-m", "copilot.llm.serve", "--model", str(model), "--host",
                                  "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "1",
-                                 "--model_alias", alias, "--api_key", key], stdout=log, stderr=subprocess.STDOUT)
+                                 "--model_alias", alias, "--api_key", key, *serving],
+                                stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 180
-            while not _serving(base, key):
+            while not _serving(base, key, tls):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("llama_cpp.server did not come up: "
                                        + log_path.read_text(errors="replace")[-2000:])
@@ -100,10 +107,11 @@ def llama_server(model: Path, log_path: Path, alias: str, key: str, n_ctx: int =
                 proc.wait(10)
 
 
-def _serving(base: str, key: str) -> bool:
+def _serving(base: str, key: str, tls: Certificate | None = None) -> bool:
     request = urllib.request.Request(base + "/models", headers={"Authorization": f"Bearer {key}"})
+    context = ssl.create_default_context(cafile=str(tls.cert)) if tls else None
     try:
-        with urllib.request.urlopen(request, timeout=2) as answer:
+        with urllib.request.urlopen(request, timeout=2, context=context) as answer:
             return answer.status == 200
     except OSError:
         return False

@@ -38,16 +38,23 @@ class _Watched(threading.local):
 _WATCHED = _Watched()
 
 
-class _WatchedPool(urllib3.HTTPConnectionPool):
+class _Watching:
+    """Mixed into both pool classes (a method copied from one class into the other breaks its zero-argument
+    `super()`: every HTTPS request failed with a TypeError, issue #38)."""
+
     def _get_conn(self, timeout=None):
-        conn = super()._get_conn(timeout)
+        conn = super()._get_conn(timeout)  # type: ignore[misc]
         if _WATCHED.holder is not None:
             _WATCHED.holder.append(conn)
         return conn
 
 
-class _WatchedHTTPSPool(urllib3.HTTPSConnectionPool):
-    _get_conn = _WatchedPool._get_conn
+class _WatchedPool(_Watching, urllib3.HTTPConnectionPool):
+    pass
+
+
+class _WatchedHTTPSPool(_Watching, urllib3.HTTPSConnectionPool):
+    pass
 
 
 class _WatchedAdapter(requests.adapters.HTTPAdapter):
@@ -206,6 +213,9 @@ class ArxivSource:
             raise ArxivSourceError("arXiv returned an unexpectedly empty page; try again later") from None
         except requests.exceptions.Timeout:
             raise ArxivSourceError(f"arXiv did not answer in time ({self.endpoint})") from None
+        except requests.exceptions.SSLError:
+            raise ArxivSourceError(f"arXiv's certificate at {self.endpoint} could not be verified: check the machine's "
+                                   "CA certificates (or REQUESTS_CA_BUNDLE behind a proxy)") from None
         except requests.exceptions.RequestException as error:
             raise ArxivSourceError(f"cannot reach arXiv at {self.endpoint} ({type(error).__name__})") from None
         except Exception as error:  # the feed parser's errors on a garbled body
