@@ -330,7 +330,17 @@ def load_settings(**overrides: object) -> Settings:
         if name not in os.environ:
             os.environ[name] = value
             _defaulted.add(name)
+    _one_ca_bundle()
     return settings
+
+
+def _one_ca_bundle() -> None:
+    """A CA bundle named in either standard variable is trusted by every client: requests (arXiv) reads only
+    REQUESTS_CA_BUNDLE, httpx (the OpenAI-compatible endpoint, the Hub) only SSL_CERT_FILE."""
+    named = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE")
+    if named:
+        os.environ.setdefault("REQUESTS_CA_BUNDLE", named)
+        os.environ.setdefault("SSL_CERT_FILE", named)
 
 
 # Nothing reaches the Hub unless asked: a model the user names by a Hub reference is the one exception, fetched

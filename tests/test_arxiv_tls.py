@@ -7,6 +7,7 @@ that never finishes or drips."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -120,3 +121,15 @@ def test_a_drip_of_the_body_over_https_meets_the_deadline(fake_arxiv_https, tmp_
     with pytest.raises(ArxivSourceError, match="did not answer in time"):
         src.by_ids(["1605.08386"])
     assert time.monotonic() - started < 1.5 + 1.0
+
+
+@pytest.mark.parametrize("variable", ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"])
+def test_either_standard_variable_alone_is_trusted_by_every_client(tls_cert, tmp_path, monkeypatch, variable):
+    """requests reads only REQUESTS_CA_BUNDLE and httpx only SSL_CERT_FILE: a user who sets one is trusted by both."""
+    for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, str(tls_cert.cert))
+    with FakeArxiv(tls=tls_cert) as server:
+        [paper] = source(server.url, tmp_path).by_ids(["1605.08386"])
+    assert paper.id == "1605.08386"
+    assert {os.environ["SSL_CERT_FILE"], os.environ["REQUESTS_CA_BUNDLE"]} == {str(tls_cert.cert)}
