@@ -193,7 +193,8 @@ def test_llm_failure_mid_way_keeps_topics_and_says_which_summary_failed(week):
     opts = tr.TrendsOptions(**SMALL)
     final = tr.run_trends(week, date(2025, 5, 12), LAST_DAY, opts=opts)
     assert final.done and len(final.topics) >= 3
-    assert final.topics[1].summary == "Summary failed: model crashed"
+    assert final.topics[1].summary == ("The model could not summarize this topic (model crashed). Its papers are "
+                                       "listed below.")
     assert final.topics[0].summary and "failed" not in final.topics[0].summary
     assert final.failures and final.ideas
     assert week.db.query_one("SELECT COUNT(*) AS n FROM trends_cache")["n"] == 0     # a failed run is not cached
@@ -207,7 +208,8 @@ def test_ideas_failure_leaves_summaries(week):
 
     week, _ = use_script(week, [fail_ideas] * 30)
     final = tr.run_trends(week, date(2025, 5, 12), LAST_DAY, opts=tr.TrendsOptions(**SMALL))
-    assert final.ideas == [] and final.ideas_error == "Ideas failed: no ideas today"
+    assert final.ideas == [] and final.ideas_error == ("The model could not propose ideas (no ideas today). The "
+                                                       "topics and summaries stand.")
     assert final.summary and final.topics[0].summary
 
 

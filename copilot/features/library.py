@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from copilot.errors import UserError
+from copilot.errors import UserError, failure_sentence
 from copilot.ingest import IngestBusy, IngestCounts, Ingestor, Progress
 from copilot.records import parse_arxiv_id, parse_id_list
 from copilot.services import Services
@@ -66,7 +66,9 @@ def import_ids(services: Services, text: str, progress: Progress | None = None) 
         papers = services.arxiv.by_ids(wanted)
         counts = ingestor(services).run("arxiv:ids (manual)", papers, progress)
     except ArxivSourceError as error:
-        raise UserError(f"arXiv could not be reached: {error}. Nothing was imported.") from None
+        raise UserError(failure_sentence("arXiv could not be reached, so nothing was fetched", error,
+                                         "The papers already in the library still work on every tab; try again "
+                                         "later, or upload a snapshot file.")) from None
     except IngestBusy as error:
         raise UserError(f"{error}; nothing was imported — try again when it is done") from None
     found = {paper.id for paper in papers}

@@ -17,7 +17,7 @@ from datetime import date, timedelta
 
 import numpy as np
 
-from copilot.errors import UserError
+from copilot.errors import UserError, failure_sentence
 from copilot.features.profile import profile_for_personalizing
 from copilot.features.trends_ideas import (  # noqa: F401
     IDEA_SUPPORT,
@@ -291,15 +291,18 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
             yield hit
             return
     report = TrendsReport(start=start, end=end, categories=categories, user=user, cap=opts.cap,
-                          selection="profile" if profile else "all",
-                          profile_version=profile.version if profile else None,
+                          selection="profile" if ranking else "all",
+                          profile_version=ranking.version if ranking else None,
                           writer=services.llm.info["model"],
                           small_writer=services.llm.obeys_grammar and not services.model_profile.tiny)
-    if profile_notice:
+    if profile_notice and opts.for_me:
         report.notices.append(profile_notice)
     if not services.model_profile.writes:
         report.notices.append(IDEAS_OFF_NOTICE)
     papers = _select_and_cluster(services, report, profile, opts)
+    elif opts.for_me and profile is None:
+        report.notices.append("You have no saved profile yet, so this is the field, sampled evenly: save one on the "
+                              "Profile tab to rank the papers by it.")
     yield report
     lineage: list[tuple[str, list[tuple[str, str]], str]] = []   # (text, sources, question)
     clock = time.perf_counter()
@@ -363,7 +366,8 @@ def _summaries(services: Services, report: TrendsReport, papers: dict[str, Paper
             lineage.append((topic.summary, [(i, "paper") for i in made_from],
                             f"Trend {period_label(report)}: {topic.label}"))
         except LLMError as error:
-            topic.summary = f"Summary failed: {error}"
+            topic.summary = failure_sentence("The model could not summarize this topic", error,
+                                             "Its papers are listed below.")
             report.failures.append(f"topic {topic.label}: {error}")
             failed = True
     report.stage = "summarizing the period"

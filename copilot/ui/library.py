@@ -8,7 +8,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from copilot.errors import UserError
+from copilot.errors import UserError, readable_failure
 from copilot.features import library
 from copilot.scheduler import IngestScheduler
 from copilot.services import Services
@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 BAD_LINES_SHOWN = 20
 
+STILL_WORKS = "The papers already in the library are unchanged and every tab works on them; the next run tries again."
 HISTORY_COLUMNS = ["id", "source", "status", "started", "finished", "seen", "added", "updated", "unchanged",
                    "skipped", "error"]
 
@@ -49,8 +50,8 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
         last_line = (f"{escape(last['status'])} · {escape(last['source'])} · started {last['started']} · "
                      f"added {last['added']}, updated {last['updated']}, unchanged {last['unchanged']}, "
                      f"skipped {last['skipped']}")
-        if last["error"]:
-            last_line += f" · error: {escape(last['error'])}"
+        if last["status"] == "failed":
+            last_line += f" · {escape(readable_failure(last['error'] or ''))}. {STILL_WORKS}"
     else:
         last_line = "never"
     running = info["ingest_running"] or (scheduler is not None and scheduler.running)
@@ -70,12 +71,15 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
         lines.append("**Ingestion running…** counts below update as batches land.")
     if scheduler and scheduler.last_error:
         lines.append(f"**Last {escape(scheduler.last_trigger or 'scheduled')} run failed:** "
-                     f"{escape(scheduler.last_error)}")
+                     f"{escape(readable_failure(scheduler.last_error))}. {STILL_WORKS}")
     return "\n\n".join(lines)
 
 
 def history_frame(services: Services) -> pd.DataFrame:
-    return pd.DataFrame(library.ingest_history(services), columns=HISTORY_COLUMNS)
+    runs = library.ingest_history(services)
+    for run in runs:       # runs recorded before failures were written for people still hold Python's text
+        run["error"] = readable_failure(run["error"]) if run["error"] else ""
+    return pd.DataFrame(runs, columns=HISTORY_COLUMNS)
 
 
 def import_report(counts, notes: list[str] | None = None) -> str:
