@@ -96,3 +96,12 @@ def test_a_profile_lookup_with_arxiv_down_says_so_plainly(broken):
     _readable(message)
     assert "No papers found" in message and "profile is unchanged" in message
 
+
+def test_a_failed_lookup_clears_the_previous_lookups_papers(broken):
+    """Issue #38: after "Xqzzyv Blorptenheimer" the previous lookup's three papers stayed listed and checked."""
+    from copilot.ui.profile import lookup_view
+
+    message, groups, papers, state = lookup_view(broken, "Xqzzyv Blorptenheimer")
+    assert "No papers found" in message
+    assert (papers["choices"], papers["value"]) == ([], []) and groups["visible"] is False
+    assert state["papers"] == {}

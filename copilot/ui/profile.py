@@ -53,6 +53,12 @@ def _group_choices(state: dict) -> list[tuple[str, int]]:
     return [(label, number) for number, label in sorted(state["groups"].items())]
 
 
+def _cleared():
+    """(groups update, papers update, state) of a lookup that found nothing."""
+    return (gr.update(choices=[], value=[], visible=False), gr.update(choices=[], value=[]),
+            _candidates_state([], {}, {}))
+
+
 def lookup_view(services: Services, name: str, progress=None):
     """→ (message markdown, groups update, papers update, state)."""
 
@@ -62,11 +68,10 @@ def lookup_view(services: Services, name: str, progress=None):
 
     try:
         result = profile_lookup.lookup_author(services, name, progress=report)
-    except feature.ProfileError as error:
-        return f"**{escape(error)}**", gr.update(), gr.update(), gr.update()
+    except feature.ProfileError as error:     # the previous lookup's papers must not stay listed and checked
+        return f"**{escape(error)}**", *_cleared()
     if not result.candidates:
-        return (escape(result.message), gr.update(choices=[], value=[], visible=False),
-                gr.update(choices=[], value=[]), _candidates_state([], {}, {}))
+        return escape(result.message), *_cleared()
     state = _candidates_state([c.paper for c in result.candidates], {c.paper.id: c.group for c in result.candidates},
                               {g.number: g.label() for g in result.groups},
                               {c.paper.id: c.found_in for c in result.candidates})
