@@ -33,8 +33,8 @@ def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr
                 (show_feed, feed_inputs, feed_outputs), (show_feed_url, feed_url) = feed.build(services)
             with gr.Tab("Trends", id="trends"):
                 trends.build(services)
-            with gr.Tab("Chat", id="chat"):
-                chat_question = chat.build(services)
+            with gr.Tab("Chat", id="chat") as chat_tab:
+                chat_question, refresh_chat_views = chat.build(services)
             with gr.Tab("Search", id="search"):
                 search_tab = search.build(services)
             with gr.Tab("Related", id="related"):
@@ -42,6 +42,7 @@ def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr
             with gr.Tab("Library", id="library"):
                 show, status, history = library.build(services, scheduler)
         search.connect(services, search_tab, tabs, related_reference, related_run, chat_question)
+        refresh_chat_views(chat_tab)      # back on Chat with Memory or Statistics open
         page.load(show, outputs=[status, history])
         for_you.select(show_feed, feed_inputs, feed_outputs).then(show_feed_url, None, feed_url)
     return page
