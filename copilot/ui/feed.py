@@ -14,6 +14,7 @@ from copilot.errors import UserError
 from copilot.features import feed as feature
 from copilot.features.bibtex import bibtex_text
 from copilot.features.feed import MORE, NOT_INTERESTED
+from copilot.readable import readable
 from copilot.services import Services
 from copilot.ui.common import current_user, escape, shown_file, write_bibtex
 
@@ -35,8 +36,8 @@ def card_of(item: feature.FeedItem, marks: dict[str, str]) -> dict:
     p = item.paper
     why = " · ".join(f"#{rank} by {RANKED_BY.get(kind, kind)}"
                      for kind, rank in sorted(item.ranks.items(), key=lambda kv: kv[1])[:2])
-    abstract = p.abstract
-    return {"id": p.id, "title": p.title, "url": p.abs_url, "liked": marks.get(p.id) == MORE, "why": why,
+    abstract = readable(p.abstract)
+    return {"id": p.id, "title": readable(p.title), "url": p.abs_url, "liked": marks.get(p.id) == MORE, "why": why,
             "meta": " · ".join([", ".join(p.authors[:AUTHORS_SHOWN]) + (" et al." if len(p.authors) > AUTHORS_SHOWN
                                                                           else ""),
                                 p.published.isoformat(), " ".join(p.categories[:3])]),

@@ -15,6 +15,7 @@ from copilot.features import profile as feature
 from copilot.features import profile_draft, profile_lookup
 from copilot.features.bibtex import arxiv_ids_from_bibtex_file
 from copilot.features.limits import RateLimited
+from copilot.readable import readable
 from copilot.records import Paper
 from copilot.services import Services
 from copilot.ui.common import arxiv_link, current_user, escape, escape_markdown, user_within_rate
@@ -29,7 +30,8 @@ def _paper_label(paper: Paper, group: int, found_in: str = "") -> str:
     others = ", ".join(paper.authors[:4]) + (" …" if len(paper.authors) > 4 else "")
     tag = f"G{group} · " if group else ""
     where = f" [{FOUND_IN[found_in]}]" if FOUND_IN.get(found_in) else ""
-    return f"{tag}{paper.published} · {paper.primary_category} · {paper.id} · {paper.title} — {others}{where}"
+    return (f"{tag}{paper.published} · {paper.primary_category} · {paper.id} · {readable(paper.title)} — "
+            f"{others}{where}")
 
 
 def _candidates_state(papers: list[Paper], group_of: dict[str, int], group_labels: dict[int, str],

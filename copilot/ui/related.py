@@ -12,6 +12,7 @@ from copilot.errors import UserError
 from copilot.features import related
 from copilot.features.bibtex import bibtex_for_ids
 from copilot.features.limits import RateLimited, check_rate
+from copilot.readable import readable
 from copilot.services import Services
 from copilot.ui.common import arxiv_link, current_user, escape, rate_scope, shown_file, write_bibtex
 from copilot.ui.related_work import build_draft_tab
@@ -28,7 +29,7 @@ def ranking_choices() -> list[tuple[str, str]]:
 
 def query_html(result: related.RelatedResult) -> str:
     q = result.query
-    title = escape(q.paper.title or "(untitled text)")
+    title = escape(readable(q.paper.title) or "(untitled text)")
     link = arxiv_link(q.paper.id, q.paper.id) if q.paper.id else "pasted text"
     origin = {"library": "from the library", "arxiv": "fetched from arXiv", "input": "your input"}[q.source]
     lines = [f"<p><strong>Query paper:</strong> {title} · {link} · {escape(q.date or '')} ({origin})</p>",
