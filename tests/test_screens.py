@@ -58,3 +58,18 @@ def test_the_memory_page_names_every_source_of_thoughts():
     for origin in ("vote", "do not vote", "Deep", "Trends"):
         assert origin in THOUGHT_SOURCES
 
+
+def _block(page, elem_id: str):
+    return next(b for b in page.blocks.values() if getattr(b, "elem_id", None) == elem_id)
+
+
+def test_related_shows_no_column_that_is_all_dashes_and_no_unused_control(page):
+    from copilot.ui.related import results_html
+
+    rows = [{"id": f"2501.0000{n}", "title": "t", "authors": [], "date": "2025-01-01", "score": 0.1,
+             "ranks": {"abstract": n, "title": n + 1}} for n in (1, 2)]
+    html = results_html(rows)
+    assert html.count("<th>") == 4 + 2 and "–" not in html
+    # the default ranking on the tiny model writes no aspect descriptions: how the LLM would write them is not asked
+    assert _block(page, "related-mode").visible is False
+
