@@ -73,3 +73,58 @@ def test_related_shows_no_column_that_is_all_dashes_and_no_unused_control(page):
     # the default ranking on the tiny model writes no aspect descriptions: how the LLM would write them is not asked
     assert _block(page, "related-mode").visible is False
 
+
+@pytest.fixture
+def library_services(tmp_path):
+    return Services(make_settings(tmp_path / "data"))
+
+
+def _snapshot(tmp_path, count: int):
+    import json
+
+    from tests.conftest import read_rows
+    from tests.helpers import PAPERS_JSONL
+
+    path = tmp_path / "snapshot.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in read_rows(PAPERS_JSONL, 0, count)), encoding="utf-8")
+    return path
+
+
+def test_an_upload_is_imported_in_the_background_and_names_its_file(library_services, tmp_path):
+    import time
+
+    from copilot.features import library
+    from copilot.ui.library import EMPTY_LIBRARY, empty_library_note, upload_html, upload_view
+
+    assert empty_library_note(library_services)["visible"] is True and "Library" in EMPTY_LIBRARY
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a snapshot\n", encoding="utf-8")
+    assert "notes.txt" in upload_view(library_services, str(bad), None)
+    shown = upload_view(library_services, str(_snapshot(tmp_path, 40)), None)
+    assert "snapshot.jsonl" in shown and "notes.txt" not in shown and "background" in shown
+    job = library.latest_upload("local")
+    deadline = time.monotonic() + 300
+    while not job.done and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert job.done and job.error is None and job.counts.added == 40
+    assert "40</b> new" in upload_html(job)
+    assert empty_library_note(library_services)["visible"] is False
+    assert not list((library_services.settings.data_dir / "uploads").iterdir())   # the kept copy is removed
+
+
+def test_the_upload_limit_is_said_with_the_command_for_bigger_files(page):
+    from copilot.ui.guard import MAX_UPLOAD_MB
+    from copilot.ui.main import MAX_UPLOAD
+
+    said = " ".join(str(getattr(b, "value", "")) for b in page.blocks.values())
+    assert MAX_UPLOAD_MB >= 100 and MAX_UPLOAD == f"{MAX_UPLOAD_MB}mb"
+    assert f"{MAX_UPLOAD_MB} MB" in said and "python -m copilot import FILE" in said
+
+
+def test_the_cpu_instruction_sets_are_folded_away(library_services):
+    from copilot.ui.library import status_markdown
+
+    shown = status_markdown(library_services, None)
+    assert "<details id='library-build'>" in shown
+    main_page = shown.split("<details")[0]
+    assert not any(name in main_page for name in ("AVX", "SSE3", "FMA", "F16C")), main_page
