@@ -83,7 +83,8 @@ def assert_logged_whole(db: Database, record, page) -> None:
         expect(trace.locator(".slim-claims")).to_contain_text(claim.query)
     for item in record.items:
         assert item.query
-        expect(trace.locator(f'a[href*="arxiv.org/abs/{item.item_id}"]')).to_be_visible()
+        expect(trace.locator(f'.chat-sources a[href*="arxiv.org/abs/{item.item_id}"]')).to_be_visible()
+        expect(trace.locator(".slim-queries")).to_contain_text(item.query)     # each query with what it found
     assert trace.locator(".chat-sources li").count() == len(record.items)
 
 
