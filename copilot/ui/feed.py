@@ -96,23 +96,41 @@ def feedback_view(services: Services, user: str, verdict: str, card: dict | None
     return (f"<p>{escape(message)}</p>", undoable, *feed_view(services, user, since_text, visit=False))
 
 
-def _cards(services: Services, cards_state, since, outputs) -> None:
-    """One card per paper, each with its own two buttons (issue #38: a dropdown below 30 cards)."""
-    @gr.render(inputs=[cards_state])
-    def show_cards(cards: list[dict]):
-        for card in cards or []:
-            with gr.Group(elem_classes=["feed-card-box"]):
-                gr.HTML(card_html(card))
-                with gr.Row(elem_classes=["feed-card-actions"]):
-                    for verdict, label in ((MORE, "More like this"), (NOT_INTERESTED, "Not interested")):
-                        button = gr.Button(label, size="sm", elem_classes=[f"feed-{verdict.replace('_', '-')}"],
-                                           scale=0, min_width=120)
-                        button.click(_reaction(services, verdict, card), [since], outputs)
+def slot_updates(cards: list[dict] | None) -> list:
+    """For each of the FEED_LIMIT card slots: shown or hidden, and its card."""
+    updates = []
+    for n in range(feature.FEED_LIMIT):
+        card = cards[n] if cards and n < len(cards) else None
+        updates += [gr.update(visible=card is not None), card_html(card) if card else ""]
+    return updates
 
 
-def _reaction(services: Services, verdict: str, card: dict):
-    def on_feedback(since_text, request: gr.Request):
-        return feedback_view(services, current_user(request), verdict, card, since_text)
+def _with_slots(result: tuple) -> tuple:
+    """A view's outputs, then the slots filled from its cards (left as they are when the view changed nothing)."""
+    cards = result[-2]
+    return (*result, *(slot_updates(cards) if isinstance(cards, list) else [gr.update()] * 2 * feature.FEED_LIMIT))
+
+
+def _card_slots() -> tuple[list, list]:
+    """One slot per card the feed can list, each with its own two buttons (issue #38: the feedback went through a
+    dropdown below 30 cards). Fixed slots, not gr.render: every event of the page is known when it is built."""
+    slots, buttons = [], []
+    for n in range(feature.FEED_LIMIT):
+        with gr.Group(visible=False, elem_classes=["feed-card-box"]) as box:
+            html = gr.HTML()
+            with gr.Row(elem_classes=["feed-card-actions"]):
+                more = gr.Button("More like this", size="sm", elem_classes=["feed-more"], scale=0, min_width=130)
+                not_interested = gr.Button("Not interested", size="sm", elem_classes=["feed-not"], scale=0,
+                                           min_width=130)
+        slots += [box, html]
+        buttons += [(n, more, MORE), (n, not_interested, NOT_INTERESTED)]
+    return slots, buttons
+
+
+def _reaction(services: Services, verdict: str, slot: int):
+    def on_feedback(cards, since_text, request: gr.Request):
+        card = cards[slot] if cards and slot < len(cards) else None
+        return _with_slots(feedback_view(services, current_user(request), verdict, card, since_text))
     return on_feedback
 
 
@@ -127,30 +145,29 @@ def build(services: Services):
     with gr.Row():
         note = gr.HTML(elem_id="feed-note")
         undo = gr.Button("Undo", size="sm", elem_id="feed-undo", scale=0)
-    last_feedback = gr.State(None)
-    cards_state = gr.State([])
-    bib_file = gr.File(label="BibTeX of this list", elem_id="feed-bibtex", interactive=False, height=72,
-                       visible=False, render=False)
-    listing = gr.HTML(elem_id="feed-head", render=False)
-    outputs = [listing, cards_state, bib_file]
+    last_feedback, cards_state = gr.State(None), gr.State([])
     with gr.Column(elem_id="feed-list"):
-        listing.render()
-        _cards(services, cards_state, since, [note, last_feedback, *outputs])
-    bib_file.render()
+        listing = gr.HTML(elem_id="feed-head")
+        slots, buttons = _card_slots()
+    bib_file = gr.File(label="BibTeX of this list", elem_id="feed-bibtex", interactive=False, height=72,
+                       visible=False)
+    outputs = [listing, cards_state, bib_file, *slots]
     with gr.Accordion("Your private Atom feed", open=False):
         url = gr.HTML(elem_id="feed-url-box")
         renew = gr.Button("Make a new feed link", size="sm", elem_id="feed-renew")
 
     def show(since_text, request: gr.Request, visit: bool = True):
-        return feed_view(services, current_user(request), since_text, visit)
+        return _with_slots(feed_view(services, current_user(request), since_text, visit))
 
     def undo_last(card, since_text, request: gr.Request):
-        return feedback_view(services, current_user(request), "undo", card, since_text)
+        return _with_slots(feedback_view(services, current_user(request), "undo", card, since_text))
 
     def show_url(request: gr.Request, renew_now: bool = False):
         return url_html(feed_url(request, feature.feed_token(services, current_user(request), renew=renew_now)))
 
     gr.on([refresh.click, since.submit], show, [since], outputs)
+    for slot, button, verdict in buttons:
+        button.click(_reaction(services, verdict, slot), [cards_state, since], [note, last_feedback, *outputs])
     undo.click(undo_last, [last_feedback, since], [note, last_feedback, *outputs])
 
     def renew_url(request: gr.Request):
