@@ -72,7 +72,8 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
         lines.append("**Ingestion running…** counts below update as batches land.")
     if scheduler and scheduler.last_error:
         lines.append(f"**Last {escape(scheduler.last_trigger or 'scheduled')} run failed:** "
-                     f"{escape(readable_failure(scheduler.last_error))}. {STILL_WORKS}")
+                     f"{escape(readable_failure(scheduler.last_error))}."
+                     + ("" if last and last["status"] == "failed" else f" {STILL_WORKS}"))   # said once
     if "llama_cpp" in info["model"]:        # the CPU instruction sets: folded, for whoever checks the build
         lines.append(f"<details id='library-build'><summary>llama.cpp build</summary>"
                      f"{escape(info['model']['llama_cpp'])}</details>")
