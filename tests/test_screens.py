@@ -108,6 +108,7 @@ def test_an_upload_is_imported_in_the_background_and_names_its_file(library_serv
         time.sleep(0.5)
     assert job.done and job.error is None and job.counts.added == 40
     assert "40</b> new" in upload_html(job)
+    assert library_services.runs.recent(1)[0].source == "upload:snapshot.jsonl"     # the user's file, not the copy
     assert empty_library_note(library_services)["visible"] is False
     assert not list((library_services.settings.data_dir / "uploads").iterdir())   # the kept copy is removed
 

@@ -53,14 +53,15 @@ def _check_snapshot(path: Path) -> None:
                         "one paper, e.g. {\"id\": \"2401.01234\", \"title\": …, \"summary\": …}")
 
 
-def import_upload(services: Services, path: Path, progress: Progress | None = None) -> IngestCounts:
+def import_upload(services: Services, path: Path, progress: Progress | None = None,
+                  name: str | None = None) -> IngestCounts:
     """A snapshot uploaded on the Library tab: the same idempotent, resumable path as `python -m copilot import`.
     A file that is not JSON lines at all is refused before anything is written; within a JSON-lines file each bad
     line is skipped and reported by number (the rows of either schema may be mixed)."""
     path = Path(path)
     _check_snapshot(path)
     try:
-        return ingestor(services).run(f"upload:{path.name[:80]}", read_snapshot(path), progress)
+        return ingestor(services).run(f"upload:{(name or path.name)[:80]}", read_snapshot(path), progress)
     except IngestBusy as error:
         raise UserError(f"{error}; your file was not imported — try again when it is done") from None
 
@@ -126,7 +127,7 @@ def _run_upload(services: Services, path: Path, job: UploadImport) -> None:
     def seen(counts: IngestCounts) -> None:
         job.counts = counts
     try:
-        job.counts = import_upload(services, path, seen)
+        job.counts = import_upload(services, path, seen, name=job.name)    # the history names the user's file
     except UserError as error:
         job.error = str(error)
     except Exception as error:       # noqa: BLE001 - told on the page; the details go to the log
