@@ -81,8 +81,8 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
 
 
 EMPTY_LIBRARY = ("**The library is empty.** Add papers on the **Library** tab: upload a JSON-lines snapshot, paste "
-                 "arXiv ids, or run an ingestion from arXiv (`python -m copilot import FILE` from a shell). Search, "
-                 "Chat, Trends and For you work on the papers it holds.")
+                 "arXiv ids, or run an ingestion from arXiv; on the server, `python -m copilot import FILE` takes a "
+                 "snapshot of any size. Search, Chat, Trends and For you work on the papers it holds.")
 
 
 def empty_library_note(services: Services) -> dict:
