@@ -60,7 +60,7 @@ def delete_view(services: Services, thought_id: str, query: str, request: gr.Req
 
 
 def build(services: Services):
-    """The sub-tab; returns (refresh, its outputs) for the tab's select events."""
+    """The sub-tab; returns (refresh, its inputs, its outputs) for the tab's select events."""
     gr.Markdown(THOUGHT_SOURCES, elem_id="chat-memory-about")
     with gr.Row():
         query = gr.Textbox(label="Search thoughts (meaning) or a thought id", elem_id="chat-memory-query")
