@@ -117,7 +117,7 @@ def test_adaptive_tab_with_a_local_proxy_and_a_loopback_main_model(app_server, p
         assert first.verdict in ("known", "unknown", "unclear") and first.judge_output
         assert {r.role: r.calls for r in first.roles}["judge"] == 1 + len(first.claims)
         trace = page.locator("#slim-trace")
-        expect(trace).to_contain_text("Proxy draft (the proxy model's own words")   # folded: not an answer
+        expect(trace).to_contain_text("Proxy draft and claims: the proxy model's own words")   # folded, not facts
         trace.locator(".slim-draft summary").click()
         expect(trace.locator(".slim-draft q")).to_have_text(first.heuristic_answer)
         expect(trace).to_contain_text(f"Judge: {first.verdict}")

@@ -91,8 +91,9 @@ def _proxy_words_html(trace: dict) -> str:
         claims = "".join(f"<li><q>{escape(c['text'])}</q> → query <code>{escape(c['query'])}</code> · judge: "
                          f"{escape(c['verdict'] or '—')}{_weight(c.get('p_unknown'))}</li>" for c in trace["claims"])
         parts.append(f'<p>Claims it split the draft into:</p><ul class="slim-claims">{claims}</ul>')
-    return ('<li><details class="slim-draft"><summary>The proxy model\'s own words (written only to decide what to '
-            "look up; not checked, often wrong, not facts)</summary>" + "".join(parts) + "</details></li>")
+    return ('<li><details class="slim-draft"><summary>Proxy draft and claims: the proxy model\'s own words (written '
+            "only to decide what to look up; not checked, often wrong, not facts)</summary>" + "".join(parts)
+            + "</details></li>")
 
 
 def _as_sources(items: list[dict]) -> list[SourceView]:
