@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from copilot.embed import Embedder
+from copilot.errors import readable_failure
 from copilot.records import Paper, date_number
 from copilot.sources.snapshot import BadLine
 from copilot.store.db import Database
@@ -98,7 +99,8 @@ class Ingestor:
             try:
                 self._ingest(items, counts, run_id, progress)
             except BaseException as error:
-                self._finish(run_id, counts, "failed", f"{type(error).__name__}: {error}"[:500])
+                log.warning("ingestion run %s (%s) failed: %s: %s", run_id, source, type(error).__name__, error)
+                self._finish(run_id, counts, "failed", readable_failure(error)[:500])
                 raise
             self._finish(run_id, counts, "ok", None)
             return counts

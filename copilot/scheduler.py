@@ -11,6 +11,7 @@ from datetime import datetime
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 
+from copilot.errors import readable_failure
 from copilot.ingest import Ingestor
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class IngestScheduler:
             self.last_trigger = trigger
             self._job(trigger)
         except Exception as error:  # recorded in ingest_runs by the job; kept here for the status line
-            self.last_error = f"{type(error).__name__}: {error}"
+            self.last_error = readable_failure(error)
             log.exception("%s ingestion failed", trigger)
         finally:
             self._guard.release()

@@ -187,3 +187,13 @@ def test_the_full_name_query_needs_a_spelled_out_first_name():
     assert full_name_query(parse_author_name("Chen, Muhao")) == 'au:"muhao chen"'
     assert full_name_query(parse_author_name("Adrián Del Maestro")) == 'au:"adrian del maestro"'
     assert full_name_query(parse_author_name("M. Chen")) is None and full_name_query(parse_author_name("Chen")) is None
+
+
+def test_a_few_unlinked_papers_in_one_field_are_one_person():
+    """Issue #38: a one-person lookup was split into one group per paper (no shared co-author, unrelated texts)."""
+    papers = [paper("1", ["Ann Lee", "Kim Park"], ["cs.CL"], "galaxy formation"),
+              paper("2", ["Ann Lee", "Tom Ford"], ["cs.CL", "cs.AI"], "protein folding"),
+              paper("3", ["A. Lee", "Eve Stone"], ["cs.AI"], "speech recognition"),
+              paper("4", ["Amy Lee", "Max Born"], ["cs.CL"], "machine translation")]    # another first name
+    groups = group_namesakes(papers, parse_author_name("A. Lee"))
+    assert [set(g.paper_ids) for g in groups] == [{"1", "2", "3"}, {"4"}]

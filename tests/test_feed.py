@@ -43,7 +43,8 @@ def test_the_feed_is_ranked_by_the_profile_and_leaves_out_its_own_papers(library
     assert not {p.id for p in papers[:4]} & set(ids)
     scores = [item.score for item in feed.items]
     assert scores == sorted(scores, reverse=True)
-    assert set(feed.items[0].ranks) == {"profile", "rocchio"}
+    # issue #38: before any feedback no card says "#1 by all your feedback"
+    assert all(set(item.ranks) == {"profile"} for item in feed.items)
 
 
 def test_more_like_this_moves_similar_papers_up_and_not_interested_hides(library):
@@ -57,6 +58,7 @@ def test_more_like_this_moves_similar_papers_up_and_not_interested_hides(library
     F.give_feedback(services, user, liked, F.MORE)
     after = [i.paper.id for i in F.feed_for(services, user, since_all(papers), limit=240, visit=False).items]
     assert after.index(liked) < before.index(liked) and after.index(nearest) < before.index(nearest)
+    assert "rocchio" in F.feed_for(services, user, since_all(papers), limit=5, visit=False).items[0].ranks
 
     top = after[0]
     F.give_feedback(services, user, top, F.NOT_INTERESTED)
@@ -118,3 +120,20 @@ def test_the_feed_command(library):
     bad = run_cli(["feed", "--user", "ann", "--since", "yesterday"], env)
     assert bad.returncode == 2 and "not a date" in bad.stderr
     assert np.isfinite(again["papers"][0]["score"]) and date.fromisoformat(again["papers"][0]["date"])
+
+
+def test_one_click_feedback_names_the_papers_title(library):
+    """Issue #38: each card has its own buttons, and the confirmation names the paper, not only its id."""
+    from copilot.ui.common import escape
+    from copilot.ui.feed import card_html, feed_view, feedback_view
+
+    services, papers = library
+    services.profiles.save("dee", "I study retrieval.", ["retrieval"], [papers[3].id])
+    _, cards, _ = feed_view(services, "dee", since_all(papers), visit=False)
+    card = cards[1]
+    assert f'data-id="{card["id"]}"' in card_html(card) and "all your feedback" not in card_html(card)
+    note, undoable, _, after, _ = feedback_view(services, "dee", F.NOT_INTERESTED, card, since_all(papers))
+    assert escape(card["title"]) in note and card["id"] in note and "hidden" in note and undoable == card
+    assert card["id"] not in [c["id"] for c in after]
+    note, undoable, _, again, _ = feedback_view(services, "dee", "undo", card, since_all(papers))
+    assert "removed" in note and card["id"] in [c["id"] for c in again] and undoable is None

@@ -370,7 +370,7 @@ def test_ui_refuses_llm_backed_actions_over_the_rate_limit(tmp_path):
     fns = {f"{f.fn.__module__}.{f.name}": f.fn for f in build_ui(services).fns.values() if f.fn is not None}
     calls = {"copilot.ui.chat.ask.ask": ("", False, None), "copilot.ui.profile.on_generate": ({}, [], ""),
              "copilot.ui.related.on_run": ("", "", "", "prism-extractive", next(iter(_related_modes()))),
-             "copilot.ui.trends.show": ("Last week", None, None, [], 1, 1)}
+             "copilot.ui.trends.show": ("Last week", None, None, [], 1, 1, None)}
     for name, args in calls.items():
         TRIED.append(f"flood:ui:{name}")
         session = gr.Request(username=f"alice-{name}", session_hash=f"flood-{name}")

@@ -265,7 +265,11 @@ def test_the_chat_tab_shows_the_decision_trace_escaped(db):
                          "known"])
     answer, shown = slim_html(trace.as_dict())
     assert "Retrieval <b>retrieved</b>" in shown and "<script>" not in shown and "&lt;script&gt;" in shown
-    assert shown.count("<tr>") == 4 and "<td>unclear</td>" in shown and "2501.00001" in shown
+    assert shown.count('<li><q>') == 3 and "judge: unclear" in shown and "2501.00001" in shown
+    # issue #38: the proxy's claims are folded and named as its own unchecked words, never a table of facts
+    folded = shown[shown.index('<details class="slim-draft">'):shown.index("</details>")]
+    assert "<table" not in shown and all(f"<q>{c['text']}" in folded for c in trace.as_dict()["claims"])
+    assert "not facts" in folded and "Queries:" in shown and "(your question)" in shown
     assert 'href="https://arxiv.org/abs/2501.00009"' in answer and "Cost by role" in shown
     live = slim.SlimTrace(QUESTION, step="proxy", heuristic_answer="A draft.")
     assert "deciding… (proxy)" in slim_html(live.as_dict())[0] and "Cost by role" not in slim_html(live.as_dict())[1]
@@ -344,4 +348,4 @@ def test_the_trace_shows_the_weighed_verdict(db):
     trace.step = "answered"
     _, steps = slim_html(trace.as_dict())
     assert "weighed its two words: <code>P(unknown) 0.200 ≥ threshold 0.140</code>" in steps
-    assert "<td>known (P(unknown) 0.05)</td>" in steps
+    assert "judge: known (P(unknown) 0.05)</li>" in steps

@@ -193,7 +193,8 @@ def test_llm_failure_mid_way_keeps_topics_and_says_which_summary_failed(week):
     opts = tr.TrendsOptions(**SMALL)
     final = tr.run_trends(week, date(2025, 5, 12), LAST_DAY, opts=opts)
     assert final.done and len(final.topics) >= 3
-    assert final.topics[1].summary == "Summary failed: model crashed"
+    assert final.topics[1].summary == ("The model could not summarize this topic (model crashed). Its papers are "
+                                       "listed below.")
     assert final.topics[0].summary and "failed" not in final.topics[0].summary
     assert final.failures and final.ideas
     assert week.db.query_one("SELECT COUNT(*) AS n FROM trends_cache")["n"] == 0     # a failed run is not cached
@@ -207,7 +208,8 @@ def test_ideas_failure_leaves_summaries(week):
 
     week, _ = use_script(week, [fail_ideas] * 30)
     final = tr.run_trends(week, date(2025, 5, 12), LAST_DAY, opts=tr.TrendsOptions(**SMALL))
-    assert final.ideas == [] and final.ideas_error == "Ideas failed: no ideas today"
+    assert final.ideas == [] and final.ideas_error == ("The model could not propose ideas (no ideas today). The "
+                                                       "topics and summaries stand.")
     assert final.summary and final.topics[0].summary
 
 
@@ -219,7 +221,7 @@ def test_profile_ranks_the_range_by_rrf_and_the_cap_applies(week):
     profile = save_profile(week, "ana", "I work on " + mine.title, ["retrieval"], [mine.id])
     week, _ = use_script(week, [fake_reply] * 30)
     final = tr.run_trends(week, date(2025, 5, 12), LAST_DAY, user="ana",
-                          opts=tr.TrendsOptions(cap=20, summarized_topics=1, ideas=1))
+                          opts=tr.TrendsOptions(cap=20, summarized_topics=1, ideas=1, for_me=True))
     assert final.selection == "profile" and final.profile_version == profile.version
     assert final.papers == 20 and final.in_range == 106 and any("capped at 20" in n for n in final.notices)
     vectors = week.store.paper_embeddings([p.id for p in papers])
@@ -228,6 +230,11 @@ def test_profile_ranks_the_range_by_rrf_and_the_cap_applies(week):
     expected = tr.rank_by_profile(ids, np.stack([vectors[i] for i in ids]), queries)[:20]
     assert {pid for t in final.topics for pid in t.paper_ids} == set(expected)
     assert mine.id in expected[:2]
+    field = tr.run_trends(week, date(2025, 5, 12), LAST_DAY, user="ana",      # issue #38: the field by default
+                          opts=tr.TrendsOptions(cap=20, summarized_topics=1, ideas=1))
+    assert field.selection == "all" and field.profile_version is None
+    assert {pid for t in field.topics for pid in t.paper_ids} == {p.id for p in tr.even_sample(papers, 20)}
+    assert any("spread evenly" in n for n in field.notices)
 
 
 # --- the real local model, through the CLI ---------------------------------------------------------------------
@@ -345,6 +352,13 @@ def test_an_idea_must_share_its_words_with_the_papers_and_its_support_with_the_c
     assert not tr.grounded_idea(grounded.replace("[2503.14828]", "[2503.15168]"), ids, texts)
 
 
+def test_the_record_graph_status_says_not_trained_once():
+    from copilot.ui.trends import training_html
+
+    assert training_html({"state": "idle", "stage": "not trained yet"}).count("not trained yet") == 1
+    assert "epoch 2 of 5" in training_html({"state": "running", "stage": "epoch 2 of 5"})
+
+
 def test_json_says_why_there_are_no_ideas():
     from copilot.cli.trends import ideas_status
 
@@ -353,6 +367,9 @@ def test_json_says_why_there_are_no_ideas():
                                **fields)
 
     assert ideas_status(report(notices=[tr.IDEAS_OFF_NOTICE]), 0) == {"ideas_status": "off",
+                                                                        "ideas_note": tr.IDEAS_OFF_NOTICE}
+    # issue #38: `trends --ideas 2 --json` on the tiny default said "failed; see the logs" where ideas are off
+    assert ideas_status(report(notices=[tr.IDEAS_OFF_NOTICE]), 2) == {"ideas_status": "off",
                                                                         "ideas_note": tr.IDEAS_OFF_NOTICE}
     assert ideas_status(report(), 0)["ideas_note"] == "Research ideas were not asked for (--ideas 0)."
     assert ideas_status(report(ideas_error=tr.NO_IDEA_PASSED), 2) == {"ideas_status": "none_passed",

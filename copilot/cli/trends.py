@@ -28,7 +28,8 @@ def cmd_trends(args: argparse.Namespace) -> int:
         return cmd_ask_period(services, args, categories)
     start, end = resolve_range(services, args.range, args.start, args.end)
     opts = TrendsOptions.for_writer(services.generation, cap=args.cap, summarized_topics=args.summaries,
-                                    ideas=default_ideas(services) if args.ideas is None else args.ideas)
+                                    ideas=default_ideas(services) if args.ideas is None else args.ideas,
+                                    for_me=args.for_me)
     report = run_trends(services, start, end, categories, args.user, opts,
                         refresh=args.refresh,
                         on_stage=lambda r: print(f"[trends] {r.stage}", file=sys.stderr, flush=True))
@@ -52,10 +53,10 @@ def ideas_status(report: TrendsReport, asked: int) -> dict:
     `ideas_note` the sentence the page shows (None when ideas are shown)."""
     if report.ideas:
         return {"ideas_status": "shown", "ideas_note": None}
+    if IDEAS_OFF_NOTICE in report.notices:       # off on this model, whatever --ideas asked for
+        return {"ideas_status": "off", "ideas_note": IDEAS_OFF_NOTICE}
     if asked <= 0:
-        off = (IDEAS_OFF_NOTICE if IDEAS_OFF_NOTICE in report.notices
-               else "Research ideas were not asked for (--ideas 0).")
-        return {"ideas_status": "off", "ideas_note": off}
+        return {"ideas_status": "off", "ideas_note": "Research ideas were not asked for (--ideas 0)."}
     if report.ideas_error == NO_IDEA_PASSED:
         return {"ideas_status": "none_passed", "ideas_note": NO_IDEA_PASSED}
     return {"ideas_status": "failed", "ideas_note": report.ideas_error or "Ideas failed; see the logs."}
@@ -88,7 +89,10 @@ def add_trends_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--range", choices=sorted(PRESETS), default=None,
                    help="instead of --from/--to: the last day, week or month of the corpus")
     p.add_argument("--categories", default=None, help="comma-separated primary categories, e.g. cs.CL,cs.IR")
-    p.add_argument("--user", default="local", help="whose profile ranks the papers (default: local)")
+    p.add_argument("--user", default="local", help="whose profile ranks the papers with --for-me (default: local)")
+    p.add_argument("--for-me", action="store_true",
+                   help="analyse the papers ranked by the user's profile (default: the field, the whole range sampled "
+                   "evenly)")
     p.add_argument("--cap", type=int, default=300, help="most papers analysed (default 300)")
     p.add_argument("--summaries", type=int, default=5, help="topics summarized by the LLM, largest first (default 5)")
     p.add_argument("--ideas", type=int, default=None,

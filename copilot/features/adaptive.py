@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 
 from copilot import grounding
+from copilot.errors import failure_sentence
 from copilot.features.answers import quoted_answer
 from copilot.features.chat import ChatError, clean_question
 from copilot.llm import LLM, LLMError, build_llm
@@ -74,7 +75,8 @@ def stream_adaptive(services: Services, question: str | None, user: str) -> Iter
                                  answer_writer=None if writes else quoting_writer(services)):
             yield trace
     except LLMError as error:
-        raise MainModelFailed(f"The main model failed: {error}") from None
+        raise MainModelFailed(failure_sentence("The main model failed", error,
+                                               "Plain Chat and Search still work.")) from None
     if notice:
         trace.notes.insert(0, notice)
     main_model = services.llm.info["model"] if writes else "quotes (no model)"

@@ -135,7 +135,10 @@ def feed_for(services: Services, user: str, since: date | str | None = None, lim
         lists[f"profile:{n}"] = _ranked(ids, matrix, query)
     for n, query in enumerate(liked_vectors):
         lists[f"liked:{n}"] = _ranked(ids, matrix, query)
-    lists["rocchio"] = _ranked(ids, matrix, _rocchio(profile_queries, liked_vectors, disliked_vectors))
+    # before any feedback the Rocchio query is the profile's centroid: its rank is a profile rank, not "all your
+    # feedback" (issue #38)
+    rocchio = "rocchio" if liked_vectors or disliked_vectors else "profile:centroid"
+    lists[rocchio] = _ranked(ids, matrix, _rocchio(profile_queries, liked_vectors, disliked_vectors))
     fused = reciprocal_rank_fusion(lists)[:limit]
     papers = {p.id: p for p in services.store.get_papers([pid for pid, _, _ in fused])}
     base.items = [FeedItem(papers[pid], score, _best_ranks(ranks)) for pid, score, ranks in fused if pid in papers]

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import shutil
+import threading
+import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from copilot.errors import UserError
+from copilot.errors import UserError, failure_sentence
 from copilot.ingest import IngestBusy, IngestCounts, Ingestor, Progress
 from copilot.records import parse_arxiv_id, parse_id_list
 from copilot.services import Services
@@ -13,6 +18,8 @@ from copilot.sources.arxiv_api import ArxivSourceError
 from copilot.sources.snapshot import read_snapshot
 from copilot.store.llm_calls import LLMCallLog
 from copilot.store.runs import IngestRun
+
+log = logging.getLogger(__name__)
 
 MAX_PASTED_IDS = 200        # arXiv answers an id list in pages of 100; more belongs in a snapshot file
 
@@ -36,19 +43,25 @@ def import_snapshot(services: Services, path: Path, limit: int | None = None,
     return ingestor(services).run(f"snapshot:{Path(path).name}", read_snapshot(path, limit=limit), progress)
 
 
-def import_upload(services: Services, path: Path, progress: Progress | None = None) -> IngestCounts:
-    """A snapshot uploaded on the Library tab: the same idempotent, resumable path as `python -m copilot import`.
-    A file that is not JSON lines at all is refused before anything is written; within a JSON-lines file each bad
-    line is skipped and reported by number (the rows of either schema may be mixed)."""
-    path = Path(path)
+def _check_snapshot(path: Path) -> None:
+    """A file that is not JSON lines at all is refused before anything is written."""
     first = _first_line(path)
     if first is None:
         raise UserError("the file is empty: upload a JSON-lines snapshot, one paper per line")
     if not first.lstrip().startswith("{"):
         raise UserError("this is not a JSON-lines snapshot: its first line is not a JSON object. Each line must be "
                         "one paper, e.g. {\"id\": \"2401.01234\", \"title\": …, \"summary\": …}")
+
+
+def import_upload(services: Services, path: Path, progress: Progress | None = None,
+                  name: str | None = None) -> IngestCounts:
+    """A snapshot uploaded on the Library tab: the same idempotent, resumable path as `python -m copilot import`.
+    A file that is not JSON lines at all is refused before anything is written; within a JSON-lines file each bad
+    line is skipped and reported by number (the rows of either schema may be mixed)."""
+    path = Path(path)
+    _check_snapshot(path)
     try:
-        return ingestor(services).run(f"upload:{path.name[:80]}", read_snapshot(path), progress)
+        return ingestor(services).run(f"upload:{(name or path.name)[:80]}", read_snapshot(path), progress)
     except IngestBusy as error:
         raise UserError(f"{error}; your file was not imported — try again when it is done") from None
 
@@ -66,7 +79,9 @@ def import_ids(services: Services, text: str, progress: Progress | None = None) 
         papers = services.arxiv.by_ids(wanted)
         counts = ingestor(services).run("arxiv:ids (manual)", papers, progress)
     except ArxivSourceError as error:
-        raise UserError(f"arXiv could not be reached: {error}. Nothing was imported.") from None
+        raise UserError(failure_sentence("arXiv could not be reached, so nothing was fetched", error,
+                                         "The papers already in the library still work on every tab; try again "
+                                         "later, or upload a snapshot file.")) from None
     except IngestBusy as error:
         raise UserError(f"{error}; nothing was imported — try again when it is done") from None
     found = {paper.id for paper in papers}
@@ -75,6 +90,61 @@ def import_ids(services: Services, text: str, progress: Progress | None = None) 
     if missing:
         notes.append(f"not found on arXiv: {', '.join(missing[:10])}")
     return counts, notes
+
+
+@dataclass
+class UploadImport:
+    """An uploaded snapshot imported in the background; the page reads it on every tick."""
+    name: str
+    lines: int
+    counts: IngestCounts | None = None
+    error: str | None = None
+    done: bool = False
+
+
+_UPLOADS: dict[str, UploadImport] = {}       # each user's latest upload, while the process lives
+
+
+def start_upload(services: Services, path: Path, user: str) -> UploadImport:
+    """Check an uploaded file, keep a copy under the data dir (the server's temporary copy may be cleaned up while
+    the import runs), and import it on a background thread: a large snapshot takes minutes to embed, and the page
+    must not wait on one request for that."""
+    path = Path(path)
+    _check_snapshot(path)
+    if Ingestor.busy():
+        raise UserError("an ingestion is already running; your file was not imported — try again when it is done")
+    kept = services.settings.data_dir / "uploads" / f"{time.strftime('%Y%m%d-%H%M%S')}-{path.name[-80:]}"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, kept)
+    with kept.open("rb") as handle:
+        job = UploadImport(path.name, sum(1 for line in handle if line.strip()))
+    _UPLOADS[user] = job
+    threading.Thread(target=_run_upload, args=(services, kept, job), name="upload-import", daemon=True).start()
+    return job
+
+
+def _run_upload(services: Services, path: Path, job: UploadImport) -> None:
+    def seen(counts: IngestCounts) -> None:
+        job.counts = counts
+    try:
+        job.counts = import_upload(services, path, seen, name=job.name)    # the history names the user's file
+    except UserError as error:
+        job.error = str(error)
+    except Exception as error:       # noqa: BLE001 - told on the page; the details go to the log
+        log.exception("import of an uploaded file failed")
+        job.error = failure_sentence("The import stopped on an unexpected error", error,
+                                     "The papers stored before it are kept; the app's log has the details.")
+    finally:
+        job.done = True
+        path.unlink(missing_ok=True)
+
+
+def paper_count(services: Services) -> int:
+    return services.store.count("paper")
+
+
+def latest_upload(user: str) -> UploadImport | None:
+    return _UPLOADS.get(user)
 
 
 def _first_line(path: Path) -> str | None:

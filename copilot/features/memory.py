@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from copilot.features.chat import chat_for, resume_jobs
+from copilot.features.chat import SWEEP_AFTER_S, chat_for, resume_jobs
 from copilot.features.chat_view import TurnView
 from copilot.methods.thought_retriever import THOUGHT_ID_PREFIX
 from copilot.records import storable_text
 from copilot.services import Services
+
+# Every way a thought is made (features/chat.py, deep.py, trends.py), as the page tells it. Each is stored only after
+# the confidence check and the merge test; each card says which origin it has.
+THOUGHT_SOURCES = (
+    "Thoughts are notes the assistant keeps from its own outputs, each checked before it is stored: in Chat, the "
+    "answer you vote for; when you do not vote, the thought-augmented answer once you ask your next question (or "
+    f"after {SWEEP_AFTER_S // 60} minutes); an answer shown alone (both retrievals found the same papers) at once; "
+    "a finished Deep answer; and the topic summaries, period summary and ideas of a Trends report.")
 
 
 def memory_view(services: Services, query: str = "", limit: int = 30, user: str | None = None) -> list[dict]:

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
-from copilot.errors import UserError
+from copilot.errors import UserError, failure_sentence
 from copilot.features.library import ingestor
 from copilot.records import Paper, parse_arxiv_id, parse_id_list, storable_text
 from copilot.services import Services
@@ -139,8 +139,8 @@ def save_profile(services: Services, user: str, text: str, keywords: Sequence[st
             reason = f"{type(error).__name__}: {error}"
             log.warning("selected papers of %s not stored: %s", user, reason)
             services.failures.record(PROFILE_PAPERS_NOT_STORED, f"user {user}: {reason}"[:500])
-            notice = (f"Saved, but your papers could not be added to the library now ({error}). They stay listed "
-                      "in your profile; save again later to add them.")
+            notice = failure_sentence("Saved, but your papers could not be added to the library now", error,
+                                      "They stay listed in your profile; save again later to add them.")
     profile = services.profiles.save(user, text, words, ids)
     return replace(profile, notice=notice)
 
@@ -163,7 +163,9 @@ def papers_from_ids(services: Services, text: str, limit: int | None = None) -> 
         try:
             found.update({p.id: p for p in services.arxiv.by_ids(missing)})
         except ArxivSourceError as error:
-            raise ProfileError(f"arXiv could not be reached: {error}. Your saved profile is unchanged.") from None
+            raise ProfileError(failure_sentence("arXiv could not be reached to fetch these papers", error,
+                                                "Your saved profile is unchanged; papers already in the library "
+                                                "can still be pasted.")) from None
     not_found = [token for token in wanted if base[token] not in found]
     if not_found:
         notes.append(f"not found on arXiv: {', '.join(not_found[:5])}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from copilot.errors import failure_sentence
 from copilot.features.profile import (
     MAX_KEYWORDS,
     NOT_FOUND_HINT,
@@ -224,7 +225,9 @@ def stream_draft(services: Services, papers: Sequence[Paper], pasted: str = "",
             raw += piece
             yield raw
     except LLMError as error:
-        raise ProfileError(f"the language model failed ({error}); your saved profile is unchanged") from None
+        raise ProfileError(failure_sentence("The language model failed while drafting", error,
+                                            "Your saved profile is unchanged; you can write the text "
+                                            "yourself.")) from None
     if grammar:   # the grammar's length cap may have cut a statement in the middle of a word
         raw = close_cut_statements(raw, PROFILE_STATEMENT_CHARS)
     yield finalize_draft(raw, papers, pasted or "")

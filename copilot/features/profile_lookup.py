@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from copilot.errors import failure_sentence
 from copilot.features.profile import NOT_FOUND_HINT, ProfileError
 from copilot.methods.authors import (
     AuthorName,
@@ -73,8 +74,9 @@ def _fetch(services: Services, query: str, limit: int,
                 progress(done + len(papers))
     except ArxivSourceError as error:
         if not papers:
-            raise ArxivDown(str(error)) from None
-        return papers, f"arXiv stopped answering after {len(papers)} papers ({error}); showing those."
+            raise ArxivDown(error) from None
+        return papers, failure_sentence(f"arXiv stopped answering after {len(papers)} papers", error,
+                                        "Showing those.")
     return papers, ""
 
 
@@ -133,11 +135,13 @@ def lookup_author(services: Services, name: str, max_results: int | None = None,
     try:
         remote, query, dropped, warning = _from_arxiv(services, target, limit, progress)
     except ArxivDown as error:
+        down = error.args[0] if error.args else error
         if not local:
-            raise ProfileError(f"arXiv could not be searched: {error}. Your saved profile is unchanged. "
-                               + NOT_FOUND_HINT) from None
+            raise ProfileError(failure_sentence(
+                f"No papers found for {target.display()} in this library, and arXiv could not be searched", down,
+                "Your saved profile is unchanged. " + NOT_FOUND_HINT)) from None
         remote, query, dropped = [], "", 0
-        warning = f"arXiv could not be searched ({error}); showing the papers in this library."
+        warning = failure_sentence("arXiv could not be searched", down, "Showing the papers in this library.")
     where: dict[str, str] = {}
     merged: dict[str, tuple[Paper, str]] = {}
     for paper, written in remote:

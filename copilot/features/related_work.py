@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from copilot.errors import failure_sentence
 from copilot.features import related
 from copilot.features.bibtex import bibtex_keys, bibtex_text
 from copilot.features.longform import (
@@ -107,7 +108,8 @@ def stream_related_work(services: Services, query: related.QueryInfo, *, user: s
             draft.stage = draft.run.stage
             yield draft
     except LLMError as error:
-        raise related.RelatedError(f"the model failed while drafting: {error}") from None
+        raise related.RelatedError(failure_sentence("The model failed while drafting", error,
+                                                    "The related papers are still listed.")) from None
     finish(draft)
     yield draft
 

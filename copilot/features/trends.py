@@ -1,9 +1,10 @@
 """Trends: what moved in the user's field over a time range — topics, summaries with citations, grounded ideas.
 
 Stages (each timed, each yielding a partial report so the page and the CLI can show progress):
-select (profile-ranked by RRF, or all papers of the range; capped) → topics (k-means, c-TF-IDF, counts,
-rising vs the previous window) → summaries (LLM, per topic and overall; citations checked) → ideas (RAT,
-retrieval from papers and thoughts) → store (summaries and ideas become thoughts with lineage; report cached).
+select (the field: the whole range sampled evenly; or "for me": ranked by the profile with RRF; capped) → topics
+(k-means, c-TF-IDF, counts, rising vs the previous window) → summaries (LLM, per topic and overall; citations
+checked) → ideas (RAT, retrieval from papers and thoughts) → store (summaries and ideas become thoughts with
+lineage; report cached).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from datetime import date, timedelta
 
 import numpy as np
 
-from copilot.errors import UserError
+from copilot.errors import UserError, failure_sentence
 from copilot.features.profile import profile_for_personalizing
 from copilot.features.trends_ideas import (  # noqa: F401
     IDEA_SUPPORT,
@@ -85,6 +86,7 @@ class TrendsOptions:
     query_tokens: int = 24
     store_thoughts: bool = True
     use_cache: bool = True
+    for_me: bool = False             # rank the range's papers by the user's profile; else the field, sampled evenly
 
     @classmethod
     def for_writer(cls, plan: Generation, **overrides) -> TrendsOptions:
@@ -247,7 +249,7 @@ REPORT_FORMAT = 2
 def cache_key(user: str, profile_version: int | None, start: date, end: date, categories: Sequence[str],
               corpus: str, opts: TrendsOptions, writer: str = "") -> str:
     return json.dumps([user, profile_version, str(start), str(end), sorted(categories), corpus, opts.cap,
-                       opts.ideas, opts.summarized_topics, writer, REPORT_FORMAT])
+                       opts.ideas, opts.summarized_topics, writer, REPORT_FORMAT, opts.for_me])
 
 
 def cached_report(services: Services, key: str) -> TrendsReport | None:
@@ -282,8 +284,9 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
         opts = replace(opts, ideas=0)
     categories = list(categories or [])
     profile, profile_notice = profile_for_personalizing(services, user)   # an unreadable one is told and counted
+    ranking = profile if opts.for_me else None     # the field is the whole range, not the user's own interests
     corpus = corpus_version(services)
-    key = cache_key(user, profile.version if profile else None, start, end, categories, corpus, opts,
+    key = cache_key(user, ranking.version if ranking else None, start, end, categories, corpus, opts,
                     f"{services.llm.info['model']}:{services.model_profile.name}")
     if opts.use_cache and not refresh:
         hit = cached_report(services, key)
@@ -291,15 +294,18 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
             yield hit
             return
     report = TrendsReport(start=start, end=end, categories=categories, user=user, cap=opts.cap,
-                          selection="profile" if profile else "all",
-                          profile_version=profile.version if profile else None,
+                          selection="profile" if ranking else "all",
+                          profile_version=ranking.version if ranking else None,
                           writer=services.llm.info["model"],
                           small_writer=services.llm.obeys_grammar and not services.model_profile.tiny)
-    if profile_notice:
+    if profile_notice and opts.for_me:
         report.notices.append(profile_notice)
+    elif opts.for_me and profile is None:
+        report.notices.append("You have no saved profile yet, so this is the field, sampled evenly: save one on the "
+                              "Profile tab to rank the papers by it.")
     if not services.model_profile.writes:
         report.notices.append(IDEAS_OFF_NOTICE)
-    papers = _select_and_cluster(services, report, profile, opts)
+    papers = _select_and_cluster(services, report, ranking, opts)
     yield report
     lineage: list[tuple[str, list[tuple[str, str]], str]] = []   # (text, sources, question)
     clock = time.perf_counter()
@@ -363,7 +369,8 @@ def _summaries(services: Services, report: TrendsReport, papers: dict[str, Paper
             lineage.append((topic.summary, [(i, "paper") for i in made_from],
                             f"Trend {period_label(report)}: {topic.label}"))
         except LLMError as error:
-            topic.summary = f"Summary failed: {error}"
+            topic.summary = failure_sentence("The model could not summarize this topic", error,
+                                             "Its papers are listed below.")
             report.failures.append(f"topic {topic.label}: {error}")
             failed = True
     report.stage = "summarizing the period"
@@ -373,7 +380,8 @@ def _summaries(services: Services, report: TrendsReport, papers: dict[str, Paper
         made_from = report.summary_ids + [i for i in given if i not in report.summary_ids]
         lineage.append((report.summary, [(i, "paper") for i in made_from], f"Trends of {period_label(report)}"))
     except LLMError as error:
-        report.summary = f"Summary failed: {error}"
+        report.summary = failure_sentence("The model could not summarize the period", error,
+                                          "The topics and their papers are listed below.")
         report.failures.append(f"period summary: {error}")
         failed = True
     return failed
@@ -391,7 +399,8 @@ def _ideas(services: Services, report: TrendsReport, papers: dict[str, Paper], p
         if not report.ideas:
             report.ideas_error = NO_IDEA_PASSED
     except LLMError as error:
-        report.ideas_error = f"Ideas failed: {error}"
+        report.ideas_error = failure_sentence("The model could not propose ideas", error,
+                                              "The topics and summaries stand.")
         report.failures.append(f"ideas: {error}")
         return True
     return False
@@ -414,14 +423,14 @@ def _store_thoughts(services: Services, report: TrendsReport, lineage, user: str
         shown, text = text, quotes.drop_ids(text)    # a thought keeps no raw ids: its lineage holds them
         problem = passage_problem(text, instructions)   # the chat thought's confidence check, on the text itself
         if problem:
-            log.info("trend text not stored as a thought (%s): %.80s", problem, text)
-            report.notices.append(f"Not kept as a thought ({problem}): {text[:60]}…")
+            log.info("trend text not stored as a thought (%s): %.80s", problem, text)   # the log's note, not the page's
             continue
         try:
             thought_id = memory.add(text, sources, origin="trends", question=question, user=user)
         except Exception as error:  # storing is a bonus; the report stands without it
             log.warning("trend thought not stored: %s", error)
-            report.notices.append(f"A thought could not be stored: {error}")
+            report.notices.append(failure_sentence("This report could not be kept in memory", error,
+                                                   "The report itself is complete."))
             continue
         if thought_id:
             report.thought_ids.append(thought_id)

@@ -231,6 +231,16 @@ def _text_similarity(papers: Sequence[Paper]) -> np.ndarray:
     return (matrix @ matrix.T).toarray()
 
 
+def _join_unlinked(groups: _Groups, papers: Sequence[Paper]) -> None:
+    """When no two papers were linked, one group per paper would say nothing (issue #38: a one-person lookup split
+    into a group per paper): papers sharing a category are taken as one person. Namesakes in other fields, or with a
+    conflicting first name, stay apart."""
+    for i in range(len(papers)):
+        for j in range(i):
+            if set(papers[i].categories) & set(papers[j].categories):
+                groups.union(j, i)
+
+
 def group_namesakes(papers: Sequence[Paper], target: AuthorName, small_group: int = SMALL_GROUP,
                     text_link: float = TEXT_LINK) -> list[NamesakeGroup]:
     """Group the papers by likely identity of `target`; every paper lands in exactly one group."""
@@ -263,6 +273,8 @@ def group_namesakes(papers: Sequence[Paper], target: AuthorName, small_group: in
                     best, best_score = other, score
             if best is not None:
                 groups.union(best, root)
+    if all(len(idx) == 1 for idx in groups.members().values()):
+        _join_unlinked(groups, papers)
     ordered = sorted(groups.members().values(), key=lambda idx: (-len(idx), idx[0]))
     result = []
     for number, idx in enumerate(ordered, start=1):

@@ -11,6 +11,7 @@ from pathlib import Path
 import gradio as gr
 
 from copilot.features.limits import check_rate
+from copilot.readable import readable
 from copilot.services import Services
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def escape_markdown(text: object) -> str:
 
 
 def arxiv_link(paper_id: str, title: str | None = None) -> str:
-    label = escape(title or paper_id)
+    label = escape(readable(title) or paper_id)
     return f'<a href="https://arxiv.org/abs/{escape(paper_id)}" target="_blank" rel="noopener">{label}</a>'
 
 

@@ -14,6 +14,7 @@ from copilot.errors import UserError
 from copilot.features import feed as feature
 from copilot.features.bibtex import bibtex_text
 from copilot.features.feed import MORE, NOT_INTERESTED
+from copilot.readable import readable
 from copilot.services import Services
 from copilot.ui.common import current_user, escape, shown_file, write_bibtex
 
@@ -22,25 +23,33 @@ AUTHORS_SHOWN = 5
 RANKED_BY = {"profile": "your profile", "liked": "papers you liked", "rocchio": "all your feedback"}
 
 
-def feed_html(feed: feature.Feed, marks: dict[str, str]) -> str:
+def head_html(feed: feature.Feed) -> str:
     head = (f'<p class="feed-since">New for you: {escape(feed.since)} — {feed.candidates} papers'
             + (f", {feed.hidden} hidden as not interesting" if feed.hidden else "") + ".</p>")
     if feed.message:
         head += f'<p class="feed-message">{escape(feed.message)}</p>'
-    cards = []
-    for item in feed.items:
-        p = item.paper
-        authors = ", ".join(p.authors[:AUTHORS_SHOWN]) + (" et al." if len(p.authors) > AUTHORS_SHOWN else "")
-        why = " · ".join(f"#{rank} by {RANKED_BY.get(kind, kind)}"
-                         for kind, rank in sorted(item.ranks.items(), key=lambda kv: kv[1])[:2])
-        mark = ' <span class="feed-liked">★ you asked for more like this</span>' if marks.get(p.id) == MORE else ""
-        cards.append(f'<li class="feed-card" data-id="{escape(p.id)}"><a href="{escape(p.abs_url)}" target="_blank" '
-                     f'rel="noopener">{escape(p.title)}</a>{mark}<div class="feed-meta">{escape(authors)} · '
-                     f"{escape(p.published.isoformat())} · {escape(' '.join(p.categories[:3]))}"
-                     + (f" · {escape(why)}" if why else "") + "</div>"
-                     f'<div class="feed-snippet">{escape(p.abstract[:300])}{"…" if len(p.abstract) > 300 else ""}'
-                     "</div></li>")
-    return head + (f'<ol class="feed-list">{"".join(cards)}</ol>' if cards else "")
+    return head
+
+
+def card_of(item: feature.FeedItem, marks: dict[str, str]) -> dict:
+    """What one card shows, kept in the page's state so each card's buttons know their paper."""
+    p = item.paper
+    why = " · ".join(f"#{rank} by {RANKED_BY.get(kind, kind)}"
+                     for kind, rank in sorted(item.ranks.items(), key=lambda kv: kv[1])[:2])
+    abstract = readable(p.abstract)
+    return {"id": p.id, "title": readable(p.title), "url": p.abs_url, "liked": marks.get(p.id) == MORE, "why": why,
+            "meta": " · ".join([", ".join(p.authors[:AUTHORS_SHOWN]) + (" et al." if len(p.authors) > AUTHORS_SHOWN
+                                                                          else ""),
+                                p.published.isoformat(), " ".join(p.categories[:3])]),
+            "snippet": abstract[:300] + ("…" if len(abstract) > 300 else "")}
+
+
+def card_html(card: dict) -> str:
+    mark = ' <span class="feed-liked">★ you asked for more like this</span>' if card["liked"] else ""
+    return (f'<div class="feed-card" data-id="{escape(card["id"])}"><a href="{escape(card["url"])}" target="_blank" '
+            f'rel="noopener">{escape(card["title"])}</a>{mark}<div class="feed-meta">{escape(card["meta"])}'
+            + (f" · {escape(card['why'])}" if card["why"] else "") + "</div>"
+            f'<div class="feed-snippet">{escape(card["snippet"])}</div></div>')
 
 
 def feed_url(request: gr.Request | None, token: str) -> str:
@@ -56,31 +65,73 @@ def url_html(url: str) -> str:
 
 
 def feed_view(services: Services, user: str, since_text, visit: bool = True) -> tuple:
-    """→ (the list, the paper chooser, the list's BibTeX file)."""
+    """→ (the list's head, the cards, the list's BibTeX file)."""
     try:
         result = feature.feed_for(services, user, since_text if isinstance(since_text, str) else None, visit=visit)
     except UserError as error:
-        return f'<p class="feed-message">{escape(error)}</p>', gr.update(choices=[], value=None), shown_file(None)
+        return f'<p class="feed-message">{escape(error)}</p>', [], shown_file(None)
     marks = feature.feedback_of(services, user)
-    choices = [(f"{item.paper.title[:90]} ({item.paper.id})", item.paper.id) for item in result.items]
     file = write_bibtex(bibtex_text([item.paper for item in result.items]), "for-you") if result.items else None
-    return feed_html(result, marks), gr.update(choices=choices, value=choices[0][1] if choices else None), \
-        shown_file(file)
+    return head_html(result), [card_of(item, marks) for item in result.items], shown_file(file)
 
 
-def feedback_view(services: Services, user: str, verdict: str, paper_id, since_text) -> tuple:
-    """"More like this", "not interested" or undo on one paper, then the list again (not counted as a visit)."""
+def feedback_view(services: Services, user: str, verdict: str, card: dict | None, since_text) -> tuple:
+    """"More like this", "not interested" or undo on one paper, then the list again (not counted as a visit).
+    → (the confirmation naming the paper, the paper the Undo button undoes, head, cards, file)."""
+    card = card or {}
+    named = f"“{card.get('title', '')}” ({card.get('id', '')})"
     try:
         if verdict == "undo":
-            feature.undo_feedback(services, user, paper_id)
-            message = "Feedback removed."
+            if not card:
+                raise UserError("nothing to undo yet")
+            feature.undo_feedback(services, user, card["id"])
+            message, undoable = f"Feedback on {named} removed.", None
         else:
-            pid = feature.give_feedback(services, user, paper_id, verdict)
-            message = (f"More like {pid}: the list is re-ranked." if verdict == MORE else
-                       f"{pid} hidden; similar papers move down.")
+            feature.give_feedback(services, user, card.get("id", ""), verdict)
+            message = (f"More like {named}: the list is re-ranked." if verdict == MORE else
+                       f"{named} hidden; similar papers move down.")
+            undoable = card
     except UserError as error:
-        return f'<p class="feed-message">{escape(error)}</p>', gr.update(), gr.update(), gr.update()
-    return (f"<p>{escape(message)}</p>", *feed_view(services, user, since_text, visit=False))
+        return f'<p class="feed-message">{escape(error)}</p>', gr.update(), gr.update(), gr.update(), gr.update()
+    return (f"<p>{escape(message)}</p>", undoable, *feed_view(services, user, since_text, visit=False))
+
+
+def slot_updates(cards: list[dict] | None) -> list:
+    """For each of the FEED_LIMIT card slots: shown or hidden, and its card."""
+    updates = []
+    for n in range(feature.FEED_LIMIT):
+        card = cards[n] if cards and n < len(cards) else None
+        updates += [gr.update(visible=card is not None), card_html(card) if card else ""]
+    return updates
+
+
+def _with_slots(result: tuple) -> tuple:
+    """A view's outputs, then the slots filled from its cards (left as they are when the view changed nothing)."""
+    cards = result[-2]
+    return (*result, *(slot_updates(cards) if isinstance(cards, list) else [gr.update()] * 2 * feature.FEED_LIMIT))
+
+
+def _card_slots() -> tuple[list, list]:
+    """One slot per card the feed can list, each with its own two buttons (issue #38: the feedback went through a
+    dropdown below 30 cards). Fixed slots, not gr.render: every event of the page is known when it is built."""
+    slots, buttons = [], []
+    for n in range(feature.FEED_LIMIT):
+        with gr.Group(visible=False, elem_classes=["feed-card-box"]) as box:
+            html = gr.HTML()
+            with gr.Row(elem_classes=["feed-card-actions"]):
+                more = gr.Button("More like this", size="sm", elem_classes=["feed-more"], scale=0, min_width=130)
+                not_interested = gr.Button("Not interested", size="sm", elem_classes=["feed-not"], scale=0,
+                                           min_width=130)
+        slots += [box, html]
+        buttons += [(n, more, MORE), (n, not_interested, NOT_INTERESTED)]
+    return slots, buttons
+
+
+def _reaction(services: Services, verdict: str, slot: int):
+    def on_feedback(cards, since_text, request: gr.Request):
+        card = cards[slot] if cards and slot < len(cards) else None
+        return _with_slots(feedback_view(services, current_user(request), verdict, card, since_text))
+    return on_feedback
 
 
 def build(services: Services):
@@ -91,34 +142,33 @@ def build(services: Services):
         since = gr.Textbox(label="Since (YYYY-MM-DD; empty: since your previous visit)", elem_id="feed-since",
                            scale=3)
         refresh = gr.Button("Show", variant="primary", elem_id="feed-show", scale=1)
-    listing = gr.HTML(elem_id="feed-list")
     with gr.Row():
-        chosen = gr.Dropdown([], value=None, label="A paper of the list", allow_custom_value=True,
-                             elem_id="feed-chosen", scale=3)
-        more = gr.Button("More like this", elem_id="feed-more", scale=1)
-        not_interested = gr.Button("Not interested", elem_id="feed-not", scale=1)
+        note = gr.HTML(elem_id="feed-note")
         undo = gr.Button("Undo", size="sm", elem_id="feed-undo", scale=0)
-    note = gr.HTML(elem_id="feed-note")
-    bib_file = gr.File(label="BibTeX of this list", elem_id="feed-bibtex", interactive=False, height=72, visible=False)
+    last_feedback, cards_state = gr.State(None), gr.State([])
+    with gr.Column(elem_id="feed-list"):
+        listing = gr.HTML(elem_id="feed-head")
+        slots, buttons = _card_slots()
+    bib_file = gr.File(label="BibTeX of this list", elem_id="feed-bibtex", interactive=False, height=72,
+                       visible=False)
+    outputs = [listing, cards_state, bib_file, *slots]
     with gr.Accordion("Your private Atom feed", open=False):
         url = gr.HTML(elem_id="feed-url-box")
         renew = gr.Button("Make a new feed link", size="sm", elem_id="feed-renew")
 
     def show(since_text, request: gr.Request, visit: bool = True):
-        return feed_view(services, current_user(request), since_text, visit)
+        return _with_slots(feed_view(services, current_user(request), since_text, visit))
 
-    def react(verdict: str):
-        def on_feedback(paper_id, since_text, request: gr.Request):
-            return feedback_view(services, current_user(request), verdict, paper_id, since_text)
-        return on_feedback
+    def undo_last(card, since_text, request: gr.Request):
+        return _with_slots(feedback_view(services, current_user(request), "undo", card, since_text))
 
     def show_url(request: gr.Request, renew_now: bool = False):
         return url_html(feed_url(request, feature.feed_token(services, current_user(request), renew=renew_now)))
 
-    outputs = [listing, chosen, bib_file]
     gr.on([refresh.click, since.submit], show, [since], outputs)
-    for button, verdict in ((more, MORE), (not_interested, NOT_INTERESTED), (undo, "undo")):
-        button.click(react(verdict), [chosen, since], [note, *outputs])
+    for slot, button, verdict in buttons:
+        button.click(_reaction(services, verdict, slot), [cards_state, since], [note, last_feedback, *outputs])
+    undo.click(undo_last, [last_feedback, since], [note, last_feedback, *outputs])
 
     def renew_url(request: gr.Request):
         return show_url(request, True)

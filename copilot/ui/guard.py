@@ -1,6 +1,6 @@
 """What the web server refuses before Gradio reads a request (issue #19), as one ASGI middleware on Gradio's app:
 
-- a request body over BODY_LIMIT (an upload: over UPLOAD_LIMIT, Gradio then applies the 2 MB file limit) → 413,
+- a request body over BODY_LIMIT (an upload: over UPLOAD_LIMIT, Gradio then applies the MAX_UPLOAD_MB file limit) → 413,
   read no further; an upload without a length → 411; an address longer than URL_LIMIT → 414;
 - a session id (`session_hash` in the query, a header, the JSON body or the path) that is not 1–64 letters, digits,
   `-` or `_` → 400 (Gradio keeps one entry per session id: 1 MB ids held 219 MB after 200 requests);
@@ -34,7 +34,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 BODY_LIMIT = 256 * 1024                       # a question, a profile text (20,000 characters) and Gradio's envelope
-UPLOAD_LIMIT = 2 * 1024 * 1024 + 64 * 1024    # ui.main.MAX_UPLOAD plus the multipart envelope
+MAX_UPLOAD_MB = 200                           # an uploaded snapshot: ~100,000 abstracts (Library tab; issue #38)
+UPLOAD_LIMIT = MAX_UPLOAD_MB * 1024 * 1024 + 64 * 1024    # ui.main.MAX_UPLOAD plus the multipart envelope
 URL_LIMIT = 8 * 1024
 DRAIN_LIMIT = 4 * 1024 * 1024                 # a refused body up to this size is read (and dropped) before the answer,
                                               # so a client still sending it sees the 413, not a reset connection

@@ -13,10 +13,10 @@ from copilot.services import Services
 from copilot.ui import chat, feed, library, profile, related, search, trends
 from copilot.ui.fairness import FairShare
 from copilot.ui.feed import FeedRoute
-from copilot.ui.guard import RequestGuard
+from copilot.ui.guard import MAX_UPLOAD_MB, RequestGuard
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-MAX_UPLOAD = "2mb"      # no tab takes a file; Gradio's upload route took files of any size (issue #19)
+MAX_UPLOAD = f"{MAX_UPLOAD_MB}mb"    # the Library's snapshot upload; Gradio's route took files of any size (issue #19)
 
 
 def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr.Blocks:
@@ -28,21 +28,24 @@ def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr
                 gr.LoginButton(scale=0)
         with gr.Tabs() as tabs:
             with gr.Tab("Profile", id="profile"):
+                empty_note = gr.Markdown(visible=False, elem_id="library-empty-note")
                 profile.build(services)
             with gr.Tab("For you", id="for-you") as for_you:
                 (show_feed, feed_inputs, feed_outputs), (show_feed_url, feed_url) = feed.build(services)
             with gr.Tab("Trends", id="trends"):
                 trends.build(services)
-            with gr.Tab("Chat", id="chat"):
-                chat_question = chat.build(services)
+            with gr.Tab("Chat", id="chat") as chat_tab:
+                chat_question, refresh_chat_views = chat.build(services)
             with gr.Tab("Search", id="search"):
                 search_tab = search.build(services)
             with gr.Tab("Related", id="related"):
                 related_reference, related_run = related.build(services)
             with gr.Tab("Library", id="library"):
                 show, status, history = library.build(services, scheduler)
+        refresh_chat_views(chat_tab)      # back on Chat with Memory or Statistics open
         search.connect(services, search_tab, tabs, related_reference, related_run, chat_question)
         page.load(show, outputs=[status, history])
+        page.load(lambda: library.empty_library_note(services), outputs=empty_note)
         for_you.select(show_feed, feed_inputs, feed_outputs).then(show_feed_url, None, feed_url)
     return page
 

@@ -15,6 +15,7 @@ from copilot.features import profile as feature
 from copilot.features import profile_draft, profile_lookup
 from copilot.features.bibtex import arxiv_ids_from_bibtex_file
 from copilot.features.limits import RateLimited
+from copilot.readable import readable
 from copilot.records import Paper
 from copilot.services import Services
 from copilot.ui.common import arxiv_link, current_user, escape, escape_markdown, user_within_rate
@@ -29,7 +30,8 @@ def _paper_label(paper: Paper, group: int, found_in: str = "") -> str:
     others = ", ".join(paper.authors[:4]) + (" …" if len(paper.authors) > 4 else "")
     tag = f"G{group} · " if group else ""
     where = f" [{FOUND_IN[found_in]}]" if FOUND_IN.get(found_in) else ""
-    return f"{tag}{paper.published} · {paper.primary_category} · {paper.id} · {paper.title} — {others}{where}"
+    return (f"{tag}{paper.published} · {paper.primary_category} · {paper.id} · {readable(paper.title)} — "
+            f"{others}{where}")
 
 
 def _candidates_state(papers: list[Paper], group_of: dict[str, int], group_labels: dict[int, str],
@@ -53,6 +55,12 @@ def _group_choices(state: dict) -> list[tuple[str, int]]:
     return [(label, number) for number, label in sorted(state["groups"].items())]
 
 
+def _cleared():
+    """(groups update, papers update, state) of a lookup that found nothing."""
+    return (gr.update(choices=[], value=[], visible=False), gr.update(choices=[], value=[]),
+            _candidates_state([], {}, {}))
+
+
 def lookup_view(services: Services, name: str, progress=None):
     """→ (message markdown, groups update, papers update, state)."""
 
@@ -62,11 +70,10 @@ def lookup_view(services: Services, name: str, progress=None):
 
     try:
         result = profile_lookup.lookup_author(services, name, progress=report)
-    except feature.ProfileError as error:
-        return f"**{escape(error)}**", gr.update(), gr.update(), gr.update()
+    except feature.ProfileError as error:     # the previous lookup's papers must not stay listed and checked
+        return f"**{escape(error)}**", *_cleared()
     if not result.candidates:
-        return (escape(result.message), gr.update(choices=[], value=[], visible=False),
-                gr.update(choices=[], value=[]), _candidates_state([], {}, {}))
+        return escape(result.message), *_cleared()
     state = _candidates_state([c.paper for c in result.candidates], {c.paper.id: c.group for c in result.candidates},
                               {g.number: g.label() for g in result.groups},
                               {c.paper.id: c.found_in for c in result.candidates})

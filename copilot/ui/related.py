@@ -12,6 +12,7 @@ from copilot.errors import UserError
 from copilot.features import related
 from copilot.features.bibtex import bibtex_for_ids
 from copilot.features.limits import RateLimited, check_rate
+from copilot.readable import readable
 from copilot.services import Services
 from copilot.ui.common import arxiv_link, current_user, escape, rate_scope, shown_file, write_bibtex
 from copilot.ui.related_work import build_draft_tab
@@ -22,13 +23,18 @@ RANK_COLUMNS = list(related.LIST_ORDER)
 SOURCE_LABELS = {"llm": "written by the LLM", "extractive": "the title and the abstract's own sentences on this aspect"}
 
 
+def mode_matters(ranking: str | None) -> bool:
+    """Does the prompt-style choice change anything for this ranking (only those whose aspects the LLM writes)?"""
+    return bool(ranking) and ranking in related.RANKINGS and related.uses_llm(ranking)
+
+
 def ranking_choices() -> list[tuple[str, str]]:
     return [(f"{name}: {label}", name) for name, label in related.RANKINGS.items()]
 
 
 def query_html(result: related.RelatedResult) -> str:
     q = result.query
-    title = escape(q.paper.title or "(untitled text)")
+    title = escape(readable(q.paper.title) or "(untitled text)")
     link = arxiv_link(q.paper.id, q.paper.id) if q.paper.id else "pasted text"
     origin = {"library": "from the library", "arxiv": "fetched from arXiv", "input": "your input"}[q.source]
     lines = [f"<p><strong>Query paper:</strong> {title} · {link} · {escape(q.date or '')} ({origin})</p>",
@@ -38,17 +44,18 @@ def query_html(result: related.RelatedResult) -> str:
         if notice:
             lines.append(f"<p class='related-notice'><strong>Note:</strong> {escape(notice)}</p>")
     lines.append(f"<p>{len(result.results)} related papers; ranks per list show where each list placed the "
-                 "paper (– = not in that list's top 60, or a list this ranking does not use).</p>")
+                 "paper (– = not in that list's top 60).</p>")
     return "\n".join(lines)
 
 
 def results_html(rows: list[dict]) -> str:
     if not rows:
         return "<p>No related papers found.</p>"
-    head = "".join(f"<th>{escape(related.QUERY_LABELS[c])} rank</th>" for c in RANK_COLUMNS)
+    columns = [c for c in RANK_COLUMNS if any(c in row["ranks"] for row in rows)]   # no column that is all "–"
+    head = "".join(f"<th>{escape(related.QUERY_LABELS[c])} rank</th>" for c in columns)
     body = []
     for n, row in enumerate(rows, start=1):
-        ranks = "".join(f"<td class='rank-{c}'>{row['ranks'].get(c, '–')}</td>" for c in RANK_COLUMNS)
+        ranks = "".join(f"<td class='rank-{c}'>{row['ranks'].get(c, '–')}</td>" for c in columns)
         authors = row.get("authors") or []
         byline = escape(", ".join(authors[:3]) + (" et al." if len(authors) > 3 else ""))
         best = sorted(row["ranks"].items(), key=lambda kv: kv[1])[:2]
@@ -156,8 +163,9 @@ def build(services: Services):
     with gr.Row():
         ranking = gr.Dropdown(ranking_choices(), value=services.generation.related_ranking, label="Ranking",
                               elem_id="related-ranking", scale=3)
-        mode = gr.Radio(list(MODE_LABELS), value=next(iter(MODE_LABELS)), scale=2,
-                        label="How the LLM writes aspect descriptions (rankings prism, prism-hybrid)")
+        mode = gr.Radio(list(MODE_LABELS), value=next(iter(MODE_LABELS)), scale=2, elem_id="related-mode",
+                        label="How the LLM writes aspect descriptions",
+                        visible=mode_matters(services.generation.related_ranking))
     with gr.Accordion("…or paste a title and abstract", open=False):
         title = gr.Textbox(label="Title", elem_id="related-title")
         abstract = gr.Textbox(label="Abstract (or any pasted text)", lines=6, elem_id="related-abstract")
@@ -179,6 +187,8 @@ def build(services: Services):
         yield from related_view(services, user, rate_scope(request, user), reference_text, title_text,
                                 abstract_text, ranking_name, mode_label)
 
+    # the prompt style is shown only with a ranking whose aspect descriptions the LLM writes (issue #38)
+    ranking.change(lambda name: gr.update(visible=mode_matters(name)), ranking, mode, show_progress="hidden")
     inputs, outputs = [reference, title, abstract, ranking, mode], [status, results, baseline, aspects, bib_file]
     gr.on([run_button.click, reference.submit], on_run, inputs=inputs, outputs=outputs, concurrency_limit=2,
           concurrency_id="related")

@@ -12,6 +12,7 @@ from copilot.errors import UserError
 from copilot.features.bibtex import bibtex_text
 from copilot.features.limits import RateLimited
 from copilot.features.search import SORTS, Hit, SearchResult, query_words, question_about, search_papers
+from copilot.readable import readable
 from copilot.services import Services
 from copilot.ui.common import escape, shown_file, user_within_rate, write_bibtex
 
@@ -49,10 +50,10 @@ def card_html(n: int, hit: Hit, words: list[str]) -> str:
     why = " · ".join(f"{name} #{rank}" for name, rank in hit.ranks.items())
     return (f'<li class="search-card" data-id="{escape(p.id)}">'
             f'<div class="search-title"><a href="{escape(p.abs_url)}" target="_blank" rel="noopener">'
-            f"{highlighted(p.title, words)}</a></div>"
+            f"{highlighted(readable(p.title), words)}</a></div>"
             f'<div class="search-meta">{escape(authors)} · {escape(p.published.isoformat())} · '
             f'{escape(" ".join(p.categories[:4]))} · arXiv {escape(p.id)}v{p.version}</div>'
-            f'<div class="search-snippet">{highlighted(snippet(p.abstract, words), words)}</div>'
+            f'<div class="search-snippet">{highlighted(snippet(readable(p.abstract), words), words)}</div>'
             f'<div class="search-links"><a href="{escape(p.abs_url)}" target="_blank" rel="noopener">abs</a> · '
             f'<a href="{escape(p.pdf_url)}" target="_blank" rel="noopener">PDF</a>'
             + (f' <span class="search-why">matched by {escape(why)}</span>' if why else "") + "</div></li>")
@@ -108,7 +109,7 @@ def build(services: Services) -> SearchTab:
                                    order if order in SORTS else "relevance")
         except (UserError, RateLimited) as error:
             return f'<p class="search-empty">{escape(error)}</p>', gr.update(choices=[], value=None), shown_file(None)
-        choices = [(f"{hit.paper.title[:90]} ({hit.paper.id})", hit.paper.id) for hit in result.hits]
+        choices = [(f"{readable(hit.paper.title)[:90]} ({hit.paper.id})", hit.paper.id) for hit in result.hits]
         bibtex = bibtex_text([hit.paper for hit in result.hits])
         return (results_html(result), gr.update(choices=choices, value=choices[0][1] if choices else None),
                 shown_file(write_bibtex(bibtex, f"search-{result.query or 'filtered'}")))

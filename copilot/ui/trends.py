@@ -29,8 +29,8 @@ def linked(text: str) -> str:
 
 
 def status_html(report: trends.TrendsReport) -> str:
-    who = (f"ranked by your profile (version {report.profile_version}, RRF of profile text and papers)"
-           if report.selection == "profile" else "all papers of the range (no profile)")
+    who = (f"for you: ranked by your profile (version {report.profile_version})" if report.selection == "profile"
+           else "the field: spread evenly over the whole range, not chosen by your profile")
     cats = escape(", ".join(report.categories)) if report.categories else "all categories"
     parts = [f"<b>{report.start} … {report.end}</b> · {cats} · <span id='trends-count'>{report.papers}</span> "
              f"papers analysed of {report.in_range} in the range (cap {report.cap}) · {who}"]
@@ -143,8 +143,10 @@ def training_html(status: dict) -> str:
     state = status.get("state", "idle")
     text = {"ready": "ready", "running": "training", "failed": "failed", "too small": "not trained (too small)",
             "idle": "not trained yet"}.get(state, state)
+    stage = status.get("stage", "")
+    detail = f" · <small>{escape(stage)}</small>" if stage and stage != text else ""
     return (f"<span id='trends-gor-state' data-state='{escape(state)}'>Record graph of this period: <b>{text}</b>"
-            f"</span> · <small>{escape(status.get('stage', ''))}</small>")
+            f"</span>{detail}")
 
 
 def answer_html(result: gor.PeriodAnswer, titles: dict[str, str] | None = None) -> str:
@@ -247,8 +249,11 @@ def topic_bibtex_view(services: Services, label, ids_by_topic):
         return shown_file(None)
 
 
+SCOPES = {"The field (the whole period, sampled evenly)": False, "For me (ranked by my profile)": True}
+
+
 def show_view(services: Services, user: str, scope_key: str, range_name, first, last, cats, n_summaries, n_ideas,
-              refresh_now: bool, progress):
+              refresh_now: bool, progress, scope: str | None = None):
     """The report as it grows (one tuple of outputs per stage)."""
     try:
         check_rate(services, user, scope_key, "a trends report")
@@ -258,7 +263,7 @@ def show_view(services: Services, user: str, scope_key: str, range_name, first, 
     try:
         begin, finish = trends.resolve_range(services, RANGES.get(range_name, "week"), first, last)
         opts = trends.TrendsOptions.for_writer(services.generation, summarized_topics=int(n_summaries),
-                                               ideas=int(n_ideas))
+                                               ideas=int(n_ideas), for_me=SCOPES.get(scope or "", False))
         for steps, report in enumerate(trends.iter_trends(services, begin, finish, cats or [], user, opts,
                                                           refresh=refresh_now), start=1):
             progress(min(0.95, steps / 10), desc=report.stage)
@@ -268,23 +273,23 @@ def show_view(services: Services, user: str, scope_key: str, range_name, first, 
 
 
 def _show_events(services: Services):
-    def show(range_name, first, last, cats, n_summaries, n_ideas, request: gr.Request, progress=gr.Progress()):
+    def show(range_name, first, last, cats, n_summaries, n_ideas, scope, request: gr.Request,
+             progress=gr.Progress()):
         user = current_user(request)
         yield from show_view(services, user, rate_scope(request, user), range_name, first, last, cats,
-                             n_summaries, n_ideas, False, progress)
+                             n_summaries, n_ideas, False, progress, scope)
 
-    def show_fresh(range_name, first, last, cats, n_summaries, n_ideas, request: gr.Request,
+    def show_fresh(range_name, first, last, cats, n_summaries, n_ideas, scope, request: gr.Request,
                    progress=gr.Progress()):
         user = current_user(request)
         yield from show_view(services, user, rate_scope(request, user), range_name, first, last, cats,
-                             n_summaries, n_ideas, True, progress)
+                             n_summaries, n_ideas, True, progress, scope)
     return show, show_fresh
 
 
 def build(services: Services) -> None:
     gr.Markdown("What moved in your field: topics of a period, how they rise or fall, summaries that cite their "
-                "papers, and research ideas revised against papers and thoughts (RAT). With a saved profile, "
-                "papers are ranked by it.")
+                "papers, and research ideas revised against papers and thoughts (RAT).")
     with gr.Row():
         preset = gr.Radio(list(RANGES), value="Last week", label="Range (ends at the newest paper)",
                           elem_id="trends-range")
@@ -293,6 +298,7 @@ def build(services: Services) -> None:
         categories = gr.CheckboxGroup(services.settings.categories, label="Primary categories (none = all)",
                                       elem_id="trends-categories")
     with gr.Row():
+        scope = gr.Radio(list(SCOPES), value=next(iter(SCOPES)), label="Whose trends", elem_id="trends-scope")
         summarized = gr.Slider(0, 8, value=5, step=1, label="Topics to summarize", elem_id="trends-summaries")
         idea_count = gr.Slider(0, 5, value=trends.default_ideas(services), step=1, label="Research ideas (RAT steps)",
                                visible=services.model_profile.writes, elem_id="trends-ideas-count")
@@ -322,6 +328,6 @@ def build(services: Services) -> None:
     topic_bib.click(lambda label, ids_by_topic: topic_bibtex_view(services, label, ids_by_topic),
                     [topic_choice, topic_ids], topic_file)
     show, show_fresh = _show_events(services)
-    inputs = [preset, start, end, categories, summarized, idea_count]
+    inputs = [preset, start, end, categories, summarized, idea_count, scope]
     run.click(show, inputs, outputs, concurrency_limit=2)
     refresh.click(show_fresh, inputs, outputs, concurrency_limit=2)

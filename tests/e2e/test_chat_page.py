@@ -72,7 +72,9 @@ def test_ask_vote_reload_and_escaping(app_server, page):
         if memory.locator(".chat-thought").count():
             break
     expect(memory.locator(".chat-thought").first).to_be_visible()
-    expect(memory.locator(".chat-thought-roots a").first).to_have_attribute("href", re.compile(r"arxiv\.org/abs/"))
+    expect(memory.locator(".chat-thought-sources a").first).to_have_attribute("href", re.compile(r"arxiv\.org/abs/"))
+    # made from papers alone: its root papers are its direct sources, not listed twice (issue #38)
+    expect(memory.locator(".chat-thought").first.locator(".chat-thought-roots")).to_have_count(0)
 
     # 2) ask the stored thought's own words: the thought is then the nearest item, so two blind answers (the
     # same question again found it only when the small model happened to write a thought close to it)

@@ -15,6 +15,11 @@ from copilot.services import Services
 from tests.conftest import make_settings, sample_papers
 
 
+def card_box(page, paper_id: str):
+    """The card of one paper with its own buttons."""
+    return page.locator(".feed-card-box").filter(has=page.locator(f'.feed-card[data-id="{paper_id}"]'))
+
+
 def test_for_you_feedback_and_the_atom_feed(app_server, preloaded, tmp_path, page):
     data_dir = tmp_path / "feed-data"
     shutil.copytree(preloaded(80), data_dir)
@@ -27,19 +32,21 @@ def test_for_you_feedback_and_the_atom_feed(app_server, preloaded, tmp_path, pag
     cards = page.locator("#feed-list .feed-card")
     expect(cards.first).to_be_visible(timeout=60_000)
     first_id = cards.first.get_attribute("data-id")
+    first_title = cards.first.locator("a").inner_text()
+    expect(page.locator("#feed-list")).not_to_contain_text("all your feedback")    # no feedback given yet
     assert first_id not in {p.id for p in mine}
 
-    page.locator("#feed-not").click()                       # the chosen paper is the first one
+    card_box(page, first_id).locator(".feed-not").click()     # issue #38: one click on the card itself
     expect(page.locator("#feed-note")).to_contain_text("hidden", timeout=30_000)
+    expect(page.locator("#feed-note")).to_contain_text(first_title[:30])
     expect(page.locator(f'#feed-list .feed-card[data-id="{first_id}"]')).to_have_count(0)
     expect(page.locator("#feed-list")).to_contain_text("1 hidden as not interesting")
 
     before = [cards.nth(i).get_attribute("data-id") for i in range(cards.count())]
     liked = before[-1]
-    page.locator("#feed-chosen input").click()
-    page.get_by_role("option").filter(has_text=liked).first.click()
-    page.locator("#feed-more").click()
-    expect(page.locator("#feed-note")).to_contain_text(f"More like {liked}", timeout=30_000)
+    card_box(page, liked).locator(".feed-more").click()
+    expect(page.locator("#feed-note")).to_contain_text(f"({liked})", timeout=30_000)
+    expect(page.locator("#feed-note")).to_contain_text("More like")
     expect(page.locator(f'#feed-list .feed-card[data-id="{liked}"] .feed-liked')).to_be_visible()
     after = [cards.nth(i).get_attribute("data-id") for i in range(cards.count())]
     assert after.index(liked) < before.index(liked)

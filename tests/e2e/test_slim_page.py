@@ -83,7 +83,8 @@ def assert_logged_whole(db: Database, record, page) -> None:
         expect(trace.locator(".slim-claims")).to_contain_text(claim.query)
     for item in record.items:
         assert item.query
-        expect(trace.locator(f'a[href*="arxiv.org/abs/{item.item_id}"]')).to_be_visible()
+        expect(trace.locator(f'.chat-sources a[href*="arxiv.org/abs/{item.item_id}"]')).to_be_visible()
+        expect(trace.locator(".slim-queries")).to_contain_text(item.query)     # each query with what it found
     assert trace.locator(".chat-sources li").count() == len(record.items)
 
 
@@ -116,7 +117,7 @@ def test_adaptive_tab_with_a_local_proxy_and_a_loopback_main_model(app_server, p
         assert first.verdict in ("known", "unknown", "unclear") and first.judge_output
         assert {r.role: r.calls for r in first.roles}["judge"] == 1 + len(first.claims)
         trace = page.locator("#slim-trace")
-        expect(trace).to_contain_text("Proxy draft (the proxy model's own words")   # folded: not an answer
+        expect(trace).to_contain_text("Proxy draft and claims: the proxy model's own words")   # folded, not facts
         trace.locator(".slim-draft summary").click()
         expect(trace.locator(".slim-draft q")).to_have_text(first.heuristic_answer)
         expect(trace).to_contain_text(f"Judge: {first.verdict}")

@@ -4,21 +4,33 @@ input, call one feature function, and format its output."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import gradio as gr
 
 from copilot.services import Services
 from copilot.ui.chat import adaptive, ask, memory, stats
 
 
-def build(services: Services) -> gr.Textbox:
-    """The Chat tab's sub-tabs; returns the question box (the Search tab's "Ask about this paper" fills it)."""
+def build(services: Services) -> tuple[gr.Textbox, Callable[..., None]]:
+    """The Chat tab's sub-tabs; returns the question box (the Search tab's "Ask about this paper" fills it) and a
+    function that wires more triggers (the Chat tab's own select) to refresh Memory and Statistics."""
     with gr.Tabs(elem_id="chat-tabs"):
         with gr.Tab("Ask", id="chat-ask-tab"):
             question = ask.build(services)
         with gr.Tab("Adaptive retrieval (SlimPLM)", id="chat-slim-tab"):
             adaptive.build(services, ask.asks_at_once(services))
-        with gr.Tab("Memory", id="chat-memory-tab"):
-            memory.build(services)
-        with gr.Tab("Statistics", id="chat-stats-tab"):
-            stats.build(services)
-    return question
+        with gr.Tab("Memory", id="chat-memory-tab") as memory_tab:
+            show_memory, memory_inputs, memory_outputs = memory.build(services)
+        with gr.Tab("Statistics", id="chat-stats-tab") as stats_tab:
+            show_stats, stats_outputs = stats.build(services)
+
+    def refresh_on(*triggers) -> None:
+        """Memory and Statistics are read again whenever they come into view (issue #38: they were read once per
+        page): after a turn or a vote on Ask, the user opens them again, and the select event of the tab shows
+        the store as it is now."""
+        gr.on([t.select for t in triggers], show_memory, memory_inputs, memory_outputs, show_progress="hidden")
+        gr.on([t.select for t in triggers], show_stats, None, stats_outputs, show_progress="hidden")
+
+    refresh_on(memory_tab, stats_tab)
+    return question, refresh_on

@@ -50,20 +50,14 @@ def slim_html(trace: dict) -> tuple[str, str]:
                      + (f" ({escape(trace['forced_rule'])})" if trace["forced_rule"] else "") + "</li>")
     if trace["proxy_error"]:
         steps.append(f'<li class="slim-proxy-error">The proxy failed: {escape(trace["proxy_error"])}</li>')
-    if trace["heuristic_answer"]:
-        steps.append('<li><details class="slim-draft"><summary>Proxy draft (the proxy model\'s own words, written only '
-                     "to decide whether to look things up: not checked, not an answer)</summary>"
-                     f'<q>{escape(trace["heuristic_answer"])}</q></details></li>')
     if trace["verdict"]:
         said = "weighed its two words:" if trace.get("p_unknown") is not None else "it wrote"
         steps.append(f'<li>Judge: <b>{escape(trace["verdict"])}</b> ({said} <code>{escape(trace["judge_output"])}'
                      "</code>)</li>")
-    if trace["claims"]:
-        rows = "".join(f"<tr><td>{escape(c['text'])}</td><td>{escape(c['query'])}</td>"
-                       f"<td>{escape(c['verdict'] or '—')}{_weight(c.get('p_unknown'))}</td>"
-                       f"<td>{escape(', '.join(c['retrieved_ids']) or '—')}</td></tr>" for c in trace["claims"])
-        steps.append('<li>Claims:<table class="slim-claims"><thead><tr><th>claim</th><th>query</th><th>judge</th>'
-                     f"<th>retrieved</th></tr></thead><tbody>{rows}</tbody></table></li>")
+    if trace["queries"]:
+        steps.append(_queries_html(trace))
+    if trace["heuristic_answer"] or trace["claims"]:
+        steps.append(_proxy_words_html(trace))
     if items:
         refs = "".join(f'<li>[{i["label"]}] {arxiv_link(i["id"], i["title"] or i["id"])} <span class="slim-score">'
                        f'{i["score"]:.2f} · {escape(i["query"])}</span></li>' for i in items)   # papers only
@@ -74,6 +68,32 @@ def slim_html(trace: dict) -> tuple[str, str]:
                            f"tokens, {c['seconds']:.1f} s" for role, c in trace["costs"].items() if c["calls"])
         steps.append(f'<li class="slim-costs">Cost by role — {escape(costs)}</li>')
     return answer, f'<ul class="slim-trace">{"".join(steps)}</ul>'
+
+
+def _queries_html(trace: dict) -> str:
+    """Each query retrieved with, where it came from, and the papers it brought."""
+    found: dict[str, list[dict]] = {}
+    for item in trace["items"]:
+        found.setdefault(item["query"], []).append(item)
+    rows = []
+    for query in trace["queries"]:
+        origin = "your question" if query == trace["question"] else "made from the proxy's unchecked draft"
+        papers = ", ".join(arxiv_link(i["id"], i["title"] or i["id"]) for i in found.get(query, [])) or "none kept"
+        rows.append(f"<li><code>{escape(query)}</code> <small>({origin})</small> → {papers}</li>")
+    return f'<li>Queries:<ol class="slim-queries">{"".join(rows)}</ol></li>'
+
+
+def _proxy_words_html(trace: dict) -> str:
+    """The proxy's draft and the claims it split it into: folded, and named as what they are (a 135M model's
+    invented sentences, issue #38), never a table of facts."""
+    parts = [f'<p>Draft: <q>{escape(trace["heuristic_answer"])}</q></p>'] if trace["heuristic_answer"] else []
+    if trace["claims"]:
+        claims = "".join(f"<li><q>{escape(c['text'])}</q> → query <code>{escape(c['query'])}</code> · judge: "
+                         f"{escape(c['verdict'] or '—')}{_weight(c.get('p_unknown'))}</li>" for c in trace["claims"])
+        parts.append(f'<p>Claims it split the draft into:</p><ul class="slim-claims">{claims}</ul>')
+    return ('<li><details class="slim-draft"><summary>Proxy draft and claims: the proxy model\'s own words (written '
+            "only to decide what to look up; not checked, often wrong, not facts)</summary>" + "".join(parts)
+            + "</details></li>")
 
 
 def _as_sources(items: list[dict]) -> list[SourceView]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from copilot.features.memory import delete_thought, memory_view
+from copilot.features.memory import THOUGHT_SOURCES, delete_thought, memory_view
 from copilot.services import Services
 from copilot.ui.chat.ask import on_page_load
 from copilot.ui.chat.render import when
@@ -14,7 +14,7 @@ from copilot.ui.common import arxiv_link, current_user, escape
 
 def memory_html(thoughts: list[dict]) -> str:
     if not thoughts:
-        return "<p>No thoughts stored yet. They are made from answers after you vote.</p>"
+        return "<p>No thoughts stored yet.</p>"
     cards = []
     for t in thoughts:
         direct = []
@@ -23,7 +23,7 @@ def memory_html(thoughts: list[dict]) -> str:
                 direct.append(arxiv_link(source["id"], f"{source['id']} {source.get('title', '')}".strip()))
             else:
                 direct.append(f'<a href="#thought-{escape(source["id"])}">thought {escape(source["id"])}</a>')
-        roots = ", ".join(arxiv_link(p["id"], f"{p['id']} {p['title']}".strip()) for p in t["root_papers"])
+        roots = _roots_line(t)
         similarity = f" · similarity {t['similarity']:.2f}" if "similarity" in t else ""
         cards.append(
             f'<div class="chat-thought" id="thought-{escape(t["id"])}"><div class="chat-thought-meta">'
@@ -32,9 +32,18 @@ def memory_html(thoughts: list[dict]) -> str:
             f'<div class="chat-thought-text">{escape(t["text"])}</div>'
             f'<div class="chat-thought-question">Question: '
             f'{escape(t["question"]) or ("—" if t.get("own", True) else "<i>another user&#39;s</i>")}</div>'
-            f'<div class="chat-thought-sources">Direct sources: {", ".join(direct) or "—"}</div>'
-            f'<div class="chat-thought-roots">Root papers: {roots or "—"}</div></div>')
+            f'<div class="chat-thought-sources">Direct sources: {", ".join(direct) or "—"}</div>{roots}</div>')
     return "".join(cards)
+
+
+def _roots_line(thought: dict) -> str:
+    """The root papers, only when they differ from the direct paper sources (a thought made from papers alone has
+    the same list twice, issue #38)."""
+    direct = {s["id"] for s in thought["sources"] if s["kind"] == "paper"}
+    if {p["id"] for p in thought["root_papers"]} == direct and all(s["kind"] == "paper" for s in thought["sources"]):
+        return ""
+    roots = ", ".join(arxiv_link(p["id"], f"{p['id']} {p['title']}".strip()) for p in thought["root_papers"])
+    return f'<div class="chat-thought-roots">Root papers (through the thoughts it was made from): {roots or "—"}</div>'
 
 
 def search_view(services: Services, query: str, request: gr.Request | None) -> str:
@@ -50,7 +59,9 @@ def delete_view(services: Services, thought_id: str, query: str, request: gr.Req
     return f"<p>{escape(note)}</p>", memory_html(memory_view(services, query, user=user))
 
 
-def build(services: Services) -> None:
+def build(services: Services):
+    """The sub-tab; returns (refresh, its inputs, its outputs) for the tab's select events."""
+    gr.Markdown(THOUGHT_SOURCES, elem_id="chat-memory-about")
     with gr.Row():
         query = gr.Textbox(label="Search thoughts (meaning) or a thought id", elem_id="chat-memory-query")
         search = gr.Button("Search", elem_id="chat-memory-search")
@@ -72,3 +83,4 @@ def build(services: Services) -> None:
     query.submit(search_memory, [query], [listing])
     delete_button.click(remove_thought, [delete_id, query], [delete_status, listing])
     on_page_load(first_memory, [listing])
+    return search_memory, [query], [listing]

@@ -18,7 +18,9 @@ THOUGHT_STATUS = {"queued": "queued", "running": "being written", "stored": "sto
                   "failed": "failed (see logs)"}
 NO_COMPARISON = ("No comparison yet: thought memory holds nothing relevant to this question, so both retrievals "
                  "found the same papers and one answer is shown (not counted in the statistics). Thoughts come from "
-                 "answers you vote on; once memory holds some close to a question, it gets two answers to compare.")
+                 "Chat answers (the one you vote for, or kept when you move on without voting), Deep answers and "
+                 "Trends reports (the Memory tab lists each way); once memory holds some close to a question, it "
+                 "gets two answers to compare.")
 NO_COMPARISON_SIDE = ("No second answer: it would use the same papers as the first. Vote on compared answers to grow "
                       "the thought memory that makes the second answer differ.")
 PREVIEW_CHARS = 150

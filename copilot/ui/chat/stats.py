@@ -107,7 +107,8 @@ def stats_view(services: Services) -> tuple:
     return stats_html(stats), stats_figure(stats)
 
 
-def build(services: Services) -> None:
+def build(services: Services):
+    """The sub-tab; returns (refresh, its outputs) for the tab's select events."""
     refresh = gr.Button("Refresh", elem_id="chat-stats-refresh")
     table, plot = gr.HTML(elem_id="chat-stats"), gr.Plot(elem_id="chat-stats-plot")
     with gr.Accordion("Preference data (JSON lines: prompt, chosen, rejected, …)", open=False):
@@ -127,3 +128,4 @@ def build(services: Services) -> None:
     refresh.click(show_stats, None, [table, plot])
     export.click(export_preferences, [since], [export_note, export_file])
     on_page_load(show_stats, [table, plot])
+    return show_stats, [table, plot]
