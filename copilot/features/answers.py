@@ -1,18 +1,26 @@
-"""One chat answer, as the model profile allows: quotes of the sources on the tiny profile, written on the capable.
+"""One chat answer, as the model profile allows: the evidence table on the tiny profile (the papers that bear on
+the question, each with its own sentences that answer it), the model's answer over that table on the capable.
 
-Chat, GoR's period answers and the benchmarks call `stream_reply`; it yields the answer in pieces either way, so the
-page streams both alike, and the output checks run on both (`thought_retriever.check_answer`).
+Chat, Adaptive, GoR's period answers and the benchmarks call `stream_reply` or `quoted_answer`; they yield the
+answer in pieces either way, so the page streams both alike, and the output checks run on both
+(`thought_retriever.check_answer`).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 
+import numpy as np
+
 from copilot.llm import Usage
-from copilot.methods import quotes
+from copilot.methods import evidence, quotes
 from copilot.methods.thought_retriever import stream_answer
 from copilot.records import Evidence
 from copilot.services import Services
+
+_CACHE_SIZE = 4000          # sentence vectors kept: the two answers of a turn quote mostly the same abstracts
+_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 
 
 def full_texts(services: Services, items: Sequence[Evidence]) -> list[str]:
@@ -42,19 +50,76 @@ def select(services: Services, question: str, items: Sequence[Evidence],
                                 [item.score for item in items], max_quotes=max_quotes)
 
 
+def cached_embed(services: Services):
+    """The embedder's `embed`, remembering sentence vectors across the answers of a process (bounded)."""
+    embedder = services.embedder
+
+    def embed(texts: list[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if (embedder.name, t) not in _vectors))
+        if missing:
+            for text, vector in zip(missing, embedder.embed(missing)):
+                _vectors[(embedder.name, text)] = vector
+        found = [_vectors[(embedder.name, t)] for t in texts]
+        for text in texts:
+            _vectors.move_to_end((embedder.name, text))
+        while len(_vectors) > _CACHE_SIZE:
+            _vectors.popitem(last=False)
+        return np.vstack(found) if found else np.zeros((0, embedder.dimension), dtype=np.float32)
+    return embed
+
+
+def table_sources(services: Services, items: Sequence[Evidence]) -> list[evidence.Source]:
+    """The papers a table may quote: the retrieved papers under their own labels, then the papers each retrieved
+    thought rests on, under the thought's label (a quote reached through a thought is the paper's words)."""
+    labels: dict[str, str] = {}
+    scores: dict[str, float] = {}
+    for n, item in enumerate(items, 1):
+        if item.kind == "paper":
+            labels.setdefault(item.id, str(n))
+            scores.setdefault(item.id, item.score)
+    for n, item in enumerate(items, 1):
+        if item.kind == "thought":
+            for paper_id in services.thought_memory.root_sources(item.id):
+                labels.setdefault(paper_id, str(n))
+                scores.setdefault(paper_id, item.score)
+    papers = services.store.get_papers(list(labels))
+    return [evidence.Source(labels[p.id], p.id, p.title, tuple(p.authors), p.published.isoformat(), p.abstract,
+                            scores[p.id]) for p in papers]
+
+
+def evidence_rows(services: Services, question: str, items: Sequence[Evidence]) -> list[evidence.Row]:
+    """The table's rows for `question` over the retrieved `items` (grouped where they fall apart clearly)."""
+    sources = table_sources(services, items)
+    if not sources:
+        return []
+    embed = cached_embed(services)
+    rows, vectors = evidence.build_rows(question, embed([question])[0], sources, embed)
+    evidence.group_rows(rows, vectors, question)
+    return rows
+
+
+def no_answer_line(items: Sequence[Evidence]) -> str:
+    """The one no-answer sentence, listing the nearest retrieved papers (never a thought: its title is a stored
+    question)."""
+    titles = [item.title if item.kind == "paper" else "" for item in items]
+    return quotes.nearest_line(titles, [item.score for item in items])
+
+
 def quoted_answer(services: Services, question: str, items: Sequence[Evidence]) -> Iterator[str]:
-    """The extractive answer in pieces: quotes under their labels, or the one no-answer sentence."""
+    """The extractive answer in pieces: the evidence table, or the one no-answer sentence."""
     if not items:
         yield f"{quotes.NO_SOURCE_ANSWERS}."
         return
-    selection = select(services, question, items)
-    yield from quotes.render(selection, [item.title or item.text[:120] for item in items],
-                             [item.score for item in items])
+    rows = evidence_rows(services, question, items)
+    if not rows:
+        yield no_answer_line(items)
+        return
+    yield from evidence.render_table(rows, textbook=evidence.is_textbook(question))
 
 
 def stream_reply(services: Services, question: str, items: Sequence[Evidence], reader: str = "",
                  usage: Usage | None = None) -> Iterator[str]:
-    """The answer the model profile allows: quotes (tiny) or the model's own answer (capable)."""
+    """The answer the model profile allows: the table (tiny) or the model's own answer (capable)."""
     if services.model_profile.writes:
         yield from stream_answer(services.llm, question, items, services.generation.answer_tokens, reader, usage=usage)
         return

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from copilot.errors import UserError
 from copilot.features.answers import stream_reply
+from copilot.features.evidence_search import table_paper_hits
 from copilot.features.chat_view import AnswerView, TurnView, VoteView, answer_is_thought_side
 from copilot.features.job_runner import runner as _runner
 from copilot.features.job_runner import runner_alive as _runner_alive
@@ -43,7 +44,8 @@ VOTE_CHOICES = (*CHOICES, "A", "B")     # A/B: the side as shown
 # The answer a vote makes the turn's thought from: the preferred one; a tie prefers the thought-augmented answer
 # (Algorithm 1's own); "both bad" makes none.
 THOUGHT_FROM = {THOUGHTS: THOUGHTS, "tie": THOUGHTS, RAW: RAW, "bad": None}
-SWEEP_AFTER_S = 15 * 60          # unvoted turns older than this get their (no-vote) thought job
+SWEEP_AFTER_S = 15 * 60
+TABLE_POOL_FACTOR = 2            # the evidence table's pool: twice top_k papers, of which the floor keeps ≤ 8          # unvoted turns older than this get their (no-vote) thought job
 
 _sides = random.SystemRandom()
 
@@ -136,9 +138,7 @@ class Chat:
         _ = self.services.embedder.dimension   # loads the model once per process, outside the retrieval timing
         started = time.perf_counter()
         embedding = self.services.embedder.embed_one(text)
-        plan = self.services.generation
-        found = retrieve_both(self.services.store, embedding, self.settings.top_k, plan.source_budget,
-                              self.memory.visible_where(user), item_tokens=plan.source_cap)
+        found = self._retrieve(text, embedding, user)
         retrieval_s = time.perf_counter() - started
         side_a = _sides.choice((THOUGHTS, RAW))
         if found.same_items:
@@ -161,6 +161,20 @@ class Chat:
             raw_sources=tuple(SourceRecord.of(e) for e in found.raw),
             thoughts_sources=tuple(SourceRecord.of(e) for e in found.augmented)))
         return turn
+
+    def _retrieve(self, question: str, embedding, user: str):
+        """Both retrievals. The tiny profile answers with the evidence table: a deeper pool of papers, ranked as
+        Search ranks them (meaning and words, the filters the question implies); the table reads each paper's whole
+        abstract from the store, so no token budget cuts the pool."""
+        plan = self.services.generation
+        where = self.memory.visible_where(user)
+        if self.services.model_profile.writes:
+            return retrieve_both(self.services.store, embedding, self.settings.top_k, plan.source_budget, where,
+                                 item_tokens=plan.source_cap)
+        pool = TABLE_POOL_FACTOR * self.settings.top_k
+        hits = table_paper_hits(self.services, question, embedding, pool)
+        return retrieve_both(self.services.store, embedding, pool, pool * (plan.source_cap or 90), where,
+                             item_tokens=plan.source_cap, paper_hits=hits)
 
     def _previous(self, turn_id: str | None, user: str) -> PreviousTurn | None:
         """The turn a follow-up refers to: its question and the answer shown first (the voted one if any)."""

@@ -45,15 +45,22 @@ def ask_view(services: Services, question: str, personalize: bool, previous_turn
     except UserError as error:
         yield notice_html(error), "", "", hidden, "", None, gr.update()
         return
-    yield *turn_outputs(turn.view(), turn.notice), hidden, "", turn.id, gr.update()   # the question, retrieved
+    yield *columns(turn_outputs(turn.view(), turn.notice)), hidden, "", turn.id, gr.update()   # retrieved
     last = time.monotonic()
     for live in chat.stream(turn):
         if time.monotonic() - last >= STREAM_EVERY_S or live.done:
             last = time.monotonic()
-            yield *turn_outputs(live.view(), turn.notice), hidden, "", turn.id, gr.update()
+            yield *columns(turn_outputs(live.view(), turn.notice)), hidden, "", turn.id, gr.update()
     final = turn.view()
-    outputs = turn_outputs(final, turn.notice, thought_lineage(services, final, user))
+    outputs = columns(turn_outputs(final, turn.notice, thought_lineage(services, final, user)))
     yield *outputs, gr.update(visible=final.votable), "", turn.id, recent_html(chat.recent_turns(user))
+
+
+def columns(outputs: tuple[str, str, str]) -> tuple:
+    """(notice, answer A, answer B) for the page: a turn with one answer hides the second column, so the one
+    answer takes the page's width."""
+    notice, a, b = outputs
+    return notice, a, gr.update(value=b, visible=bool(b))
 
 
 def vote_view(services: Services, choice: str, turn_id: str | None, request: gr.Request | None) -> tuple:
@@ -67,7 +74,7 @@ def vote_view(services: Services, choice: str, turn_id: str | None, request: gr.
     except UserError as error:
         return f'<div class="chat-error">{escape(error)}</div>', gr.update(), gr.update(), gr.update()
     view = chat.view(turn_id, user)
-    _, a, b = turn_outputs(view, lineage=thought_lineage(services, view, user))
+    _, a, b = columns(turn_outputs(view, lineage=thought_lineage(services, view, user)))
     return vote_recorded_html(result), a, b, recent_html(chat.recent_turns(user))
 
 
@@ -112,6 +119,7 @@ def reopen_view(services: Services, turn_id: str | None, request: gr.Request | N
         message = "Pick one of your recent questions." if not turn_id else "That question is not in your history."
         return notice_html(message), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
     notice, a, b, status = reopened_outputs(view, thought_lineage(services, view, user))
+    _, a, b = columns(("", a, b))
     return notice, a, b, gr.update(visible=view.votable), status, view.turn_id
 
 
