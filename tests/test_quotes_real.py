@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from copilot.eval.answer_figures import label_sources, quotes_key, supported_share
+from copilot.eval.answer_figures import label_sources, quotes_key, row_papers, supported_share, verbatim_quotes
 from copilot.features.answers import full_texts
 from copilot.features.chat import Chat
-from copilot.methods import quotes
+from copilot.methods import evidence, quotes
 from copilot.methods.thought_retriever import quoted_thought
 from tests.conftest import import_papers
 from tests.helpers import ROOT
@@ -31,7 +31,9 @@ def library(tmp_path_factory):
     return services
 
 
-def test_default_profile_answers_by_verbatim_quotes(library):
+def test_default_profile_answers_by_an_evidence_table_of_verbatim_quotes(library):
+    """Issue #39: the tiny profile's answer is a table, a row per paper; every quote a verbatim substring of that
+    one paper's stored abstract (parts joined by "…"), never its background or its bare title."""
     assert library.model_profile.tiny
     chat = Chat(library)
     for question in RESEARCH:
@@ -42,10 +44,17 @@ def test_default_profile_answers_by_verbatim_quotes(library):
             assert answer.error is None and quotes.is_quoted_answer(answer.text), answer.text
             if quotes.is_no_answer(answer.text):
                 continue
-            texts = full_texts(library, answer.sources)
-            for label, quote in quotes.parse_quotes(answer.text):
-                assert quote in " ".join(texts[int(label) - 1].split()), (label, quote)
-            assert supported_share(answer.text, label_sources(texts)) == 1.0
+            rows = evidence.parse_table(answer.text)
+            assert evidence.is_table(answer.text) and 1 <= len(rows) <= evidence.MAX_ROWS
+            papers = {p.id: p for p in library.store.get_papers([row.paper_id for row in rows])}
+            for row in rows:
+                paper = papers[row.paper_id]
+                assert evidence.is_verbatim(row.quote, paper.abstract), (row.paper_id, row.quote)
+                assert row.quote.strip(" \u2026") != " ".join(paper.title.split())
+                assert row.title == " ".join(paper.title.split()).replace("[", "(").replace("]", ")")
+            assert all(verbatim for _, _, verbatim in verbatim_quotes(library, answer.text))
+            sources = label_sources(full_texts(library, answer.sources)) | row_papers(library, answer.text)
+            assert supported_share(answer.text, sources) == 1.0
     assert library.db.query_one("SELECT COUNT(*) AS n FROM llm_calls WHERE prompt_name = 'chat_answer'")["n"] == 0
 
 

@@ -119,8 +119,25 @@ def quoted_answer(services: Services, question: str, items: Sequence[Evidence]) 
 
 def stream_reply(services: Services, question: str, items: Sequence[Evidence], reader: str = "",
                  usage: Usage | None = None) -> Iterator[str]:
-    """The answer the model profile allows: the table (tiny) or the model's own answer (capable)."""
+    """The answer the model profile allows: the table (tiny), or the model's own answer with the table under it
+    (capable; `evidence.split_table` parts them again for the output checks, which apply to the model's words)."""
     if services.model_profile.writes:
         yield from stream_answer(services.llm, question, items, services.generation.answer_tokens, reader, usage=usage)
+        rows = evidence_rows(services, question, items) if items else []
+        if rows:
+            yield "\n\n" + "".join(evidence.render_table(rows, textbook=evidence.is_textbook(question)))
         return
     yield from quoted_answer(services, question, items)
+
+
+def table_exports(services: Services, question: str, answer_text: str, paper_ids: Sequence[str]) -> dict[str, str]:
+    """A turn's evidence as files' contents: {"csv", "md", "bib"} of its table's rows (the BibTeX alone, of
+    `paper_ids`, when the answer is not a table). Empty values are left out."""
+    from copilot.features.bibtex import bibtex_for_ids
+
+    rows = evidence.parse_table(answer_text)
+    found = {"csv": evidence.table_csv(question, rows), "md": evidence.table_markdown(question, rows)} if rows else {}
+    ids = [row.paper_id for row in rows] or list(paper_ids)
+    if ids:
+        found["bib"] = bibtex_for_ids(services, ids)
+    return {kind: text for kind, text in found.items() if text.strip()}

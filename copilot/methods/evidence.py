@@ -31,10 +31,11 @@ import numpy as np
 from copilot.methods import quotes
 
 MAX_ROWS = 8
-# Floor on a row's best sentence (cosine to the question, packaged MiniLM). Measured on 2,000 real abstracts
-# (docs/evidence.md): research questions' relevant rows score 0.45-0.80; rows at 0.40-0.45 were mostly
-# neighbouring topics; off-topic questions' best sentences 0.15-0.42.
-ROW_FLOOR = 0.45
+# Floor on a row's best quotable sentence (cosine to the question, packaged MiniLM). Measured on 2,000 real
+# abstracts (docs/evidence.md): relevant rows of research questions scored 0.40-0.69 (a short jargon question,
+# "Does GRPO-style RL help small models?", 0.40-0.54); the best row of off-topic questions (banana bread, dog
+# training, ...) 0.28-0.34.
+ROW_FLOOR = 0.40
 KEEP_WITHIN = 0.22            # a further row must score at least the best row minus this
 SOURCE_WEIGHT = 0.3           # share of the paper's own cosine added to its best sentence's
 SECOND_WITHIN = 0.08          # a second sentence of a row must score at least its first minus this
@@ -44,9 +45,15 @@ NUMBER_BONUS = 0.06           # for a how-much / how-well question, a sentence t
 ELLIPSIS = "\u2026"
 ROLES = ("background", "objective", "method", "result", "other")
 GROUP_MIN_ROWS = 4
+# Spans of one abstract embedded at most (results, methods, objectives first): the sentence embeddings are most of
+# an answer's time (about 10 ms a sentence on 2 busy cores), and an abstract states its findings in a few.
+MAX_SPANS_PER_PAPER = 6
+_ROLE_ORDER = {"result": 0, "method": 1, "objective": 2, "other": 3}
 
 _BACKGROUND = re.compile(
-    r"\b(?:has|have) (?:become|emerged|gained|attracted|drawn|been widely|shown (?:great|remarkable|impressive|"
+    r"^(?:while|although|though|despite|during inference|recent (?:advances|advancements|progress|work|studies|"
+    r"developments|breakthroughs))\b|\boverlook|\b(?:prior|previous|existing) (?:works?|studies|methods) (?:have|has) "
+    r"not\b|\b(?:has|have) (?:become|emerged|gained|attracted|drawn|been widely|shown (?:great|remarkable|impressive|"
     r"strong|significant))|^(?:recently|in recent years|nowadays|over the past|with the (?:rapid|rise|growing|"
     r"advent|success|increasing|emergence))|\b(?:remains?|remained) (?:a |an )?(?:challenge|challenging|open|"
     r"unclear|limited|underexplored|difficult|elusive|largely)|^however\b|\b(?:is|are) (?:a |an |the )?(?:"
@@ -59,7 +66,7 @@ _RESULT = re.compile(
     r"|\b(?:results|experiments|evaluations?|analysis|analyses|findings) (?:show|demonstrate|reveal|indicate|"
     r"suggest|confirm)|\bwe (?:find|found|show|observe|demonstrate|reveal)\b|\b(?:achieves?|achieving|reduces?|"
     r"reducing|improves?|improving|speeds? up|saves?|saving|surpass(?:es)?|matches|yields?)\b.{0,80}\b(?:by|up to|"
-    r"over|than|\d)", re.I)
+    r"over|than)\b|\b(?:achieves?|achieving|reduces?|reducing|improves?|improving|saves?|saving)\b.{0,80}\d", re.I)
 _METHOD = re.compile(
     r"\b(?:we|this (?:paper|work|study)|our (?:method|approach|framework|model|system))\b.{0,40}\b(?:propose|"
     r"introduce|present|develop|design|build|construct|formulate|leverage|employ|adapt|extend|train)|\bconsists of"
@@ -68,9 +75,9 @@ _OBJECTIVE = re.compile(
     r"\b(?:we|this (?:paper|work|study)|our (?:work|study))\b.{0,30}\b(?:aim|investigate|study|explore|examine|"
     r"ask|address|analy[sz]e|evaluate|tackle|focus|seek|revisit|benchmark|assess|characteri[sz]e|compare)", re.I)
 _NUMBER = re.compile(r"\d")
-_HOW_MUCH = re.compile(r"\bhow (?:much|many|well|fast|large|big|good|accurate|often)\b|\bby how\b|\bwhat (?:is|are) the "
-                       r"(?:gains?|savings?|speed-?ups?|improvements?)\b|\b(?:save|saving|savings|speed-?up|"
-                       r"reduction|accuracy|gain)s?\b", re.I)
+_HOW_MUCH = re.compile(r"\bhow (?:much|many|well|fast|large|big|good|accurate|often)\b|\bby how\b"
+                       r"|\bwhat (?:is|are) the (?:gains?|savings?|speed-?ups?|improvements?)\b"
+                       r"|\b(?:save|saving|savings|speed-?up|reduction|accuracy|gain)s?\b", re.I)
 _CITATION_BRACKET = re.compile(r"\[\s*\d{1,3}(?:\s*[,;\u2013-]\s*\d{1,3})*\s*\]")
 
 
@@ -167,10 +174,12 @@ def spans_of(abstract: str) -> list[Span]:
 
 def quotable(span: Span) -> bool:
     """Long enough to say something, and safe to show inside quotation marks verbatim: no curly quote marks (they
-    would end the quote) and no numbered citation brackets (the answer's checks treat those as citations)."""
+    would end the quote), no numbered citation brackets (the answer's checks treat those as citations) and no link
+    (the checks drop a link the item's cut text lacks)."""
     text = span.text
     return (len(re.findall(r"[A-Za-z]{2,}", text)) >= quotes.MIN_QUOTE_WORDS
-            and not re.search("[\u201c\u201d]", text) and not _CITATION_BRACKET.search(text))
+            and not re.search("[\u201c\u201d]", text) and not _CITATION_BRACKET.search(text)
+            and not re.search(r"https?://|www\.", text, re.I))
 
 
 def names_paper(question: str, title: str) -> bool:
@@ -190,9 +199,10 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     owned: list[tuple[int, Span, str]] = []
     for index, source in enumerate(unique):
         spans = spans_of(source.abstract)
-        for span, role in zip(spans, roles_of([s.text for s in spans])):
-            if role != "background" and quotable(span):
-                owned.append((index, span, role))
+        kept = [(span, role) for span, role in zip(spans, roles_of([s.text for s in spans]))
+                if role != "background" and quotable(span)]
+        kept = sorted(kept, key=lambda pair: (_ROLE_ORDER.get(pair[1], 3), pair[0].position))[:MAX_SPANS_PER_PAPER]
+        owned += [(index, span, role) for span, role in kept]
     if not owned:
         return [], None
     vectors = np.asarray(embed([span.text for _, span, _ in owned]), dtype=np.float32)
@@ -236,8 +246,16 @@ def _two_means(vectors: np.ndarray) -> list[int]:
     return assign
 
 
+_GENERIC = frozenset("""outperforms outperform existing achieves achieve achieving propose proposed proposes novel approach
+approaches method methods model models framework frameworks performance results result show shows demonstrate
+demonstrates based using state art baseline baselines experiments experimental significantly significant extensive
+introduce introduces present presents new first work paper study our their its can also while both further
+comprehensive effective efficient various different several across compared""".split())
+
+
 def _phrases(text: str, question_words: set[str]) -> dict[str, str]:
-    """Lower-cased 2- and 3-word runs of a quote (→ as written), each with a content word the question lacks."""
+    """Lower-cased 2- and 3-word runs of a quote (→ as written), each with a content word the question lacks and
+    none of the generic words of an abstract ("outperforms existing" heads nothing)."""
     words = re.findall(r"[A-Za-z0-9][A-Za-z0-9\-]*", text)
     found: dict[str, str] = {}
     for size in (3, 2):
@@ -246,7 +264,8 @@ def _phrases(text: str, question_words: set[str]) -> dict[str, str]:
             lower = [w.lower() for w in run]
             if lower[0] in quotes._STOP or lower[-1] in quotes._STOP:
                 continue
-            if not any(w not in quotes._STOP and w not in question_words and len(w) > 2 for w in lower):
+            if any(w in _GENERIC for w in lower) or not any(
+                    w not in quotes._STOP and w not in question_words and len(w) > 2 for w in lower):
                 continue
             written = " ".join(run)
             if re.search(re.escape(written), text):          # the run as it stands in the quote (one space apart)
@@ -295,8 +314,9 @@ def group_rows(rows: list[Row], vectors: np.ndarray | None, question: str, max_s
 TABLE_INTRO = "Evidence from {count} paper{s} of the library, most relevant first:"
 TEXTBOOK_LINE = ("The library's abstracts report research; they do not teach textbook material. Papers whose "
                  "abstracts bear on the question:")
-_TEXTBOOK = re.compile(r"^\s*(?:what (?:is|are) (?:an? |the )?[\w\- ]{1,40}\??$|define\b|explain\b|what does "
-                       r"[\w\- ]{1,30} (?:mean|stand for)\??$)", re.I)
+# "What is a transformer?", "Define attention", "What does RLHF stand for?": a subject of at most three words
+_TEXTBOOK = re.compile(r"^\s*(?:what (?:is|are) (?:an? |the )?(?:[\w\-]+ ?){1,3}\??|(?:define|explain) (?:an? |the )?"
+                       r"(?:[\w\-]+ ?){1,3}\.?|what does (?:[\w\-]+ ?){1,3} (?:mean|stand for)\??)$", re.I)
 GROUP_PREFIX = "Group: "
 _ARXIV_TAIL = " \u00b7 arXiv:"
 
@@ -368,11 +388,23 @@ def is_table(text: str) -> bool:
     """Whether an answer is an evidence table and nothing else: its intro line, group headings and rows."""
     text = (text or "").strip()
     first, _, rest = text.partition("\n")
-    if not (first == TEXTBOOK_LINE or re.fullmatch(TABLE_INTRO.format(count=r"\d+", s="s?").replace("(", r"\("),
-                                                   first)):
+    if not _INTRO.fullmatch(first):
         return False
     left = re.sub(rf"^{GROUP_PREFIX}{quotes.OPEN_QUOTE}[^\n]*{quotes.CLOSE_QUOTE}$", "", _ROW.sub("", rest), flags=re.M)
     return bool(parse_table(text)) and not left.strip()
+
+
+_INTRO = re.compile("^(?:" + re.escape(TABLE_INTRO).replace(re.escape("{count}"), "[0-9]+")
+                    .replace(re.escape("{s}"), "s?") + "|" + re.escape(TEXTBOOK_LINE) + ")$", re.M)
+
+
+def split_table(text: str) -> tuple[str, str]:
+    """(the text before an evidence table, the table): a writing profile's synthesis and the table under it.
+    ("", text) for a table alone; (text, "") for text without one."""
+    found = _INTRO.search(text or "")
+    if found is None:
+        return text or "", ""
+    return text[:found.start()].rstrip(), text[found.start():]
 
 
 def quote_parts(quote: str) -> list[str]:

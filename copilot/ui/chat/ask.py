@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import gradio as gr
 
 from copilot.errors import UserError
-from copilot.features.bibtex import bibtex_for_ids
+from copilot.features.answers import table_exports
 from copilot.features.chat import chat_for
 from copilot.features.memory import thought_lineage
 from copilot.services import Services
@@ -22,7 +22,7 @@ from copilot.ui.chat.render import (
     turn_outputs,
     vote_recorded_html,
 )
-from copilot.ui.common import current_user, escape, shown_file, user_within_rate, write_bibtex
+from copilot.ui.common import current_user, escape, shown_file, user_within_rate, write_download
 
 VOTE_BUTTONS = [("A is better", "A", "chat-vote-a"), ("B is better", "B", "chat-vote-b"),
                 ("Tie", "tie", "chat-vote-tie"), ("Both bad", "bad", "chat-vote-bad")]
@@ -88,22 +88,24 @@ def history_view(services: Services, request: gr.Request | None):
 
 
 def bibtex_view(services: Services, turn_id: str | None, request: gr.Request | None) -> tuple:
-    """The papers the shown turn's answers used, as BibTeX — once the sides are revealed (the vote, or no
-    comparison): before that, which papers a side used would tell the sides apart. The file box shows only with
-    a file in it."""
+    """The shown answer's evidence table as CSV and Markdown, and its papers as BibTeX — once the sides are
+    revealed (the vote, or no comparison): before that, which papers a side used would tell the sides apart. The
+    file box shows only with files in it."""
     view = chat_for(services).view(turn_id, current_user(request))
     none = shown_file(None)
     if view is None:
         return '<span class="chat-notice">Ask a question first.</span>', none
     if not view.revealed:
         return '<span class="chat-notice">Vote first: the sources stay blind until then.</span>', none
-    if not view.paper_ids:
-        return '<span class="chat-notice">This turn used no papers.</span>', none
+    shown = view.shown_answer()
     try:
-        path = write_bibtex(bibtex_for_ids(services, view.paper_ids), f"chat-{view.question[:40]}")
-        return "", shown_file(path)
+        files = table_exports(services, view.question, shown.text if shown else "", view.paper_ids)
     except UserError as error:
         return f'<span class="chat-notice">{escape(error)}</span>', none
+    if not files:
+        return '<span class="chat-notice">This turn used no papers.</span>', none
+    paths = [write_download(text, f"chat-{view.question[:40]}", kind) for kind, text in files.items()]
+    return "", shown_file([p for p in paths if p] or None)
 
 
 def cleared_bibtex() -> tuple:
@@ -144,10 +146,11 @@ def build(services: Services) -> gr.Textbox:
         vote_buttons = [(gr.Button(text, elem_id=elem), value) for text, value, elem in VOTE_BUTTONS]
     vote_status = gr.HTML(elem_id="chat-vote-status")
     with gr.Row():
-        turn_bib = gr.Button("BibTeX of this turn's papers", size="sm", elem_id="chat-bib-run", scale=1)
+        turn_bib = gr.Button("Download this turn's evidence (CSV, Markdown, BibTeX)", size="sm",
+                             elem_id="chat-bib-run", scale=1)
         turn_bib_note = gr.HTML(elem_id="chat-bib-note")
-        turn_bib_file = gr.File(label="BibTeX", elem_id="chat-bibtex", interactive=False, height=72, scale=2,
-                                visible=False)
+        turn_bib_file = gr.File(label="Evidence", elem_id="chat-bibtex", interactive=False, height=72, scale=2,
+                                visible=False, file_count="multiple")
     deep_parts = deep.layout(services)
     gr.Markdown("#### Your recent questions")
     history = gr.Dropdown(label="Reopen a past question (its answers, sources and your vote)", choices=[],
