@@ -166,8 +166,10 @@ def test_evidence_tables_are_blind_until_the_vote_and_link_their_papers_after_it
     between the sides) is hidden until the vote, then links to the paper."""
     raw = answer_html(answer("A", "raw", [PAPER_1, PAPER_2], TABLE_RAW), reveal=False)
     augmented = answer_html(answer("B", "thoughts", [THOUGHT, PAPER_1], TABLE_THOUGHTS), reveal=False)
-    assert without_text(raw).replace("<span class=\"chat-cite\"></span>", "") == \
-        without_text(augmented).replace("<span class=\"chat-cite\"></span>", "")
+    def structure(markup: str) -> str:     # as the e2e guessers read it: citation marks and line breaks are words
+        return without_text(markup).replace('<span class="chat-cite"></span>', "").replace("<br>", "")
+
+    assert structure(raw) == structure(augmented)
     for markup in (raw, augmented):
         assert "arXiv" not in markup and "2501.0000" not in markup and "<a " not in markup
         assert "Graph retrieval · Ann Lee, Bo Chen et al. · 2025-01-02<br>" in markup

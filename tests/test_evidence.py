@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from copilot.methods import evidence, quotes
-from copilot.methods.evidence import Source, build_rows, cue_roles, group_rows, is_verbatim, parse_table
+from copilot.methods import evidence, evidence_text, quotes
+from copilot.methods.evidence import Source, build_rows, cue_roles, group_rows
+from copilot.methods.evidence_text import is_verbatim, parse_table
 from copilot.methods.thought_retriever import check_answer, quoted_thought
 from copilot.records import Evidence
 from tests.test_quotes import embed
@@ -76,9 +77,9 @@ def test_odd_abstracts_split_into_bounded_verbatim_spans_marked_where_cut(abstra
     for row in rows_for("How much cache memory do we save by compression? token5 token150", [source], floor=-1):
         assert is_verbatim(row.quote, abstract)
         if row.spans[0].cut_before:
-            assert row.quote.startswith(evidence.ELLIPSIS)
+            assert row.quote.startswith(evidence_text.ELLIPSIS)
         if row.spans[-1].cut_after:
-            assert row.quote.endswith(evidence.ELLIPSIS)
+            assert row.quote.endswith(evidence_text.ELLIPSIS)
 
 
 def test_a_quote_that_joins_two_sources_or_alters_the_text_is_not_verbatim():
@@ -94,13 +95,13 @@ def test_the_table_renders_parses_and_passes_the_checks_unchanged():
     shown = parse_table(text)
     assert [r.paper_id for r in shown] == [r.source.paper_id for r in rows]
     assert shown[0].byline.startswith(("Ann Lee, Bo Chen et al. · 2025-03-20", "Dee Wu · 2025-03-25"))
-    assert evidence.is_table(text) and quotes.is_quoted_answer(text)
+    assert evidence_text.is_table(text) and quotes.is_quoted_answer(text)
     assert [q for _, q in quotes.parse_quotes(text)] == [r.quote for r in shown]
     items = [Evidence(s.paper_id, "paper", s.title, s.abstract, s.score) for s in (KV, XKV, PROTEIN)]
     assert check_answer(text, items).text == text.strip()
     draft, lineage = quoted_thought(embed, QUESTION, text, items, floor=0.1)
     assert draft.confidence == 1 and {pid for pid, _ in lineage} <= {KV.paper_id, XKV.paper_id}
-    assert not evidence.is_table(text + "\n\nAnd a sentence of the model's own.")
+    assert not evidence_text.is_table(text + "\n\nAnd a sentence of the model's own.")
 
 
 def test_rows_fall_into_groups_headed_by_a_phrase_of_their_own_quotes():
@@ -118,13 +119,13 @@ def test_rows_fall_into_groups_headed_by_a_phrase_of_their_own_quotes():
     for row in rows:
         assert row.group in row.quote                                       # the heading is the rows' own words
     text = "".join(evidence.render_table(rows))
-    assert evidence.is_table(text) and {r.group for r in parse_table(text)} == set(groups.values())
+    assert evidence_text.is_table(text) and {r.group for r in parse_table(text)} == set(groups.values())
     assert not group_rows(rows[:3], vectors[:3], question)                  # fewer than four rows: no groups
 
 
 def test_downloads_hold_every_row_with_its_link():
     shown = parse_table("".join(evidence.render_table(rows_for(QUESTION, [KV, XKV]))))
-    csv_text, markdown = evidence.table_csv(QUESTION, shown), evidence.table_markdown(QUESTION, shown)
+    csv_text, markdown = evidence_text.table_csv(QUESTION, shown), evidence_text.table_markdown(QUESTION, shown)
     for row in shown:
         assert f"https://arxiv.org/abs/{row.paper_id}" in csv_text and row.paper_id in markdown
     assert csv_text.count("\n") == len(shown) + 1 and markdown.count("\n| ") == len(shown) + 1

@@ -11,7 +11,7 @@ import pytest
 from copilot.eval.answer_figures import label_sources, quotes_key, row_papers, supported_share, verbatim_quotes
 from copilot.features.answers import full_texts
 from copilot.features.chat import Chat
-from copilot.methods import evidence, quotes
+from copilot.methods import evidence, evidence_text, quotes
 from copilot.methods.thought_retriever import quoted_thought
 from tests.conftest import import_papers
 from tests.helpers import ROOT
@@ -44,12 +44,12 @@ def test_default_profile_answers_by_an_evidence_table_of_verbatim_quotes(library
             assert answer.error is None and quotes.is_quoted_answer(answer.text), answer.text
             if quotes.is_no_answer(answer.text):
                 continue
-            rows = evidence.parse_table(answer.text)
-            assert evidence.is_table(answer.text) and 1 <= len(rows) <= evidence.MAX_ROWS
+            rows = evidence_text.parse_table(answer.text)
+            assert evidence_text.is_table(answer.text) and 1 <= len(rows) <= evidence.MAX_ROWS
             papers = {p.id: p for p in library.store.get_papers([row.paper_id for row in rows])}
             for row in rows:
                 paper = papers[row.paper_id]
-                assert evidence.is_verbatim(row.quote, paper.abstract), (row.paper_id, row.quote)
+                assert evidence_text.is_verbatim(row.quote, paper.abstract), (row.paper_id, row.quote)
                 assert row.quote.strip(" \u2026") != " ".join(paper.title.split())
                 assert row.title == " ".join(paper.title.split()).replace("[", "(").replace("]", ")")
             assert all(verbatim for _, _, verbatim in verbatim_quotes(library, answer.text))

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from copilot.features.answers import full_texts, quoted_answer
-from copilot.methods import evidence, quotes
+from copilot.methods import evidence_text, quotes
 from copilot.methods.slim import Retriever, SlimTrace
 from copilot.prompts import CANNOT_ANSWER
 from copilot.services import Services
@@ -36,7 +36,7 @@ def answer_sentences(text: str) -> list[str]:
     """An evidence table's rows (each quote under its paper's id); a quoted answer's quotes (one per line, with
     their label); otherwise the answer's sentences."""
     text = (text or "").strip()
-    rows = evidence.parse_table(text)
+    rows = evidence_text.parse_table(text)
     if rows:
         return [f"[{row.paper_id}] {quotes.OPEN_QUOTE}{row.quote}{quotes.CLOSE_QUOTE}" for row in rows]
     if quotes.is_quoted_answer(text):
@@ -74,15 +74,15 @@ def label_sources(texts: Sequence[str], ids: Sequence[str] = ()) -> dict[str, st
 def row_papers(services: Services, answer: str) -> dict[str, str]:
     """The papers an evidence table's rows quote: id → title and abstract (a row reached through a thought quotes
     a paper that is not itself among the retrieved items)."""
-    ids = list(dict.fromkeys(row.paper_id for row in evidence.parse_table(answer)))
+    ids = list(dict.fromkeys(row.paper_id for row in evidence_text.parse_table(answer)))
     return {p.id: f"{' '.join(p.title.split())}\n{p.abstract}" for p in services.store.get_papers(ids)}
 
 
 def verbatim_quotes(services: Services, answer: str) -> list[tuple[str, str, bool]]:
     """(paper id, quote, whether it is verbatim in that one paper's stored title or abstract) for every row."""
     papers = row_papers(services, answer)
-    return [(row.paper_id, row.quote, evidence.is_verbatim(row.quote, papers.get(row.paper_id, "")))
-            for row in evidence.parse_table(answer)]
+    return [(row.paper_id, row.quote, evidence_text.is_verbatim(row.quote, papers.get(row.paper_id, "")))
+            for row in evidence_text.parse_table(answer)]
 
 
 def quotes_key(answer: str, key: str) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from copilot.llm import Usage
-from copilot.methods import evidence, quotes
+from copilot.methods import evidence, evidence_text, quotes
 from copilot.methods.thought_retriever import stream_answer
 from copilot.records import Evidence
 from copilot.services import Services
@@ -120,7 +120,7 @@ def quoted_answer(services: Services, question: str, items: Sequence[Evidence]) 
 def stream_reply(services: Services, question: str, items: Sequence[Evidence], reader: str = "",
                  usage: Usage | None = None) -> Iterator[str]:
     """The answer the model profile allows: the table (tiny), or the model's own answer with the table under it
-    (capable; `evidence.split_table` parts them again for the output checks, which apply to the model's words)."""
+    (capable; `evidence_text.split_table` parts them again for the output checks, which apply to the model's words)."""
     if services.model_profile.writes:
         yield from stream_answer(services.llm, question, items, services.generation.answer_tokens, reader, usage=usage)
         rows = evidence_rows(services, question, items) if items else []
@@ -135,8 +135,10 @@ def table_exports(services: Services, question: str, answer_text: str, paper_ids
     `paper_ids`, when the answer is not a table). Empty values are left out."""
     from copilot.features.bibtex import bibtex_for_ids
 
-    rows = evidence.parse_table(answer_text)
-    found = {"csv": evidence.table_csv(question, rows), "md": evidence.table_markdown(question, rows)} if rows else {}
+    rows = evidence_text.parse_table(answer_text)
+    found = {}
+    if rows:
+        found = {"csv": evidence_text.table_csv(question, rows), "md": evidence_text.table_markdown(question, rows)}
     ids = [row.paper_id for row in rows] or list(paper_ids)
     if ids:
         found["bib"] = bibtex_for_ids(services, ids)

@@ -17,14 +17,14 @@ from dataclasses import asdict, dataclass, field, replace
 
 from copilot.errors import UserError
 from copilot.features.answers import stream_reply
-from copilot.features.evidence_search import table_paper_hits
 from copilot.features.chat_view import AnswerView, TurnView, VoteView, answer_is_thought_side
+from copilot.features.evidence_search import table_paper_hits
 from copilot.features.job_runner import runner as _runner
 from copilot.features.job_runner import runner_alive as _runner_alive
 from copilot.features.limits import check_rate
 from copilot.features.profile import reader_text
 from copilot.llm import LLMError, Usage
-from copilot.methods.evidence import split_table
+from copilot.methods.evidence_text import split_table
 from copilot.methods.followup import PreviousTurn, standalone_question
 from copilot.methods.thought_retriever import (
     check_answer,

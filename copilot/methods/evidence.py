@@ -19,9 +19,7 @@ Nothing here writes a sentence of its own: the table is the papers' own words un
 
 from __future__ import annotations
 
-import csv
 import importlib
-import io
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +27,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from copilot.methods import quotes
+from copilot.methods.evidence_text import (  # re-exported: the table's text is read where it is written
+    _ARXIV_TAIL,
+    CLOSE_QUOTE,
+    ELLIPSIS,
+    GROUP_PREFIX,
+    OPEN_QUOTE,
+    TABLE_INTRO,
+    TEXTBOOK_LINE,
+)
 
 MAX_ROWS = 8
 # Floor on a row's best quotable sentence (cosine to the question, packaged MiniLM). Measured on 2,000 real
@@ -42,7 +49,6 @@ SECOND_WITHIN = 0.08          # a second sentence of a row must score at least i
 MAX_QUOTE_WORDS = quotes.MAX_SPAN_WORDS
 ROLE_BONUS = {"result": 0.05, "method": 0.04, "objective": 0.03, "other": 0.0}
 NUMBER_BONUS = 0.06           # for a how-much / how-well question, a sentence that states a number
-ELLIPSIS = "\u2026"
 ROLES = ("background", "objective", "method", "result", "other")
 GROUP_MIN_ROWS = 4
 # Spans of one abstract embedded at most (results, methods, objectives first): the sentence embeddings are most of
@@ -246,8 +252,8 @@ def _two_means(vectors: np.ndarray) -> list[int]:
     return assign
 
 
-_GENERIC = frozenset("""outperforms outperform existing achieves achieve achieving propose proposed proposes novel approach
-approaches method methods model models framework frameworks performance results result show shows demonstrate
+_GENERIC = frozenset("""outperforms outperform existing achieves achieve achieving propose proposed proposes novel
+approach approaches method methods model models framework frameworks performance results result show shows demonstrate
 demonstrates based using state art baseline baselines experiments experimental significantly significant extensive
 introduce introduces present presents new first work paper study our their its can also while both further
 comprehensive effective efficient various different several across compared""".split())
@@ -311,14 +317,9 @@ def group_rows(rows: list[Row], vectors: np.ndarray | None, question: str, max_s
 
 
 # --- the answer's text ------------------------------------------------------------------------------------------
-TABLE_INTRO = "Evidence from {count} paper{s} of the library, most relevant first:"
-TEXTBOOK_LINE = ("The library's abstracts report research; they do not teach textbook material. Papers whose "
-                 "abstracts bear on the question:")
 # "What is a transformer?", "Define attention", "What does RLHF stand for?": a subject of at most three words
 _TEXTBOOK = re.compile(r"^\s*(?:what (?:is|are) (?:an? |the )?(?:[\w\-]+ ?){1,3}\??|(?:define|explain) (?:an? |the )?"
                        r"(?:[\w\-]+ ?){1,3}\.?|what does (?:[\w\-]+ ?){1,3} (?:mean|stand for)\??)$", re.I)
-GROUP_PREFIX = "Group: "
-_ARXIV_TAIL = " \u00b7 arXiv:"
 
 
 def is_textbook(question: str) -> bool:
@@ -352,96 +353,5 @@ def render_table(rows: Sequence[Row], textbook: bool = False) -> Iterator[str]:
     for row in rows:
         if row.group and row.group != group:
             group = row.group
-            yield f"\n\n{GROUP_PREFIX}{quotes.OPEN_QUOTE}{group}{quotes.CLOSE_QUOTE}"
-        yield f"\n\n{row_header(row)}\n{quotes.OPEN_QUOTE}{row.quote}{quotes.CLOSE_QUOTE}"
-
-
-_ROW = re.compile(rf"^\[(?P<label>[^\[\]\n]{{1,40}})\] (?P<title>[^\n]*?) \u00b7 (?P<byline>[^\n]*?)"
-                  rf"{re.escape(_ARXIV_TAIL)}(?P<id>[^\s]+)\n{quotes.OPEN_QUOTE}(?P<quote>[^\n]*){quotes.CLOSE_QUOTE}$",
-                  re.M)
-
-
-@dataclass(frozen=True)
-class ShownRow:
-    label: str
-    title: str
-    byline: str
-    paper_id: str
-    quote: str
-    group: str = ""
-
-
-def parse_table(text: str) -> list[ShownRow]:
-    """The rows of an answer made by `render_table` (empty for any other text)."""
-    rows, group = [], ""
-    for line_match in re.finditer(rf"^{GROUP_PREFIX}{quotes.OPEN_QUOTE}(?P<g>[^\n]*){quotes.CLOSE_QUOTE}$|"
-                                  rf"{_ROW.pattern}", text or "", re.M):
-        if line_match.group("g") is not None:
-            group = line_match.group("g")
-            continue
-        rows.append(ShownRow(line_match.group("label"), line_match.group("title"), line_match.group("byline"),
-                             line_match.group("id"), line_match.group("quote"), group))
-    return rows
-
-
-def is_table(text: str) -> bool:
-    """Whether an answer is an evidence table and nothing else: its intro line, group headings and rows."""
-    text = (text or "").strip()
-    first, _, rest = text.partition("\n")
-    if not _INTRO.fullmatch(first):
-        return False
-    left = re.sub(rf"^{GROUP_PREFIX}{quotes.OPEN_QUOTE}[^\n]*{quotes.CLOSE_QUOTE}$", "", _ROW.sub("", rest), flags=re.M)
-    return bool(parse_table(text)) and not left.strip()
-
-
-_INTRO = re.compile("^(?:" + re.escape(TABLE_INTRO).replace(re.escape("{count}"), "[0-9]+")
-                    .replace(re.escape("{s}"), "s?") + "|" + re.escape(TEXTBOOK_LINE) + ")$", re.M)
-
-
-def split_table(text: str) -> tuple[str, str]:
-    """(the text before an evidence table, the table): a writing profile's synthesis and the table under it.
-    ("", text) for a table alone; (text, "") for text without one."""
-    found = _INTRO.search(text or "")
-    if found is None:
-        return text or "", ""
-    return text[:found.start()].rstrip(), text[found.start():]
-
-
-def quote_parts(quote: str) -> list[str]:
-    """The verbatim parts of a shown quote: the text between its "…" marks."""
-    return [part.strip() for part in quote.split(ELLIPSIS) if part.strip()]
-
-
-def is_verbatim(quote: str, source_text: str) -> bool:
-    """Whether every part of a quote is a substring of the one source text, in order (whitespace normalised)."""
-    text = " ".join((source_text or "").split())
-    at = 0
-    for part in quote_parts(quote):
-        found = text.find(" ".join(part.split()), at)
-        if found < 0:
-            return False
-        at = found + len(part)
-    return bool(quote_parts(quote))
-
-
-# --- downloads --------------------------------------------------------------------------------------------------
-def table_csv(question: str, rows: Sequence[ShownRow]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["question", "rank", "group", "title", "authors_date", "arxiv_id", "url", "quote"])
-    for rank, row in enumerate(rows, 1):
-        writer.writerow([question, rank, row.group, row.title, row.byline, row.paper_id,
-                         f"https://arxiv.org/abs/{row.paper_id}", row.quote])
-    return out.getvalue()
-
-
-def table_markdown(question: str, rows: Sequence[ShownRow]) -> str:
-    def cell(text: str) -> str:
-        return " ".join(text.split()).replace("|", "\\|")
-
-    lines = [f"# {cell(question)}", "", "| # | Paper | What it does or finds |", "|---|---|---|"]
-    for rank, row in enumerate(rows, 1):
-        group = f"*{cell(row.group)}* · " if row.group else ""
-        paper = f"[{cell(row.title)}](https://arxiv.org/abs/{row.paper_id}) — {cell(row.byline)}"
-        lines.append(f"| {rank} | {group}{paper} | \u201c{cell(row.quote)}\u201d |")
-    return "\n".join(lines) + "\n"
+            yield f"\n\n{GROUP_PREFIX}{OPEN_QUOTE}{group}{CLOSE_QUOTE}"
+        yield f"\n\n{row_header(row)}\n{OPEN_QUOTE}{row.quote}{CLOSE_QUOTE}"

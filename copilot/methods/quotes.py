@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from copilot.methods.evidence_text import CLOSE_QUOTE, OPEN_QUOTE, is_table
 from copilot.records import ARXIV_ID_PATTERN
 
 MAX_SPAN_WORDS = 45          # a longer "sentence" is cut into spans of at most this many words
@@ -43,7 +44,6 @@ RELEVANCE_FLOOR = 0.45
 KEEP_WITHIN = 0.15           # a further quote must score at least the best one minus this
 
 NO_SOURCE_ANSWERS = "None of the retrieved papers answers this"
-OPEN_QUOTE, CLOSE_QUOTE = "\u201c", "\u201d"
 
 _ABBREVIATIONS = re.compile(r"\b(?:e\.g|i\.e|et al|etc|vs|cf|Fig|Eq|Sec|Tab|approx|resp|w\.r\.t)\.$", re.I)
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[])")
@@ -223,8 +223,6 @@ def parse_quotes(text: str) -> list[tuple[str, str]]:
 
 def is_quoted_answer(text: str) -> bool:
     """Whether an answer is made of quotes only (or is the no-answer sentence): nothing outside them but labels."""
-    from copilot.methods.evidence import is_table   # evidence builds on this module
-
     text = (text or "").strip()
     if text.startswith(NO_SOURCE_ANSWERS) or is_table(text):
         return True
