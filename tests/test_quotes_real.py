@@ -5,6 +5,7 @@ sentence; a paper question quotes that paper's key sentence; a thought is made o
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -65,7 +66,7 @@ def test_a_question_no_paper_covers_gets_the_no_answer_sentence(library):
         pass
     text = turn.answers[0].text
     assert text.startswith(quotes.NO_SOURCE_ANSWERS) and text.count("\n") == 0 and text.endswith(".")
-    assert "[1]" in text                                         # the nearest sources are listed
+    assert re.search(r"; the nearest are \[\d+\] \u201c", text)     # the nearest papers are listed by label
 
 
 def test_a_paper_question_quotes_its_key_sentence(library):
