@@ -99,3 +99,21 @@ def test_a_thought_keeps_relevant_quotes_and_refuses_irrelevant_ones(library):
     assert draft.confidence == 1 and lineage and "[" not in draft.text
     refused, _ = quoted_thought(library.embedder.embed, "What is the best recipe for banana bread?", answer, hits)
     assert refused.confidence == 0 and "not relevant" in refused.reason
+
+
+def test_every_quote_the_answers_bench_produces_is_verbatim_in_the_one_paper_it_names(library):
+    """Issue #41 item 4: over the answers bench's own turns (thought-seeded comparisons, both sides), every row's
+    quote is a verbatim substring of the stored title or abstract of the paper its row names (parts in order,
+    joined by "…"), and the bench reports that share."""
+    from copilot.eval.bench_answers import QUESTIONS, answers_bench
+
+    result = answers_bench(library, QUESTIONS[:5])
+    quoted = [q for answer in result["answers"] for q in answer["quotes"]]
+    assert quoted and result["summary"]["quotes_checked"] == len(quoted)
+    assert all(q["verbatim"] for q in quoted), [q for q in quoted if not q["verbatim"]][:3]
+    assert result["summary"]["quotes_verbatim_share"] == 1.0 and result["summary"]["failed_answers"] == 0
+    for answer in result["answers"]:
+        papers = row_papers(library, answer["shown"])
+        for row in evidence_text.parse_table(answer["shown"]):
+            assert evidence_text.is_verbatim(row.quote, papers[row.paper_id])
+            assert "\u201c" not in row.quote and "\u201d" not in row.quote     # never two quotes in one pair of marks
