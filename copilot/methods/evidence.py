@@ -87,27 +87,28 @@ _HOW_MUCH = re.compile(r"\bhow (?:much|many|well|fast|large|big|good|accurate|of
 _CITATION_BRACKET = re.compile(r"\[\s*\d{1,3}(?:\s*[,;\u2013-]\s*\d{1,3})*\s*\]")
 
 
+def cue_role(sentence: str, opens_abstract: bool) -> str:
+    """A sentence's role from cue phrases; an unmarked sentence that opens an abstract is background (abstracts
+    open with their setting)."""
+    if _RESULT.search(sentence):
+        return "result"
+    if _METHOD.search(sentence):
+        return "method"
+    if _OBJECTIVE.search(sentence):
+        return "objective"
+    if _BACKGROUND.search(sentence) or opens_abstract:
+        return "background"
+    return "other"
+
+
 def cue_roles(sentences: Sequence[str]) -> list[str]:
-    """Roles of an abstract's sentences (in order) from cue phrases and position: an unmarked first sentence of a
-    longer abstract is background (abstracts open with their setting)."""
-    found = []
-    for position, sentence in enumerate(sentences):
-        if _RESULT.search(sentence):
-            role = "result"
-        elif _METHOD.search(sentence):
-            role = "method"
-        elif _OBJECTIVE.search(sentence):
-            role = "objective"
-        elif _BACKGROUND.search(sentence) or (position == 0 and len(sentences) >= 3):
-            role = "background"
-        else:
-            role = "other"
-        found.append(role)
-    return found
+    """Roles of an abstract's sentences, in order, from cue phrases and position (the first of three or more)."""
+    return [cue_role(sentence, n == 0 and len(sentences) >= 3) for n, sentence in enumerate(sentences)]
 
 
-def _trained_classifier() -> Callable[[list[str]], list[str]] | None:
-    """methods.sentence_roles.classify (sentences of one abstract, in order → roles) when that module exists."""
+def _trained_classifier() -> Callable[..., list[str]] | None:
+    """methods.sentence_roles.classify when that module is installed: classify(sentences, vectors=…, positions=…)
+    → roles, positions being each sentence's relative place (0 first, 1 last) in its own abstract."""
     try:
         module = importlib.import_module("copilot.methods.sentence_roles")
     except ImportError:
@@ -115,14 +116,18 @@ def _trained_classifier() -> Callable[[list[str]], list[str]] | None:
     return getattr(module, "classify", None)
 
 
-def roles_of(sentences: Sequence[str]) -> list[str]:
-    """Each sentence's role. The trained classifier decides where it is installed; a sentence its cues call
-    background stays background either way (quoting the setting instead of the finding is the failure to avoid)."""
-    cues = cue_roles(sentences)
+def roles_of(sentences: Sequence[str], vectors: np.ndarray | None = None,
+             positions: Sequence[float] | None = None) -> list[str]:
+    """Each sentence's role. Without `positions` the sentences are one abstract, in order. The trained classifier
+    decides where it is installed and `vectors` (the sentences' embeddings) are given; a sentence its cues call
+    background stays background either way (quoting the setting instead of the finding is the failure to avoid),
+    unless it states a result."""
+    cues = cue_roles(sentences) if positions is None else [cue_role(s, p == 0) for s, p in zip(sentences, positions)]
     classify = _trained_classifier()
-    if classify is None or not sentences:
+    if classify is None or vectors is None or not sentences:
         return cues
-    learned = [role if role in ROLES else "other" for role in classify(list(sentences))]
+    learned = [role if role in ROLES else "other"
+               for role in classify(list(sentences), vectors=vectors, positions=positions)]
     return ["background" if cue == "background" and not _RESULT.search(s) else role
             for s, cue, role in zip(sentences, cues, learned)]
 
@@ -203,15 +208,24 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     """The table's rows, best first (see the module doc), and each row's best-span vector (for grouping)."""
     unique = list({s.paper_id: s for s in reversed(sources)}.values())[::-1]     # first label of a paper wins
     owned: list[tuple[int, Span, str]] = []
+    places: list[float] = []
     for index, source in enumerate(unique):
         spans = spans_of(source.abstract)
-        kept = [(span, role) for span, role in zip(spans, roles_of([s.text for s in spans]))
+        kept = [(span, role) for span, role in zip(spans, cue_roles([s.text for s in spans]))
                 if role != "background" and quotable(span)]
         kept = sorted(kept, key=lambda pair: (_ROLE_ORDER.get(pair[1], 3), pair[0].position))[:MAX_SPANS_PER_PAPER]
         owned += [(index, span, role) for span, role in kept]
+        places += [span.position / max(len(spans) - 1, 1) for span, _ in kept]
     if not owned:
         return [], None
     vectors = np.asarray(embed([span.text for _, span, _ in owned]), dtype=np.float32)
+    if _trained_classifier() is not None:      # the learned roles, from the vectors just made
+        learned = roles_of([span.text for _, span, _ in owned], vectors, places)
+        keep = [n for n, role in enumerate(learned) if role != "background"]
+        owned = [(owned[n][0], owned[n][1], learned[n]) for n in keep]
+        vectors = vectors[keep]
+        if not owned:
+            return [], None
     relevance = vectors @ np.asarray(question_vector, dtype=np.float32)
     numbers = asks_how_much(question)
     scores = [float(r) + ROLE_BONUS.get(role, 0.0) + (NUMBER_BONUS if numbers and _NUMBER.search(span.text) else 0.0)
