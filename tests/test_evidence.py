@@ -146,3 +146,17 @@ def test_the_most_direct_answer_is_not_dropped_for_restating_the_question():
     assert "Dense retrieval beats BM25 on question answering benchmarks." in found
     source = Source("1", "2501.00001", "Dense passage retrieval", (), "2025-01-01", texts[0].split("\n")[1], 0.5)
     assert rows_for(question, [source])[0].quote.startswith("Dense retrieval beats BM25")
+
+
+def test_the_filters_a_question_states_are_read_from_it():
+    from datetime import date
+
+    from copilot.features.evidence_search import implied_filters
+
+    newest = date(2026, 3, 1)
+    recent = implied_filters("Which recent papers compress the KV cache?", newest)
+    assert recent.date_from == date(2025, 3, 1) and recent.date_to is None and not recent.categories
+    year = implied_filters("What did cs.cl papers in 2025 find about RAG?", newest)
+    assert (year.date_from, year.date_to, year.categories) == (date(2025, 1, 1), date(2025, 12, 31), ["cs.CL"])
+    assert implied_filters("RAG since 2025", newest).date_to is None
+    assert not implied_filters("How do dense retrievers compare with BM25?", newest).any
