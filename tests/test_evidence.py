@@ -9,6 +9,7 @@ import pytest
 from copilot.methods import evidence, evidence_text, quotes
 from copilot.methods.evidence import Source, build_rows, cue_roles, group_rows
 from copilot.methods.evidence_text import is_verbatim, parse_table
+from copilot.methods.slim import check_main_answer
 from copilot.methods.thought_retriever import check_answer, quoted_thought
 from copilot.records import Evidence
 from tests.test_quotes import embed
@@ -99,6 +100,7 @@ def test_the_table_renders_parses_and_passes_the_checks_unchanged():
     assert [q for _, q in quotes.parse_quotes(text)] == [r.quote for r in shown]
     items = [Evidence(s.paper_id, "paper", s.title, s.abstract, s.score) for s in (KV, XKV, PROTEIN)]
     assert check_answer(text, items).text == text.strip()
+    assert check_main_answer(text, items).text == text.strip()          # Adaptive's checks move no row's label
     draft, lineage = quoted_thought(embed, QUESTION, text, items, floor=0.1)
     assert draft.confidence == 1 and {pid for pid, _ in lineage} <= {KV.paper_id, XKV.paper_id}
     assert not evidence_text.is_table(text + "\n\nAnd a sentence of the model's own.")
