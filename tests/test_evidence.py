@@ -162,3 +162,12 @@ def test_the_filters_a_question_states_are_read_from_it():
     assert (year.date_from, year.date_to, year.categories) == (date(2025, 1, 1), date(2025, 12, 31), ["cs.CL"])
     assert implied_filters("RAG since 2025", newest).date_to is None
     assert not implied_filters("How do dense retrievers compare with BM25?", newest).any
+
+
+def test_a_paper_the_question_names_by_its_arxiv_id_comes_first_whatever_its_words():
+    from dataclasses import replace
+
+    question = "What does 2503.00003 find?"
+    assert rows_for(question, [KV, XKV, PROTEIN], floor=0.3) == []            # its words match nothing
+    rows = rows_for(question, [KV, XKV, replace(PROTEIN, named=True)], floor=0.3)
+    assert rows[0].source.paper_id == PROTEIN.paper_id and rows[0].quote.startswith("We predict protein")

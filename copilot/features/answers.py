@@ -16,7 +16,7 @@ import numpy as np
 from copilot.llm import Usage
 from copilot.methods import evidence, evidence_text, quotes
 from copilot.methods.thought_retriever import stream_answer
-from copilot.records import Evidence
+from copilot.records import ARXIV_ID, Evidence
 from copilot.services import Services
 
 _CACHE_SIZE = 4000          # sentence vectors kept: the two answers of a turn quote mostly the same abstracts
@@ -68,9 +68,10 @@ def cached_embed(services: Services):
     return embed
 
 
-def table_sources(services: Services, items: Sequence[Evidence]) -> list[evidence.Source]:
+def table_sources(services: Services, items: Sequence[Evidence], question: str = "") -> list[evidence.Source]:
     """The papers a table may quote: the retrieved papers under their own labels, then the papers each retrieved
-    thought rests on, under the thought's label (a quote reached through a thought is the paper's words)."""
+    thought rests on, under the thought's label (a quote reached through a thought is the paper's words). A paper
+    whose arXiv id the question holds is marked as named."""
     labels: dict[str, str] = {}
     scores: dict[str, float] = {}
     for n, item in enumerate(items, 1):
@@ -82,14 +83,15 @@ def table_sources(services: Services, items: Sequence[Evidence]) -> list[evidenc
             for paper_id in services.thought_memory.root_sources(item.id):
                 labels.setdefault(paper_id, str(n))
                 scores.setdefault(paper_id, item.score)
+    named = {m.group("base") for m in ARXIV_ID.finditer(question or "")}
     papers = services.store.get_papers(list(labels))
     return [evidence.Source(labels[p.id], p.id, p.title, tuple(p.authors), p.published.isoformat(), p.abstract,
-                            scores[p.id]) for p in papers]
+                            scores[p.id], p.id in named) for p in papers]
 
 
 def evidence_rows(services: Services, question: str, items: Sequence[Evidence]) -> list[evidence.Row]:
     """The table's rows for `question` over the retrieved `items` (grouped where they fall apart clearly)."""
-    sources = table_sources(services, items)
+    sources = table_sources(services, items, question)
     if not sources:
         return []
     embed = cached_embed(services)

@@ -143,6 +143,7 @@ class Source:
     date: str                 # YYYY-MM-DD
     abstract: str
     score: float              # the item's cosine to the question
+    named: bool = False       # the question names it by its arXiv id
 
 
 @dataclass
@@ -193,9 +194,10 @@ def quotable(span: Span) -> bool:
             and not re.search(r"https?://|www\.", text, re.I))
 
 
-def names_paper(question: str, title: str) -> bool:
-    """Whether the question names the paper by its title (most of the title's content words are in it)."""
-    return len(quotes._content(title)) >= 2 and quotes.restates(title, question)
+def names_paper(question: str, source: Source) -> bool:
+    """Whether the question names the paper: by its arXiv id, or by its title (most of the title's content words
+    are in the question)."""
+    return source.named or (len(quotes._content(source.title)) >= 2 and quotes.restates(source.title, question))
 
 
 def asks_how_much(question: str) -> bool:
@@ -233,7 +235,7 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     rows, row_vectors = [], []
     for index, source in enumerate(unique):
         mine = sorted((n for n, (i, _, _) in enumerate(owned) if i == index), key=lambda n: -scores[n])
-        if not mine or (relevance[mine[0]] < floor and not names_paper(question, source.title)):
+        if not mine or (relevance[mine[0]] < floor and not names_paper(question, source)):
             continue
         best = mine[0]
         chosen = [best] + [n for n in mine[1:2] if owned[n][2] == "result" and scores[n] >= scores[best] - SECOND_WITHIN
@@ -242,7 +244,7 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
         rows.append(Row(source, [owned[n][1] for n in chosen], float(relevance[best]),
                         scores[best] + SOURCE_WEIGHT * source.score, [owned[n][2] for n in chosen]))
         row_vectors.append(vectors[best])
-    named = [names_paper(question, row.source.title) for row in rows]
+    named = [names_paper(question, row.source) for row in rows]
     order = sorted(range(len(rows)), key=lambda n: (not named[n], -rows[n].score))   # a named paper first
     top = max((row.score for row in rows), default=0.0)
     order = [n for n in order if named[n] or rows[n].score >= top - KEEP_WITHIN][:max_rows]
