@@ -5,13 +5,14 @@ sentence; a paper question quotes that paper's key sentence; a thought is made o
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from copilot.eval.answer_figures import label_sources, quotes_key, supported_share
+from copilot.eval.answer_figures import label_sources, quotes_key, row_papers, supported_share, verbatim_quotes
 from copilot.features.answers import full_texts
 from copilot.features.chat import Chat
-from copilot.methods import quotes
+from copilot.methods import evidence, evidence_text, quotes
 from copilot.methods.thought_retriever import quoted_thought
 from tests.conftest import import_papers
 from tests.helpers import ROOT
@@ -31,7 +32,9 @@ def library(tmp_path_factory):
     return services
 
 
-def test_default_profile_answers_by_verbatim_quotes(library):
+def test_default_profile_answers_by_an_evidence_table_of_verbatim_quotes(library):
+    """Issue #39: the tiny profile's answer is a table, a row per paper; every quote a verbatim substring of that
+    one paper's stored abstract (parts joined by "…"), never its background or its bare title."""
     assert library.model_profile.tiny
     chat = Chat(library)
     for question in RESEARCH:
@@ -42,10 +45,17 @@ def test_default_profile_answers_by_verbatim_quotes(library):
             assert answer.error is None and quotes.is_quoted_answer(answer.text), answer.text
             if quotes.is_no_answer(answer.text):
                 continue
-            texts = full_texts(library, answer.sources)
-            for label, quote in quotes.parse_quotes(answer.text):
-                assert quote in " ".join(texts[int(label) - 1].split()), (label, quote)
-            assert supported_share(answer.text, label_sources(texts)) == 1.0
+            rows = evidence_text.parse_table(answer.text)
+            assert evidence_text.is_table(answer.text) and 1 <= len(rows) <= evidence.MAX_ROWS
+            papers = {p.id: p for p in library.store.get_papers([row.paper_id for row in rows])}
+            for row in rows:
+                paper = papers[row.paper_id]
+                assert evidence_text.is_verbatim(row.quote, paper.abstract), (row.paper_id, row.quote)
+                assert row.quote.strip(" \u2026") != " ".join(paper.title.split())
+                assert row.title == " ".join(paper.title.split()).replace("[", "(").replace("]", ")")
+            assert all(verbatim for _, _, verbatim in verbatim_quotes(library, answer.text))
+            sources = label_sources(full_texts(library, answer.sources)) | row_papers(library, answer.text)
+            assert supported_share(answer.text, sources) == 1.0
     assert library.db.query_one("SELECT COUNT(*) AS n FROM llm_calls WHERE prompt_name = 'chat_answer'")["n"] == 0
 
 
@@ -56,7 +66,7 @@ def test_a_question_no_paper_covers_gets_the_no_answer_sentence(library):
         pass
     text = turn.answers[0].text
     assert text.startswith(quotes.NO_SOURCE_ANSWERS) and text.count("\n") == 0 and text.endswith(".")
-    assert "[1]" in text                                         # the nearest sources are listed
+    assert re.search(r"; the nearest are \[\d+\] \u201c", text)     # the nearest papers are listed by label
 
 
 def test_a_paper_question_quotes_its_key_sentence(library):
@@ -89,3 +99,21 @@ def test_a_thought_keeps_relevant_quotes_and_refuses_irrelevant_ones(library):
     assert draft.confidence == 1 and lineage and "[" not in draft.text
     refused, _ = quoted_thought(library.embedder.embed, "What is the best recipe for banana bread?", answer, hits)
     assert refused.confidence == 0 and "not relevant" in refused.reason
+
+
+def test_every_quote_the_answers_bench_produces_is_verbatim_in_the_one_paper_it_names(library):
+    """Issue #41 item 4: over the answers bench's own turns (thought-seeded comparisons, both sides), every row's
+    quote is a verbatim substring of the stored title or abstract of the paper its row names (parts in order,
+    joined by "…"), and the bench reports that share."""
+    from copilot.eval.bench_answers import QUESTIONS, answers_bench
+
+    result = answers_bench(library, QUESTIONS[:5])
+    quoted = [q for answer in result["answers"] for q in answer["quotes"]]
+    assert quoted and result["summary"]["quotes_checked"] == len(quoted)
+    assert all(q["verbatim"] for q in quoted), [q for q in quoted if not q["verbatim"]][:3]
+    assert result["summary"]["quotes_verbatim_share"] == 1.0 and result["summary"]["failed_answers"] == 0
+    for answer in result["answers"]:
+        papers = row_papers(library, answer["shown"])
+        for row in evidence_text.parse_table(answer["shown"]):
+            assert evidence_text.is_verbatim(row.quote, papers[row.paper_id])
+            assert "\u201c" not in row.quote and "\u201d" not in row.quote     # never two quotes in one pair of marks

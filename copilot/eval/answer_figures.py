@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from copilot.features.answers import full_texts, quoted_answer
-from copilot.methods import quotes
+from copilot.methods import evidence_text, quotes
 from copilot.methods.slim import Retriever, SlimTrace
 from copilot.prompts import CANNOT_ANSWER
 from copilot.services import Services
@@ -33,8 +33,12 @@ def words(text: str) -> list[str]:
 
 
 def answer_sentences(text: str) -> list[str]:
-    """A quoted answer's quotes (one per line, with their label); otherwise the answer's sentences."""
+    """An evidence table's rows (each quote under its paper's id); a quoted answer's quotes (one per line, with
+    their label); otherwise the answer's sentences."""
     text = (text or "").strip()
+    rows = evidence_text.parse_table(text)
+    if rows:
+        return [f"[{row.paper_id}] {quotes.OPEN_QUOTE}{row.quote}{quotes.CLOSE_QUOTE}" for row in rows]
     if quotes.is_quoted_answer(text):
         return [line.strip() for line in text.split("\n") if line.strip()]
     return [s.strip() for s in _SENTENCE_END.split(" ".join(text.split())) if s.strip()]
@@ -67,6 +71,20 @@ def label_sources(texts: Sequence[str], ids: Sequence[str] = ()) -> dict[str, st
     return found
 
 
+def row_papers(services: Services, answer: str) -> dict[str, str]:
+    """The papers an evidence table's rows quote: id → title and abstract (a row reached through a thought quotes
+    a paper that is not itself among the retrieved items)."""
+    ids = list(dict.fromkeys(row.paper_id for row in evidence_text.parse_table(answer)))
+    return {p.id: f"{' '.join(p.title.split())}\n{p.abstract}" for p in services.store.get_papers(ids)}
+
+
+def verbatim_quotes(services: Services, answer: str) -> list[tuple[str, str, bool]]:
+    """(paper id, quote, whether it is verbatim in that one paper's stored title or abstract) for every row."""
+    papers = row_papers(services, answer)
+    return [(row.paper_id, row.quote, evidence_text.is_verbatim(row.quote, papers.get(row.paper_id, "")))
+            for row in evidence_text.parse_table(answer)]
+
+
 def quotes_key(answer: str, key: str) -> bool:
     """Whether the answer holds the key sentence, or a quote covering KEY_COVER of its words in order."""
     key_words = words(key)
@@ -93,7 +111,8 @@ def quoted_trace(services: Services, question: str, retriever: Retriever, k: int
 def answer_figures(services: Services, row: dict, trace: SlimTrace) -> dict:
     """The two figures: supported share, and (paper questions) whether the key sentence is quoted."""
     texts = full_texts(services, trace.items)
-    return {"supported": supported_share(trace.answer, label_sources(texts, [e.id for e in trace.items])),
+    sources = label_sources(texts, [e.id for e in trace.items]) | row_papers(services, trace.answer)
+    return {"supported": supported_share(trace.answer, sources),
             "key_quoted": quotes_key(trace.answer, row["answer"]) if row["gold"] else None}
 
 

@@ -116,7 +116,7 @@ def _share(rows: list[dict], key: str) -> float | None:
 def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | None = None) -> dict:
     """Run `questions` as chat turns over `papers` (already imported when None) and measure them."""
     from copilot import prompts
-    from copilot.eval.answer_figures import label_sources, supported_share
+    from copilot.eval.answer_figures import label_sources, row_papers, supported_share, verbatim_quotes
     from copilot.features.answers import full_texts
     from copilot.features.chat import Chat
     from copilot.llm import LLM, Usage
@@ -153,9 +153,12 @@ def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | Non
             evaluated = (usage.prompt_tokens or 0) - getattr(usage, "cached_tokens", 0)
             prompt_s = (call["first"] or call["started"]) - call["started"]
             gen_s = (call["last"] - call["first"]) if call["first"] and call["pieces"] > 1 else None
-            sources = label_sources(full_texts(services, answer.sources))
+            sources = label_sources(full_texts(services, answer.sources)) | row_papers(services, answer.text)
+            checked = verbatim_quotes(services, answer.text)
             answers.append({
                 "supported": supported_share(answer.text, sources),
+                "quotes": [{"paper": pid, "quote": quote, "verbatim": ok} for pid, quote, ok in checked],
+                "rows": len(checked),
                 "question": question, "label": answer.label, "kind": answer.kind, "error": answer.error,
                 "seconds": answer.seconds, "prompt_tokens": usage.prompt_tokens, "evaluated_tokens": evaluated,
                 "prompt_tok_s": evaluated / prompt_s if prompt_s > 0 and evaluated > 0 else None,
@@ -181,6 +184,9 @@ def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | Non
         "gen_tok_s_p50": _pct([a["gen_tok_s"] for a in answers if a["gen_tok_s"]], 50),
         "model_profile": services.model_profile.name,
         "shown_supported": _mean([a["supported"] for a in ok]),
+        "table_rows_p50": _pct([a["rows"] for a in ok if a["rows"]], 50),
+        "quotes_checked": sum(len(a["quotes"]) for a in ok),
+        "quotes_verbatim_share": _mean([q["verbatim"] for a in ok for q in a["quotes"]]),
     }
     for view in ("raw", "shown"):
         flags = [a[f"{view}_flags"] for a in ok]
@@ -203,7 +209,9 @@ MARKDOWN_ROWS = [
     ("repetition loop (raw / shown)", "raw_loop_share", "shown_loop_share"),
     ("echoes its instructions (raw / shown)", "raw_echo_share", "shown_echo_share"),
     ("supported: share of shown sentences whose words all are in the source they cite", "shown_supported", None),
-    ("model profile (tiny: quoted answers)", "model_profile", None),
+    ("evidence table rows per answer p50", "table_rows_p50", None),
+    ("quotes checked / share verbatim in the one paper they name", "quotes_checked", "quotes_verbatim_share"),
+    ("model profile (tiny: evidence tables)", "model_profile", None),
 ]
 
 

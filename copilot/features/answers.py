@@ -1,18 +1,26 @@
-"""One chat answer, as the model profile allows: quotes of the sources on the tiny profile, written on the capable.
+"""One chat answer, as the model profile allows: the evidence table on the tiny profile (the papers that bear on
+the question, each with its own sentences that answer it), the model's answer over that table on the capable.
 
-Chat, GoR's period answers and the benchmarks call `stream_reply`; it yields the answer in pieces either way, so the
-page streams both alike, and the output checks run on both (`thought_retriever.check_answer`).
+Chat, Adaptive, GoR's period answers and the benchmarks call `stream_reply` or `quoted_answer`; they yield the
+answer in pieces either way, so the page streams both alike, and the output checks run on both
+(`thought_retriever.check_answer`).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 
+import numpy as np
+
 from copilot.llm import Usage
-from copilot.methods import quotes
+from copilot.methods import evidence, evidence_text, quotes
 from copilot.methods.thought_retriever import stream_answer
-from copilot.records import Evidence
+from copilot.records import ARXIV_ID, Evidence
 from copilot.services import Services
+
+_CACHE_SIZE = 4000          # sentence vectors kept: the two answers of a turn quote mostly the same abstracts
+_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 
 
 def full_texts(services: Services, items: Sequence[Evidence]) -> list[str]:
@@ -42,20 +50,98 @@ def select(services: Services, question: str, items: Sequence[Evidence],
                                 [item.score for item in items], max_quotes=max_quotes)
 
 
+def cached_embed(services: Services):
+    """The embedder's `embed`, remembering sentence vectors across the answers of a process (bounded)."""
+    embedder = services.embedder
+
+    def embed(texts: list[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if (embedder.name, t) not in _vectors))
+        if missing:
+            for text, vector in zip(missing, embedder.embed(missing)):
+                _vectors[(embedder.name, text)] = vector
+        found = [_vectors[(embedder.name, t)] for t in texts]
+        for text in texts:
+            _vectors.move_to_end((embedder.name, text))
+        while len(_vectors) > _CACHE_SIZE:
+            _vectors.popitem(last=False)
+        return np.vstack(found) if found else np.zeros((0, embedder.dimension), dtype=np.float32)
+    return embed
+
+
+def table_sources(services: Services, items: Sequence[Evidence], question: str = "") -> list[evidence.Source]:
+    """The papers a table may quote: the retrieved papers under their own labels, then the papers each retrieved
+    thought rests on, under the thought's label (a quote reached through a thought is the paper's words). A paper
+    whose arXiv id the question holds is marked as named."""
+    labels: dict[str, str] = {}
+    scores: dict[str, float] = {}
+    for n, item in enumerate(items, 1):
+        if item.kind == "paper":
+            labels.setdefault(item.id, str(n))
+            scores.setdefault(item.id, item.score)
+    for n, item in enumerate(items, 1):
+        if item.kind == "thought":
+            for paper_id in services.thought_memory.root_sources(item.id):
+                labels.setdefault(paper_id, str(n))
+                scores.setdefault(paper_id, item.score)
+    named = {m.group("base") for m in ARXIV_ID.finditer(question or "")}
+    papers = services.store.get_papers(list(labels))
+    return [evidence.Source(labels[p.id], p.id, p.title, tuple(p.authors), p.published.isoformat(), p.abstract,
+                            scores[p.id], p.id in named) for p in papers]
+
+
+def evidence_rows(services: Services, question: str, items: Sequence[Evidence]) -> list[evidence.Row]:
+    """The table's rows for `question` over the retrieved `items` (grouped where they fall apart clearly)."""
+    sources = table_sources(services, items, question)
+    if not sources:
+        return []
+    embed = cached_embed(services)
+    rows, vectors = evidence.build_rows(question, embed([question])[0], sources, embed)
+    evidence.group_rows(rows, vectors, question)
+    return rows
+
+
+def no_answer_line(items: Sequence[Evidence]) -> str:
+    """The one no-answer sentence, listing the nearest retrieved papers (never a thought: its title is a stored
+    question)."""
+    titles = [item.title if item.kind == "paper" else "" for item in items]
+    return quotes.nearest_line(titles, [item.score for item in items])
+
+
 def quoted_answer(services: Services, question: str, items: Sequence[Evidence]) -> Iterator[str]:
-    """The extractive answer in pieces: quotes under their labels, or the one no-answer sentence."""
+    """The extractive answer in pieces: the evidence table, or the one no-answer sentence."""
     if not items:
         yield f"{quotes.NO_SOURCE_ANSWERS}."
         return
-    selection = select(services, question, items)
-    yield from quotes.render(selection, [item.title or item.text[:120] for item in items],
-                             [item.score for item in items])
+    rows = evidence_rows(services, question, items)
+    if not rows:
+        yield no_answer_line(items)
+        return
+    yield from evidence.render_table(rows, textbook=evidence.is_textbook(question))
 
 
 def stream_reply(services: Services, question: str, items: Sequence[Evidence], reader: str = "",
                  usage: Usage | None = None) -> Iterator[str]:
-    """The answer the model profile allows: quotes (tiny) or the model's own answer (capable)."""
+    """The answer the model profile allows: the table (tiny), or the model's own answer with the table under it
+    (capable; `evidence_text.split_table` parts them again for the output checks, which apply to the model's words)."""
     if services.model_profile.writes:
         yield from stream_answer(services.llm, question, items, services.generation.answer_tokens, reader, usage=usage)
+        rows = evidence_rows(services, question, items) if items else []
+        if rows:
+            yield "\n\n" + "".join(evidence.render_table(rows, textbook=evidence.is_textbook(question)))
         return
     yield from quoted_answer(services, question, items)
+
+
+def table_exports(services: Services, question: str, answer_text: str, paper_ids: Sequence[str]) -> dict[str, str]:
+    """A turn's evidence as files' contents: {"csv", "md", "bib"} of its table's rows (the BibTeX alone, of
+    `paper_ids`, when the answer is not a table). Empty values are left out."""
+    from copilot.features.bibtex import bibtex_for_ids
+
+    rows = evidence_text.parse_table(answer_text)
+    found = {}
+    if rows:
+        found = {"csv": evidence_text.table_csv(question, rows), "md": evidence_text.table_markdown(question, rows)}
+    ids = [row.paper_id for row in rows] or list(paper_ids)
+    if ids:
+        found["bib"] = bibtex_for_ids(services, ids)
+    return {kind: text for kind, text in found.items() if text.strip()}

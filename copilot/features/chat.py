@@ -18,11 +18,13 @@ from dataclasses import asdict, dataclass, field, replace
 from copilot.errors import UserError
 from copilot.features.answers import stream_reply
 from copilot.features.chat_view import AnswerView, TurnView, VoteView, answer_is_thought_side
+from copilot.features.evidence_search import table_paper_hits
 from copilot.features.job_runner import runner as _runner
 from copilot.features.job_runner import runner_alive as _runner_alive
 from copilot.features.limits import check_rate
 from copilot.features.profile import reader_text
 from copilot.llm import LLMError, Usage
+from copilot.methods.evidence_text import split_table
 from copilot.methods.followup import PreviousTurn, standalone_question
 from copilot.methods.thought_retriever import (
     check_answer,
@@ -44,6 +46,7 @@ VOTE_CHOICES = (*CHOICES, "A", "B")     # A/B: the side as shown
 # (Algorithm 1's own); "both bad" makes none.
 THOUGHT_FROM = {THOUGHTS: THOUGHTS, "tie": THOUGHTS, RAW: RAW, "bad": None}
 SWEEP_AFTER_S = 15 * 60          # unvoted turns older than this get their (no-vote) thought job
+TABLE_POOL_FACTOR = 1.5          # the evidence table's pool: 1.5 × top_k papers, of which the floor keeps ≤ 8
 
 _sides = random.SystemRandom()
 
@@ -136,9 +139,7 @@ class Chat:
         _ = self.services.embedder.dimension   # loads the model once per process, outside the retrieval timing
         started = time.perf_counter()
         embedding = self.services.embedder.embed_one(text)
-        plan = self.services.generation
-        found = retrieve_both(self.services.store, embedding, self.settings.top_k, plan.source_budget,
-                              self.memory.visible_where(user), item_tokens=plan.source_cap)
+        found = self._retrieve(text, embedding, user)
         retrieval_s = time.perf_counter() - started
         side_a = _sides.choice((THOUGHTS, RAW))
         if found.same_items:
@@ -161,6 +162,20 @@ class Chat:
             raw_sources=tuple(SourceRecord.of(e) for e in found.raw),
             thoughts_sources=tuple(SourceRecord.of(e) for e in found.augmented)))
         return turn
+
+    def _retrieve(self, question: str, embedding, user: str):
+        """Both retrievals. The tiny profile answers with the evidence table: a deeper pool of papers, ranked as
+        Search ranks them (meaning and words, the filters the question implies); the table reads each paper's whole
+        abstract from the store, so no token budget cuts the pool."""
+        plan = self.services.generation
+        where = self.memory.visible_where(user)
+        if self.services.model_profile.writes:
+            return retrieve_both(self.services.store, embedding, self.settings.top_k, plan.source_budget, where,
+                                 item_tokens=plan.source_cap)
+        pool = round(TABLE_POOL_FACTOR * self.settings.top_k)
+        hits = table_paper_hits(self.services, question, embedding, pool)
+        return retrieve_both(self.services.store, embedding, pool, pool * (plan.source_cap or 90), where,
+                             item_tokens=plan.source_cap, paper_hits=hits)
 
     def _previous(self, turn_id: str | None, user: str) -> PreviousTurn | None:
         """The turn a follow-up refers to: its question and the answer shown first (the voted one if any)."""
@@ -197,9 +212,10 @@ class Chat:
         """Run the output checks on a finished answer; what they removed becomes a note under it."""
         if not answer.text.strip():
             return
-        checked = check_answer(answer.text, answer.sources)
+        words, table = split_table(answer.text)      # a writing profile's words over the table: the checks are theirs
+        checked = check_answer(words or table, answer.sources)
         answer.notes += (answer.usage.notices if answer.usage else []) + checked.notes
-        answer.text = checked.text
+        answer.text = f"{checked.text}\n\n{table}" if words and table and checked.text else checked.text or table
         if not answer.text:
             answer.text = CANNOT_ANSWER
             answer.notes.append("Nothing was left of the answer after the checks.")
@@ -332,7 +348,7 @@ class Chat:
         answer = turn.answer(job.answer)
         sources = [Evidence(id=s.id, kind=s.kind, title=s.title, text="", score=s.score) for s in answer.sources]
         # the answer cites [n] labels of its sources; a thought outlives the turn, so it keeps real ids
-        text = labels_to_ids(answer.text or "", sources)
+        text = labels_to_ids(split_table(answer.text or "")[0] or answer.text or "", sources)
         made = think(self.services.llm, self.memory, turn.question, text, sources, origin="chat", user=turn.user,
                      max_tokens=self.services.generation.answer_tokens, thought_id=job.planned_thought_id)
         return JobOutcome(status=made.status, thought_id=made.thought_id, similarity=made.similarity, error=None,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from copilot.methods.evidence_text import CLOSE_QUOTE, OPEN_QUOTE, is_table
 from copilot.records import ARXIV_ID_PATTERN
 
 MAX_SPAN_WORDS = 45          # a longer "sentence" is cut into spans of at most this many words
@@ -43,14 +44,17 @@ RELEVANCE_FLOOR = 0.45
 KEEP_WITHIN = 0.15           # a further quote must score at least the best one minus this
 
 NO_SOURCE_ANSWERS = "None of the retrieved papers answers this"
-OPEN_QUOTE, CLOSE_QUOTE = "\u201c", "\u201d"
 
 _ABBREVIATIONS = re.compile(r"\b(?:e\.g|i\.e|et al|etc|vs|cf|Fig|Eq|Sec|Tab|approx|resp|w\.r\.t)\.$", re.I)
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[])")
 _CLAUSE = re.compile(r"(?<=[;:,])\s+")
-_ID_MARK = re.compile(rf"\s*\[(?:[^\[\]\n]*?(?:{ARXIV_ID_PATTERN}|T[0-9a-f]{{10}}|\d{{1,3}})[^\[\]\n]*?)\]"
-                      rf"|\s*\((?:arxiv:\s*)?(?:{ARXIV_ID_PATTERN})(?:v\d+)?\)|(?:arxiv:\s*)?{ARXIV_ID_PATTERN}(?:v\d+)?"
-                      r"|\bT[0-9a-f]{10}\b", re.I)
+# An id mark: a bracket of citations only (labels 1-999, arXiv or thought ids; "[0, 1]" or "[sic]" are not), an
+# arXiv id in parentheses or after "arXiv:", a thought id. A quote keeps every other character as it was written.
+_CITED = rf"(?:(?:{ARXIV_ID_PATTERN})(?:v\d+)?|T[0-9a-f]{{10}}|[1-9]\d{{0,2}})"
+_ID_MARK = re.compile(rf"[ \t]*\[\s*{_CITED}(?:\s*[,;]\s*{_CITED})*\s*\]"
+                      rf"|[ \t]*\((?:arxiv:\s*)?(?:{ARXIV_ID_PATTERN})(?:v\d+)?\)"
+                      rf"|[ \t]*arxiv:\s*(?:{ARXIV_ID_PATTERN})(?:v\d+)?"
+                      r"|[ \t]*\bT[0-9a-f]{10}\b", re.I)
 _QUOTE_MARKS = re.compile("[\u201c\u201d]")
 _STOP = frozenset("a an the of in on for to and or with by from as at is are was were be this that these those "
                   "what which how does do did can paper papers propose proposes study studies".split())
@@ -71,13 +75,14 @@ class Quote:
 
 
 def drop_ids(text: str) -> str:
-    """The text without citation brackets and raw arXiv or thought ids (a thought outlives the turn's labels)."""
-    return re.sub(r"\s+([.,;:!?])", r"\1", " ".join(_ID_MARK.sub("", text or "").split()))
+    """The text without citation brackets and raw arXiv or thought ids (a thought outlives the turn's labels);
+    nothing else of it changes (an interval "[0, 1]" stays)."""
+    return _ID_MARK.sub("", text or "")
 
 
 def strip_ids(text: str) -> str:
-    """The text without citation brackets, raw arXiv or thought ids and curly quote marks."""
-    return drop_ids(_QUOTE_MARKS.sub("", text or "")).strip()
+    """The text without citation brackets and raw arXiv or thought ids, trimmed."""
+    return drop_ids(text).strip()
 
 
 def _bounded(sentence: str, max_words: int) -> list[str]:
@@ -136,10 +141,10 @@ def candidates(question: str, texts: Sequence[str]) -> list[tuple[int, str, bool
     for index, text in enumerate(texts):
         title, _, body = (text or "").partition("\n")     # a title ends at its line; an abstract's lines are wrapped
         for part, is_title in ((title, True), (body, False)):
-            for sentence in split_sentences(strip_ids(part)):
+            for sentence in split_sentences(_QUOTE_MARKS.sub("", strip_ids(part))):
                 key = sentence.lower()
                 if (len(re.findall(r"[A-Za-z]{2,}", sentence)) >= MIN_QUOTE_WORDS and key not in seen
-                        and not restates(sentence, question)):
+                        and not (is_title and restates(sentence, question))):
                     seen.add(key)
                     found.append((index, sentence, is_title))
     return found
@@ -206,7 +211,9 @@ def render(selection: Selection, titles: Sequence[str], scores: Sequence[float] 
         yield ("\n\n" if n else "") + quote.shown()
 
 
-_QUOTED = re.compile(rf"\[(?P<label>[^\[\]\n]{{1,40}})\]\s*{OPEN_QUOTE}(?P<text>[^{CLOSE_QUOTE}]*){CLOSE_QUOTE}")
+# a label and its quote, on one line or (an evidence table's row) a header line then the quote line
+_QUOTED = re.compile(rf"\[(?P<label>[^\[\]\n]{{1,40}})\][^\n{OPEN_QUOTE}{CLOSE_QUOTE}]*\n?[ \t]*{OPEN_QUOTE}"
+                     rf"(?P<text>[^{CLOSE_QUOTE}\n]*){CLOSE_QUOTE}")
 
 
 def parse_quotes(text: str) -> list[tuple[str, str]]:
@@ -217,7 +224,7 @@ def parse_quotes(text: str) -> list[tuple[str, str]]:
 def is_quoted_answer(text: str) -> bool:
     """Whether an answer is made of quotes only (or is the no-answer sentence): nothing outside them but labels."""
     text = (text or "").strip()
-    if text.startswith(NO_SOURCE_ANSWERS):
+    if text.startswith(NO_SOURCE_ANSWERS) or is_table(text):
         return True
     rest = _QUOTED.sub("", text)
     return bool(parse_quotes(text)) and not rest.strip()

@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass, field
 from copilot import grounding, prompts
 from copilot.grounding import Checked
 from copilot.llm import LLM, LLMError, Usage
+from copilot.methods import quotes
 from copilot.methods.thought_retriever import fit_budget
 from copilot.prompts import SLIM_KNOWN, SLIM_UNKNOWN, RenderedPrompt, source_block
 from copilot.records import ARXIV_ID, Evidence
@@ -396,7 +397,11 @@ def check_main_answer(text: str, items: Sequence[Evidence]) -> Checked:
     """The shared output checks (copilot.grounding.check): citations only of the references given, no loop, no
     echoed instructions, no invented links; a statement's label moves to the reference its words come from."""
     system = (prompts.SLIM_ANSWER_WITH_REFERENCES if items else prompts.SLIM_ANSWER_DIRECT).system
-    return grounding.check_chat_answer(text, [item.id for item in items], [item.text for item in items], [system])
+    ids = [item.id for item in items]
+    if quotes.is_quoted_answer(text):    # quotes (an evidence table) are attributed by construction: labels stay
+        return grounding.check(grounding.ids_to_labels(text, ids), allowed=[str(n) for n in range(1, len(ids) + 1)],
+                               source_texts=[item.text for item in items], instructions=[system])
+    return grounding.check_chat_answer(text, ids, [item.text for item in items], [system])
 
 
 AnswerWriter = Callable[[str, Sequence[Evidence], Usage], Iterator[str]]

@@ -336,20 +336,32 @@ class Retrievals:
 
 
 def retrieve_both(store: VectorStore, query_embedding: np.ndarray, k: int, budget_tokens: int,
-                  thought_where: dict | None = None, item_tokens: int | None = None) -> Retrievals:
+                  thought_where: dict | None = None, item_tokens: int | None = None,
+                  paper_hits: Sequence[tuple[str, float]] | None = None) -> Retrievals:
     """Top-K papers ("raw") and top-K of papers ∪ thoughts ("thought-augmented"), each within the token budget,
     then both cut to the shorter list's length: the two answers of a blind comparison always cite the same
     number of sources, so the count cannot tell which side used thoughts.
-    `thought_where` limits the thoughts searched (ThoughtMemory.visible_where: private thoughts of others)."""
+    `thought_where` limits the thoughts searched (ThoughtMemory.visible_where: private thoughts of others).
+    `paper_hits`: (id, cosine) of the papers in the order another ranking chose (the evidence table's fused one)."""
     started = time.perf_counter()
-    paper_hits = store.nearest(PAPER, query_embedding, k)
+    paper_hits_given = paper_hits is not None
+    paper_hits = list(paper_hits) if paper_hits is not None else store.nearest(PAPER, query_embedding, k)
     thought_hits = store.nearest(THOUGHT, query_embedding, k, where=thought_where)
     ranked = sorted([(PAPER, hit) for hit in paper_hits] + [(THOUGHT, hit) for hit in thought_hits],
                     key=lambda tagged: tagged[1][1], reverse=True)[:k]
     kept_thoughts = [hit for kind, hit in ranked if kind == THOUGHT]
     # documents of the kept items only (one read per collection): the k papers, and the thoughts in the union's top k
     papers = store.fetch(PAPER, paper_hits)
-    union = sorted(papers + store.fetch(THOUGHT, kept_thoughts), key=lambda e: e.score, reverse=True)[:k]
+    thoughts = store.fetch(THOUGHT, kept_thoughts)
+    if paper_hits_given:      # the papers keep the given order; a thought goes before the first paper it beats
+        union = list(papers)
+        for thought in sorted(thoughts, key=lambda e: e.score, reverse=True):
+            at = next((n for n, item in enumerate(union) if item.kind == PAPER and item.score < thought.score),
+                      len(union))
+            union.insert(at, thought)
+        union = union[:k]
+    else:
+        union = sorted(papers + thoughts, key=lambda e: e.score, reverse=True)[:k]
     raw = fit_budget(papers, budget_tokens, item_tokens=item_tokens)
     augmented = fit_budget(union, budget_tokens, item_tokens=item_tokens)
     count = min(len(raw), len(augmented))

@@ -105,16 +105,22 @@ def arxiv_link(paper_id: str, title: str | None = None) -> str:
     return f'<a href="https://arxiv.org/abs/{escape(paper_id)}" target="_blank" rel="noopener">{label}</a>'
 
 
-def shown_file(path: str | None) -> dict:
-    """A download box's update: the file, or the box hidden (a page shows no empty file box)."""
+def shown_file(path: str | list[str] | None) -> dict:
+    """A download box's update: the file (or files), or the box hidden (a page shows no empty file box)."""
     return gr.update(value=path, visible=path is not None)
+
+
+def write_download(text: str, name: str, suffix: str) -> str | None:
+    """Text in a temporary file named after `name` with `suffix` ("bib", "csv", "md"), for a download (None when
+    there is nothing to write)."""
+    if not (text or "").strip():
+        return None
+    stem = "".join(c if c.isalnum() else "-" for c in (name or "papers").lower())[:50].strip("-") or "papers"
+    path = Path(tempfile.mkdtemp(prefix=f"copilot-{suffix}-")) / f"{stem}.{suffix}"
+    path.write_text(text.rstrip() + "\n", encoding="utf-8")
+    return str(path)
 
 
 def write_bibtex(bibtex: str, name: str) -> str | None:
     """BibTeX in a temporary .bib file, for a download (None when there is nothing to write)."""
-    if not (bibtex or "").strip():
-        return None
-    stem = "".join(c if c.isalnum() else "-" for c in (name or "papers").lower())[:50].strip("-") or "papers"
-    path = Path(tempfile.mkdtemp(prefix="copilot-bib-")) / f"{stem}.bib"
-    path.write_text(bibtex.rstrip() + "\n", encoding="utf-8")
-    return str(path)
+    return write_download(bibtex, name, "bib")

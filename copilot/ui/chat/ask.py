@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import gradio as gr
 
 from copilot.errors import UserError
-from copilot.features.bibtex import bibtex_for_ids
+from copilot.features.answers import table_exports
 from copilot.features.chat import chat_for
 from copilot.features.memory import thought_lineage
 from copilot.services import Services
@@ -22,7 +22,7 @@ from copilot.ui.chat.render import (
     turn_outputs,
     vote_recorded_html,
 )
-from copilot.ui.common import current_user, escape, shown_file, user_within_rate, write_bibtex
+from copilot.ui.common import current_user, escape, shown_file, user_within_rate, write_download
 
 VOTE_BUTTONS = [("A is better", "A", "chat-vote-a"), ("B is better", "B", "chat-vote-b"),
                 ("Tie", "tie", "chat-vote-tie"), ("Both bad", "bad", "chat-vote-bad")]
@@ -45,15 +45,22 @@ def ask_view(services: Services, question: str, personalize: bool, previous_turn
     except UserError as error:
         yield notice_html(error), "", "", hidden, "", None, gr.update()
         return
-    yield *turn_outputs(turn.view(), turn.notice), hidden, "", turn.id, gr.update()   # the question, retrieved
+    yield *columns(turn_outputs(turn.view(), turn.notice)), hidden, "", turn.id, gr.update()   # retrieved
     last = time.monotonic()
     for live in chat.stream(turn):
         if time.monotonic() - last >= STREAM_EVERY_S or live.done:
             last = time.monotonic()
-            yield *turn_outputs(live.view(), turn.notice), hidden, "", turn.id, gr.update()
+            yield *columns(turn_outputs(live.view(), turn.notice)), hidden, "", turn.id, gr.update()
     final = turn.view()
-    outputs = turn_outputs(final, turn.notice, thought_lineage(services, final, user))
+    outputs = columns(turn_outputs(final, turn.notice, thought_lineage(services, final, user)))
     yield *outputs, gr.update(visible=final.votable), "", turn.id, recent_html(chat.recent_turns(user))
+
+
+def columns(outputs: tuple[str, str, str]) -> tuple:
+    """(notice, answer A, answer B) for the page: a turn with one answer hides the second column, so the one
+    answer takes the page's width."""
+    notice, a, b = outputs
+    return notice, a, gr.update(value=b, visible=bool(b))
 
 
 def vote_view(services: Services, choice: str, turn_id: str | None, request: gr.Request | None) -> tuple:
@@ -67,7 +74,7 @@ def vote_view(services: Services, choice: str, turn_id: str | None, request: gr.
     except UserError as error:
         return f'<div class="chat-error">{escape(error)}</div>', gr.update(), gr.update(), gr.update()
     view = chat.view(turn_id, user)
-    _, a, b = turn_outputs(view, lineage=thought_lineage(services, view, user))
+    _, a, b = columns(turn_outputs(view, lineage=thought_lineage(services, view, user)))
     return vote_recorded_html(result), a, b, recent_html(chat.recent_turns(user))
 
 
@@ -81,22 +88,24 @@ def history_view(services: Services, request: gr.Request | None):
 
 
 def bibtex_view(services: Services, turn_id: str | None, request: gr.Request | None) -> tuple:
-    """The papers the shown turn's answers used, as BibTeX — once the sides are revealed (the vote, or no
-    comparison): before that, which papers a side used would tell the sides apart. The file box shows only with
-    a file in it."""
+    """The shown answer's evidence table as CSV and Markdown, and its papers as BibTeX — once the sides are
+    revealed (the vote, or no comparison): before that, which papers a side used would tell the sides apart. The
+    file box shows only with files in it."""
     view = chat_for(services).view(turn_id, current_user(request))
     none = shown_file(None)
     if view is None:
         return '<span class="chat-notice">Ask a question first.</span>', none
     if not view.revealed:
         return '<span class="chat-notice">Vote first: the sources stay blind until then.</span>', none
-    if not view.paper_ids:
-        return '<span class="chat-notice">This turn used no papers.</span>', none
+    shown = view.shown_answer()
     try:
-        path = write_bibtex(bibtex_for_ids(services, view.paper_ids), f"chat-{view.question[:40]}")
-        return "", shown_file(path)
+        files = table_exports(services, view.question, shown.text if shown else "", view.paper_ids)
     except UserError as error:
         return f'<span class="chat-notice">{escape(error)}</span>', none
+    if not files:
+        return '<span class="chat-notice">This turn used no papers.</span>', none
+    paths = [write_download(text, f"chat-{view.question[:40]}", kind) for kind, text in files.items()]
+    return "", shown_file([p for p in paths if p] or None)
 
 
 def cleared_bibtex() -> tuple:
@@ -112,6 +121,7 @@ def reopen_view(services: Services, turn_id: str | None, request: gr.Request | N
         message = "Pick one of your recent questions." if not turn_id else "That question is not in your history."
         return notice_html(message), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
     notice, a, b, status = reopened_outputs(view, thought_lineage(services, view, user))
+    _, a, b = columns(("", a, b))
     return notice, a, b, gr.update(visible=view.votable), status, view.turn_id
 
 
@@ -136,10 +146,11 @@ def build(services: Services) -> gr.Textbox:
         vote_buttons = [(gr.Button(text, elem_id=elem), value) for text, value, elem in VOTE_BUTTONS]
     vote_status = gr.HTML(elem_id="chat-vote-status")
     with gr.Row():
-        turn_bib = gr.Button("BibTeX of this turn's papers", size="sm", elem_id="chat-bib-run", scale=1)
+        turn_bib = gr.Button("Download this turn's evidence (CSV, Markdown, BibTeX)", size="sm",
+                             elem_id="chat-bib-run", scale=1)
         turn_bib_note = gr.HTML(elem_id="chat-bib-note")
-        turn_bib_file = gr.File(label="BibTeX", elem_id="chat-bibtex", interactive=False, height=72, scale=2,
-                                visible=False)
+        turn_bib_file = gr.File(label="Evidence", elem_id="chat-bibtex", interactive=False, height=72, scale=2,
+                                visible=False, file_count="multiple")
     deep_parts = deep.layout(services)
     gr.Markdown("#### Your recent questions")
     history = gr.Dropdown(label="Reopen a past question (its answers, sources and your vote)", choices=[],

@@ -21,12 +21,12 @@ NO_COMPARISON = ("No comparison yet: thought memory holds nothing relevant to th
                  "Chat answers (the one you vote for, or kept when you move on without voting), Deep answers and "
                  "Trends reports (the Memory tab lists each way); once memory holds some close to a question, it "
                  "gets two answers to compare.")
-NO_COMPARISON_SIDE = ("No second answer: it would use the same papers as the first. Vote on compared answers to grow "
-                      "the thought memory that makes the second answer differ.")
 PREVIEW_CHARS = 150
 _LABEL = re.compile(r"\[(\d{1,3})\]")                        # a neutral citation label [i]
 # an item's own id in brackets: an arXiv id, a thought id, a long number. Before the vote it would say which kind
 # of item an answer drew on, so it is dropped (the same rule on both sides); after the vote it stays.
+# the arXiv id that ends an evidence table row's header line (methods.evidence.row_header)
+_ROW_ID = re.compile(r" \u00b7 arXiv:(?P<id>\d{4}\.\d{4,5}(?:v\d+)?)$", re.M)
 _RAW_ID = re.compile(r"\s?\[(?:\d{4}\.\d{4,5}(?:v\d+)?|T[0-9a-z]{6,}|\d{5,})\]")
 SOURCES_AFTER_VOTE = "Shown when you vote: before it, which sources an answer used would tell the two answers apart."
 WRITING_BOTH = "Writing both answers… they are shown together, so that neither one's timing gives it away."
@@ -62,8 +62,11 @@ def answer_text_html(text: str, sources: tuple[SourceView, ...] | list[SourceVie
     # an endpoint may copy a source's id from a thought's text while streaming: shown as that source's label
     neutral = ids_to_labels(text, [source.id for source in sources])
     if not reveal:
-        neutral = _RAW_ID.sub("", neutral)
-    return _LABEL.sub(cite, escape(neutral)).replace("\n", "<br>")
+        neutral = _RAW_ID.sub("", _ROW_ID.sub("", neutral))    # a table row's paper id: its link comes with the vote
+    marked = _LABEL.sub(cite, escape(neutral))
+    if reveal:
+        marked = _ROW_ID.sub(lambda m: f" \u00b7 {arxiv_link(m.group('id'), 'arXiv:' + m.group('id'))}", marked)
+    return marked.replace("\n", "<br>")
 
 
 def numbered_by_use(text: str, sources: tuple[SourceView, ...]) -> tuple[str, tuple[SourceView, ...]]:
@@ -188,8 +191,6 @@ def turn_outputs(view: TurnView, notice: str = "", lineage: Lineage | None = Non
         return "".join(parts), _writing_html("A"), _writing_html("B")
     a_html = answer_html(answers[0], reveal=reveal, lineage=lineage)
     b_html = answer_html(answers[1], reveal=reveal, lineage=lineage) if len(answers) > 1 else ""
-    if view.comparison == "same_items" and len(answers) == 1:
-        b_html = f'<div class="chat-answer chat-empty chat-no-comparison-side">{escape(NO_COMPARISON_SIDE)}</div>'
     return "".join(parts), a_html, b_html
 
 

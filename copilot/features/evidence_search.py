@@ -1,0 +1,73 @@
+"""Chat's paper retrieval for the evidence table: the way Search ranks (meaning and words fused), with the filters
+a question implies ("recent", a year, an arXiv category), and each paper's cosine to the question kept for the
+relevance floor (features.answers, methods.evidence).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+
+import numpy as np
+
+from copilot.errors import UserError
+from copilot.features.search import MAX_QUERY_CHARS, search_papers
+from copilot.records import number_to_date
+from copilot.services import Services
+
+RECENT_DAYS = 365          # "recent" / "latest": the library's last year
+_RECENT = re.compile(r"\b(?:recent(?:ly)?|latest|newest|lately|nowadays|these days|current(?:ly)?)\b", re.I)
+_YEAR = re.compile(r"\b(?P<since>since|after|from)?\s*(?P<year>20[0-3]\d)\b", re.I)
+_CATEGORY = re.compile(r"\b(?P<cat>(?:cs|stat|math|eess|q-bio|q-fin|physics|astro-ph|cond-mat)\.[A-Za-z]{2})\b")
+
+
+@dataclass
+class Filters:
+    date_from: date | None = None
+    date_to: date | None = None
+    categories: list[str] = field(default_factory=list)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.date_from or self.date_to or self.categories)
+
+
+def implied_filters(question: str, newest: date | None) -> Filters:
+    """The filters a question states: "recent" → the library's last RECENT_DAYS, "in 2025" → that year, "since
+    2025" → from then on, "cs.CL" → that category."""
+    found = Filters(categories=[m.group("cat")[:-2].lower() + m.group("cat")[-2:].upper()
+                                for m in _CATEGORY.finditer(question)])
+    year = _YEAR.search(question)
+    if year:
+        first = date(int(year.group("year")), 1, 1)
+        found.date_from = first
+        found.date_to = None if year.group("since") else date(first.year, 12, 31)
+    elif _RECENT.search(question) and newest:
+        found.date_from = newest - timedelta(days=RECENT_DAYS)
+    return found
+
+
+def _newest(services: Services) -> date | None:
+    rows = services.catalog.rows()
+    return number_to_date(max(row.date for row in rows)) if rows else None
+
+
+def table_paper_hits(services: Services, question: str, embedding: np.ndarray, k: int) -> list[tuple[str, float]]:
+    """(paper id, cosine to the question) of the `k` papers Search ranks first for the question, fused order,
+    within the filters it implies (none when they leave nothing)."""
+    query = " ".join(question.split())[:MAX_QUERY_CHARS]
+    filters = implied_filters(query, _newest(services))
+    hits = []
+    for chosen in ((filters, Filters()) if filters.any else (Filters(),)):
+        try:
+            hits = search_papers(services, query, chosen.date_from, chosen.date_to, chosen.categories, limit=k).hits
+        except UserError:
+            hits = []
+        if hits:
+            break
+    ids = [hit.paper.id for hit in hits]
+    if not ids:
+        return []
+    scored = {item.id: item.score for item in services.store.search("paper", embedding, len(ids), ids=ids)}
+    return [(pid, scored[pid]) for pid in ids if pid in scored]

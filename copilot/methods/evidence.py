@@ -1,0 +1,373 @@
+"""The evidence table: for a question, the library papers that bear on it, each with the one or two sentences of
+its abstract that say what it does or finds about the question (issue #39).
+
+  1. every abstract is split into sentences (quotes.split_sentences; an endless sentence into bounded spans, shown
+     with "…" where it was cut), and every sentence gets a role: background, objective, method, result or other
+     (`roles_of`: the trained classifier of methods.sentence_roles when it is installed, else cue phrases and
+     position). Background is never quoted, nor a bare title;
+  2. one embedding batch for all sentences; a sentence's score is its cosine to the question plus a bonus for its
+     role, and, when the question asks how much or how well, for a number;
+  3. a paper becomes a row when its best quotable sentence clears the relevance floor; rows are ranked by that
+     score plus a share of the paper's own cosine, up to MAX_ROWS. A paper the question names by title comes first;
+  4. a row quotes its best sentence, and a second one when it is a result close behind; two sentences that are
+     not adjacent are joined with "…" (each part is a verbatim substring of the one abstract);
+  5. rows that fall into clearly separate groups are grouped (`group_rows`), each group headed by a phrase that
+     occurs verbatim in its rows and in no other group's.
+
+Nothing here writes a sentence of its own: the table is the papers' own words under their titles.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from copilot.methods import quotes
+from copilot.methods.evidence_text import (  # re-exported: the table's text is read where it is written
+    _ARXIV_TAIL,
+    CLOSE_QUOTE,
+    ELLIPSIS,
+    GROUP_PREFIX,
+    OPEN_QUOTE,
+    TABLE_INTRO,
+    TEXTBOOK_LINE,
+)
+
+MAX_ROWS = 8
+# Floor on a row's best quotable sentence (cosine to the question, packaged MiniLM). Measured on 2,000 real
+# abstracts (docs/evidence.md): relevant rows of research questions scored 0.40-0.69 (a short jargon question,
+# "Does GRPO-style RL help small models?", 0.40-0.54); the best row of off-topic questions (banana bread, dog
+# training, ...) 0.28-0.34.
+ROW_FLOOR = 0.40
+KEEP_WITHIN = 0.22            # a further row must score at least the best row minus this
+SOURCE_WEIGHT = 0.3           # share of the paper's own cosine added to its best sentence's
+SECOND_WITHIN = 0.08          # a second sentence of a row must score at least its first minus this
+MAX_QUOTE_WORDS = quotes.MAX_SPAN_WORDS
+ROLE_BONUS = {"result": 0.05, "method": 0.04, "objective": 0.03, "other": 0.0}
+NUMBER_BONUS = 0.06           # for a how-much / how-well question, a sentence that states a number
+ROLES = ("background", "objective", "method", "result", "other")
+GROUP_MIN_ROWS = 4
+# Spans of one abstract embedded at most (results, methods, objectives first): the sentence embeddings are most of
+# an answer's time (about 10 ms a sentence on 2 busy cores), and an abstract states its findings in a few.
+MAX_SPANS_PER_PAPER = 6
+_ROLE_ORDER = {"result": 0, "method": 1, "objective": 2, "other": 3}
+
+_BACKGROUND = re.compile(
+    r"^(?:while|although|though|despite|during inference|recent (?:advances|advancements|progress|work|studies|"
+    r"developments|breakthroughs))\b|\boverlook|\b(?:prior|previous|existing) (?:works?|studies|methods) (?:have|has) "
+    r"not\b|\b(?:has|have) (?:become|emerged|gained|attracted|drawn|been widely|shown (?:great|remarkable|impressive|"
+    r"strong|significant))|^(?:recently|in recent years|nowadays|over the past|with the (?:rapid|rise|growing|"
+    r"advent|success|increasing|emergence))|\b(?:remains?|remained) (?:a |an )?(?:challenge|challenging|open|"
+    r"unclear|limited|underexplored|difficult|elusive|largely)|^however\b|\b(?:is|are) (?:a |an |the )?(?:"
+    r"fundamental|key|critical|crucial|popular|promising|powerful|widely|increasingly|important|central|essential)"
+    r"|\bgrowing (?:interest|attention|demand)|\b(?:existing|current|prior|previous|conventional) (?:methods|"
+    r"approaches|work|studies|models|systems|techniques)\b.{0,60}\b(?:suffer|fail|struggle|often|typically|rely|"
+    r"are limited|lack|overlook)|\bsuffers? from\b|\bhave been (?:widely|extensively)", re.I)
+_RESULT = re.compile(
+    r"\d+(?:\.\d+)?\s?(?:%|x\b|\u00d7|times\b|-fold)|\boutperform|\bstate-of-the-art (?:results|performance)"
+    r"|\b(?:results|experiments|evaluations?|analysis|analyses|findings) (?:show|demonstrate|reveal|indicate|"
+    r"suggest|confirm)|\bwe (?:find|found|show|observe|demonstrate|reveal)\b|\b(?:achieves?|achieving|reduces?|"
+    r"reducing|improves?|improving|speeds? up|saves?|saving|surpass(?:es)?|matches|yields?)\b.{0,80}\b(?:by|up to|"
+    r"over|than)\b|\b(?:achieves?|achieving|reduces?|reducing|improves?|improving|saves?|saving)\b.{0,80}\d", re.I)
+_METHOD = re.compile(
+    r"\b(?:we|this (?:paper|work|study)|our (?:method|approach|framework|model|system))\b.{0,40}\b(?:propose|"
+    r"introduce|present|develop|design|build|construct|formulate|leverage|employ|adapt|extend|train)|\bconsists of"
+    r"|\bcalled\b|\bdubbed\b|\bnamed\b", re.I)
+_OBJECTIVE = re.compile(
+    r"\b(?:we|this (?:paper|work|study)|our (?:work|study))\b.{0,30}\b(?:aim|investigate|study|explore|examine|"
+    r"ask|address|analy[sz]e|evaluate|tackle|focus|seek|revisit|benchmark|assess|characteri[sz]e|compare)", re.I)
+_NUMBER = re.compile(r"\d")
+_HOW_MUCH = re.compile(r"\bhow (?:much|many|well|fast|large|big|good|accurate|often)\b|\bby how\b"
+                       r"|\bwhat (?:is|are) the (?:gains?|savings?|speed-?ups?|improvements?)\b"
+                       r"|\b(?:save|saving|savings|speed-?up|reduction|accuracy|gain)s?\b", re.I)
+_CITATION_BRACKET = re.compile(r"\[\s*\d{1,3}(?:\s*[,;\u2013-]\s*\d{1,3})*\s*\]")
+
+
+def cue_role(sentence: str, opens_abstract: bool) -> str:
+    """A sentence's role from cue phrases; an unmarked sentence that opens an abstract is background (abstracts
+    open with their setting)."""
+    if _RESULT.search(sentence):
+        return "result"
+    if _METHOD.search(sentence):
+        return "method"
+    if _OBJECTIVE.search(sentence):
+        return "objective"
+    if _BACKGROUND.search(sentence) or opens_abstract:
+        return "background"
+    return "other"
+
+
+def cue_roles(sentences: Sequence[str]) -> list[str]:
+    """Roles of an abstract's sentences, in order, from cue phrases and position (the first of three or more)."""
+    return [cue_role(sentence, n == 0 and len(sentences) >= 3) for n, sentence in enumerate(sentences)]
+
+
+def _trained_classifier() -> Callable[..., list[str]] | None:
+    """methods.sentence_roles.classify when that module is installed: classify(sentences, vectors=…, positions=…)
+    → roles, positions being each sentence's relative place (0 first, 1 last) in its own abstract."""
+    try:
+        module = importlib.import_module("copilot.methods.sentence_roles")
+    except ImportError:
+        return None
+    return getattr(module, "classify", None)
+
+
+def roles_of(sentences: Sequence[str], vectors: np.ndarray | None = None,
+             positions: Sequence[float] | None = None) -> list[str]:
+    """Each sentence's role. Without `positions` the sentences are one abstract, in order. The trained classifier
+    decides where it is installed and `vectors` (the sentences' embeddings) are given; a sentence its cues call
+    background stays background either way (quoting the setting instead of the finding is the failure to avoid),
+    unless it states a result."""
+    cues = cue_roles(sentences) if positions is None else [cue_role(s, p == 0) for s, p in zip(sentences, positions)]
+    classify = _trained_classifier()
+    if classify is None or vectors is None or not sentences:
+        return cues
+    learned = [role if role in ROLES else "other"
+               for role in classify(list(sentences), vectors=vectors, positions=positions)]
+    return ["background" if cue == "background" and not _RESULT.search(s) else role
+            for s, cue, role in zip(sentences, cues, learned)]
+
+
+@dataclass(frozen=True)
+class Source:
+    """One paper that may become a row. `label` is the citation label of the retrieved item it was reached by (a
+    paper's own, or the thought's that rests on it)."""
+    label: str
+    paper_id: str
+    title: str
+    authors: tuple[str, ...]
+    date: str                 # YYYY-MM-DD
+    abstract: str
+    score: float              # the item's cosine to the question
+    named: bool = False       # the question names it by its arXiv id
+
+
+@dataclass
+class Span:
+    text: str
+    cut_before: bool          # a bounded span of a longer sentence: text precedes it in that sentence
+    cut_after: bool
+    position: int             # its index among the abstract's spans
+
+
+@dataclass
+class Row:
+    source: Source
+    spans: list[Span]         # one or two, in abstract order
+    relevance: float          # cosine of the question and the best span
+    score: float
+    roles: list[str] = field(default_factory=list)
+    group: str = ""
+
+    @property
+    def quote(self) -> str:
+        """The row's quote: its spans verbatim, joined by "…" where text of the abstract was left out."""
+        text = ""
+        for n, span in enumerate(self.spans):
+            gap = n > 0 and (span.position != self.spans[n - 1].position + 1 or span.cut_before)
+            lead = ELLIPSIS if (n == 0 and span.cut_before) or gap else ""
+            text += (" " if n else "") + (f"{lead} " if lead else "") + span.text
+        return text + (f" {ELLIPSIS}" if self.spans[-1].cut_after else "")
+
+
+def spans_of(abstract: str) -> list[Span]:
+    """An abstract's quotable spans: its sentences, a sentence too long to quote cut into bounded spans."""
+    found: list[Span] = []
+    for sentence in quotes.split_sentences(abstract, max_words=10 ** 6):
+        pieces = quotes._bounded(sentence, MAX_QUOTE_WORDS)
+        for n, piece in enumerate(pieces):
+            found.append(Span(piece, n > 0, n < len(pieces) - 1, len(found)))
+    return found
+
+
+def quotable(span: Span) -> bool:
+    """Long enough to say something, and safe to show inside quotation marks verbatim: no curly quote marks (they
+    would end the quote), no numbered citation brackets (the answer's checks treat those as citations) and no link
+    (the checks drop a link the item's cut text lacks)."""
+    text = span.text
+    return (len(re.findall(r"[A-Za-z]{2,}", text)) >= quotes.MIN_QUOTE_WORDS
+            and not re.search("[\u201c\u201d]", text) and not _CITATION_BRACKET.search(text)
+            and not re.search(r"https?://|www\.", text, re.I))
+
+
+def names_paper(question: str, source: Source) -> bool:
+    """Whether the question names the paper: by its arXiv id, or by its title (most of the title's content words
+    are in the question)."""
+    return source.named or (len(quotes._content(source.title)) >= 2 and quotes.restates(source.title, question))
+
+
+def asks_how_much(question: str) -> bool:
+    return bool(_HOW_MUCH.search(question or ""))
+
+
+def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Source],
+               embed: Callable[[list[str]], np.ndarray], max_rows: int = MAX_ROWS,
+               floor: float = ROW_FLOOR) -> tuple[list[Row], np.ndarray | None]:
+    """The table's rows, best first (see the module doc), and each row's best-span vector (for grouping)."""
+    unique = list({s.paper_id: s for s in reversed(sources)}.values())[::-1]     # first label of a paper wins
+    owned: list[tuple[int, Span, str]] = []
+    places: list[float] = []
+    for index, source in enumerate(unique):
+        spans = spans_of(source.abstract)
+        kept = [(span, role) for span, role in zip(spans, cue_roles([s.text for s in spans]))
+                if role != "background" and quotable(span)]
+        kept = sorted(kept, key=lambda pair: (_ROLE_ORDER.get(pair[1], 3), pair[0].position))[:MAX_SPANS_PER_PAPER]
+        owned += [(index, span, role) for span, role in kept]
+        places += [span.position / max(len(spans) - 1, 1) for span, _ in kept]
+    if not owned:
+        return [], None
+    vectors = np.asarray(embed([span.text for _, span, _ in owned]), dtype=np.float32)
+    if _trained_classifier() is not None:      # the learned roles, from the vectors just made
+        learned = roles_of([span.text for _, span, _ in owned], vectors, places)
+        keep = [n for n, role in enumerate(learned) if role != "background"]
+        owned = [(owned[n][0], owned[n][1], learned[n]) for n in keep]
+        vectors = vectors[keep]
+        if not owned:
+            return [], None
+    relevance = vectors @ np.asarray(question_vector, dtype=np.float32)
+    numbers = asks_how_much(question)
+    scores = [float(r) + ROLE_BONUS.get(role, 0.0) + (NUMBER_BONUS if numbers and _NUMBER.search(span.text) else 0.0)
+              for r, (_, span, role) in zip(relevance, owned)]
+    rows, row_vectors = [], []
+    for index, source in enumerate(unique):
+        mine = sorted((n for n, (i, _, _) in enumerate(owned) if i == index), key=lambda n: -scores[n])
+        if not mine or (relevance[mine[0]] < floor and not names_paper(question, source)):
+            continue
+        best = mine[0]
+        chosen = [best] + [n for n in mine[1:2] if owned[n][2] == "result" and scores[n] >= scores[best] - SECOND_WITHIN
+                           and float(vectors[n] @ vectors[best]) < 0.9 and owned[best][2] != "result"]
+        chosen.sort(key=lambda n: owned[n][1].position)
+        rows.append(Row(source, [owned[n][1] for n in chosen], float(relevance[best]),
+                        scores[best] + SOURCE_WEIGHT * source.score, [owned[n][2] for n in chosen]))
+        row_vectors.append(vectors[best])
+    named = [names_paper(question, row.source) for row in rows]
+    order = sorted(range(len(rows)), key=lambda n: (not named[n], -rows[n].score))   # a named paper first
+    top = max((row.score for row in rows), default=0.0)
+    order = [n for n in order if named[n] or rows[n].score >= top - KEEP_WITHIN][:max_rows]
+    return [rows[n] for n in order], (np.vstack([row_vectors[n] for n in order]) if order else None)
+
+
+# --- groups -----------------------------------------------------------------------------------------------------
+def _two_means(vectors: np.ndarray) -> list[int]:
+    """Two clusters of unit vectors: seeded by the most distant pair, a few rounds of assignment."""
+    sims = vectors @ vectors.T
+    a, b = np.unravel_index(int(np.argmin(sims)), sims.shape)
+    centres = vectors[[a, b]]
+    assign = [0] * len(vectors)
+    for _ in range(5):
+        assign = [int(np.argmax(centres @ v)) for v in vectors]
+        for k in (0, 1):
+            members = vectors[[n for n, g in enumerate(assign) if g == k]]
+            if len(members):
+                centre = members.mean(axis=0)
+                centres[k] = centre / (np.linalg.norm(centre) or 1.0)
+    return assign
+
+
+_GENERIC = frozenset("""outperforms outperform existing achieves achieve achieving propose proposed proposes novel
+approach approaches method methods model models framework frameworks performance results result show shows demonstrate
+demonstrates based using state art baseline baselines experiments experimental significantly significant extensive
+introduce introduces present presents new first work paper study our their its can also while both further
+comprehensive effective efficient various different several across compared""".split())
+
+
+def _phrases(text: str, question_words: set[str]) -> dict[str, str]:
+    """Lower-cased 2- and 3-word runs of a quote (→ as written), each with a content word the question lacks and
+    none of the generic words of an abstract ("outperforms existing" heads nothing)."""
+    words = re.findall(r"[A-Za-z0-9][A-Za-z0-9\-]*", text)
+    found: dict[str, str] = {}
+    for size in (3, 2):
+        for start in range(len(words) - size + 1):
+            run = words[start:start + size]
+            lower = [w.lower() for w in run]
+            if lower[0] in quotes._STOP or lower[-1] in quotes._STOP:
+                continue
+            if any(w in _GENERIC for w in lower) or not any(
+                    w not in quotes._STOP and w not in question_words and len(w) > 2 for w in lower):
+                continue
+            written = " ".join(run)
+            if re.search(re.escape(written), text):          # the run as it stands in the quote (one space apart)
+                found.setdefault(" ".join(lower), written)
+    return found
+
+
+def group_rows(rows: list[Row], vectors: np.ndarray | None, question: str, max_similarity: float = 0.55) -> bool:
+    """Split the rows into two groups when they fall apart clearly: each group at least two rows, the groups'
+    centres less similar than `max_similarity`, and each group sharing a phrase (in at least two of its rows,
+    in none of the other group's). Sets each row's `group` to that phrase; False (rows unchanged) otherwise."""
+    if vectors is None or len(rows) < GROUP_MIN_ROWS:
+        return False
+    assign = _two_means(vectors)
+    members = [[n for n, g in enumerate(assign) if g == k] for k in (0, 1)]
+    if min(len(m) for m in members) < 2:
+        return False
+    centres = [vectors[m].mean(axis=0) for m in members]
+    centres = [c / (np.linalg.norm(c) or 1.0) for c in centres]
+    if float(centres[0] @ centres[1]) >= max_similarity:
+        return False
+    asked = quotes._content(question)
+    found = [_phrases(row.quote, asked) for row in rows]
+    heads = []
+    for k in (0, 1):
+        other = set().union(*(found[n] for n in members[1 - k]))
+        counts: dict[str, int] = {}
+        for n in members[k]:
+            for key in found[n]:
+                if key not in other:
+                    counts[key] = counts.get(key, 0) + 1
+        shared = [key for key, c in counts.items() if c >= 2]
+        if not shared:
+            return False
+        key = max(shared, key=lambda p: (counts[p], len(p.split()), p))
+        heads.append(next(found[n][key] for n in members[k] if key in found[n]))
+    for k in (0, 1):
+        for n in members[k]:
+            rows[n].group = heads[k]
+    first = rows[0].group
+    rows.sort(key=lambda r: r.group != first)     # the best row's group first; ranks kept within each
+    return True
+
+
+# --- the answer's text ------------------------------------------------------------------------------------------
+# "What is a transformer?", "Define attention", "What does RLHF stand for?": a subject of at most three words
+_TEXTBOOK = re.compile(r"^\s*(?:what (?:is|are) (?:an? |the )?(?:[\w\-]+ ?){1,3}\??|(?:define|explain) (?:an? |the )?"
+                       r"(?:[\w\-]+ ?){1,3}\.?|what does (?:[\w\-]+ ?){1,3} (?:mean|stand for)\??)$", re.I)
+
+
+def is_textbook(question: str) -> bool:
+    """A definition question ("What is a transformer?"): abstracts report research, not textbook material."""
+    return bool(_TEXTBOOK.match(" ".join((question or "").split())))
+
+
+def _clean_title(title: str) -> str:
+    return " ".join(re.sub(r"[\[\]]", lambda m: "(" if m.group(0) == "[" else ")",
+                           re.sub("[\u201c\u201d]", '"', title or "")).split())
+
+
+def byline(source: Source) -> str:
+    """First authors ("A, B et al.") and date, as a row shows them."""
+    authors = list(source.authors)
+    names = ", ".join(authors[:2]) + (" et al." if len(authors) > 2 else "")
+    return " \u00b7 ".join(part for part in (names, source.date) if part)
+
+
+def row_header(row: Row) -> str:
+    return f"[{row.source.label}] {_clean_title(row.source.title)} \u00b7 {byline(row.source)}{_ARXIV_TAIL}" \
+           f"{row.source.paper_id}"
+
+
+def render_table(rows: Sequence[Row], textbook: bool = False) -> Iterator[str]:
+    """The table as the answer's text, in pieces (as a model's stream would arrive): an intro line, then per row
+    a header line ([label] title · authors · date · arXiv:id) and its quote line; group headings where grouped."""
+    count = len(rows)
+    yield TEXTBOOK_LINE if textbook else TABLE_INTRO.format(count=count, s="" if count == 1 else "s")
+    group = None
+    for row in rows:
+        if row.group and row.group != group:
+            group = row.group
+            yield f"\n\n{GROUP_PREFIX}{OPEN_QUOTE}{group}{CLOSE_QUOTE}"
+        yield f"\n\n{row_header(row)}\n{OPEN_QUOTE}{row.quote}{CLOSE_QUOTE}"

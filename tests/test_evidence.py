@@ -1,0 +1,173 @@
+"""The evidence table (issue #39) and verbatim quotes (issue #41 item 4), unit tier: a bag-of-words stand-in for
+the embedder (tests/test_quotes.embed), so the rules are exact. Real abstracts with the real embedder:
+test_quotes_real.py and the answers bench."""
+
+from __future__ import annotations
+
+import pytest
+
+from copilot.methods import evidence, evidence_text, quotes
+from copilot.methods.evidence import Source, build_rows, cue_roles, group_rows
+from copilot.methods.evidence_text import is_verbatim, parse_table
+from copilot.methods.slim import check_main_answer
+from copilot.methods.thought_retriever import check_answer, quoted_thought
+from copilot.records import Evidence
+from tests.test_quotes import embed
+
+pytestmark = pytest.mark.unit
+
+KV = Source("1", "2503.00001", "WindowKV: task-adaptive window selection for the KV cache",
+            ("Ann Lee", "Bo Chen", "Cy Park"), "2025-03-20",
+            "The KV cache has become one of the foundational components of long-context inference. However, "
+            "its memory footprint remains a challenge for long inputs. We propose WindowKV, which keeps the KV "
+            "cache windows that matter for the task. WindowKV compresses the KV cache to 12% of its memory "
+            "while keeping accuracy on LongBench.", 0.6)
+XKV = Source("2", "2503.00002", "xKV: cross-layer SVD for KV cache compression", ("Dee Wu",), "2025-03-25",
+             "Large language models are increasingly used with long contexts. We introduce xKV, a cross-layer SVD "
+             "that compresses the KV cache of several layers at once. xKV saves up to 6.8x memory of the KV cache "
+             "over per-layer compression.", 0.55)
+PROTEIN = Source("3", "2503.00003", "Protein folding with transformers", ("Eve Ng", "Fu Li"), "2025-01-02",
+                 "We predict protein structures from amino acid sequences with a transformer model.", 0.2)
+QUESTION = "Which methods compress the KV cache and how much memory do they save?"
+
+
+def rows_for(question, sources, floor=0.2):
+    return build_rows(question, embed([question])[0], sources, embed, floor=floor)[0]
+
+
+def test_cues_tell_background_from_what_a_paper_does_and_finds():
+    sentences = ["Retrieval-augmented generation has become a standard tool.",
+                 "However, multi-hop questions remain a challenge.",
+                 "We propose HopRAG, a graph over passages.",
+                 "HopRAG improves exact match by 7.5 points over the baseline.",
+                 "We study how retrievers fail on multi-hop questions."]
+    assert cue_roles(sentences) == ["background", "background", "method", "result", "objective"]
+
+
+def test_a_row_quotes_what_the_paper_does_or_finds_never_its_background_or_title():
+    rows = rows_for(QUESTION, [KV, XKV, PROTEIN])
+    assert [row.source.paper_id for row in rows][:2] and PROTEIN.paper_id not in [r.source.paper_id for r in rows]
+    for row in rows:
+        assert "has become" not in row.quote and "remains a challenge" not in row.quote
+        assert row.quote != row.source.title and is_verbatim(row.quote, row.source.abstract)
+        assert "background" not in row.roles
+    kv = next(row for row in rows if row.source is KV)
+    assert "12%" in kv.quote                                  # how much: the sentence with the number
+
+
+def test_a_question_about_nothing_in_the_library_gets_no_rows():
+    assert rows_for("What is the best recipe for banana bread with walnuts?", [KV, XKV, PROTEIN], floor=0.3) == []
+
+
+def test_a_paper_the_question_names_comes_first():
+    rows = rows_for("What does Protein folding with transformers propose?", [KV, XKV, PROTEIN])
+    assert rows[0].source is PROTEIN
+    assert rows[0].quote.startswith("We predict protein structures")     # the restating title is not the quote
+
+
+@pytest.mark.parametrize("abstract", [
+    " ".join(f"token{n}" for n in range(160)),                                             # no punctuation
+    "We compress the cache, " * 40 + "and we save memory.",                                # one run-on sentence
+    r"We bound the error by $O(n^{2}\log n)$ for $k \in [0, 1]$. We save $3.2\times$ memory of the cache.",
+])
+def test_odd_abstracts_split_into_bounded_verbatim_spans_marked_where_cut(abstract):
+    spans = evidence.spans_of(abstract)
+    assert spans and all(len(s.text.split()) <= evidence.MAX_QUOTE_WORDS for s in spans)
+    assert all(s.text in " ".join(abstract.split()) for s in spans)
+    source = Source("1", "2501.00009", "Odd", (), "2025-01-01", abstract, 0.5)
+    for row in rows_for("How much cache memory do we save by compression? token5 token150", [source], floor=-1):
+        assert is_verbatim(row.quote, abstract)
+        if row.spans[0].cut_before:
+            assert row.quote.startswith(evidence_text.ELLIPSIS)
+        if row.spans[-1].cut_after:
+            assert row.quote.endswith(evidence_text.ELLIPSIS)
+
+
+def test_a_quote_that_joins_two_sources_or_alters_the_text_is_not_verbatim():
+    assert is_verbatim("We propose WindowKV, which keeps … of its memory while keeping accuracy", KV.abstract)
+    assert not is_verbatim("We propose WindowKV … xKV saves up to 6.8x memory", KV.abstract)
+    assert not is_verbatim("WindowKV compresses the KV cache to 12% of its memory. We propose WindowKV",
+                           KV.abstract)                                     # parts out of order
+
+
+def test_the_table_renders_parses_and_passes_the_checks_unchanged():
+    rows = rows_for(QUESTION, [KV, XKV, PROTEIN])
+    text = "".join(evidence.render_table(rows))
+    shown = parse_table(text)
+    assert [r.paper_id for r in shown] == [r.source.paper_id for r in rows]
+    assert shown[0].byline.startswith(("Ann Lee, Bo Chen et al. · 2025-03-20", "Dee Wu · 2025-03-25"))
+    assert evidence_text.is_table(text) and quotes.is_quoted_answer(text)
+    assert [q for _, q in quotes.parse_quotes(text)] == [r.quote for r in shown]
+    items = [Evidence(s.paper_id, "paper", s.title, s.abstract, s.score) for s in (KV, XKV, PROTEIN)]
+    assert check_answer(text, items).text == text.strip()
+    assert check_main_answer(text, items).text == text.strip()          # Adaptive's checks move no row's label
+    draft, lineage = quoted_thought(embed, QUESTION, text, items, floor=0.1)
+    assert draft.confidence == 1 and {pid for pid, _ in lineage} <= {KV.paper_id, XKV.paper_id}
+    assert not evidence_text.is_table(text + "\n\nAnd a sentence of the model's own.")
+
+
+def test_rows_fall_into_groups_headed_by_a_phrase_of_their_own_quotes():
+    def paper(n, text):
+        return Source(str(n), f"2504.0000{n}", f"Paper {n}", ("A",), "2025-04-01", text, 0.5)
+    sources = [paper(1, "We propose token eviction that drops cold tokens from the cache during decoding."),
+               paper(2, "Our token eviction policy drops cold tokens from the cache and keeps recent ones."),
+               paper(3, "We apply 2-bit quantization to keys and values stored in the cache."),
+               paper(4, "With 2-bit quantization of keys and values the cache shrinks eightfold.")]
+    question = "How is the cache made smaller?"
+    rows, vectors = build_rows(question, embed([question])[0], sources, embed, floor=0.05)
+    assert len(rows) == 4 and group_rows(rows, vectors, question)
+    groups = {row.source.paper_id: row.group for row in rows}
+    assert groups["2504.00001"] == groups["2504.00002"] != groups["2504.00003"] == groups["2504.00004"]
+    for row in rows:
+        assert row.group in row.quote                                       # the heading is the rows' own words
+    text = "".join(evidence.render_table(rows))
+    assert evidence_text.is_table(text) and {r.group for r in parse_table(text)} == set(groups.values())
+    assert not group_rows(rows[:3], vectors[:3], question)                  # fewer than four rows: no groups
+
+
+def test_downloads_hold_every_row_with_its_link():
+    shown = parse_table("".join(evidence.render_table(rows_for(QUESTION, [KV, XKV]))))
+    csv_text, markdown = evidence_text.table_csv(QUESTION, shown), evidence_text.table_markdown(QUESTION, shown)
+    for row in shown:
+        assert f"https://arxiv.org/abs/{row.paper_id}" in csv_text and row.paper_id in markdown
+    assert csv_text.count("\n") == len(shown) + 1 and markdown.count("\n| ") == len(shown) + 1
+
+
+# --- issue #41 item 4 -----------------------------------------------------------------------------------------
+def test_strip_ids_leaves_quoted_text_as_written():
+    text = "Scores are normalised to [0, 1]. It is \u201cfast\u201d , see [sic] and 2503.16965 rows."
+    assert quotes.strip_ids(text) == text
+    assert quotes.strip_ids("Dense beats sparse [2] [2503.16965v2] (arXiv:2501.00001).") == "Dense beats sparse."
+
+
+def test_the_most_direct_answer_is_not_dropped_for_restating_the_question():
+    question = "Does dense retrieval beat BM25 on question answering benchmarks?"
+    texts = ["Dense passage retrieval\nDense retrieval beats BM25 on question answering benchmarks. "
+             "We train a dual encoder on question-passage pairs."]
+    found = [sentence for _, sentence, _ in quotes.candidates(question, texts)]
+    assert "Dense retrieval beats BM25 on question answering benchmarks." in found
+    source = Source("1", "2501.00001", "Dense passage retrieval", (), "2025-01-01", texts[0].split("\n")[1], 0.5)
+    assert rows_for(question, [source])[0].quote.startswith("Dense retrieval beats BM25")
+
+
+def test_the_filters_a_question_states_are_read_from_it():
+    from datetime import date
+
+    from copilot.features.evidence_search import implied_filters
+
+    newest = date(2026, 3, 1)
+    recent = implied_filters("Which recent papers compress the KV cache?", newest)
+    assert recent.date_from == date(2025, 3, 1) and recent.date_to is None and not recent.categories
+    year = implied_filters("What did cs.cl papers in 2025 find about RAG?", newest)
+    assert (year.date_from, year.date_to, year.categories) == (date(2025, 1, 1), date(2025, 12, 31), ["cs.CL"])
+    assert implied_filters("RAG since 2025", newest).date_to is None
+    assert not implied_filters("How do dense retrievers compare with BM25?", newest).any
+
+
+def test_a_paper_the_question_names_by_its_arxiv_id_comes_first_whatever_its_words():
+    from dataclasses import replace
+
+    question = "What does 2503.00003 find?"
+    assert rows_for(question, [KV, XKV, PROTEIN], floor=0.3) == []            # its words match nothing
+    rows = rows_for(question, [KV, XKV, replace(PROTEIN, named=True)], floor=0.3)
+    assert rows[0].source.paper_id == PROTEIN.paper_id and rows[0].quote.startswith("We predict protein")
