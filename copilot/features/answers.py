@@ -68,9 +68,11 @@ def cached_embed(services: Services):
     return embed
 
 
-def table_sources(services: Services, items: Sequence[Evidence]) -> list[evidence.Source]:
+def table_sources(services: Services, items: Sequence[Evidence],
+                  question_vector: np.ndarray | None = None) -> list[evidence.Source]:
     """The papers a table may quote: the retrieved papers under their own labels, then the papers each retrieved
-    thought rests on, under the thought's label (a quote reached through a thought is the paper's words)."""
+    thought rests on, under the thought's label (a quote reached through a thought is the paper's words). A paper
+    reached through a thought is ranked by its own relevance to the question, like any other (issue #40)."""
     labels: dict[str, str] = {}
     scores: dict[str, float] = {}
     for n, item in enumerate(items, 1):
@@ -81,7 +83,12 @@ def table_sources(services: Services, items: Sequence[Evidence]) -> list[evidenc
         if item.kind == "thought":
             for paper_id in services.thought_memory.root_sources(item.id):
                 labels.setdefault(paper_id, str(n))
-                scores.setdefault(paper_id, item.score)
+    through_thoughts = [paper_id for paper_id in labels if paper_id not in scores]
+    if through_thoughts and question_vector is not None:
+        for hit in services.store.search("paper", question_vector, len(through_thoughts), ids=through_thoughts):
+            scores[hit.id] = hit.score
+    for paper_id in through_thoughts:
+        scores.setdefault(paper_id, min(scores.values(), default=0.0))
     papers = services.store.get_papers(list(labels))
     return [evidence.Source(labels[p.id], p.id, p.title, tuple(p.authors), p.published.isoformat(), p.abstract,
                             scores[p.id]) for p in papers]
@@ -89,11 +96,12 @@ def table_sources(services: Services, items: Sequence[Evidence]) -> list[evidenc
 
 def evidence_rows(services: Services, question: str, items: Sequence[Evidence]) -> list[evidence.Row]:
     """The table's rows for `question` over the retrieved `items` (grouped where they fall apart clearly)."""
-    sources = table_sources(services, items)
+    embed = cached_embed(services)
+    question_vector = embed([question])[0]
+    sources = table_sources(services, items, question_vector)
     if not sources:
         return []
-    embed = cached_embed(services)
-    rows, vectors = evidence.build_rows(question, embed([question])[0], sources, embed)
+    rows, vectors = evidence.build_rows(question, question_vector, sources, embed)
     evidence.group_rows(rows, vectors, question)
     return rows
 
