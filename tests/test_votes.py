@@ -23,9 +23,11 @@ THOUGHT = "1\nLanguage models answer questions better when they first retrieve s
 
 
 def reply(messages) -> str:
-    if "Step 1:" in messages[-1]["content"]:
+    user = messages[-1]["content"]
+    if "Step 1:" in user:
         return THOUGHT
-    return "Retrieval grounds the answer in the retrieved papers [1]."
+    # the prompt's length tells the two sides apart: identical answers are shown as one and take no vote
+    return f"Retrieval grounds the answer in the retrieved papers [1] ({len(user)})."
 
 
 @pytest.fixture(scope="module")

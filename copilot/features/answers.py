@@ -68,9 +68,11 @@ def cached_embed(services: Services):
     return embed
 
 
-def table_sources(services: Services, items: Sequence[Evidence], question: str = "") -> list[evidence.Source]:
+def table_sources(services: Services, items: Sequence[Evidence], question: str = "",
+                  question_vector: np.ndarray | None = None) -> list[evidence.Source]:
     """The papers a table may quote: the retrieved papers under their own labels, then the papers each retrieved
     thought rests on, under the thought's label (a quote reached through a thought is the paper's words). A paper
+    reached through a thought is ranked by its own relevance to the question, like any other (issue #40); a paper
     whose arXiv id the question holds is marked as named."""
     labels: dict[str, str] = {}
     scores: dict[str, float] = {}
@@ -82,7 +84,12 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str =
         if item.kind == "thought":
             for paper_id in services.thought_memory.root_sources(item.id):
                 labels.setdefault(paper_id, str(n))
-                scores.setdefault(paper_id, item.score)
+    through_thoughts = [paper_id for paper_id in labels if paper_id not in scores]
+    if through_thoughts and question_vector is not None:
+        for hit in services.store.search("paper", question_vector, len(through_thoughts), ids=through_thoughts):
+            scores[hit.id] = hit.score
+    for paper_id in through_thoughts:
+        scores.setdefault(paper_id, min(scores.values(), default=0.0))
     named = {m.group("base") for m in ARXIV_ID.finditer(question or "")}
     papers = services.store.get_papers(list(labels))
     return [evidence.Source(labels[p.id], p.id, p.title, tuple(p.authors), p.published.isoformat(), p.abstract,
@@ -91,11 +98,12 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str =
 
 def evidence_rows(services: Services, question: str, items: Sequence[Evidence]) -> list[evidence.Row]:
     """The table's rows for `question` over the retrieved `items` (grouped where they fall apart clearly)."""
-    sources = table_sources(services, items, question)
+    embed = cached_embed(services)
+    question_vector = embed([question])[0]
+    sources = table_sources(services, items, question, question_vector)
     if not sources:
         return []
-    embed = cached_embed(services)
-    rows, vectors = evidence.build_rows(question, embed([question])[0], sources, embed)
+    rows, vectors = evidence.build_rows(question, question_vector, sources, embed)
     evidence.group_rows(rows, vectors, question)
     return rows
 

@@ -17,14 +17,14 @@ from dataclasses import asdict, dataclass, field, replace
 
 from copilot.errors import UserError
 from copilot.features.answers import stream_reply
-from copilot.features.chat_view import AnswerView, TurnView, VoteView, answer_is_thought_side
+from copilot.features.chat_view import ONE_ANSWER, AnswerView, TurnView, VoteView, answer_is_thought_side
 from copilot.features.evidence_search import table_paper_hits
 from copilot.features.job_runner import runner as _runner
 from copilot.features.job_runner import runner_alive as _runner_alive
 from copilot.features.limits import check_rate
 from copilot.features.profile import reader_text
 from copilot.llm import LLMError, Usage
-from copilot.methods.evidence_text import split_table
+from copilot.methods.evidence_text import parse_table, split_table
 from copilot.methods.followup import PreviousTurn, standalone_question
 from copilot.methods.thought_retriever import (
     check_answer,
@@ -78,7 +78,7 @@ class Turn:
     user: str
     question: str
     notice: str                    # e.g. the truncation notice; "" when none
-    comparison: str                # "pending" → "yes" | "same_items" | "failed"
+    comparison: str                # "pending" → "yes" | "same_items" | "same_answer" | "failed"
     answers: list[AnswerState]
     retrieval_s: float
     reader: str = ""
@@ -230,7 +230,8 @@ class Chat:
                 answer.error = answer.error or "interrupted before the answer was complete"
                 answer.done = True
         if turn.comparison == "pending":  # a same-items turn stays one (its single answer shows any error)
-            turn.comparison = "failed" if any(a.error for a in turn.answers) else "yes"
+            turn.comparison = "failed" if any(a.error for a in turn.answers) else (
+                "same_answer" if same_answer(*(a.text for a in turn.answers)) else "yes")
         outcomes = {a.kind: AnswerOutcome(a.text, a.error, a.seconds) for a in turn.answers}
         self.log.finish_turn(turn.id, turn.comparison, raw=outcomes.get(RAW), thoughts=outcomes.get(THOUGHTS))
         if turn.comparison != "yes":
@@ -239,6 +240,8 @@ class Chat:
             if usable:
                 best = next((a for a in usable if a.kind == THOUGHTS), usable[0])
                 self.request_thought(turn.id, best.kind, "no_comparison")
+        if turn.comparison == "same_answer":      # both are kept in the log; the page shows one
+            turn.answers = [replace(next(a for a in turn.answers if a.kind == RAW), label="A")]
         # after this turn's answers, not before: a thought job uses the one local model, and one started when the
         # question was asked made the first answer wait for it (about 1 s of a 2 s first token, docs/performance.md)
         self.sweep_unvoted(turn.user, keep=turn.id)
@@ -257,6 +260,7 @@ class Chat:
         choice = _normalise_choice(choice, turn.side_a)
         if turn.comparison != "yes":
             reason = {"same_items": "both retrievals found the same items, so there was one answer",
+                      "same_answer": "both answers were the same (memory added nothing), so there was one answer",
                       "failed": "one of the answers failed", "pending": "the answers are not finished"}
             raise ChatError(f"this turn cannot be voted on: {reason.get(turn.comparison, turn.comparison)}")
         label = _label(choice, turn.side_a)
@@ -409,7 +413,7 @@ class Chat:
         turn = self.log.turn(storable_text(turn_id).strip()) if isinstance(turn_id, str) and turn_id else None
         if turn is None or (user is not None and turn.user != user):
             return None
-        if turn.comparison == "same_items" or turn.thoughts.sources == turn.raw.sources:
+        if turn.comparison in ONE_ANSWER or turn.thoughts.sources == turn.raw.sources:
             kinds = [RAW]
         else:
             kinds = [THOUGHTS, RAW] if turn.side_a == THOUGHTS else [RAW, THOUGHTS]
@@ -459,6 +463,18 @@ class Chat:
         if turn.asked:
             record["asked"], record["question"] = turn.asked, turn.question
         return record
+
+
+def same_answer(first: str, second: str) -> bool:
+    """Whether two answers say the same: the same papers quoting the same words (an evidence table's row labels and
+    order may differ between the sides), else the same text. Nothing to compare then: a vote would be noise."""
+    (first_words, first_table), (second_words, second_table) = split_table(first), split_table(second)
+    return (" ".join(first_words.split()) == " ".join(second_words.split())      # a writing profile's own words
+            and _rows(first_table) == _rows(second_table))
+
+
+def _rows(table: str) -> set[tuple[str, str]]:
+    return {(row.paper_id, row.quote) for row in parse_table(table)}
 
 
 def _normalise_choice(choice: str, side_a: str) -> str:

@@ -14,6 +14,11 @@ from copilot.store.chat_log import THOUGHTS, SourceRecord
 SourceView = SourceRecord      # one retrieved item as a turn shows it: id, kind, title, preview, score
 
 
+# Turns shown with one answer: both retrievals found the same items, or both answers came out the same (the
+# thought side's memory added nothing to this question); neither is a comparison, and neither can be voted on.
+ONE_ANSWER = ("same_items", "same_answer")
+
+
 @dataclass(frozen=True)
 class AnswerView:
     label: str                     # "A" | "B" as shown
@@ -53,7 +58,7 @@ class TurnView:
     turn_id: str
     user: str
     question: str
-    comparison: str                # "pending" | "yes" | "same_items" | "failed"
+    comparison: str                # "pending" | "yes" | "same_items" | "same_answer" | "failed"
     answers: tuple[AnswerView, ...]
     retrieval_s: float | None
     notice: str = ""
@@ -70,7 +75,7 @@ class TurnView:
     @property
     def revealed(self) -> bool:
         """Sides and source kinds are shown once the turn is voted, or when there is nothing to compare."""
-        return self.vote is not None or self.comparison in ("same_items", "failed")
+        return self.vote is not None or self.comparison in (*ONE_ANSWER, "failed")
 
     @property
     def votable(self) -> bool:
@@ -135,4 +140,4 @@ def _round(value: float | None) -> float | None:
 
 
 def answer_is_thought_side(kind: str, comparison: str) -> bool:
-    return kind == THOUGHTS and comparison != "same_items"
+    return kind == THOUGHTS and comparison not in ONE_ANSWER

@@ -137,6 +137,7 @@ def chat_stats(db: Database) -> dict:
     votes = log.comparison_votes()
     counts = {choice: sum(1 for v in votes if v.choice == choice) for choice in ("thoughts", "raw", "tie", "bad")}
     turns = log.turn_counts()
+    finished = sum(n for state, n in turns.items() if state != "pending")
     decisive_votes = _decisive(votes)
     decisive = len(decisive_votes)
     low, high = wilson_interval(counts["thoughts"], decisive)
@@ -163,6 +164,10 @@ def chat_stats(db: Database) -> dict:
         "ties": counts["tie"],
         "both_bad": counts["bad"],
         "no_comparison": turns.get("same_items", 0),
+        # both answers the same (memory added nothing): shown as one, never voted on (issue #40)
+        "same_answer": turns.get("same_answer", 0),
+        "comparisons": turns.get("yes", 0),
+        "comparison_share": turns.get("yes", 0) / finished if finished else None,
         "failed_turns": turns.get("failed", 0),
         "unvoted_comparisons": turns.get("yes", 0) - len(votes),
         "turns": sum(turns.values()),

@@ -77,7 +77,7 @@ class StoredTurn:
     created_at: float
     finished_at: float | None
     question: str
-    comparison: str                # "pending" → "yes" | "same_items" | "failed"
+    comparison: str                # "pending" → "yes" | "same_items" | "same_answer" | "failed"
     side_a: str
     backend: str
     model: str

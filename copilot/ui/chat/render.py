@@ -21,6 +21,8 @@ NO_COMPARISON = ("No comparison yet: thought memory holds nothing relevant to th
                  "Chat answers (the one you vote for, or kept when you move on without voting), Deep answers and "
                  "Trends reports (the Memory tab lists each way); once memory holds some close to a question, it "
                  "gets two answers to compare.")
+SAME_ANSWER = ("Thought memory had nothing new for this question: the answer with thoughts came out the same as the "
+               "answer from papers alone, so one is shown (nothing to vote on; not counted in the statistics).")
 PREVIEW_CHARS = 150
 _LABEL = re.compile(r"\[(\d{1,3})\]")                        # a neutral citation label [i]
 # an item's own id in brackets: an arXiv id, a thought id, a long number. Before the vote it would say which kind
@@ -183,6 +185,8 @@ def turn_outputs(view: TurnView, notice: str = "", lineage: Lineage | None = Non
     parts.append(_question_html(view))
     if view.comparison == "same_items":
         parts.append(f'<div class="chat-notice chat-no-comparison">{escape(NO_COMPARISON)}</div>')
+    elif view.comparison == "same_answer":
+        parts.append(f'<div class="chat-notice chat-no-comparison">{escape(SAME_ANSWER)}</div>')
     elif view.comparison == "failed" and view.done:
         parts.append('<div class="chat-notice">One answer failed, so this turn cannot be voted as a comparison.</div>')
     parts.append(_total_time_html(view))
@@ -229,6 +233,8 @@ def history_choices(rows: list[dict]) -> list[tuple[str, str]]:
 def _recent_vote(row: dict) -> str:
     if row["comparison"] == "same_items":
         return "no comparison"
+    if row["comparison"] == "same_answer":
+        return "no comparison (same answer)"
     if row["comparison"] == "failed":
         return "an answer failed"
     if not row["choice"]:

@@ -41,7 +41,11 @@ def stats_html(stats: dict) -> str:
             ("Decisive votes", stats["decisive_votes"]), ("from people", stats["voters"]),
             ("Thought-augmented wins", stats["thought_wins"]), ("Papers-only wins", stats["raw_wins"]),
             ("Ties", stats["ties"]), ("Both bad", stats["both_bad"]),
-            ("No comparison (same items)", stats["no_comparison"]), ("Failed turns", stats["failed_turns"]),
+            ("Turns compared (two different answers)", stats["comparisons"]),
+            ("… share of finished turns", _pct(stats["comparison_share"])),
+            ("No comparison: memory found nothing for the question", stats["no_comparison"]),
+            ("No comparison: memory found something, but the answers came out the same", stats["same_answer"]),
+            ("Failed turns", stats["failed_turns"]),
             ("Comparisons not voted", stats["unvoted_comparisons"]), ("All turns", stats["turns"])]
     body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
     return (f'<p class="chat-stats-verdict">{escape(stats["verdict_text"])}</p>'
