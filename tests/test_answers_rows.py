@@ -27,9 +27,11 @@ def test_rows_of_the_three_quote_answer():
 
 def test_rows_of_a_table_with_links_and_two_quotes_in_a_cell():
     text = ("| paper | what it does or finds |\n|---|---|\n"
-            "| [xKV](https://arxiv.org/abs/2503.18893) · 2025 | \u201cWe propose xKV.\u201d \u201cIt saves 6.8x memory.\u201d |\n"
+            "| [xKV](https://arxiv.org/abs/2503.18893) · 2025 "
+            "| \u201cWe propose xKV.\u201d \u201cIt saves 6.8x memory.\u201d |\n"
             "| [3] SentenceKV | \u201cSentence-level caching.\u201d |")
-    assert answer_rows(text, ITEMS) == [Row("2503.18893", "We propose xKV."), Row("2503.18893", "It saves 6.8x memory."),
+    assert answer_rows(text, ITEMS) == [Row("2503.18893", "We propose xKV."),
+                                        Row("2503.18893", "It saves 6.8x memory."),
                                         Row("2504.00970", "Sentence-level caching.")]
 
 
@@ -45,7 +47,8 @@ def test_the_no_answer_line_has_no_rows_and_an_unnamed_quote_has_no_paper():
 
 
 def test_quote_positions_find_the_sentence_and_the_bare_title():
-    abstracts = {"a": ("Cocktail: Mixed Precision", "LLMs have become large. We propose Cocktail. It saves 52% memory.")}
+    abstracts = {"a": ("Cocktail: Mixed Precision",
+                       "LLMs have become large. We propose Cocktail. It saves 52% memory.")}
     placed = quote_positions([Row("a", "Cocktail: mixed precision"), Row("a", "It saves 52% memory."),
                               Row("a", "We propose Cocktail."), Row("b", "Unknown paper.")], abstracts)
     assert placed == [(True, 0.0), (False, 1.0), (False, 0.5), (False, 0.5)]

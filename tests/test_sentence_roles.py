@@ -52,8 +52,8 @@ def test_given_vectors_and_positions_give_the_same_roles_as_embedding_them(embed
 def test_bad_input_is_handled(embed):
     assert sentence_roles.classify([], embed=embed) == []
     assert sentence_roles.classify([], np.zeros((0, 384), dtype=np.float32)) == []
-    odd = ["Hello", "", "$\\mathcal{O}(n^2)$ attention is replaced by \\textbf{LinAttn} with $k=64$ ($\\approx 4\\times$).",
-           "x" * 5000]
+    latex = "$\\mathcal{O}(n^2)$ attention is replaced by \\textbf{LinAttn} with $k=64$ ($\\approx 4\\times$)."
+    odd = ["Hello", "", latex, "x" * 5000]
     roles = sentence_roles.classify(odd, embed=embed)
     assert len(roles) == len(odd) and set(roles) <= set(ROLES)
     with pytest.raises(ValueError, match="positions"):

@@ -108,10 +108,12 @@ class RoleModel:
     def save(self, path: Path, **meta: str) -> None:
         """Write the weights (float32) and `meta` strings (how they were made) to `path`, whole or not at all."""
         tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez_compressed(tmp, weights=self.weights.astype(np.float32), bias=self.bias.astype(np.float32),
-                            mean=self.mean.astype(np.float32), scale=self.scale.astype(np.float32),
-                            roles=np.array(self.roles), features=np.array(HAND_FEATURES),
-                            **{f"meta_{key}": np.array(value) for key, value in meta.items()})
+        arrays: dict[str, np.ndarray] = {
+            "weights": self.weights.astype(np.float32), "bias": self.bias.astype(np.float32),
+            "mean": self.mean.astype(np.float32), "scale": self.scale.astype(np.float32),
+            "roles": np.array(self.roles), "features": np.array(HAND_FEATURES),
+            **{f"meta_{key}": np.array(value) for key, value in meta.items()}}
+        np.savez_compressed(tmp, allow_pickle=False, **arrays)
         tmp.replace(path)
 
 
