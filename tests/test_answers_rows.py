@@ -86,3 +86,19 @@ def test_abstracts_keep_positions_and_drop_unknown_labels():
     data = Abstracts()
     data.add(["A.", "B.", "C."], ["background", "nonsense", "result"])
     assert data.sentences == ["A.", "C."] and data.positions == [0.0, 1.0] and data.abstracts == 1
+
+
+def test_the_answers_dev_set_is_judged_over_the_library_the_eval_builds():
+    import json
+
+    from tests.helpers import PAPERS_JSONL, ROOT
+
+    rows = [json.loads(line) for line in (ROOT / "tests" / "data" / "answers-dev.jsonl").read_text().splitlines()]
+    gold = {pid for line in (ROOT / "tests" / "data" / "slim-dev.jsonl").read_text().splitlines()
+            for pid in json.loads(line)["gold"]}
+    with PAPERS_JSONL.open(encoding="utf-8") as lines:
+        first = {json.loads(line)["id"] for _, line in zip(range(2000), lines)}
+    assert len(rows) >= 25 and len({r["question"] for r in rows}) == len(rows)
+    for row in rows:
+        assert row["relevant"] and len(set(row["relevant"])) == len(row["relevant"])
+        assert set(row["relevant"]) <= first | gold, row["question"]

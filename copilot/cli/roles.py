@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from pathlib import Path
 
@@ -88,6 +89,7 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
     _to_stderr(f"library: {stored} papers in {store_dir}")
     report = answers_eval.evaluate(services, survey, papers, progress=_to_stderr)
     report["meta"].update(questions=str(args.questions), paper_questions=str(args.paper_questions or ""),
+                          questions_sha1=hashlib.sha1(Path(args.questions).read_bytes()).hexdigest()[:12],
                           corpus=str(corpus), first_papers=args.papers)
     name = f"answers-{Path(args.questions).stem}-n{len(survey)}-p{len(papers)}"
     paths = answers_eval.write_outputs(report, settings.data_dir / "eval", name)
