@@ -13,7 +13,8 @@ table of papers alike. A row is a paper quoted. Per question:
   recall          relevant papers quoted / relevant papers (judged by hand, tests/data/answers-dev.jsonl)
   recall@page     relevant papers quoted / min(relevant papers, PAGE): a page shows at most PAGE rows
   precision       quoted papers that are relevant / quoted papers (None when nothing is quoted)
-  background      share of quotes that are a background sentence (methods.sentence_roles) or the bare title
+  background      share of quotes that are a background sentence (methods.sentence_roles) or the bare title (also
+                  apart: bare titles); and share of rows (papers) with at least one such quote
   retrieved       relevant papers among the retrieved items (what the answer could have quoted)
 
 Paper questions (tests/data/slim-dev.jsonl rows with a gold paper): whether the key sentence (the reference) is
@@ -109,7 +110,12 @@ def quote_positions(quoted: Sequence[Row], abstracts: dict[str, tuple[str, str]]
 @dataclass
 class Figures:
     rows: list[Row] = field(default_factory=list)
-    background: list[bool] = field(default_factory=list)     # per row: background sentence or bare title
+    background: list[bool] = field(default_factory=list)     # per quote: background sentence or bare title
+    titles: list[bool] = field(default_factory=list)         # per quote: the bare title
+
+    def flagged_papers(self) -> int:
+        """Papers with at least one background or bare-title quote."""
+        return len({row.paper for row, flagged in zip(self.rows, self.background) if flagged})
 
 
 def judge_rows(services: Services, rows: list[Row]) -> Figures:
@@ -119,7 +125,8 @@ def judge_rows(services: Services, rows: list[Row]) -> Figures:
     placed = quote_positions(rows, papers)
     texts = [row.quote for row in rows]
     roles = sentence_roles.classify(texts, positions=[p for _, p in placed], embed=services.embedder.embed)
-    return Figures(rows, [title or sentence_roles.is_background(role) for (title, _), role in zip(placed, roles)])
+    return Figures(rows, [title or sentence_roles.is_background(role) for (title, _), role in zip(placed, roles)],
+                   [title for title, _ in placed])
 
 
 def ask(services: Services, chat: Chat, question: str) -> tuple[str, list[Evidence], float]:
@@ -180,7 +187,8 @@ def survey_row(services: Services, chat: Chat, row: dict) -> dict:
             "relevant_quoted": len(hits), "recall": round(len(hits) / len(relevant), 4),
             "recall_at_page": round(len(hits) / min(len(relevant), PAGE), 4),
             "precision": round(len(hits) / len(papers), 4) if papers else None,
-            "background_quotes": sum(figures.background),
+            "background_quotes": sum(figures.background), "title_quotes": sum(figures.titles),
+            "background_rows": figures.flagged_papers(),
             "relevant_retrieved": sum(1 for item in items if item.id in relevant), "retrieved": len(items),
             "no_answer": quotes.is_no_answer(text), "seconds": round(seconds, 3), "answer": text,
             "quoted": [{"paper": r.paper, "quote": r.quote, "background_or_title": b}
@@ -218,6 +226,9 @@ def summarise(survey: list[dict], papers: list[dict]) -> dict:
         "rows_per_answer": _mean([r["rows"] for r in survey]),
         "background_or_title_share": round(sum(r["background_quotes"] for r in survey) / quotes_seen, 4)
         if quotes_seen else None,
+        "bare_title_share": round(sum(r["title_quotes"] for r in survey) / quotes_seen, 4) if quotes_seen else None,
+        "background_or_title_rows_share": round(sum(r["background_rows"] for r in survey)
+                                                / max(sum(r["rows"] for r in survey), 1), 4),
         "retrieved_recall": _mean([r["relevant_retrieved"] / r["relevant"] for r in survey]),
         "no_answer_share": _mean([r["no_answer"] for r in survey]),
         "paper_questions": len(papers),
@@ -253,6 +264,8 @@ SUMMARY_ROWS = [
     (f"recall@page (of min(relevant, {PAGE}))", "recall_at_page"), ("precision of rows", "precision"),
     ("rows (papers quoted) per answer", "rows_per_answer"),
     ("quotes that are background or a bare title", "background_or_title_share"),
+    ("of which bare titles (share of all quotes)", "bare_title_share"),
+    ("rows with a background or bare-title quote", "background_or_title_rows_share"),
     ("relevant papers retrieved (the ceiling)", "retrieved_recall"), ("no-answer share", "no_answer_share"),
     ("paper questions", "paper_questions"), ("key sentence quoted", "key_quoted"),
     ("key sentence quoted, gold retrieved", "key_quoted_when_retrieved"), ("gold paper retrieved", "gold_retrieved"),
