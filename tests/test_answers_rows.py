@@ -40,6 +40,13 @@ def test_quotes_under_a_heading_belong_to_the_heading_paper():
     assert [r.paper for r in answer_rows(text, ITEMS)] == ["2503.18893", "2503.17922"]
 
 
+def test_a_group_heading_quotes_no_source():
+    text = ("### \u201c2-bit quantization\u201d\n[1] \u201cWindows.\u201d\n| **\u201ceviction\u201d** | |\n"
+            "\u201cNobody's.\u201d\n| [2] xKV | \u201cSVD.\u201d |")
+    assert answer_rows(text, ITEMS) == [Row("2503.17922", "Windows."), Row(None, "Nobody's."),
+                                        Row("2503.18893", "SVD.")]
+
+
 def test_the_no_answer_line_has_no_rows_and_an_unnamed_quote_has_no_paper():
     line = quotes.nearest_line([i.title for i in ITEMS], [0.3, 0.2, 0.1])
     assert answer_rows(line, ITEMS) == []

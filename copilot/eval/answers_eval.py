@@ -7,7 +7,8 @@ the output checks. No thought is made, so every question meets the same library.
 
 From the shown answer, `answer_rows` takes the (paper id, quoted sentence) pairs: each quote in curly quotation
 marks belongs to the source its line names — a label `[n]` of the retrieved items or an arXiv id or link — or to
-the last source named on an earlier line (a heading above its quotes). This reads the three-quote answer and a
+the last source named on an earlier line (a paper's heading above its quotes); a line that names no source and
+opens with `#` or bold (a group heading, even inside a table row) quotes none. This reads the three-quote answer and a
 table of papers alike. A row is a paper quoted. Per question:
 
   recall          relevant papers quoted / relevant papers (judged by hand, tests/data/answers-dev.jsonl)
@@ -47,6 +48,7 @@ from copilot.store.chat_log import RAW
 PAGE = 8
 _LABEL = re.compile(r"\[(\d{1,3})\]")
 _ARXIV = re.compile(rf"(?:arxiv\.org/(?:abs|pdf)/|arxiv:\s*|\[)({ARXIV_ID_PATTERN})", re.I)
+_HEADING = re.compile(r"^[\s|]*(?:#|\*\*|__)")
 _QUOTE = re.compile(f"{quotes.OPEN_QUOTE}([^{quotes.CLOSE_QUOTE}]*){quotes.CLOSE_QUOTE}")
 
 
@@ -79,6 +81,9 @@ def answer_rows(text: str, items: Sequence[Evidence]) -> list[Row]:
     current: str | None = None
     for line in (text or "").splitlines():
         named = _source_named(line, items)
+        if not named and _HEADING.match(line):     # a group's heading (a phrase of its rows) quotes no source
+            current = None
+            continue
         if named:
             current = named
         for quoted in _QUOTE.findall(line):
