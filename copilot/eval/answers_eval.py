@@ -58,6 +58,7 @@ class AnswersDataError(ValueError):
 
 @dataclass(frozen=True)
 class Row:
+    """One quote of an answer and the source it belongs to (a paper's row of a table may hold several)."""
     paper: str | None          # arXiv id (or thought id) of the quoted source; None when the line names none
     quote: str
 
