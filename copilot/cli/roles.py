@@ -109,7 +109,7 @@ def add_roles_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", default=str(SHARED / "csabstruct"), help="folder with CSAbstruct's train.jsonl and "
                    "dev.jsonl (dev only chooses the regularisation); default ../shared/data/csabstruct")
     p.add_argument("--csfcube", default=None, help="also try CSFCube's predicted sentence labels as down-weighted "
-                   "training rows (abstracts-csfcube-from-readable.jsonl); kept only when dev macro-F1 gains")
+                   "training rows (abstracts-csfcube-from-readable.jsonl); kept only for a dev macro-F1 gain of 0.01+")
     p.add_argument("--out", default=None, help="weights file to write (default: copilot/methods/sentence_roles.npz)")
     p.add_argument("--json", action="store_true", help="print one JSON object: weights, chosen, trials")
     p.set_defaults(func=cmd_train_roles)

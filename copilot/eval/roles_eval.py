@@ -3,7 +3,8 @@
 `python -m copilot train-roles --data DIR` fits the multinomial logistic regression on DIR/train.jsonl, picks its
 regularisation on DIR/dev.jsonl (model selection only: the final fit sees train alone) and writes the package's
 weights file; `--csfcube FILE` also adds CSFCube's sentence labels as extra, down-weighted training rows (they are
-a classifier's predictions in CSAbstruct's five roles, not human labels; kept only when they help on dev).
+a classifier's predictions in CSAbstruct's five roles, not human labels; kept only when they gain at least
+SILVER_MARGIN dev macro-F1).
 `python -m copilot eval roles --data PATH` reports accuracy, macro-F1, per-role precision/recall/F1 and the
 confusion matrix on a file (or every *.jsonl of a folder) of {"sentences": [...], "labels": [...]} abstracts.
 
@@ -30,6 +31,7 @@ from copilot.methods.sentence_roles import ROLES, RoleModel
 
 C_GRID = (0.1, 0.3, 1.0, 3.0, 10.0)
 SILVER_WEIGHTS = (0.0, 0.3)        # CSFCube rows' weight beside CSAbstruct's 1.0, chosen on dev
+SILVER_MARGIN = 0.01               # predicted labels are kept only if they gain this much dev macro-F1 (not noise)
 SEED = 13
 
 
@@ -185,7 +187,8 @@ def train(embedder, train_dir: Path, csfcube: Path | None = None, out: Path | No
                            "dev_macro_f1": figures["macro_f1"], "model": model})
             progress(f"C={c} CSFCube weight={silver_weight}: dev accuracy {figures['accuracy']}, "
                      f"macro-F1 {figures['macro_f1']}")
-    best = max(trials, key=lambda t: (t["dev_macro_f1"], t["dev_accuracy"]))
+    best = max(trials, key=lambda t: (t["dev_macro_f1"] - (SILVER_MARGIN if t["silver_weight"] else 0.0),
+                                      t["dev_accuracy"]))
     out = Path(out or sentence_roles.WEIGHTS_PATH)
     best["model"].save(out, made_by="python -m copilot train-roles", embedder=embedder.name, c=str(best["c"]),
                        csfcube_weight=str(best["silver_weight"]), seed=str(SEED),
