@@ -24,6 +24,7 @@ from copilot.cli.library import add_library_commands
 from copilot.cli.memory import add_memory_commands
 from copilot.cli.profile import add_profile_commands
 from copilot.cli.related import add_related_commands
+from copilot.cli.roles import add_roles_commands
 from copilot.cli.search import add_search_commands
 from copilot.cli.trends import add_trends_commands
 from copilot.config import SettingsError
@@ -35,6 +36,7 @@ COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_search_commands,        # search
     add_related_commands,       # related
     add_eval_commands,          # eval csfcube
+    add_roles_commands,         # train-roles
     add_chat_commands,          # ask, vote, stats
     add_trends_commands,        # trends
     add_profile_commands,       # profile lookup|build|show

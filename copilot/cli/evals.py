@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from copilot.cli.output import print_json
+from copilot.cli.roles import add_roles_evals
 from copilot.config import load_settings
 from copilot.errors import UserError
 from copilot.eval import csfcube_lists, csfcube_nested, related_work_eval, slim_agreement, slim_eval, thoughts_eval
@@ -265,6 +266,7 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     _add_gor(names)
     _add_related_work(names)
     _add_slim_questions(names)
+    add_roles_evals(names)        # eval roles, eval answers (issue #39): their own module
 
 
 def _add_csfcube(names: argparse._SubParsersAction) -> None:

@@ -1,0 +1,140 @@
+"""Sentence roles and whether answers answer (issue #39): `train-roles`, `eval roles`, `eval answers`."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+
+from copilot.cli.output import print_json
+from copilot.config import load_settings
+from copilot.errors import UserError
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared" / "data"
+
+
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _embedder():
+    """The product's embedder as the settings configure it (the vectors Chat computes)."""
+    from copilot.embed import Embedder
+
+    settings = load_settings()
+    return Embedder(settings.embed_model, batch_size=settings.embed_batch_size, backend=settings.embed_backend,
+                    models_dir=settings.data_dir / "models")
+
+
+def cmd_train_roles(args: argparse.Namespace) -> int:
+    from copilot.eval import roles_eval
+
+    data = Path(args.data)
+    if not (data / "train.jsonl").is_file() or not (data / "dev.jsonl").is_file():
+        raise UserError(f"{data} needs train.jsonl and dev.jsonl in CSAbstruct's format")
+    csfcube = Path(args.csfcube) if args.csfcube else None
+    if csfcube and not csfcube.is_file():
+        raise UserError(f"no CSFCube abstracts file at {csfcube}")
+    try:
+        outcome = roles_eval.train(_embedder(), data, csfcube, Path(args.out) if args.out else None,
+                                   progress=_to_stderr)
+    except roles_eval.RolesDataError as error:
+        raise UserError(str(error)) from None
+    _to_stderr(f"wrote {outcome['weights']} ({outcome['bytes']:,} bytes): {outcome['chosen']}")
+    if args.json:
+        print_json(outcome)
+    return 0
+
+
+def cmd_eval_roles(args: argparse.Namespace) -> int:
+    from copilot.eval import roles_eval
+    from copilot.methods.sentence_roles import RoleModelError
+
+    try:
+        report = roles_eval.evaluate(_embedder(), Path(args.data), Path(args.weights) if args.weights else None)
+    except (roles_eval.RolesDataError, RoleModelError) as error:
+        raise UserError(str(error)) from None
+    name = "roles-" + Path(args.data).resolve().stem
+    paths = roles_eval.write_outputs(report, load_settings().data_dir / "eval", name)
+    _to_stderr(roles_eval.markdown(report))
+    _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
+    if args.json:
+        print_json(report)
+    else:
+        print(roles_eval.markdown(report))
+    return 0
+
+
+def cmd_eval_answers(args: argparse.Namespace) -> int:
+    from copilot.eval import answers_eval
+    from copilot.services import Services
+
+    corpus = Path(args.corpus)
+    if not corpus.is_file():
+        raise UserError(f"no corpus at {corpus}: pass --corpus PATH (a JSON-lines file of arXiv papers)")
+    try:
+        survey = answers_eval.read_questions(Path(args.questions), args.limit)
+        papers = ([] if not args.paper_questions else
+                  [r for r in answers_eval.read_questions(Path(args.paper_questions), key="gold") if r["gold"]])
+    except answers_eval.AnswersDataError as error:
+        raise UserError(str(error)) from None
+    papers = papers[:args.paper_limit] if args.paper_limit is not None else papers
+    settings = load_settings()
+    gold = sorted({pid for row in papers for pid in row["gold"]})
+    store_dir = settings.data_dir / "eval" / answers_eval.library_name(args.papers, gold)
+    services = Services(settings.model_copy(update={"data_dir": store_dir, "scheduler": False}))
+    stored = answers_eval.prepare_library(services, corpus, args.papers, gold)
+    _to_stderr(f"library: {stored} papers in {store_dir}")
+    report = answers_eval.evaluate(services, survey, papers, progress=_to_stderr)
+    report["meta"].update(questions=str(args.questions), paper_questions=str(args.paper_questions or ""),
+                          questions_sha1=hashlib.sha1(Path(args.questions).read_bytes()).hexdigest()[:12],
+                          corpus=str(corpus), first_papers=args.papers)
+    name = f"answers-{Path(args.questions).stem}-n{len(survey)}-p{len(papers)}"
+    paths = answers_eval.write_outputs(report, settings.data_dir / "eval", name)
+    _to_stderr(answers_eval.markdown(report))
+    _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
+    if args.json:
+        print_json(report)
+    else:
+        print(answers_eval.markdown(report))
+    return 0
+
+
+def add_roles_commands(sub: argparse._SubParsersAction) -> None:
+    """`train-roles`."""
+    p = sub.add_parser("train-roles", help="train the sentence-role classifier (background / objective / method / "
+                       "result / other) on CSAbstruct and write its weights into the package")
+    p.add_argument("--data", default=str(SHARED / "csabstruct"), help="folder with CSAbstruct's train.jsonl and "
+                   "dev.jsonl (dev only chooses the regularisation); default ../shared/data/csabstruct")
+    p.add_argument("--csfcube", default=None, help="also try CSFCube's predicted sentence labels as down-weighted "
+                   "training rows (abstracts-csfcube-from-readable.jsonl); kept only for a dev macro-F1 gain of 0.01+")
+    p.add_argument("--out", default=None, help="weights file to write (default: copilot/methods/sentence_roles.npz)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: weights, chosen, trials")
+    p.set_defaults(func=cmd_train_roles)
+
+
+def add_roles_evals(names: argparse._SubParsersAction) -> None:
+    """`eval roles` and `eval answers`."""
+    p = names.add_parser("roles", help="the sentence-role classifier on CSAbstruct-format data: accuracy, macro-F1, "
+                         "per-role precision/recall/F1, confusion")
+    p.add_argument("--data", required=True, help="a JSON-lines file, or a folder of them, of {sentences, labels}")
+    p.add_argument("--weights", default=None, help="weights file (default: the shipped ones)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the Markdown tables go to stderr)")
+    p.set_defaults(func=cmd_eval_roles)
+    p = names.add_parser("answers", help="do Chat's answers answer? survey questions (recall and precision of the "
+                         "papers quoted, background or bare-title quotes) and paper questions (key sentence quoted)")
+    p.add_argument("--questions", default=str(REPO / "tests" / "data" / "answers-dev.jsonl"),
+                   help="JSON lines {question, relevant: [arXiv ids]} (default tests/data/answers-dev.jsonl)")
+    p.add_argument("--paper-questions", default=str(REPO / "tests" / "data" / "slim-dev.jsonl"),
+                   help="JSON lines {question, answer, gold}; rows with a gold paper are asked (default "
+                   "tests/data/slim-dev.jsonl; '' for none)")
+    p.add_argument("--corpus", default=str(SHARED / "arxiv-cs-2025-2026" / "papers.jsonl"),
+                   help="JSON-lines papers (default ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
+    p.add_argument("--papers", type=int, default=2000, help="the corpus's first N papers form the library "
+                   "(default 2000), with the paper questions' gold papers")
+    p.add_argument("--limit", type=int, default=None, help="only the first N survey questions")
+    p.add_argument("--paper-limit", type=int, default=None, help="only the first N paper questions")
+    p.add_argument("--json", action="store_true", help="print one JSON object: summary, survey, papers, meta")
+    p.set_defaults(func=cmd_eval_answers)
