@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from copilot.features.chat import Chat, ChatError, same_answer
+from copilot.features.chat import Chat, ChatError
+from copilot.features.chat_view import same_answer
 from copilot.features.stats import chat_stats
 from copilot.methods.evidence_text import parse_table
 from copilot.services import Services

@@ -38,7 +38,7 @@ from copilot.eval.report_files import json_text, write_files
 from copilot.features.answers import stream_reply
 from copilot.features.chat import Chat
 from copilot.features.library import ingestor
-from copilot.methods import quotes, sentence_roles
+from copilot.methods import evidence_text, quotes, sentence_roles
 from copilot.methods.thought_retriever import check_answer
 from copilot.records import ARXIV_ID_PATTERN, Evidence
 from copilot.services import Services
@@ -78,6 +78,10 @@ def answer_rows(text: str, items: Sequence[Evidence]) -> list[Row]:
     """Every (source, quote) of an answer (see the module doc); none for the no-answer line."""
     if quotes.is_no_answer(text):
         return []
+    table = evidence_text.parse_table(text)
+    if table:          # an evidence table names each row's paper (a row reached through a thought included)
+        return [Row(row.paper_id, " ".join(part.split())) for row in table
+                for part in evidence_text.quote_parts(row.quote)]
     rows: list[Row] = []
     current: str | None = None
     for line in (text or "").splitlines():

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from copilot.llm import Usage
-from copilot.methods import evidence, evidence_text, quotes
+from copilot.methods import evidence, evidence_text, quotes, sentence_roles
 from copilot.methods.thought_retriever import stream_answer
 from copilot.records import ARXIV_ID, Evidence
 from copilot.services import Services
@@ -103,7 +103,8 @@ def evidence_rows(services: Services, question: str, items: Sequence[Evidence]) 
     sources = table_sources(services, items, question, question_vector)
     if not sources:
         return []
-    rows, vectors = evidence.build_rows(question, question_vector, sources, embed)
+    rows, vectors = evidence.build_rows(question, question_vector, sources, embed,
+                                        learned_roles=sentence_roles.trained_for(services.embedder.name))
     evidence.group_rows(rows, vectors, question)
     return rows
 

@@ -17,14 +17,14 @@ from dataclasses import asdict, dataclass, field, replace
 
 from copilot.errors import UserError
 from copilot.features.answers import stream_reply
-from copilot.features.chat_view import ONE_ANSWER, AnswerView, TurnView, VoteView, answer_is_thought_side
+from copilot.features.chat_view import ONE_ANSWER, AnswerView, TurnView, VoteView, answer_is_thought_side, same_answer
 from copilot.features.evidence_search import table_paper_hits
 from copilot.features.job_runner import runner as _runner
 from copilot.features.job_runner import runner_alive as _runner_alive
 from copilot.features.limits import check_rate
 from copilot.features.profile import reader_text
 from copilot.llm import LLMError, Usage
-from copilot.methods.evidence_text import parse_table, split_table
+from copilot.methods.evidence_text import split_table
 from copilot.methods.followup import PreviousTurn, standalone_question
 from copilot.methods.thought_retriever import (
     check_answer,
@@ -463,18 +463,6 @@ class Chat:
         if turn.asked:
             record["asked"], record["question"] = turn.asked, turn.question
         return record
-
-
-def same_answer(first: str, second: str) -> bool:
-    """Whether two answers say the same: the same papers quoting the same words (an evidence table's row labels and
-    order may differ between the sides), else the same text. Nothing to compare then: a vote would be noise."""
-    (first_words, first_table), (second_words, second_table) = split_table(first), split_table(second)
-    return (" ".join(first_words.split()) == " ".join(second_words.split())      # a writing profile's own words
-            and _rows(first_table) == _rows(second_table))
-
-
-def _rows(table: str) -> set[tuple[str, str]]:
-    return {(row.paper_id, row.quote) for row in parse_table(table)}
 
 
 def _normalise_choice(choice: str, side_a: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from copilot.methods.evidence_text import parse_table, split_table
 from copilot.store.chat_log import THOUGHTS, SourceRecord
 
 SourceView = SourceRecord      # one retrieved item as a turn shows it: id, kind, title, preview, score
@@ -141,3 +142,15 @@ def _round(value: float | None) -> float | None:
 
 def answer_is_thought_side(kind: str, comparison: str) -> bool:
     return kind == THOUGHTS and comparison not in ONE_ANSWER
+
+
+def same_answer(first: str, second: str) -> bool:
+    """Whether two answers say the same: the same papers quoting the same words (an evidence table's row labels and
+    order may differ between the sides), else the same text. Nothing to compare then: a vote would be noise."""
+    (first_words, first_table), (second_words, second_table) = split_table(first), split_table(second)
+    return (" ".join(first_words.split()) == " ".join(second_words.split())      # a writing profile's own words
+            and _rows(first_table) == _rows(second_table))
+
+
+def _rows(table: str) -> set[tuple[str, str]]:
+    return {(row.paper_id, row.quote) for row in parse_table(table)}

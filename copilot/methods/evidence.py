@@ -3,7 +3,7 @@ its abstract that say what it does or finds about the question (issue #39).
 
   1. every abstract is split into sentences (quotes.split_sentences; an endless sentence into bounded spans, shown
      with "…" where it was cut), and every sentence gets a role: background, objective, method, result or other
-     (`roles_of`: the trained classifier of methods.sentence_roles when it is installed, else cue phrases and
+     (`roles_of`: the trained classifier of methods.sentence_roles over MiniLM's vectors, else cue phrases and
      position). Background is never quoted, nor a bare title;
   2. one embedding batch for all sentences; a sentence's score is its cosine to the question plus a bonus for its
      role, and, when the question asks how much or how well, for a number;
@@ -19,14 +19,13 @@ Nothing here writes a sentence of its own: the table is the papers' own words un
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from copilot.methods import quotes
+from copilot.methods import quotes, sentence_roles
 from copilot.methods.evidence_text import (  # re-exported: the table's text is read where it is written
     _ARXIV_TAIL,
     CLOSE_QUOTE,
@@ -106,16 +105,6 @@ def cue_roles(sentences: Sequence[str]) -> list[str]:
     return [cue_role(sentence, n == 0 and len(sentences) >= 3) for n, sentence in enumerate(sentences)]
 
 
-def _trained_classifier() -> Callable[..., list[str]] | None:
-    """methods.sentence_roles.classify when that module is installed: classify(sentences, vectors=…, positions=…)
-    → roles, positions being each sentence's relative place (0 first, 1 last) in its own abstract."""
-    try:
-        module = importlib.import_module("copilot.methods.sentence_roles")
-    except ImportError:
-        return None
-    return getattr(module, "classify", None)
-
-
 def roles_of(sentences: Sequence[str], vectors: np.ndarray | None = None,
              positions: Sequence[float] | None = None) -> list[str]:
     """Each sentence's role. Without `positions` the sentences are one abstract, in order. The trained classifier
@@ -123,11 +112,10 @@ def roles_of(sentences: Sequence[str], vectors: np.ndarray | None = None,
     background stays background either way (quoting the setting instead of the finding is the failure to avoid),
     unless it states a result."""
     cues = cue_roles(sentences) if positions is None else [cue_role(s, p == 0) for s, p in zip(sentences, positions)]
-    classify = _trained_classifier()
-    if classify is None or vectors is None or not sentences:
+    if vectors is None or not sentences or not sentence_roles.fits(vectors):
         return cues
     learned = [role if role in ROLES else "other"
-               for role in classify(list(sentences), vectors=vectors, positions=positions)]
+               for role in sentence_roles.classify(list(sentences), vectors=vectors, positions=positions)]
     return ["background" if cue == "background" and not _RESULT.search(s) else role
             for s, cue, role in zip(sentences, cues, learned)]
 
@@ -206,8 +194,9 @@ def asks_how_much(question: str) -> bool:
 
 def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Source],
                embed: Callable[[list[str]], np.ndarray], max_rows: int = MAX_ROWS,
-               floor: float = ROW_FLOOR) -> tuple[list[Row], np.ndarray | None]:
-    """The table's rows, best first (see the module doc), and each row's best-span vector (for grouping)."""
+               floor: float = ROW_FLOOR, learned_roles: bool = True) -> tuple[list[Row], np.ndarray | None]:
+    """The table's rows, best first (see the module doc), and each row's best-span vector (for grouping).
+    `learned_roles`: the sentence-role classifier may read `embed`'s vectors (they come from its embedder)."""
     unique = list({s.paper_id: s for s in reversed(sources)}.values())[::-1]     # first label of a paper wins
     owned: list[tuple[int, Span, str]] = []
     places: list[float] = []
@@ -221,7 +210,7 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     if not owned:
         return [], None
     vectors = np.asarray(embed([span.text for _, span, _ in owned]), dtype=np.float32)
-    if _trained_classifier() is not None:      # the learned roles, from the vectors just made
+    if learned_roles and sentence_roles.fits(vectors):      # the learned roles, from the vectors just made
         learned = roles_of([span.text for _, span, _ in owned], vectors, places)
         keep = [n for n, role in enumerate(learned) if role != "background"]
         owned = [(owned[n][0], owned[n][1], learned[n]) for n in keep]

@@ -184,6 +184,23 @@ def classify(sentences: Sequence[str], vectors: np.ndarray | None = None, positi
     return [roles[int(n)] for n in found.argmax(axis=1)]
 
 
+def fits(vectors: np.ndarray) -> bool:
+    """Whether the shipped weights can read vectors of this width (another embedder's are not MiniLM's)."""
+    try:
+        width = load_model().weights.shape[0] - len(HAND_FEATURES)
+    except RoleModelError:
+        return False
+    return np.ndim(vectors) == 2 and np.shape(vectors)[1] == width
+
+
+def trained_for(embedder_name: str) -> bool:
+    """Whether the shipped weights were trained on vectors of this embedder (or its ONNX copy)."""
+    try:
+        return embedder_name.startswith(metadata().get("embedder") or "\0")
+    except (OSError, KeyError, ValueError):
+        return False
+
+
 def is_background(label: str) -> bool:
     return label == "background"
 
