@@ -269,16 +269,16 @@ def test_end_to_end_with_the_real_local_model(services, settings, monkeypatch, c
     thought_id = job["thought_id"]
 
     second = ask("Which reasoning benchmarks are used to evaluate large language models?")
-    assert second["comparison"] is True, second
-    by_kind = {a["thought_augmented"]: a for a in second["answers"]}
-    assert all(a["text"] and a["sources"] for a in second["answers"])
-    assert thought_id in [s["id"] for s in by_kind[True]["sources"]]
-    assert all(s["kind"] == "paper" for s in by_kind[False]["sources"])
-    assert set(second["timings"]) >= {"retrieval_s", "answer_A_s", "answer_B_s", "thought_job_s"}
+    assert second["comparison"] is True and second["sides_hidden"] is True, second   # blind until the vote
+    assert all(a["text"] and "sources" not in a for a in second["answers"])
+    assert set(second["timings"]) == {"total_s"}
 
     assert main(["vote", second["turn_id"], "thoughts", "--json"]) == 0
     voted = json.loads(capsys.readouterr().out)
-    assert voted["recorded"] and voted["choice"] == "thoughts"
+    assert voted["recorded"] and voted["choice"] == "thoughts" and voted["counted"]
+    by_kind = {a["thought_augmented"]: a for a in voted["answers"]}    # the vote reveals the sides
+    assert thought_id in [s["id"] for s in by_kind[True]["sources"]]
+    assert all(s["kind"] == "paper" for s in by_kind[False]["sources"])
     assert main(["stats", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert (stats["decisive_votes"], stats["thought_wins"], stats["no_comparison"]) == (1, 1, 1)

@@ -95,7 +95,8 @@ def test_every_voted_comparison_reads_back_field_by_field(voted, tmp_path):
                                  {"id": "2501.00002", "kind": "paper", "title": "Sparse retrieval"}]}],
         "model": "SmolLM2-135M", "backend": "local", "embedder": "MiniLM", "personalized": False,
         "user": user_hash(salt, "ann"), "turn_id": "t1", "asked_at": "2025-11-20T00:00:00+00:00",
-        "voted_at": "2025-11-20T00:01:00+00:00", "vote_changes": 0}
+        "voted_at": "2025-11-20T00:01:00+00:00", "vote_changes": 0,
+        "first_choice": "thoughts", "blind": True, "changed_after_reveal": False, "counted_in_stats": True}
     # bob preferred the papers-only answer, shown as B
     assert (second["chosen"], second["rejected"]) == (raw_text.format("t2"), thoughts_text.format("t2"))
     assert (second["chosen_arm"], second["rejected_arm"], second["chosen_side"]) == ("raw", "thoughts", "B")
@@ -189,3 +190,14 @@ def test_the_command_writes_the_file_and_reports_in_json(voted, tmp_path, monkey
     assert [r["turn_id"] for r in read_lines(out)] == ["t2", "t3", "t4"]
     assert main(["export", "preferences", "--since", "yesterday"]) == 2
     assert "YYYY-MM-DD" in capsys.readouterr().err
+
+
+def test_a_vote_changed_after_the_reveal_is_exported_as_the_change_and_marked(voted, tmp_path):
+    """Issue #41: the change decides `chosen` (it decides the thought too) and the row says the first vote was
+    different and is the one the statistics count."""
+    ChatLog(voted.db).record_vote("t1", "ann", "raw", "B", at=NOV_20 + 600)
+    out = tmp_path / "prefs.jsonl"
+    export_preferences(voted, out=out)
+    row = read_lines(out)[0]
+    assert (row["chosen_arm"], row["first_choice"], row["changed_after_reveal"]) == ("raw", "thoughts", True)
+    assert row["blind"] is True and row["counted_in_stats"] is True and row["vote_changes"] == 1

@@ -92,6 +92,12 @@ def preference_row(turn: StoredTurn, vote: Vote, salt: str) -> dict:
         "asked_at": _iso(turn.created_at),
         "voted_at": _iso(vote.voted_at),
         "vote_changes": vote.changes,
+        # the comparison's first vote and whether it was cast blind: only a blind first vote enters the statistics;
+        # `chosen`/`rejected` follow the current vote, which may be a change made after the sides were shown
+        "first_choice": vote.first_choice or vote.choice,
+        "blind": vote.blind,
+        "changed_after_reveal": vote.changes > 0,
+        "counted_in_stats": vote.counted,
     }
 
 

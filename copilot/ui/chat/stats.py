@@ -42,7 +42,10 @@ def stats_html(stats: dict) -> str:
             ("Thought-augmented wins", stats["thought_wins"]), ("Papers-only wins", stats["raw_wins"]),
             ("Ties", stats["ties"]), ("Both bad", stats["both_bad"]),
             ("No comparison (same items)", stats["no_comparison"]), ("Failed turns", stats["failed_turns"]),
-            ("Comparisons not voted", stats["unvoted_comparisons"]), ("All turns", stats["turns"])]
+            ("Comparisons not voted", stats["unvoted_comparisons"]),
+            ("Votes cast after the sides were shown (left out)", stats["unblinded_votes_left_out"]),
+            ("Votes changed after the first (the first counts)", stats["votes_changed_after_first"]),
+            ("All turns", stats["turns"])]
     body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
     return (f'<p class="chat-stats-verdict">{escape(stats["verdict_text"])}</p>'
             f'<table class="chat-stats">{body}</table>')
