@@ -48,7 +48,9 @@ def quoted_answer(services: Services, question: str, items: Sequence[Evidence]) 
         yield f"{quotes.NO_SOURCE_ANSWERS}."
         return
     selection = select(services, question, items)
-    yield from quotes.render(selection, [item.title or item.text[:120] for item in items],
+    # the no-answer line lists the nearest papers by title; a thought has none (its question is its author's alone,
+    # and a snippet in its place would tell the sides apart before the vote)
+    yield from quotes.render(selection, [item.title if item.kind == "paper" else "" for item in items],
                              [item.score for item in items])
 
 
