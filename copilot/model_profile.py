@@ -87,6 +87,7 @@ def generation_plan(settings, profile: ModelProfile) -> Generation:
 # --- the GGUF header --------------------------------------------------------------------------------------------
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
+MAX_NESTING = 8                 # arrays of arrays in real headers go 2 deep; a file 5,000 deep is hostile (issue #41)
 
 
 def _read(stream: BinaryIO, fmt: str):
@@ -104,18 +105,20 @@ def _string(stream: BinaryIO) -> str:
     return stream.read(length).decode("utf-8", "replace")
 
 
-def _value(stream: BinaryIO, kind: int):
+def _value(stream: BinaryIO, kind: int, depth: int = 0):
     if kind in _SCALARS:
         return _read(stream, _SCALARS[kind])
     if kind == _STRING:
         return _string(stream)
     if kind == _ARRAY:
+        if depth >= MAX_NESTING:
+            raise ValueError(f"the GGUF header nests arrays more than {MAX_NESTING} deep")
         item_kind, count = _read(stream, "<I"), _read(stream, "<Q")
         if item_kind in _SCALARS:           # e.g. token scores: skipped, not read one by one
             stream.seek(struct.calcsize(_SCALARS[item_kind]) * count, 1)
             return None
         for _ in range(count):
-            _value(stream, item_kind)
+            _value(stream, item_kind, depth + 1)
         return None
     raise ValueError(f"unknown GGUF value type {kind}")
 

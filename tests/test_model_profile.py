@@ -194,3 +194,16 @@ def test_an_endpoint_size_setting_wins_and_an_unknown_size_says_so(tmp_path):
     assert "COPILOT_LLM_PARAMETERS" in set_size.reason
     unknown = profile_of_endpoint(_endpoint_settings(tmp_path, "http://127.0.0.1:9/v1"))   # nothing listens
     assert unknown.name == "capable" and "size not known" in unknown.reason
+
+
+def test_a_header_nesting_arrays_5000_deep_gets_the_fallback_not_a_recursion_error(tmp_path):
+    """Issue #41: arrays of arrays 5,000 deep crashed app.py and `status` with RecursionError; like any other
+    unreadable header, the model's size is then taken from its file."""
+    nested = struct.pack("<IQ", 9, 1) * 5_000 + struct.pack("<IQ", 4, 0)
+    path = tmp_path / "deep.gguf"
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _string("evil.nest") + struct.pack("<I", 9) + nested)
+    with pytest.raises(ValueError, match="nests arrays more than"):
+        gguf_metadata(path)
+    assert model_profile.local_parameters(path) == (None, "unreadable header")
+    profile = model_profile.profile_of_local(path)
+    assert profile.tiny and "unreadable header" in profile.reason
