@@ -220,7 +220,8 @@ def test_each_side_carries_what_it_was_given_and_the_policy_that_wrote_it(voted,
     log = ChatLog(voted.db)
     add_turn(log, "q1", "ann", "raw", NOV_20 + 10)
     with voted.db.transaction() as tx:       # the papers-only side quoted its source: the tiny profile's answer
-        tx.execute("UPDATE chat_turns SET raw_answer = ? WHERE id = 'q1'", ("[1] \u201cWe study dense retrieval.\u201d",))
+        tx.execute("UPDATE chat_turns SET raw_answer = ? WHERE id = 'q1'",
+                   ("[1] \u201cWe study dense retrieval.\u201d",))
     log.record_vote("q1", "ann", "raw", "A", at=NOV_20 + 20)
     out = tmp_path / "prefs.jsonl"
     export_preferences(voted, out=out)
