@@ -1,8 +1,9 @@
 """Load through the page: N users each ask M questions one after another, all users at once, against a running app
 over HTTP (gradio_client, the Ask tab's `/ask` endpoint, as the page calls it). Prints JSON, writes Markdown.
 
-`python -m copilot.eval.bench_load URL [--users 20] [--asks 3] [--out bench-load.md]`: per ask the seconds from
-submit to the last streamed output; the report gives errors, p50 / p95 / max and the load average before and after.
+`python -m copilot.eval.bench_load URL [--users 20] [--asks 3] [--signed-in] [--out bench-load.md]`: per ask the
+seconds from submit to the last streamed output (an ask refused with a notice counts as an error, not an answer);
+the report gives errors, p50 / p95 / max and the load average before and after.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ QUESTIONS = ["How are retrieval-augmented language models evaluated?", "What met
              "What limits federated learning on non-IID data?", "How is reinforcement learning used for robots?"]
 
 
-def run(url: str, users: int, asks: int, timeout: float = 600.0) -> dict:
+def run(url: str, users: int, asks: int, timeout: float = 600.0, signed_in: bool = False) -> dict:
+    """`signed_in`: user i signs in as user<i> / pw<i> (the app started with COPILOT_AUTH listing them), so each is
+    its own user, as on a shared Space; otherwise all are the one local user and share its limits."""
     from gradio_client import Client
 
     seconds: list[float] = []
@@ -33,18 +36,21 @@ def run(url: str, users: int, asks: int, timeout: float = 600.0) -> dict:
 
     def user(index: int) -> None:
         try:
-            client = Client(url, verbose=False)
+            client = Client(url, verbose=False, auth=(f"user{index}", f"pw{index}") if signed_in else None)
             barrier.wait(timeout=300)
             for n in range(asks):
                 question = f"{QUESTIONS[(index + n) % len(QUESTIONS)]} (user {index}, ask {n})"
                 started = time.monotonic()
                 output = client.submit(question, False, api_name="/ask").result(timeout=timeout)
                 took = time.monotonic() - started
-                failed = "This answer failed" in " ".join(str(x) for x in output)
+                shown = " ".join(str(x) for x in output)
                 with lock:
-                    seconds.append(took)
-                    if failed:
+                    if "This answer failed" in shown:
                         errors.append(f"user {index} ask {n}: an answer failed")
+                    elif "chat-question" not in shown:   # refused (e.g. a rate limit): only a notice came back
+                        errors.append(f"user {index} ask {n}: not answered: {shown[:160]}")
+                    else:
+                        seconds.append(took)
         except Exception as error:  # noqa: BLE001 - counted and reported
             with lock:
                 errors.append(f"user {index}: {type(error).__name__}: {str(error)[:200]}")
@@ -81,8 +87,9 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=20)
     parser.add_argument("--asks", type=int, default=3)
     parser.add_argument("--out", default="bench-load.md")
+    parser.add_argument("--signed-in", action="store_true", help="user i signs in as user<i> / pw<i>")
     args = parser.parse_args()
-    result = run(args.url, args.users, args.asks)
+    result = run(args.url, args.users, args.asks, signed_in=args.signed_in)
     Path(args.out).write_text(markdown(result), encoding="utf-8")
     print(json.dumps(result))
 
