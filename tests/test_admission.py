@@ -26,3 +26,4 @@ def test_quoted_answers_run_several_at_once_in_their_own_queue(tmp_path):
 
 def test_answers_the_local_model_writes_wait_for_it_one_at_a_time(tmp_path):
     assert ask_admission(Services(make_settings(tmp_path / "capable", model_profile="capable"))) == (1, "chat-ask")
+

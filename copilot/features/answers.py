@@ -38,7 +38,8 @@ def select(services: Services, question: str, items: Sequence[Evidence],
     if not items:
         return quotes.Selection([], None)
     embedder = services.embedder
-    return quotes.select_quotes(embedder.embed_one(question), question, full_texts(services, items), embedder.embed,
+    return quotes.select_quotes(embedder.embed_one(question), question, full_texts(services, items),
+                                embedder.embed_cached,
                                 [item.score for item in items], max_quotes=max_quotes)
 
 
