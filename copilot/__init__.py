@@ -10,4 +10,9 @@ import os
 # sleeping (docs/performance.md). An explicit OMP_WAIT_POLICY in the environment wins. This is the one place it is set.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# Freed C memory is overwritten from here on (copilot.secrets.scrub_freed_memory says why: key bytes in Chroma's files).
+from copilot.secrets import scrub_freed_memory  # noqa: E402
+
+scrub_freed_memory()
+
 __version__ = "0.1.0"

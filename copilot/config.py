@@ -86,6 +86,10 @@ class Settings(BaseSettings):
         "shown (a reader cannot trust a tiny model's words); `capable`: they are written, every output check on. "
         "`auto`: `tiny` for a local GGUF under 1B parameters (the packaged one), else `capable`. Budgets and grammars "
         "follow the model's size, not this setting (README \"The generation plan\").")
+    llm_parameters: str | None = Field(
+        None, description="Size of the OpenAI-compatible endpoint's model, e.g. `135M` or `8B`: under 1B the model "
+        "profile is `tiny`. Unset: read from the model id the endpoint reports (`/v1/models`, e.g. a GGUF file name "
+        "with `135M` in it), else from COPILOT_LLM_MODEL; with no size anywhere the endpoint is taken as capable.")
     llm_timeout: float = Field(120.0, gt=0, description="Seconds before one LLM call is abandoned.")
     llm_retries: int = Field(2, ge=0, le=10, description="Retries with backoff on transient LLM errors.")
 

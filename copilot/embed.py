@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,8 @@ import numpy as np
 log = logging.getLogger(__name__)
 BACKENDS = ("torch", "onnx", "onnx-int8")
 
+
+SENTENCE_CACHE = 20_000           # texts kept by Embedder.embed_cached (~30 MB of 384-float vectors)
 
 class EmbedderError(RuntimeError):
     pass
@@ -129,6 +132,26 @@ class Embedder:
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
+
+    def embed_cached(self, texts: list[str]) -> np.ndarray:
+        """`embed` through a bounded per-process cache keyed by the text: the sentences of a stored abstract are
+        embedded once, not once per answer. A quoted answer embeds every sentence of its ~8 sources (about 80), and
+        the two sides and the next users' questions mostly share them: 20 users asking at once were CPU-bound on
+        those repeats (issue #41 item 7)."""
+        cache = self.__dict__.setdefault("_sentence_cache", OrderedDict())
+        lock = self.__dict__.setdefault("_sentence_lock", threading.Lock())
+        with lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in cache))
+        fresh = self.embed(missing) if missing else np.zeros((0, 0), dtype=np.float32)
+        with lock:
+            for text, vector in zip(missing, fresh):
+                cache[text] = vector
+            while len(cache) > SENTENCE_CACHE:
+                cache.popitem(last=False)
+            found = {t: cache.get(t) for t in texts}
+        if any(v is None for v in found.values()):       # evicted meanwhile by another thread: embed those now
+            return self.embed(list(texts))
+        return np.stack([found[t] for t in texts]) if texts else np.zeros((0, self.dimension), dtype=np.float32)
 
     def token_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """Per text, its tokens' contextual vectors (the model's last layer; [CLS] and [SEP] left out), each

@@ -87,6 +87,7 @@ def generation_plan(settings, profile: ModelProfile) -> Generation:
 # --- the GGUF header --------------------------------------------------------------------------------------------
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
+MAX_NESTING = 8                 # arrays of arrays in real headers go 2 deep; a file 5,000 deep is hostile (issue #41)
 
 
 def _read(stream: BinaryIO, fmt: str):
@@ -104,18 +105,20 @@ def _string(stream: BinaryIO) -> str:
     return stream.read(length).decode("utf-8", "replace")
 
 
-def _value(stream: BinaryIO, kind: int):
+def _value(stream: BinaryIO, kind: int, depth: int = 0):
     if kind in _SCALARS:
         return _read(stream, _SCALARS[kind])
     if kind == _STRING:
         return _string(stream)
     if kind == _ARRAY:
+        if depth >= MAX_NESTING:
+            raise ValueError(f"the GGUF header nests arrays more than {MAX_NESTING} deep")
         item_kind, count = _read(stream, "<I"), _read(stream, "<Q")
         if item_kind in _SCALARS:           # e.g. token scores: skipped, not read one by one
             stream.seek(struct.calcsize(_SCALARS[item_kind]) * count, 1)
             return None
         for _ in range(count):
-            _value(stream, item_kind)
+            _value(stream, item_kind, depth + 1)
         return None
     raise ValueError(f"unknown GGUF value type {kind}")
 
@@ -195,12 +198,63 @@ def profile_of_local(path: Path) -> ModelProfile:
     return ModelProfile(TINY if small else CAPABLE, f"local model file of {size / 1e6:,.0f} MB ({source})", small=small)
 
 
+# a size inside a model id or file name: "SmolLM2-135M-Instruct-Q8_0.gguf", "llama-3.1-8b-instruct", "qwen2.5:0.5b"
+_SIZE_IN_NAME = re.compile(r"(?<![0-9A-Za-z.])(?:(\d+)x)?(\d+(?:\.\d+)?)([MB])(?![0-9A-Za-z])", re.I)
+ENDPOINT_LOOKUP_S = 3.0
+
+
+def parameters_in_name(name: str) -> int | None:
+    """The parameters a model id or file name states, e.g. 135M or 8B; None when it states none."""
+    match = _SIZE_IN_NAME.search(str(name).rsplit("/", 1)[-1])
+    if not match:
+        return None
+    experts = int(match.group(1) or 1)
+    return int(experts * float(match.group(2)) * _SCALE[match.group(3).upper()])
+
+
+def reported_model_ids(settings) -> list[str]:
+    """The model ids the endpoint lists at /models (llama_cpp.server: the GGUF's path; vLLM, Ollama: the name), in a
+    few seconds at most; [] when it lists none or cannot be asked."""
+    import httpx
+
+    base = (settings.openai_base_url or "https://api.openai.com/v1").rstrip("/")
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
+    try:
+        reply = httpx.get(f"{base}/models", headers={"Authorization": f"Bearer {key}"} if key else {},
+                          timeout=ENDPOINT_LOOKUP_S)
+        reply.raise_for_status()
+        return [str(item["id"]) for item in reply.json().get("data", []) if isinstance(item, dict) and "id" in item]
+    except (httpx.HTTPError, ValueError, KeyError, AttributeError):
+        return []
+
+
+def profile_of_endpoint(settings, reported: list[str] | None = None) -> ModelProfile:
+    """The profile of an OpenAI-compatible endpoint by its model's size: from COPILOT_LLM_PARAMETERS, else from the
+    model id the endpoint reports for COPILOT_LLM_MODEL (or its only model), else from COPILOT_LLM_MODEL itself.
+    With no size anywhere it is taken as capable, and the reason says the size is not known."""
+    where = f"OpenAI-compatible endpoint ({settings.llm_model})"
+    found: list[tuple[int | None, str]] = []
+    if settings.llm_parameters:
+        found.append((parameters_from_label(settings.llm_parameters), "COPILOT_LLM_PARAMETERS"))
+    else:
+        ids = reported_model_ids(settings) if reported is None else reported
+        named = [i for i in ids if i == settings.llm_model] or (ids if len(ids) == 1 else [])
+        found += [(parameters_in_name(i), f"the endpoint reports {i.rsplit('/', 1)[-1]!r}") for i in named]
+        found.append((parameters_in_name(settings.llm_model), "the model's name"))
+    for parameters, source in found:
+        if parameters:
+            tiny = parameters < TINY_BELOW_PARAMETERS
+            return ModelProfile(TINY if tiny else CAPABLE, f"{where}: {parameters / 1e6:,.0f}M parameters ({source})",
+                                parameters)
+    return ModelProfile(CAPABLE, f"{where}: size not known (set COPILOT_LLM_PARAMETERS), taken as capable")
+
+
 def choose_profile(settings, local_path: Path | None = None) -> ModelProfile:
     """The profile for `settings`: the override when set, else by backend and model size. `local_path` is the GGUF
     the local backend loads (default: COPILOT_LOCAL_MODEL, fetched if it is a Hub reference, else the packaged
     model)."""
     if settings.llm_backend == "openai":
-        chosen = ModelProfile(CAPABLE, f"OpenAI-compatible endpoint ({settings.llm_model})")
+        chosen = profile_of_endpoint(settings)
     else:
         if local_path is None:
             from copilot.llm.models import choose_local_model  # a Hub reference: the file it was fetched to

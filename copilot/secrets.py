@@ -166,3 +166,28 @@ def _secret_patterns(secret: str) -> tuple[re.Pattern[str], ...]:
     hexed = "|".join(re.escape(form) for form in (raw.hex(), "".join(f"%{b:02x}" for b in raw)))
     return (re.compile(spelled, re.IGNORECASE), re.compile(hexed, re.IGNORECASE),
             re.compile("|".join(re.escape(form) for form in _base64_forms(raw))))
+
+
+# glibc's mallopt parameter that fills memory on free (with the byte) and on malloc (with its complement)
+_M_PERTURB = -6
+_FREED_BYTE = 0x5A
+
+
+def scrub_freed_memory() -> bool:
+    """Make this process's C allocator overwrite memory when it is freed, so a key once held in a request buffer
+    cannot be handed, still readable, to a later allocation that is written to disk whole (Chroma's HNSW files write
+    their free capacity from uninitialised `malloc` memory: issue #41). Set in child processes too, through glibc's
+    MALLOC_PERTURB_. Returns whether it took effect (glibc only; elsewhere nothing changes). Memory freed before this
+    call is not scrubbed: it is called when the `copilot` package is first imported, before any setting is read."""
+    import ctypes
+    import ctypes.util
+    import os
+
+    os.environ.setdefault("MALLOC_PERTURB_", str(_FREED_BYTE))
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(_M_PERTURB, _FREED_BYTE))

@@ -52,13 +52,21 @@ def test_backup_then_restore_into_an_empty_data_dir_gives_the_same_records(tmp_p
     before = counts(services)
     assert before["turns"] == 3 and before["votes"] >= 1 and before["thoughts"] >= 1
 
+    (services.settings.data_dir / "models").mkdir(exist_ok=True)
+    (services.settings.data_dir / "models" / "big.gguf").write_bytes(b"GGUF" + b"\0" * 1000)
+
     result = B.backup_now(services, api=hub)
     assert result["status"] == "ok" and result["snapshot"].endswith(".tar.gz")
     assert hub.list_repo_files(REPO) == ["LATEST", f"snapshots/{result['snapshot']}"]
+    # issue #41: what leaves the machine is the app database and the collections' rows; no index binary, no model
+    with tarfile.open(tmp_path / "hub" / REPO.replace("/", "--") / "snapshots" / result["snapshot"]) as tar:
+        assert sorted(tar.getnames()) == ["copilot.db", "vectors.sqlite3"]
 
     fresh = settings_for(tmp_path / "fresh")
     restored = B.restore_at_start(fresh, api=hub)
     assert restored["status"] == "ok" and restored["snapshot"] == f"snapshots/{result['snapshot']}"
+    assert restored["rebuilt"] == {"papers": before["papers"], "thoughts": before["thought_vectors"]}
+    assert not (tmp_path / "fresh" / "vectors.sqlite3").exists()
     again = Services(fresh)
     assert counts(again) == before
     assert again.store.search("paper", again.embedder.embed_one("retrieval"), 3)     # the vectors answer queries

@@ -272,25 +272,27 @@ def test_end_to_end_with_the_real_local_model(services, settings, monkeypatch, c
     second = ask("Which reasoning benchmarks are used to evaluate large language models?")
     stored = Chat(services).log.turn(second["turn_id"])
     assert thought_id in [s.id for s in stored.thoughts.sources]        # memory was retrieved for the related question
-    assert set(second["timings"]) >= {"retrieval_s", "answer_A_s"}
     if stored.comparison == "same_answer":
         # the thought brought no row the papers alone missed: one answer, nothing to vote on (issue #40); its thought
         # comes from the thought-augmented side, so its lineage runs through the first thought
         assert second["comparison"] is False and len(second["answers"]) == 1
+        assert set(second["timings"]) >= {"retrieval_s", "answer_A_s"}
         assert main(["vote", second["turn_id"], "thoughts", "--json"]) != 0
         capsys.readouterr()
         [job] = second["thought_jobs"]
         assert (job["answer"], job["trigger"]) == ("thoughts", "no_comparison")
         expected = (0, 0, 1)
     else:
-        assert second["comparison"] is True, second
-        by_kind = {a["thought_augmented"]: a for a in second["answers"]}
-        assert all(a["text"] and a["sources"] for a in second["answers"])
-        assert thought_id in [s["id"] for s in by_kind[True]["sources"]]
-        assert all(s["kind"] == "paper" for s in by_kind[False]["sources"])
+        assert second["comparison"] is True and second["sides_hidden"] is True, second   # blind until the vote
+        assert all(a["text"] and "sources" not in a for a in second["answers"])
+        assert set(second["timings"]) == {"total_s"}
+
         assert main(["vote", second["turn_id"], "thoughts", "--json"]) == 0
         voted = json.loads(capsys.readouterr().out)
-        assert voted["recorded"] and voted["choice"] == "thoughts"
+        assert voted["recorded"] and voted["choice"] == "thoughts" and voted["counted"]
+        by_kind = {a["thought_augmented"]: a for a in voted["answers"]}    # the vote reveals the sides
+        assert thought_id in [s["id"] for s in by_kind[True]["sources"]]
+        assert all(s["kind"] == "paper" for s in by_kind[False]["sources"])
         expected = (1, 1, 1)
     assert main(["stats", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)

@@ -65,3 +65,20 @@ def test_the_judge_is_refused_for_the_135m_model_locally_and_behind_an_endpoint(
     endpoint = make_settings(tmp_path, llm="openai", openai_api_key="k", llm_model="SmolLM2-135M-Instruct")
     assert "135M" in judge_refusal(endpoint)
     assert judge_refusal(make_settings(tmp_path, llm="openai", openai_api_key="k", llm_model="qwen2.5-7b")) is None
+
+
+def test_a_null_measurement_is_not_printed_as_a_zero_effect():
+    """Issue #41 item 9: with no thought in any query's top 8 the two lists are the same, and `eval all` printed a
+    difference of +0.000 in [+0.000, +0.000]: a measurement that could not show anything, read as "no effect"."""
+    from copilot.cli.eval_all import memory_effects
+    from copilot.eval.all_report import PartResult, markdown
+
+    same = [{"query": str(n), "precision": 0.2, "recall": 0.1, "thoughts": 0} for n in range(6)]
+    effects = memory_effects({"papers": same, "papers+thoughts": same}, 40)
+    assert all(e.difference is None and e.ci_low is None and "not measured" in e.note for e in effects)
+    meta = {"model": "m", "cpu": "c", "cores": 2, "wall_seconds": 1.0, "quick": True, "limit": None, "finished": "f"}
+    table = markdown([PartResult("thoughts", "ran", effects=effects)], meta)
+    assert "+0.000" not in table and "not measured: no thought entered any query's top 8" in table
+    entered = [dict(r, thoughts=1 if r["query"] == "0" else 0, recall=0.3 if r["query"] == "0" else 0.1) for r in same]
+    [_, recall] = memory_effects({"papers": same, "papers+thoughts": entered}, 40)
+    assert recall.difference is not None and recall.difference > 0

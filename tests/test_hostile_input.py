@@ -271,7 +271,7 @@ def test_injected_abstract_is_quoted_in_the_chat_prompt(services):
     ingestor(services).run("hostile", [hostile])
     chat = Chat(services)
     backend = rescript(services, [answering] * 6)
-    record = chat.ask("retrieval-augmented question answering", "injection-user", wait=True)
+    record = chat.ask("retrieval-augmented question answering", "injection-user", wait=True, reveal=True)
     assert any(s["id"] == hostile.id for a in record["answers"] for s in a["sources"])
     answer_calls = [c for c in backend.calls if "Question:" in c.messages[-1]["content"]
                     and "Step 1:" not in c.messages[-1]["content"]]

@@ -123,3 +123,87 @@ def test_a_larger_local_model_is_built_without_grammars(tmp_path):
     big = write_gguf(tmp_path / "big.gguf", {"general.architecture": "llama", "general.size_label": "3B"})
     assert Services(make_settings(tmp_path / "data", local_model=big)).llm.obeys_grammar is False
     assert Services(make_settings(tmp_path / "data2")).llm.obeys_grammar is True
+
+
+# --- issue #41 item 6: an endpoint's profile from the size it reports or a setting -----------------------------
+class _Models:
+    """A loopback OpenAI-compatible endpoint that lists its models as llama_cpp.server does (`copilot.llm.serve`:
+    the id is the GGUF's path)."""
+
+    def __init__(self, ids: list[str]) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        body = json.dumps({"object": "list", "data": [{"id": i, "object": "model", "owned_by": "me",
+                                                       "permissions": []} for i in ids]}).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                found = self.path.rstrip("/").endswith("/v1/models")
+                self.send_response(200 if found else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body) if found else 0))
+                self.end_headers()
+                if found:
+                    self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _endpoint_settings(tmp_path, url: str, **overrides):
+    from tests.conftest import make_settings
+
+    return make_settings(tmp_path / "data", llm="openai", openai_api_key="sk-test", openai_base_url=url,
+                         llm_model="local-model", **overrides)
+
+
+def test_an_endpoint_serving_a_135m_model_is_tiny_and_status_says_why(tmp_path):
+    from copilot.features.library import status
+    from copilot.services import Services
+
+    server = _Models(["/opt/models/SmolLM2-135M-Instruct-Q8_0.gguf"])
+    try:
+        profile = Services(_endpoint_settings(tmp_path, server.url)).model_profile
+        shown = status(Services(_endpoint_settings(tmp_path, server.url)))
+    finally:
+        server.close()
+    assert profile.tiny and profile.parameters == 135_000_000
+    assert "the endpoint reports 'SmolLM2-135M-Instruct-Q8_0.gguf'" in profile.reason
+    assert "endpoint reports" in str(shown)
+
+
+def test_an_endpoint_size_setting_wins_and_an_unknown_size_says_so(tmp_path):
+    from copilot.model_profile import profile_of_endpoint
+
+    server = _Models(["/opt/models/SmolLM2-135M-Instruct-Q8_0.gguf"])
+    try:
+        set_size = profile_of_endpoint(_endpoint_settings(tmp_path, server.url, llm_parameters="8B"))
+    finally:
+        server.close()
+    assert (set_size.name, set_size.parameters) == ("capable", 8_000_000_000)
+    assert "COPILOT_LLM_PARAMETERS" in set_size.reason
+    unknown = profile_of_endpoint(_endpoint_settings(tmp_path, "http://127.0.0.1:9/v1"))   # nothing listens
+    assert unknown.name == "capable" and "size not known" in unknown.reason
+
+
+def test_a_header_nesting_arrays_5000_deep_gets_the_fallback_not_a_recursion_error(tmp_path):
+    """Issue #41: arrays of arrays 5,000 deep crashed app.py and `status` with RecursionError; like any other
+    unreadable header, the model's size is then taken from its file."""
+    nested = struct.pack("<IQ", 9, 1) * 5_000 + struct.pack("<IQ", 4, 0)
+    path = tmp_path / "deep.gguf"
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _string("evil.nest") + struct.pack("<I", 9) + nested)
+    with pytest.raises(ValueError, match="nests arrays more than"):
+        gguf_metadata(path)
+    assert model_profile.local_parameters(path) == (None, "unreadable header")
+    profile = model_profile.profile_of_local(path)
+    assert profile.tiny and "unreadable header" in profile.reason

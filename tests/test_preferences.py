@@ -24,6 +24,7 @@ from tests.helpers import clean_env
 REPO = "someone/copilot-preferences"
 TOKEN = "hf_preferencestoken0123456789"
 NOV_20 = 1_763_596_800.0           # 2025-11-20 00:00 UTC
+NOV_20_DATE = __import__("datetime").date(2025, 11, 20)
 
 PAPER_1 = SourceRecord(id="2501.00001", kind="paper", title="Dense retrieval for QA", preview="We study…", score=0.8)
 PAPER_2 = SourceRecord(id="2501.00002", kind="paper", title="Sparse retrieval", preview="BM25…", score=0.7)
@@ -78,6 +79,9 @@ def test_every_voted_comparison_reads_back_field_by_field(voted, tmp_path):
     thoughts_text = "A thought says so [Tabc123], a paper too [2501.00001] ({})."
     raw_text = "Papers say so [2501.00001] ({})."
     first, second, tie, bad = rows
+    new_in_41 = ("chosen_context", "rejected_context", "chosen_policy", "rejected_policy")   # tested below
+    first = {k: v for k, v in first.items() if k not in new_in_41}
+    first["answers"] = [{k: v for k, v in a.items() if k not in ("context", "policy")} for a in first["answers"]]
     assert first == {
         "prompt": "How does retrieval help?",
         "chosen": thoughts_text.format("t1"), "rejected": raw_text.format("t1"), "label": "pair",
@@ -95,7 +99,8 @@ def test_every_voted_comparison_reads_back_field_by_field(voted, tmp_path):
                                  {"id": "2501.00002", "kind": "paper", "title": "Sparse retrieval"}]}],
         "model": "SmolLM2-135M", "backend": "local", "embedder": "MiniLM", "personalized": False,
         "user": user_hash(salt, "ann"), "turn_id": "t1", "asked_at": "2025-11-20T00:00:00+00:00",
-        "voted_at": "2025-11-20T00:01:00+00:00", "vote_changes": 0}
+        "voted_at": "2025-11-20T00:01:00+00:00", "vote_changes": 0,
+        "first_choice": "thoughts", "blind": True, "changed_after_reveal": False, "counted_in_stats": True}
     # bob preferred the papers-only answer, shown as B
     assert (second["chosen"], second["rejected"]) == (raw_text.format("t2"), thoughts_text.format("t2"))
     assert (second["chosen_arm"], second["rejected_arm"], second["chosen_side"]) == ("raw", "thoughts", "B")
@@ -189,3 +194,40 @@ def test_the_command_writes_the_file_and_reports_in_json(voted, tmp_path, monkey
     assert [r["turn_id"] for r in read_lines(out)] == ["t2", "t3", "t4"]
     assert main(["export", "preferences", "--since", "yesterday"]) == 2
     assert "YYYY-MM-DD" in capsys.readouterr().err
+
+
+def test_a_vote_changed_after_the_reveal_is_exported_as_the_change_and_marked(voted, tmp_path):
+    """Issue #41: the change decides `chosen` (it decides the thought too) and the row says the first vote was
+    different and is the one the statistics count."""
+    ChatLog(voted.db).record_vote("t1", "ann", "raw", "B", at=NOV_20 + 600)
+    out = tmp_path / "prefs.jsonl"
+    export_preferences(voted, out=out)
+    row = read_lines(out)[0]
+    assert (row["chosen_arm"], row["first_choice"], row["changed_after_reveal"]) == ("raw", "thoughts", True)
+    assert row["blind"] is True and row["counted_in_stats"] is True and row["vote_changes"] == 1
+
+
+def test_each_side_carries_what_it_was_given_and_the_policy_that_wrote_it(voted, tmp_path):
+    """Issue #41 item 5: `prompt` is the question alone while the two sides were given different sources, so each
+    answer carries its sources' stored texts and its policy (quotes the embedder chose, or a model's words)."""
+    import numpy as np
+
+    from copilot.records import Paper
+
+    paper = Paper(id="2501.00001", title="Dense retrieval for QA", abstract="We study dense retrieval for QA.",
+                  authors=["Ann Lee"], categories=["cs.IR"], published=NOV_20_DATE, version=1, updated=NOV_20_DATE)
+    voted.store.upsert_papers([paper], np.ones((1, voted.embedder.dimension), dtype=np.float32))
+    log = ChatLog(voted.db)
+    add_turn(log, "q1", "ann", "raw", NOV_20 + 10)
+    with voted.db.transaction() as tx:       # the papers-only side quoted its source: the tiny profile's answer
+        tx.execute("UPDATE chat_turns SET raw_answer = ? WHERE id = 'q1'",
+                   ("[1] \u201cWe study dense retrieval.\u201d",))
+    log.record_vote("q1", "ann", "raw", "A", at=NOV_20 + 20)
+    out = tmp_path / "prefs.jsonl"
+    export_preferences(voted, out=out)
+    row = next(r for r in read_lines(out) if r["turn_id"] == "q1")
+    assert row["chosen_context"].startswith("[2501.00001] Dense retrieval for QA\nWe study dense retrieval for QA.")
+    assert "[2501.00002] (no longer stored)" in row["chosen_context"]
+    assert row["rejected_context"].startswith("[Tabc123] (no longer stored)")
+    assert (row["chosen_policy"], row["rejected_policy"]) == ("extractive", "model:SmolLM2-135M")
+    assert row["blind"] is True and all({"context", "policy"} <= set(a) for a in row["answers"])

@@ -108,3 +108,42 @@ def test_only_an_admin_or_the_single_local_user_may_download_everyones_preferenc
     assert may_export(alone, "local") and not may_export(alone, "hf:someone")
     shared = Services(make_settings(tmp_path / "b", auth="ann:pw1234567,bob:pw7654321", admins=["ann"]))
     assert may_export(shared, "ann") and not may_export(shared, "bob") and not may_export(shared, "local")
+
+
+def comparison_turn(db: Database, turn_id: str, user: str = "ann", side_a: str = "thoughts", at: float = 1.0) -> None:
+    db.execute("INSERT INTO chat_turns (id, user, created_at, question, question_chars, comparison, side_a, backend,"
+               " model, embedder) VALUES (?,?,?,?,?,?,?,?,?,?)",
+               (turn_id, user, at, "q", 1, "yes", side_a, "scripted", "m", "e"))
+
+
+def test_a_vote_changed_after_the_reveal_never_enters_the_verdict(db):
+    """Issue #41: the first vote, cast blind, is the one counted; changing it after the reveal keeps the change
+    (it decides the thought) but never rewrites the experiment, its verdict or the vote at which it was reached."""
+    from copilot.store.chat_log import ChatLog
+
+    log = ChatLog(db)
+    for n in range(8):   # 8 blind votes for papers only, each then changed to thoughts once the sides were shown
+        comparison_turn(db, f"t{n}", user=f"u{n % 3}", at=float(n))
+        log.record_vote(f"t{n}", f"u{n % 3}", "raw", "B", at=10.0 + n)
+        log.record_vote(f"t{n}", f"u{n % 3}", "thoughts", "A", at=100.0 + n)
+    stats = chat_stats(db)
+    assert (stats["thought_wins"], stats["raw_wins"]) == (0, 8)
+    assert stats["verdict"] == "thoughts_hurt" and stats["votes_changed_after_first"] == 8
+    assert [p["at"] for p in stats["over_time"]][:1] == ["1970-01-01T00:00:10+00:00"]   # first votes, in their order
+    assert log.vote("t0").choice == "thoughts" and log.vote("t0").first_choice == "raw" and log.vote("t0").blind
+
+
+def test_a_vote_cast_after_the_sides_were_shown_is_recorded_unblinded_and_left_out(db):
+    from copilot.store.chat_log import ChatLog
+
+    log = ChatLog(db)
+    comparison_turn(db, "blind")
+    comparison_turn(db, "shown")
+    log.record_vote("blind", "ann", "thoughts", "A", at=5.0)
+    log.reveal("shown", at=6.0)                  # e.g. `ask --reveal` printed the sources and sides
+    log.record_vote("shown", "ann", "raw", "B", at=7.0)
+    stats = chat_stats(db)
+    assert (stats["decisive_votes"], stats["thought_wins"], stats["raw_wins"]) == (1, 1, 0)
+    assert stats["unblinded_votes_left_out"] == 1 and stats["unvoted_comparisons"] == 0
+    assert log.vote("shown").blind is False and log.vote("shown").counted is False
+    assert [r["blind"] for r in db.query("SELECT blind FROM chat_vote_log ORDER BY id")] == [1, 0]

@@ -66,7 +66,9 @@ def test_votes_change_count_and_log_every_vote(services):
     assert log.record_vote("t1", "ann", RAW, "B", at=3.0) == THOUGHTS
     vote = log.vote("t1")
     assert (vote.choice, vote.label, vote.changes, vote.voted_at) == (RAW, "B", 1, 1.0)
-    assert log.comparison_votes() == [ComparisonVote(choice=RAW, voted_at=1.0, user="ann", side_a=THOUGHTS)]
+    # the experiment reads the first vote, cast blind; the change decides the thought only (issue #41)
+    assert (vote.first_choice, vote.blind) == (THOUGHTS, True)
+    assert log.comparison_votes() == [ComparisonVote(choice=THOUGHTS, voted_at=1.0, user="ann", side_a=THOUGHTS)]
     assert services.db.query("SELECT choice, previous FROM chat_vote_log ORDER BY id") == [
         {"choice": THOUGHTS, "previous": None}, {"choice": THOUGHTS, "previous": THOUGHTS},
         {"choice": RAW, "previous": THOUGHTS}]

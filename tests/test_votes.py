@@ -267,3 +267,36 @@ def test_vote_flips_that_remake_the_thought_count_against_the_rate_limit(tmp_pat
         chat.vote(turn_id, "raw", "local")
     assert chat.view(turn_id).vote.choice == "thoughts" and len(chat.thought_jobs(turn_id)) == jobs
     chat.wait_for_all(timeout=120)
+
+
+def test_cli_asks_and_votes_blind_and_a_vote_after_reveal_is_left_out(chat, shared, monkeypatch, capsys):
+    """Issue #41: `ask` shows an unvoted comparison's answers without its sides (no sources, kinds or per-answer
+    times) until `vote`, which reveals them; `ask --reveal` shows them at once, and a vote after that is recorded
+    as unblinded and stays out of `stats`."""
+    from copilot.features.stats import chat_stats
+
+    monkeypatch.setattr("copilot.cli.chat.Services", lambda: shared)
+
+    def run(*argv: str) -> dict:
+        assert main([*argv, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    blind = run("ask", QUESTION)
+    assert blind["comparison"] is True and blind["sides_hidden"] is True
+    assert all(set(a) == {"label", "text", "error"} for a in blind["answers"])
+    thought_ids = chat.services.store.thoughts.get()["ids"]
+    assert thought_ids and not any(t in json.dumps(blind) for t in thought_ids)
+    assert set(blind["timings"]) == {"total_s"}
+    voted = run("vote", blind["turn_id"], "A")
+    assert voted["counted"] is True and {"thought_augmented", "sources"} <= set(voted["answers"][0])
+    shown = run("ask", QUESTION + " Shown first.", "--reveal")
+    assert shown["sides_hidden"] is False and any(a["thought_augmented"] for a in shown["answers"])
+    late = run("vote", shown["turn_id"], "B")
+    assert late["counted"] is False
+    changed = run("vote", blind["turn_id"], "B")
+    assert changed["changed"] is True and changed["counted"] is False
+    stats = chat_stats(shared.db)
+    assert stats["decisive_votes"] == 1 and stats["unblinded_votes_left_out"] == 1
+    assert stats["votes_changed_after_first"] == 1
+    first = next(a for a in voted["answers"] if a["label"] == "A")
+    assert stats["thought_wins"] == int(first["thought_augmented"])    # the first vote (A), not the change (B)

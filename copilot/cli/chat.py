@@ -22,7 +22,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         return ask_deep_answer(args)
     try:
         record = chat_for(Services()).ask(args.question, args.user, personalize=args.personalize, vote=args.vote,
-                                          previous_turn=args.after)
+                                          previous_turn=args.after, reveal=args.reveal)
     except ChatError as error:
         raise UserError(str(error)) from None
     if args.json:
@@ -35,15 +35,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
     print(f"turn {record['turn_id']}" + ("" if record["comparison"] else " (no comparison)"))
     for answer in record["answers"]:
         print(f"\n--- Answer {answer['label']}\n{answer['error'] or answer['text']}")
-        for source in answer["sources"]:
+        for source in answer.get("sources", []):
             print(f"  [{source['id']}] {source['title']}")
+    if record.get("sides_hidden"):
+        print(f"\n{BLIND_HINT.format(turn=record['turn_id'])}")
     return 0
+
+
+BLIND_HINT = ("Sources, and which answer used thoughts, stay hidden until you vote: python -m copilot vote {turn} "
+              "A|B|tie|bad. Only a vote cast before the sides are shown counts in `stats`.")
 
 
 def ask_slim(args: argparse.Namespace) -> int:
     """One answer the SlimPLM way: the local proxy decides whether and what to retrieve."""
-    if args.vote or args.after or args.personalize:
-        raise UserError("--vote, --after and --personalize belong to the A/B mode, not to --mode slim")
+    if args.vote or args.after or args.personalize or args.reveal:
+        raise UserError("--vote, --after, --personalize and --reveal belong to the A/B mode, not to --mode slim")
     try:
         record = ask_adaptive(Services(), args.question, args.user)
     except ChatError as error:
@@ -63,8 +69,8 @@ def ask_slim(args: argparse.Namespace) -> int:
 
 def ask_deep_answer(args: argparse.Namespace) -> int:
     """One deep answer (RAT): a step-by-step draft, each step checked against papers and thoughts and revised."""
-    if args.vote or args.after or args.personalize:
-        raise UserError("--vote, --after and --personalize belong to the A/B mode, not to --mode deep")
+    if args.vote or args.after or args.personalize or args.reveal:
+        raise UserError("--vote, --after, --personalize and --reveal belong to the A/B mode, not to --mode deep")
     try:
         record = ask_deep(Services(), args.question, args.user, keep=not args.no_thought)
     except ChatError as error:
@@ -88,7 +94,18 @@ def cmd_vote(args: argparse.Namespace) -> int:
     except ChatError as error:
         raise UserError(str(error)) from None
     result["thought_jobs"] = [job_record(job) for job in chat.wait_for_thoughts(args.turn_id)]
-    print_json(result) if args.json else print(f"vote recorded: {result['choice']} (answer {result['label']})")
+    result["answers"] = (chat.turn_record(result["turn_id"]) or {}).get("answers", [])   # the vote reveals the sides
+    if args.json:
+        print_json(result)
+        return 0
+    counted = "" if result["counted"] else " (not counted in the statistics: " + (
+        "only a comparison's first vote counts)" if result["previous"] else "the sides had been shown before it)")
+    print(f"vote recorded: {result['choice']} (answer {result['label']}){counted}")
+    for answer in result["answers"]:
+        kind = "papers + thoughts" if answer["thought_augmented"] else "papers only"
+        print(f"--- Answer {answer['label']}: {kind}")
+        for source in answer["sources"]:
+            print(f"  [{source['id']}] {source['kind']}: {source['title']}")
     return 0
 
 
@@ -119,6 +136,9 @@ def add_chat_commands(sub: argparse._SubParsersAction) -> None:
                    "deciding whether and what to retrieve first (SlimPLM), with its decision trace; deep: a "
                    "step-by-step answer, each step checked against papers and thoughts and revised (RAT), with its "
                    "trace")
+    p.add_argument("--reveal", action="store_true",
+                   help="show the sources and which answer used thoughts before voting; a vote after that is not "
+                   "blind and stays out of the statistics (without it the sides stay hidden until `vote`)")
     p.add_argument("--no-thought", action="store_true",
                    help="--mode deep: do not turn the finished answer into a thought")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -116,6 +116,18 @@ def part_csfcube(ctx: Context) -> tuple[list, str, str]:
     return effects, "no judge in this part", _details(paths)
 
 
+def memory_effects(rows: dict[str, list[dict]], warmups: int) -> list:
+    """Thought memory's root-source precision and recall against papers alone, per query paper. When no thought
+    entered any query's top 8 the two lists were the same: that is no measurement, not a zero effect."""
+    effects = [paired_effect("thoughts", "papers+thoughts", "papers", f"root-source {metric}",
+                             [r[metric] for r in rows["papers+thoughts"]], [r[metric] for r in rows["papers"]],
+                             f"after {warmups} warm-up questions") for metric in ("precision", "recall")]
+    if any(r["thoughts"] for r in rows["papers+thoughts"]):
+        return effects
+    return [all_report.not_measured(e, "no thought entered any query's top 8, so both lists were the same; not "
+                                       "evidence either way") for e in effects]
+
+
 def part_thoughts(ctx: Context) -> tuple[list, str, str]:
     judge = ctx.judge_refused is None
     store = ctx.run_dir / f"thoughts-store-w{ctx.sizes.thoughts_warmup}-k8-s13"
@@ -124,11 +136,7 @@ def part_thoughts(ctx: Context) -> tuple[list, str, str]:
                                judge=judge)
     paths = thoughts_eval.write_outputs(report, ctx.run_dir / "details", "thoughts")
     last = report.curve[max(report.curve, key=int)]
-    rows = last["per_query"]
-    effects = [paired_effect("thoughts", "papers+thoughts", "papers", f"root-source {metric}",
-                             [r[metric] for r in rows["papers+thoughts"]], [r[metric] for r in rows["papers"]],
-                             f"after {max(int(c) for c in report.curve)} warm-up questions")
-               for metric in ("precision", "recall")]
+    effects = memory_effects(last["per_query"], max(int(c) for c in report.curve))
     if report.judge:
         effects.append(_win_rate_effect("thoughts", "papers+thoughts", "papers", report.judge))
     return effects, _judge_line(ctx, judge), _details(paths)

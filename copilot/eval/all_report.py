@@ -41,6 +41,13 @@ def paired_effect(part: str, method: str, baseline: str, metric: str, ours: Sequ
                   test["bootstrap_ci_low"], test["bootstrap_ci_high"], note)
 
 
+def not_measured(effect: Effect, why: str) -> Effect:
+    """The effect with no difference and no interval, saying why: a measurement that could not show anything (e.g.
+    the method's list equalled the baseline's for every item) is not a zero effect."""
+    return Effect(effect.part, effect.method, effect.baseline, effect.metric, effect.method_value,
+                  effect.baseline_value, effect.n, None, None, None, f"not measured: {why}")
+
+
 def unpaired_effect(part: str, method: str, baseline: str, metric: str, ours: float | None, theirs: float | None,
                     n: int, note: str = "") -> Effect:
     difference = None if ours is None or theirs is None else ours - theirs

@@ -8,7 +8,6 @@ answer in pieces either way, so the page streams both alike, and the output chec
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -18,9 +17,6 @@ from copilot.methods import evidence, evidence_text, quotes, sentence_roles
 from copilot.methods.thought_retriever import stream_answer
 from copilot.records import ARXIV_ID, Evidence
 from copilot.services import Services
-
-_CACHE_SIZE = 4000          # sentence vectors kept: the two answers of a turn quote mostly the same abstracts
-_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 
 
 def full_texts(services: Services, items: Sequence[Evidence]) -> list[str]:
@@ -46,26 +42,9 @@ def select(services: Services, question: str, items: Sequence[Evidence],
     if not items:
         return quotes.Selection([], None)
     embedder = services.embedder
-    return quotes.select_quotes(embedder.embed_one(question), question, full_texts(services, items), embedder.embed,
+    return quotes.select_quotes(embedder.embed_one(question), question, full_texts(services, items),
+                                embedder.embed_cached,
                                 [item.score for item in items], max_quotes=max_quotes)
-
-
-def cached_embed(services: Services):
-    """The embedder's `embed`, remembering sentence vectors across the answers of a process (bounded)."""
-    embedder = services.embedder
-
-    def embed(texts: list[str]) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if (embedder.name, t) not in _vectors))
-        if missing:
-            for text, vector in zip(missing, embedder.embed(missing)):
-                _vectors[(embedder.name, text)] = vector
-        found = [_vectors[(embedder.name, t)] for t in texts]
-        for text in texts:
-            _vectors.move_to_end((embedder.name, text))
-        while len(_vectors) > _CACHE_SIZE:
-            _vectors.popitem(last=False)
-        return np.vstack(found) if found else np.zeros((0, embedder.dimension), dtype=np.float32)
-    return embed
 
 
 def table_sources(services: Services, items: Sequence[Evidence], question: str = "",
@@ -98,7 +77,7 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str =
 
 def evidence_rows(services: Services, question: str, items: Sequence[Evidence]) -> list[evidence.Row]:
     """The table's rows for `question` over the retrieved `items` (grouped where they fall apart clearly)."""
-    embed = cached_embed(services)
+    embed = services.embedder.embed_cached       # the two sides of a turn quote mostly the same abstracts
     question_vector = embed([question])[0]
     sources = table_sources(services, items, question, question_vector)
     if not sources:

@@ -17,20 +17,25 @@ from concurrent.futures import TimeoutError as DeadlineExceeded
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from copilot.config import Settings, hub_requests_allowed
 from copilot.errors import UserError
 from copilot.ingest import Ingestor
 from copilot.secrets import mask_secret
 from copilot.services import Services
 from copilot.store.backup import (
+    VECTORS_FILE,
     BackupError,
     BackupLog,
     HubSnapshots,
     data_dir_is_empty,
     extract_snapshot,
+    read_vector_rows,
     write_snapshot,
 )
 from copilot.store.db import Database
+from copilot.store.vectors import PAPERS, THOUGHTS, VectorStore, chroma_client
 
 log = logging.getLogger(__name__)
 _one_at_a_time = threading.Lock()
@@ -87,7 +92,9 @@ def backup_now(services: Services, api=None) -> dict:
         with tempfile.TemporaryDirectory(prefix="copilot-backup-") as tmp:
             archive = Path(tmp) / name
             with Ingestor.paused(PAUSE_INGESTION_S):
-                write_snapshot(settings.data_dir, archive, with_chroma=not settings.chroma_host)
+                collections = None if settings.chroma_host else {
+                    name: services.store.collection(kind) for name, kind in ((PAPERS, "paper"), (THOUGHTS, "thought"))}
+                write_snapshot(settings.data_dir, archive, collections)
             size = archive.stat().st_size
             snapshots = HubSnapshots(api or hub_api(settings), settings.hub_backup)
             _within_deadline(settings, lambda: snapshots.upload(archive, name))
@@ -123,7 +130,8 @@ def restore(settings: Settings, force: bool = False, api=None) -> dict:
             else:
                 archive, name = found
                 extract_snapshot(archive, data_dir)
-                result = {"status": "ok", "snapshot": name, "repository": settings.hub_backup}
+                rebuilt = rebuild_vectors(settings)
+                result = {"status": "ok", "snapshot": name, "repository": settings.hub_backup, **rebuilt}
     except Exception as error:      # noqa: BLE001 - reported; at start-up the app then starts empty
         result = {"status": "failed", "error": _reason(settings, error), "repository": settings.hub_backup}
     log_run = BackupLog(Database(settings.db_path))
@@ -131,6 +139,24 @@ def restore(settings: Settings, force: bool = False, api=None) -> dict:
     log_run.finish(run_id, result["status"] if result["status"] != "empty" else "ok",
                    snapshot=result.get("snapshot"), error=result.get("error") or result.get("message"))
     return result
+
+
+def rebuild_vectors(settings: Settings) -> dict:
+    """After a snapshot is unpacked: the Chroma collections made anew from its rows (the file then goes). A snapshot
+    from before rows were kept carries the Chroma folder itself, and this does nothing."""
+    rows = Path(settings.data_dir) / VECTORS_FILE
+    if not rows.is_file():
+        return {}
+    store = VectorStore(chroma_client(settings))
+    counts = {}
+    for name, kind in ((PAPERS, "paper"), (THOUGHTS, "thought")):
+        counts[name] = 0
+        for batch in read_vector_rows(rows, name):
+            store.collection(kind).upsert(ids=[r[0] for r in batch], documents=[r[1] for r in batch],
+                                          metadatas=[r[2] for r in batch], embeddings=np.stack([r[3] for r in batch]))
+            counts[name] += len(batch)
+    rows.unlink()
+    return {"rebuilt": counts}
 
 
 def restore_at_start(settings: Settings, api=None) -> dict | None:

@@ -265,6 +265,7 @@ class Chat:
             raise ChatError(f"this turn cannot be voted on: {reason.get(turn.comparison, turn.comparison)}")
         label = _label(choice, turn.side_a)
         current = self.log.vote(turn_id)
+        counted = current is None and turn.revealed_at is None   # the first vote, cast before the sides were shown
         if current is not None and THOUGHT_FROM[current.choice] != THOUGHT_FROM[choice]:
             # a change that remakes the turn's thought is an LLM call on the one thought thread: it counts
             check_rate(self.services, user, None, "changing a vote")
@@ -274,7 +275,8 @@ class Chat:
             job_id, retracted = self._choose_thought(turn_id, THOUGHT_FROM[choice], "vote")
         self._after_choice(job_id, retracted)
         return {"turn_id": turn_id, "choice": choice, "label": label, "previous": previous,
-                "changed": previous is not None and previous != choice, "recorded": True}
+                "changed": previous is not None and previous != choice, "recorded": True,
+                "counted": counted and previous is None}
 
     # --- the one thought of a turn
     def request_thought(self, turn_id: str, answer: str | None, trigger: str) -> Future | None:
@@ -431,19 +433,22 @@ class Chat:
                         thought_jobs=tuple(self.thought_jobs(turn.id)),
                         models={"backend": turn.backend, "model": turn.model, "embedder": turn.embedder})
 
-    def turn_record(self, turn_id: str) -> dict | None:
-        """A stored turn in the CLI's JSON shape."""
+    def turn_record(self, turn_id: str, hide_sides: bool = False) -> dict | None:
+        """A stored turn in the CLI's JSON shape; with `hide_sides`, an unvoted comparison shows only what the page
+        shows before the vote (the answers' words)."""
         view = self.view(turn_id)
-        return None if view is None else view.record()
+        return None if view is None else view.record(hide_sides=hide_sides and not view.revealed)
 
     def recent_turns(self, user: str, limit: int = 10) -> list[dict]:
         return [asdict(summary) for summary in self.log.recent_turns(user, limit)]
 
     def ask(self, question: str, user: str, personalize: bool = False, wait: bool = True,
-            vote: str | None = None, previous_turn: str | None = None) -> dict:
+            vote: str | None = None, previous_turn: str | None = None, reveal: bool = False) -> dict:
         """The whole turn without a UI. A comparison gets no thought here: with `vote` (for scripts) the vote
         decides it, as a user's would; without, the turn waits for a vote or its grace period (`sweep_unvoted`).
-        A turn with one answer gets its thought at once. With `wait`, blocks until the thought job is done."""
+        A turn with one answer gets its thought at once. With `wait`, blocks until the thought job is done.
+        An unvoted comparison's record is blind (the answers' words only) unless `reveal`, which shows its sides and
+        records that they were shown: a vote after that is not blind and stays out of the statistics."""
         turn = self.prepare(question, user, personalize, previous_turn=previous_turn)
         for _ in self.stream(turn):
             pass
@@ -453,9 +458,11 @@ class Chat:
                 voted = self.vote(turn.id, vote, user)
             except ChatError as error:   # e.g. one answer only: the answers stand, the vote is refused
                 voted = {"recorded": False, "error": str(error)}
+        if reveal and turn.comparison == "yes":
+            self.log.reveal(turn.id)
         if wait:
             self.wait_for_thoughts(turn.id)
-        record = self.turn_record(turn.id) or {}
+        record = self.turn_record(turn.id, hide_sides=not reveal) or {}
         if voted is not None:
             record["vote"] = voted
         if turn.notice:

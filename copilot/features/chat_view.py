@@ -102,8 +102,14 @@ class TurnView:
             return next((a for a in self.answers if a.label == self.vote.label), self.answers[0])
         return self.answers[0]
 
-    def record(self) -> dict[str, Any]:
-        """The turn in the CLI's JSON shape."""
+    def record(self, hide_sides: bool = False) -> dict[str, Any]:
+        """The turn in the CLI's JSON shape. With `hide_sides` (an unvoted comparison), only what does not tell the
+        sides apart: the answers' words and the whole turn's time; no sources, kinds or per-answer times."""
+        if hide_sides:
+            return {"turn_id": self.turn_id, "comparison": self.votable, "comparison_state": self.comparison,
+                    "sides_hidden": True,
+                    "answers": [{"label": a.label, "text": a.text, "error": a.error} for a in self.answers],
+                    "timings": {"total_s": _round(self.total_seconds)}, "thought_jobs": [], "models": self.models}
         timings = {"retrieval_s": _round(self.retrieval_s)}
         for answer in self.answers:
             timings[f"answer_{answer.label}_s"] = _round(answer.seconds)
@@ -117,7 +123,7 @@ class TurnView:
                         for a in self.answers],
             "timings": timings,
             "thought_jobs": [job_record(j) for j in self.thought_jobs],
-            "models": self.models,
+            "models": self.models, "sides_hidden": False,
         }
 
     def as_dict(self) -> dict[str, Any]:

@@ -77,8 +77,9 @@ def scope_papers(services: Services, scope: Scope, cap: int) -> tuple[list[Paper
 def thought_records(services: Services, item_ids: Sequence[str], user: str | None) -> list[gor.Record]:
     found = services.thoughts.live_touching(item_ids, user)
     vectors = services.thoughts.vectors_of([row.id for row, _ in found])
+    # titled by its own words, never by the question it was made for: that is its author's alone (issue #41)
     return [gor.Record(row.id, gor.THOUGHT, row.text, vectors[row.id], tuple(s for s, _ in sources),
-                       title=row.question[:120])
+                       title=" ".join(row.text.split())[:120])
             for row, sources in found if row.id in vectors]
 
 

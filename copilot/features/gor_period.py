@@ -45,7 +45,7 @@ def quote_from(services: Services, question: str, nodes: Sequence[gor.Node], sco
     """The tiny profile's answer: quotes of the chosen records' whole texts, cited by id (methods.quotes)."""
     texts = [node.text for node in nodes]
     selection = quotes.select_quotes(services.embedder.embed_one(question), question, texts,
-                                     services.embedder.embed, list(scores))
+                                     services.embedder.embed_cached, list(scores))
     ids = [node.id for node in nodes]
     labelled = "".join(quotes.render(selection, [node.title or node.text[:120] for node in nodes], list(scores)))
     return labels_to_ids(labelled, ids), [ids[q.source] for q in selection.quotes], []

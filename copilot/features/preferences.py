@@ -2,7 +2,11 @@
 
 A decisive vote (one answer better) is a pair: `prompt` (the question), `chosen` and `rejected` (the two answers as
 revealed after the vote, source labels turned back into ids) — the columns TRL's DPO trainer reads — with the arm
-of each (`thoughts` = papers + thoughts, `raw` = papers only) and its sources. A tie or "both bad" is a row with its
+of each (`thoughts` = papers + thoughts, `raw` = papers only) and its sources. The two sides were given different
+sources, so each answer also carries what it was given (`context`: its sources' stored texts, labelled by id, as
+stored now; the answer saw them cut to the turn's budget) and the policy that produced it (`extractive`: quotes the
+embedder chose, no model wrote a word; else `model:<name>`), and the row says whether its vote was cast blind
+(README "Preference data" says which rows suit which trainer). A tie or "both bad" is a row with its
 label and no pair (`chosen`/`rejected` null). Every row also has both answers as shown (`answers`, side A first),
 the model, backend and embedder, the user as a salted hash (the salt is made once and kept in the app's database,
 never exported), the turn id and the times. Rows share one set of keys, so `datasets` reads the file as one table.
@@ -25,6 +29,7 @@ from pathlib import Path
 
 from copilot.errors import UserError
 from copilot.features.backup import _reason, _within_deadline, hub_api
+from copilot.methods.quotes import is_quoted_answer
 from copilot.methods.thought_retriever import labels_to_ids
 from copilot.records import Evidence
 from copilot.services import Services
@@ -58,18 +63,42 @@ def _iso(timestamp: float | None) -> str | None:
     return None if timestamp is None else datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")
 
 
-def _answer(turn: StoredTurn, kind: str, side: str) -> dict:
+def policy_of(text: str, model: str) -> str:
+    """`extractive` for an answer made of quotes only (the tiny profile's: no model wrote it), else `model:<name>`."""
+    return "extractive" if is_quoted_answer(text) else f"model:{model}"
+
+
+def _context(stored, texts: dict[str, str]) -> str:
+    """What an answer was given: each source's stored text under its id (a deleted thought's text is not kept)."""
+    return "\n\n".join(f"[{s.id}] {texts.get(s.id, '(no longer stored)')}" for s in stored.sources)
+
+
+def _answer(turn: StoredTurn, kind: str, side: str, texts: dict[str, str]) -> dict:
     stored = turn.answer(kind)
     evidence = [Evidence(id=s.id, kind=s.kind, title=s.title, text="", score=s.score) for s in stored.sources]
     sources = [{"id": s.id, "kind": s.kind, "title": s.title if s.kind == "paper" else ""} for s in stored.sources]
-    return {"side": side, "arm": kind, "text": labels_to_ids(stored.text or "", evidence), "sources": sources}
+    return {"side": side, "arm": kind, "text": labels_to_ids(stored.text or "", evidence), "sources": sources,
+            "context": _context(stored, texts), "policy": policy_of(stored.text or "", turn.model)}
 
 
-def preference_row(turn: StoredTurn, vote: Vote, salt: str) -> dict:
-    """One exported line for a voted comparison."""
+def source_texts(services: Services, turns: list[StoredTurn]) -> dict[str, str]:
+    """The stored text of every source of `turns`: a paper's title and abstract, a thought's text (unless deleted)."""
+    sources = {s.id: s.kind for turn in turns for kind in (RAW, THOUGHTS) for s in turn.answer(kind).sources}
+    papers = [i for i, kind in sources.items() if kind == "paper"]
+    texts = {p.id: f"{p.title}\n{p.abstract}" for p in services.store.get_papers(papers)} if papers else {}
+    for thought_id in (i for i, kind in sources.items() if kind == "thought"):
+        row = services.thoughts.get(thought_id, include_hidden=True)
+        if row is not None and row.deleted_at is None:
+            texts[thought_id] = row.text
+    return texts
+
+
+def preference_row(turn: StoredTurn, vote: Vote, salt: str, texts: dict[str, str] | None = None) -> dict:
+    """One exported line for a voted comparison; `texts`: the sources' stored texts (source_texts)."""
     other = {THOUGHTS: RAW, RAW: THOUGHTS}
     side_b = other[turn.side_a]
-    answers = {turn.side_a: _answer(turn, turn.side_a, "A"), side_b: _answer(turn, side_b, "B")}
+    texts = texts or {}
+    answers = {turn.side_a: _answer(turn, turn.side_a, "A", texts), side_b: _answer(turn, side_b, "B", texts)}
     pair = vote.choice in (THOUGHTS, RAW)
     chosen, rejected = (answers[vote.choice], answers[other[vote.choice]]) if pair else (None, None)
     return {
@@ -82,6 +111,10 @@ def preference_row(turn: StoredTurn, vote: Vote, salt: str) -> dict:
         "chosen_sources": chosen["sources"] if pair else None,
         "rejected_sources": rejected["sources"] if pair else None,
         "chosen_side": chosen["side"] if pair else None,
+        "chosen_context": chosen["context"] if pair else None,
+        "rejected_context": rejected["context"] if pair else None,
+        "chosen_policy": chosen["policy"] if pair else None,
+        "rejected_policy": rejected["policy"] if pair else None,
         "answers": [answers[turn.side_a], answers[side_b]],
         "model": turn.model,
         "backend": turn.backend,
@@ -92,6 +125,12 @@ def preference_row(turn: StoredTurn, vote: Vote, salt: str) -> dict:
         "asked_at": _iso(turn.created_at),
         "voted_at": _iso(vote.voted_at),
         "vote_changes": vote.changes,
+        # the comparison's first vote and whether it was cast blind: only a blind first vote enters the statistics;
+        # `chosen`/`rejected` follow the current vote, which may be a change made after the sides were shown
+        "first_choice": vote.first_choice or vote.choice,
+        "blind": vote.blind,
+        "changed_after_reveal": vote.changes > 0,
+        "counted_in_stats": vote.counted,
     }
 
 
@@ -113,7 +152,9 @@ def export_preferences(services: Services, since: str | None = None, out: str | 
     With no votes the file is written empty and the message says so."""
     start = parse_day(since)
     salt = AppKeys(services.db).get_or_make(EXPORT_SALT)
-    rows = [preference_row(turn, vote, salt) for turn, vote in ChatLog(services.db).voted_comparisons(start)]
+    voted = ChatLog(services.db).voted_comparisons(start)
+    texts = source_texts(services, [turn for turn, _ in voted])
+    rows = [preference_row(turn, vote, salt, texts) for turn, vote in voted]
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = Path(out) if out else Path(services.settings.data_dir) / EXPORT_FOLDER / f"preferences-{stamp}.jsonl"
     if path.is_dir():

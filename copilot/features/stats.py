@@ -2,6 +2,9 @@
 
 Win rate = thought-augmented wins / decisive votes (A better or B better), with a Wilson 95% score interval.
 Ties, both-bad votes, turns without a comparison and failed turns are counted but not in the rate.
+Every figure reads each comparison's first vote, and only one cast blind (before the sides were shown): a later
+change still decides the turn's thought but never the verdict, and a vote cast after a reveal (e.g. `ask --reveal`)
+is counted apart and left out (issue #41).
 So a reviewer can judge the rate, it is also broken down by the side the thought-augmented answer was shown on
 (a position bias would show as a gap), by user (a few prolific voters can dominate) and by day, with the number
 of further decisive votes the interval needs to exclude 50% if the rate stays where it is.
@@ -138,6 +141,7 @@ def chat_stats(db: Database) -> dict:
     counts = {choice: sum(1 for v in votes if v.choice == choice) for choice in ("thoughts", "raw", "tie", "bad")}
     turns = log.turn_counts()
     finished = sum(n for state, n in turns.items() if state != "pending")
+    tally = log.vote_counts()
     decisive_votes = _decisive(votes)
     decisive = len(decisive_votes)
     low, high = wilson_interval(counts["thoughts"], decisive)
@@ -169,7 +173,11 @@ def chat_stats(db: Database) -> dict:
         "comparisons": turns.get("yes", 0),
         "comparison_share": turns.get("yes", 0) / finished if finished else None,
         "failed_turns": turns.get("failed", 0),
-        "unvoted_comparisons": turns.get("yes", 0) - len(votes),
+        "unvoted_comparisons": turns.get("yes", 0) - tally["votes"],
+        # left out: first votes cast after the sides were shown; kept: changes after the first vote (the first counts)
+        "unblinded_votes_left_out": tally["unblinded"],
+        "votes_changed_after_first": tally["changed"],
+        "votes_blindness_unknown": tally["blindness_unknown"],   # cast before blindness was recorded; counted
         "turns": sum(turns.values()),
         # the thought-augmented answer shown as A vs as B: equal rates (within their intervals) = no position bias
         "by_position": {side: _rate([v for v in votes if (v.side_a == "thoughts") == (side == "A")])

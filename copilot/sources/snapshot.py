@@ -19,6 +19,23 @@ from copilot.records import Paper, clean_text, parse_arxiv_id, storable_text
 FIRST_DAY = date(1991, 8, 14)          # arXiv's first paper; a date before it, or after today, is refused (issue #34:
                                        # one row dated 9999-12-31 broke Trends' ranges and every For-you list)
 MAX_VERSION = 100                      # arXiv papers have a few versions; more is a made-up id
+# What one row may hold (issue #41: a 1.9 MB abstract made Related take 123 s and send 1.9 MB to every user). arXiv
+# itself caps an abstract at 1,920 characters; the limits leave room for other sources and refuse only the absurd.
+ROW_LIMITS = {"title": 1_000, "abstract": 10_000, "comment": 2_000, "authors": 5_000, "author": 300,
+              "categories": 50}
+
+
+def _within_limits(paper: Paper) -> Paper:
+    """The paper, or SnapshotError naming the field over its limit and the limit."""
+    sizes = {"title": len(paper.title), "abstract": len(paper.abstract), "comment": len(paper.comment or ""),
+             "authors": len(paper.authors), "author": max((len(a) for a in paper.authors), default=0),
+             "categories": len(paper.categories)}
+    for field, size in sizes.items():
+        if size > ROW_LIMITS[field]:
+            unit = {"authors": "names", "categories": "categories"}.get(field, "characters")
+            what = "an author's name" if field == "author" else f"the {field}"
+            raise SnapshotError(f"{what} has {size:,} {unit}; a row may hold at most {ROW_LIMITS[field]:,}")
+    return paper
 
 
 class SnapshotError(ValueError):
@@ -110,9 +127,10 @@ def paper_from_row(row: dict) -> Paper:
         except ValueError:
             raise SnapshotError("missing or bad listing_date") from None
         _checked_date(published, "listing_date")
-        return Paper(id=paper_id, title=title, abstract=abstract, authors=_names(row.get("authors"), "authors"),
-                     categories=list(categories), published=published, version=version_in_id or 1,
-                     updated=published, comment=_text(row, "comment"))
+        return _within_limits(Paper(
+            id=paper_id, title=title, abstract=abstract, authors=_names(row.get("authors"), "authors"),
+            categories=list(categories), published=published, version=version_in_id or 1, updated=published,
+            comment=_text(row, "comment")))
     version, first, last = _kaggle_versions(row)
     try:
         updated = datetime.strptime(str(row.get("update_date")), "%Y-%m-%d").date()
@@ -121,9 +139,9 @@ def paper_from_row(row: dict) -> Paper:
     published = _checked_date(first or updated, "first version date")
     if published is None:
         raise SnapshotError("no date (versions or update_date)")
-    return Paper(id=paper_id, title=title, abstract=abstract, authors=_kaggle_authors(row),
-                 categories=list(categories), published=published, version=version_in_id or version,
-                 updated=_checked_date(last or updated, "update_date"), comment=_text(row, "comments"))
+    return _within_limits(Paper(id=paper_id, title=title, abstract=abstract, authors=_kaggle_authors(row),
+                                categories=list(categories), published=published, version=version_in_id or version,
+                                updated=_checked_date(last or updated, "update_date"), comment=_text(row, "comments")))
 
 
 def read_snapshot(path: Path, limit: int | None = None) -> Iterator[Paper | BadLine]:

@@ -1,23 +1,32 @@
 """Snapshots of the app's state in a Hugging Face dataset repository, and their log.
 
-A snapshot is one .tar.gz: `copilot.db` copied through SQLite's online backup API (a consistent copy while the app
-writes, never a file copy of a live database), the embedded Chroma directory — its `chroma.sqlite3` through the same
-API, the index files beside it as they are on disk (Chroma replays what its SQLite log holds beyond them when it
-opens) — and a distilled embedder under `models/` if there is one. The BM25 index is left out: it is rebuilt from
-the papers on first use. The repository holds `snapshots/<time>.tar.gz` (the newest KEEP) and `LATEST` naming the
-newest, both written in one commit.
+What leaves the machine is defined here and nothing else: a snapshot is one .tar.gz of exactly two files,
+- `copilot.db`, copied through SQLite's online backup API (a consistent copy while the app writes, never a file
+  copy of a live database), then vacuumed so no free page carries deleted rows;
+- `vectors.sqlite3`, made fresh from the rows of the Chroma collections read through Chroma's API: per item its
+  collection, id, document, metadata (JSON) and embedding (float32).
+No index binary goes: Chroma's HNSW files are written from a `malloc`'d block at its whole capacity with only the
+slots in use set, so their free capacity can carry whatever the process's heap held (a key, another user's text).
+A restore rebuilds the collections from the rows, so the index is made anew on the restoring machine. No model goes
+either (`models/` holds multi-GB GGUF and ONNX copies, fetched or made again where they are needed), nor the BM25
+index (rebuilt from the papers on first use). Snapshots from before this (with `chroma/` and `models/`) still restore.
+The repository holds `snapshots/<time>.tar.gz` (the newest KEEP) and `LATEST` naming the newest, both written in
+one commit.
 """
 
 from __future__ import annotations
 
 import io
-import shutil
+import json
 import sqlite3
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from copilot.store.db import Database
 
@@ -26,7 +35,9 @@ LATEST = "LATEST"
 FOLDER = "snapshots"
 DB_FILE = "copilot.db"
 CHROMA_DIR = "chroma"
-MODELS_DIR = "models"
+MODELS_DIR = "models"          # accepted from older snapshots on restore; never written
+VECTORS_FILE = "vectors.sqlite3"
+ROWS_PER_READ = 500
 
 
 class BackupError(RuntimeError):
@@ -83,31 +94,70 @@ def _copy_sqlite(source: Path, target: Path) -> None:
         src.close()
 
 
-def write_snapshot(data_dir: Path, archive: Path, with_chroma: bool = True) -> Path:
-    """The data dir's state as a .tar.gz at `archive`."""
+def _rows(collection) -> Iterator[tuple[str, str | None, dict | None, np.ndarray]]:
+    """Every item of a Chroma collection through its API: (id, document, metadata, embedding)."""
+    offset = 0
+    while True:
+        page = collection.get(include=["documents", "metadatas", "embeddings"], limit=ROWS_PER_READ, offset=offset)
+        if not page["ids"]:
+            return
+        yield from zip(page["ids"], page["documents"], page["metadatas"], page["embeddings"])
+        offset += len(page["ids"])
+
+
+def write_vector_rows(collections: dict[str, object], target: Path) -> int:
+    """The collections' rows into a new SQLite file; returns how many."""
+    out = sqlite3.connect(target)
+    written = 0
+    try:
+        out.execute("CREATE TABLE rows (collection TEXT NOT NULL, id TEXT NOT NULL, document TEXT, metadata TEXT,"
+                    " embedding BLOB NOT NULL, PRIMARY KEY (collection, id))")
+        for name, collection in collections.items():
+            for item_id, document, metadata, embedding in _rows(collection):
+                out.execute("INSERT INTO rows VALUES (?,?,?,?,?)",
+                            (name, item_id, document, json.dumps(metadata) if metadata else None,
+                             np.asarray(embedding, dtype=np.float32).tobytes()))
+                written += 1
+        out.commit()
+    finally:
+        out.close()
+    return written
+
+
+def read_vector_rows(source: Path, collection: str) -> Iterator[list[tuple[str, str | None, dict | None, np.ndarray]]]:
+    """A collection's rows from a snapshot's vectors file, ROWS_PER_READ at a time."""
+    db = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    try:
+        cursor = db.execute("SELECT id, document, metadata, embedding FROM rows WHERE collection = ? ORDER BY id",
+                            (collection,))
+        while batch := cursor.fetchmany(ROWS_PER_READ):
+            yield [(row[0], row[1], json.loads(row[2]) if row[2] else None, np.frombuffer(row[3], dtype=np.float32))
+                   for row in batch]
+    finally:
+        db.close()
+
+
+def write_snapshot(data_dir: Path, archive: Path, collections: dict[str, object] | None = None) -> Path:
+    """The data dir's state as a .tar.gz at `archive`: the app database and, given `collections` (name → Chroma
+    collection; None with a Chroma server, which keeps its own data), their rows. Nothing else."""
     data_dir = Path(data_dir)
     with tempfile.TemporaryDirectory(prefix="copilot-snapshot-") as tmp:
         staging = Path(tmp)
         if not (data_dir / DB_FILE).is_file():
             raise BackupError(f"no {DB_FILE} in {data_dir}: nothing to back up")
         _copy_sqlite(data_dir / DB_FILE, staging / DB_FILE)
-        chroma = data_dir / CHROMA_DIR
-        if with_chroma and chroma.is_dir():
-            for path in sorted(chroma.rglob("*")):
-                target = staging / CHROMA_DIR / path.relative_to(chroma)
-                if path.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                elif path.suffix == ".sqlite3":
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    _copy_sqlite(path, target)
-                elif path.is_file() and not path.name.endswith(("-wal", "-shm", "-journal")):
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(path, target)
-        if (data_dir / MODELS_DIR).is_dir():
-            shutil.copytree(data_dir / MODELS_DIR, staging / MODELS_DIR)
+        vacuum = sqlite3.connect(staging / DB_FILE)
+        try:
+            vacuum.execute("PRAGMA journal_mode = DELETE")
+            vacuum.execute("VACUUM")
+        finally:
+            vacuum.close()
+        if collections:
+            write_vector_rows(collections, staging / VECTORS_FILE)
         with tarfile.open(archive, "w:gz") as tar:
-            for child in sorted(staging.iterdir()):
-                tar.add(child, arcname=child.name)
+            for name in (DB_FILE, VECTORS_FILE):
+                if (staging / name).is_file():
+                    tar.add(staging / name, arcname=name)
     return archive
 
 
@@ -121,7 +171,7 @@ def extract_snapshot(archive: Path, data_dir: Path) -> None:
             target = (data_dir / member.name).resolve()
             if not (member.isfile() or member.isdir()) or not target.is_relative_to(root):
                 raise BackupError(f"the snapshot holds an entry that is not allowed: {member.name[:100]!r}")
-            if member.name.split("/")[0] not in (DB_FILE, CHROMA_DIR, MODELS_DIR):
+            if member.name.split("/")[0] not in (DB_FILE, VECTORS_FILE, CHROMA_DIR, MODELS_DIR):
                 raise BackupError(f"the snapshot holds an unknown entry: {member.name[:100]!r}")
         data_dir.mkdir(parents=True, exist_ok=True)
         tar.extractall(data_dir, members=members, filter="data")

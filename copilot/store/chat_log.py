@@ -86,6 +86,7 @@ class StoredTurn:
     retrieval_s: float | None
     raw: StoredAnswer
     thoughts: StoredAnswer
+    revealed_at: float | None = None   # when the sides were first shown (the vote, or a command printing them)
 
     def answer(self, kind: str) -> StoredAnswer:
         if kind == RAW:
@@ -101,13 +102,20 @@ class Vote:
     user: str
     choice: str                    # THOUGHTS | RAW | "tie" | "bad"
     label: str                     # "A" | "B" | "tie" | "bad": as the user saw it
-    voted_at: float
+    voted_at: float                # of the first vote
     changes: int
+    first_choice: str | None = None   # the comparison's first vote: the one the experiment counts
+    blind: bool | None = None      # the first vote was cast before the sides were shown (None: not recorded)
+
+    @property
+    def counted(self) -> bool:
+        """Whether the experiment's statistics count this comparison (its first vote, cast blind)."""
+        return self.blind is not False
 
 
 @dataclass(frozen=True)
 class ComparisonVote:
-    """A vote on a finished comparison, with the side the thought-augmented answer was shown on (for stats)."""
+    """The first vote on a finished comparison, with the side the thought-augmented answer was shown on (for stats)."""
     choice: str
     voted_at: float
     user: str
@@ -180,7 +188,16 @@ def _turn(row) -> StoredTurn:
         retrieval_s=row["retrieval_s"],
         raw=StoredAnswer(row["raw_answer"], row["raw_error"], row["raw_s"], _sources(row["raw_sources"])),
         thoughts=StoredAnswer(row["thoughts_answer"], row["thoughts_error"], row["thoughts_s"],
-                              _sources(row["thoughts_sources"])))
+                              _sources(row["thoughts_sources"])), revealed_at=row["revealed_at"])
+
+
+_VOTE_COLUMNS = "turn_id, user, choice, label, voted_at, changes, first_choice, blind"
+
+
+def _vote(row, prefix: str = "") -> Vote:
+    fields = {name: row[prefix + name] for name in _VOTE_COLUMNS.split(", ")}
+    fields["blind"] = None if fields["blind"] is None else bool(fields["blind"])
+    return Vote(**fields)
 
 
 def _job(row) -> ThoughtJob:
@@ -240,44 +257,62 @@ class ChatLog:
         rows = self.db.query("SELECT comparison, COUNT(*) AS n FROM chat_turns GROUP BY comparison")
         return {row["comparison"]: int(row["n"]) for row in rows}
 
+    def reveal(self, turn_id: str, at: float | None = None) -> None:
+        """Record that the turn's sides were shown (the first time only): a first vote after this is not blind."""
+        self.db.execute("UPDATE chat_turns SET revealed_at = COALESCE(revealed_at, ?) WHERE id = ?",
+                        (at or time.time(), turn_id))
+
     # --- votes
     def record_vote(self, turn_id: str, user: str, choice: str, label: str, at: float | None = None) -> str | None:
-        """Set the turn's vote (a change counts in `changes`) and log it; returns the previous choice."""
+        """Set the turn's vote (a change counts in `changes`; the first choice stays) and log it; the vote reveals
+        the sides. A first vote is blind when the sides had not been shown before it. Returns the previous choice."""
         now = at or time.time()
         with self.db.transaction() as tx:
             existing = tx.execute("SELECT choice FROM chat_votes WHERE turn_id = ?", (turn_id,)).fetchone()
             previous = existing[0] if existing else None
+            shown = tx.execute("SELECT revealed_at FROM chat_turns WHERE id = ?", (turn_id,)).fetchone()
+            blind = existing is None and shown is not None and shown[0] is None
             if existing is None:
-                tx.execute("INSERT INTO chat_votes (turn_id, user, choice, label, voted_at) VALUES (?,?,?,?,?)",
-                           (turn_id, user, choice, label, now))
+                tx.execute("INSERT INTO chat_votes (turn_id, user, choice, label, voted_at, first_choice, first_label,"
+                           " blind) VALUES (?,?,?,?,?,?,?,?)", (turn_id, user, choice, label, now, choice, label,
+                                                                 int(blind)))
             elif previous != choice:
                 tx.execute("UPDATE chat_votes SET choice = ?, label = ?, changed_at = ?, changes = changes + 1"
                            " WHERE turn_id = ?", (choice, label, now, turn_id))
-            tx.execute("INSERT INTO chat_vote_log (turn_id, user, choice, previous, at) VALUES (?,?,?,?,?)",
-                       (turn_id, user, choice, previous, now))
+            tx.execute("INSERT INTO chat_vote_log (turn_id, user, choice, previous, at, blind) VALUES (?,?,?,?,?,?)",
+                       (turn_id, user, choice, previous, now, int(blind)))
+            tx.execute("UPDATE chat_turns SET revealed_at = COALESCE(revealed_at, ?) WHERE id = ?", (now, turn_id))
         return previous
 
     def vote(self, turn_id: str) -> Vote | None:
-        row = self.db.query_one("SELECT turn_id, user, choice, label, voted_at, changes FROM chat_votes"
-                                " WHERE turn_id = ?", (turn_id,))
-        return Vote(**row) if row else None
+        row = self.db.query_one(f"SELECT {_VOTE_COLUMNS} FROM chat_votes v WHERE turn_id = ?", (turn_id,))
+        return _vote(row) if row else None
 
     def comparison_votes(self) -> list[ComparisonVote]:
-        """Votes on finished comparisons, oldest first."""
-        rows = self.db.query("SELECT v.choice, v.voted_at, v.user, t.side_a FROM chat_votes v"
-                             " JOIN chat_turns t ON t.id = v.turn_id WHERE t.comparison = 'yes' ORDER BY v.voted_at")
+        """The first vote of each finished comparison, oldest first, unless it was cast after the sides were shown
+        (a later change, or a vote after a reveal, never enters the experiment)."""
+        rows = self.db.query("SELECT COALESCE(v.first_choice, v.choice) AS choice, v.voted_at, v.user, t.side_a"
+                             " FROM chat_votes v JOIN chat_turns t ON t.id = v.turn_id"
+                             " WHERE t.comparison = 'yes' AND v.blind IS NOT 0 ORDER BY v.voted_at")
         return [ComparisonVote(**row) for row in rows]
 
+    def vote_counts(self) -> dict[str, int]:
+        """Votes on finished comparisons: all, first votes cast after the sides were shown (left out), votes whose
+        blindness was not recorded (cast before issue #41; counted), and votes changed after their first."""
+        row = self.db.query_one(
+            "SELECT COUNT(*) AS votes, COALESCE(SUM(v.blind = 0), 0) AS unblinded,"
+            " COALESCE(SUM(v.blind IS NULL), 0) AS blindness_unknown, COALESCE(SUM(v.changes > 0), 0) AS changed"
+            " FROM chat_votes v JOIN chat_turns t ON t.id = v.turn_id WHERE t.comparison = 'yes'")
+        return {key: int(row[key]) for key in ("votes", "unblinded", "blindness_unknown", "changed")}
+
     def voted_comparisons(self, since: float | None = None) -> list[tuple[StoredTurn, Vote]]:
-        """Finished comparisons with their current vote, voted at or after `since` (None: all), oldest vote first."""
+        """Finished comparisons with their vote, first voted at or after `since` (None: all), oldest vote first."""
+        columns = ", ".join(f"v.{c} AS vote_{c}" for c in _VOTE_COLUMNS.split(", "))
         rows = self.db.query(
-            "SELECT t.*, v.choice AS vote_choice, v.label AS vote_label, v.voted_at AS vote_at,"
-            " v.changes AS vote_changes, v.user AS vote_user FROM chat_votes v JOIN chat_turns t ON t.id = v.turn_id"
+            f"SELECT t.*, {columns} FROM chat_votes v JOIN chat_turns t ON t.id = v.turn_id"
             " WHERE t.comparison = 'yes' AND v.voted_at >= ? ORDER BY v.voted_at, t.id",
             (since if since is not None else float("-inf"),))
-        return [(_turn(row), Vote(turn_id=row["id"], user=row["vote_user"], choice=row["vote_choice"],
-                                  label=row["vote_label"], voted_at=row["vote_at"], changes=row["vote_changes"]))
-                for row in rows]
+        return [(_turn(row), _vote(row, "vote_")) for row in rows]
 
     # --- thought jobs
     def current_job(self, turn_id: str) -> ThoughtJob | None:

@@ -313,4 +313,24 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             created_at REAL NOT NULL
         )""",
     ]),
+    # Issue #41: the experiment counts each comparison's first vote, and only one cast blind. A turn records when its
+    # sides were first shown (the vote, or a command that printed them); a vote keeps its first choice beside the
+    # current one; `blind` is 1 for a first vote cast before the sides were shown, 0 after, NULL for votes cast
+    # before this was recorded (their blindness is not known).
+    ("trust_0001_blind_votes", [
+        "ALTER TABLE chat_turns ADD COLUMN revealed_at REAL",
+        "ALTER TABLE chat_votes ADD COLUMN first_choice TEXT",
+        "ALTER TABLE chat_votes ADD COLUMN first_label TEXT",
+        "ALTER TABLE chat_votes ADD COLUMN blind INTEGER",
+        "ALTER TABLE chat_vote_log ADD COLUMN blind INTEGER",
+        """UPDATE chat_votes SET first_choice = COALESCE(
+               (SELECT l.choice FROM chat_vote_log l WHERE l.turn_id = chat_votes.turn_id ORDER BY l.id LIMIT 1),
+               choice)""",
+        """UPDATE chat_votes SET first_label = CASE
+               WHEN first_choice = choice THEN label
+               WHEN first_choice IN ('tie', 'bad') THEN first_choice
+               WHEN first_choice = (SELECT t.side_a FROM chat_turns t WHERE t.id = chat_votes.turn_id) THEN 'A'
+               ELSE 'B' END""",
+        "UPDATE chat_turns SET revealed_at = (SELECT v.voted_at FROM chat_votes v WHERE v.turn_id = chat_turns.id)",
+    ]),
 ]

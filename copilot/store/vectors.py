@@ -196,6 +196,10 @@ class VectorStore:
 
 
 def _evidence(kind: str, item_id: str, doc: str | None, meta: dict | None, score: float) -> Evidence:
-    meta = meta or {}
-    title = str(meta.get("title", "")) if kind == "paper" else str(meta.get("question", ""))[:120]
-    return Evidence(id=item_id, kind=kind, title=title, text=doc or "", score=score, metadata=dict(meta))
+    """A thought has no title: the question it was made for is its author's alone (the Memory tab shows it to them
+    only), so it is neither its title nor in its metadata here — whoever retrieves the thought sees its text."""
+    meta = dict(meta or {})
+    if kind != "paper":
+        meta.pop("question", None)
+    title = str(meta.get("title", "")) if kind == "paper" else ""
+    return Evidence(id=item_id, kind=kind, title=title, text=doc or "", score=score, metadata=meta)

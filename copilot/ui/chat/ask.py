@@ -125,9 +125,22 @@ def reopen_view(services: Services, turn_id: str | None, request: gr.Request | N
     return notice, a, b, gr.update(visible=view.votable), status, view.turn_id
 
 
+QUOTED_ASKS_AT_ONCE = 4       # quoted answers at once: each is embedder work only (a few hundred ms of CPU)
+
+
 def asks_at_once(services: Services) -> int:
     """The local model answers one call at a time; an endpoint takes the configured concurrency."""
     return 1 if services.settings.llm_backend == "local" else services.settings.concurrency
+
+
+def ask_admission(services: Services) -> tuple[int, str]:
+    """(A/B asks run at once, the queue they wait in): admission by what a turn costs. On a profile whose model
+    writes nothing shown (tiny), an answer is quotes the embedder chose and calls no model, so several run at once
+    in a queue of their own; an answer the model writes waits in the queue the deep and SlimPLM answers share, one
+    at a time on the local model. The model itself serves one call at a time either way (its lock)."""
+    if not services.model_profile.writes:
+        return max(QUOTED_ASKS_AT_ONCE, asks_at_once(services)), "chat-quote"
+    return asks_at_once(services), "chat-ask"
 
 
 def build(services: Services) -> gr.Textbox:
@@ -164,9 +177,10 @@ def build(services: Services) -> gr.Textbox:
         return history_view(services, request)
 
     ask_outputs = [notice, answer_a, answer_b, vote_row, vote_status, turn_state, recent]
+    at_once, queue = ask_admission(services)
     for trigger in (ask_button.click, question.submit):    # the turn shown is what a follow-up refers to
-        trigger(ask, [question, personalize, turn_state], ask_outputs, concurrency_limit=asks_at_once(services),
-                concurrency_id="chat-ask").then(refresh_history, None, [history])
+        trigger(ask, [question, personalize, turn_state], ask_outputs, concurrency_limit=at_once,
+                concurrency_id=queue).then(refresh_history, None, [history])
     deep.wire(services, deep_button, question, turn_state, deep_parts, asks_at_once(services))
     return _wire_rest(services, question, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
                       (turn_bib, turn_bib_note, turn_bib_file), history,

@@ -198,11 +198,15 @@ def turn_outputs(view: TurnView, notice: str = "", lineage: Lineage | None = Non
     return "".join(parts), a_html, b_html
 
 
+CHANGE_KEPT = ("You can change it by clicking another button: a change decides which answer the turn's thought is made "
+               "from, but the comparison's statistics keep the first vote, the one cast before the sides were shown.")
+
+
 def vote_status_html(view: TurnView) -> str:
     if view.vote:
         return (f'<div class="chat-voted">Your vote: {escape(view.vote.shown)} — '
                 f'{escape(CHOICE_TEXT[view.vote.choice])}. '
-                "You can change it by clicking another button.</div>")
+                f"{escape(CHANGE_KEPT)}</div>")
     if view.votable:
         return '<div class="chat-voted">Not voted yet: which answer is better?</div>'
     return ""
@@ -222,7 +226,7 @@ def vote_recorded_html(result: dict) -> str:
     follows = ("No thought is made from this turn." if result["choice"] == "bad" else
                "A thought is being made from the preferred answer in the background.")
     return (f'<div class="chat-voted">Vote recorded: {escape(label)} — {escape(CHOICE_TEXT[result["choice"]])}'
-            f"{escape(changed)}. You can change it by clicking another button. {follows}</div>")
+            f"{escape(changed)}. {escape(CHANGE_KEPT)} {follows}</div>")
 
 
 def history_choices(rows: list[dict]) -> list[tuple[str, str]]:

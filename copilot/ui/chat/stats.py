@@ -46,7 +46,10 @@ def stats_html(stats: dict) -> str:
             ("No comparison: memory found nothing for the question", stats["no_comparison"]),
             ("No comparison: memory found something, but the answers came out the same", stats["same_answer"]),
             ("Failed turns", stats["failed_turns"]),
-            ("Comparisons not voted", stats["unvoted_comparisons"]), ("All turns", stats["turns"])]
+            ("Comparisons not voted", stats["unvoted_comparisons"]),
+            ("Votes cast after the sides were shown (left out)", stats["unblinded_votes_left_out"]),
+            ("Votes changed after the first (the first counts)", stats["votes_changed_after_first"]),
+            ("All turns", stats["turns"])]
     body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
     return (f'<p class="chat-stats-verdict">{escape(stats["verdict_text"])}</p>'
             f'<table class="chat-stats">{body}</table>')
