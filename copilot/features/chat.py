@@ -263,7 +263,7 @@ class Chat:
                       "same_answer": "both answers were the same (memory added nothing), so there was one answer",
                       "failed": "one of the answers failed", "pending": "the answers are not finished"}
             raise ChatError(f"this turn cannot be voted on: {reason.get(turn.comparison, turn.comparison)}")
-        label = _label(choice, turn.side_a)
+        label = choice if choice not in (THOUGHTS, RAW) else ("A" if choice == turn.side_a else "B")
         current = self.log.vote(turn_id)
         counted = current is None and turn.revealed_at is None   # the first vote, cast before the sides were shown
         if current is not None and THOUGHT_FROM[current.choice] != THOUGHT_FROM[choice]:
@@ -479,12 +479,6 @@ def _normalise_choice(choice: str, side_a: str) -> str:
     if value not in CHOICES:
         raise ChatError(f"choice must be one of {', '.join(CHOICES)} (or A/B), not {str(choice)[:40]!r}")
     return value
-
-
-def _label(choice: str, side_a: str) -> str:
-    if choice in (THOUGHTS, RAW):
-        return "A" if choice == side_a else "B"
-    return choice
 
 
 def chat_for(services: Services) -> Chat:

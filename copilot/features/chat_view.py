@@ -160,3 +160,4 @@ def same_answer(first: str, second: str) -> bool:
 
 def _rows(table: str) -> set[tuple[str, str]]:
     return {(row.paper_id, row.quote) for row in parse_table(table)}
+
