@@ -38,9 +38,9 @@ class FakeOpenAI:
     """A loopback OpenAI-compatible chat endpoint. The first path segment picks the behaviour:
     /ok/v1 streams a short answer; /echo400/v1 and /echo500/v1 answer an error whose body repeats the request's
     Authorization header (as careless proxies do); /echo_variants/v1 answers 400 with the key base64-encoded (the
-    whole header, so at an odd alignment), reversed and spaced out; /reply/v1 streams `reply`; /unauthorized/v1
-    answers 401; /garbage/v1 answers 200 with bytes that are not an event stream; /hang/v1 waits `hang_s` before
-    answering."""
+    whole header, so at an odd alignment), reversed and spaced out; /reply/v1 streams `reply` ("{n}" in it: the
+    request's number); /unauthorized/v1 answers 401; /garbage/v1 answers 200 with bytes that are not an event
+    stream; /hang/v1 waits `hang_s` before answering."""
 
     def __init__(self, hang_s: float = 5.0, reply: str = "") -> None:
         self.hang_s = hang_s
@@ -61,8 +61,11 @@ class FakeOpenAI:
                 echo = f"bad request from {self.headers.get('Authorization', '')} ({self.headers.get('User-Agent')})"
                 if mode == "ok":
                     return self._stream(["Retrieval ", "grounds the answer ", "in papers."])
-                if mode == "reply":  # streams `owner.reply` in pieces (e.g. hostile HTML for the browser tests)
-                    return self._stream([owner.reply[i:i + 20] for i in range(0, len(owner.reply), 20)])
+                if mode == "reply":  # streams `owner.reply` in pieces (e.g. hostile HTML for the browser tests); "{n}"
+                    # in it becomes the request's number, so the two answers of a comparison differ (identical ones
+                    # are shown as one answer and take no vote)
+                    text = owner.reply.replace("{n}", str(sum(r["mode"] == "reply" for r in owner.requests)))
+                    return self._stream([text[i:i + 20] for i in range(0, len(text), 20)])
                 if mode in ("echo400", "echo500"):
                     return self._json(400 if mode == "echo400" else 500,
                                       {"error": {"message": echo, "type": "invalid_request_error", "param": KEY}})

@@ -47,6 +47,8 @@ SOURCE_WEIGHT = 0.3           # share of the paper's own cosine added to its bes
 SECOND_WITHIN = 0.08          # a second sentence of a row must score at least its first minus this
 MAX_QUOTE_WORDS = quotes.MAX_SPAN_WORDS
 ROLE_BONUS = {"result": 0.05, "method": 0.04, "objective": 0.03, "other": 0.0}
+# a question about what a paper proposes or how it works: what the paper does first, then what it finds
+CONTRIBUTION_BONUS = {"objective": 0.06, "method": 0.06, "result": 0.02, "other": 0.0}
 NUMBER_BONUS = 0.06           # for a how-much / how-well question, a sentence that states a number
 ROLES = ("background", "objective", "method", "result", "other")
 GROUP_MIN_ROWS = 4
@@ -192,6 +194,16 @@ def asks_how_much(question: str) -> bool:
     return bool(_HOW_MUCH.search(question or ""))
 
 
+_CONTRIBUTION = re.compile(r"\b(?:propos\w*|introduc\w*|present\w*|contribut\w*|main idea|key idea|novel\w*|"
+                           r"how (?:does|do) (?:it|they|the (?:paper|method|approach|model|system)) work)\b"
+                           r"|\bwhat (?:does|did) (?:the paper|this paper|it|\S+) (?:do|study|address)\b", re.I)
+
+
+def asks_contribution(question: str) -> bool:
+    """Whether the question asks what a paper proposes or does (not what it finds)."""
+    return bool(_CONTRIBUTION.search(question or ""))
+
+
 def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Source],
                embed: Callable[[list[str]], np.ndarray], max_rows: int = MAX_ROWS,
                floor: float = ROW_FLOOR, learned_roles: bool = True) -> tuple[list[Row], np.ndarray | None]:
@@ -219,7 +231,8 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
             return [], None
     relevance = vectors @ np.asarray(question_vector, dtype=np.float32)
     numbers = asks_how_much(question)
-    scores = [float(r) + ROLE_BONUS.get(role, 0.0) + (NUMBER_BONUS if numbers and _NUMBER.search(span.text) else 0.0)
+    bonus = CONTRIBUTION_BONUS if asks_contribution(question) and not numbers else ROLE_BONUS
+    scores = [float(r) + bonus.get(role, 0.0) + (NUMBER_BONUS if numbers and _NUMBER.search(span.text) else 0.0)
               for r, (_, span, role) in zip(relevance, owned)]
     rows, row_vectors = [], []
     for index, source in enumerate(unique):
@@ -227,8 +240,12 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
         if not mine or (relevance[mine[0]] < floor and not names_paper(question, source)):
             continue
         best = mine[0]
-        chosen = [best] + [n for n in mine[1:2] if owned[n][2] == "result" and scores[n] >= scores[best] - SECOND_WITHIN
-                           and float(vectors[n] @ vectors[best]) < 0.9 and owned[best][2] != "result"]
+        if names_paper(question, source):     # the paper asked about: what it does, then what it finds
+            chosen = [best] + [n for n in mine[1:] if owned[n][2] == "result" != owned[best][2]][:1]
+        else:
+            chosen = [best] + [n for n in mine[1:2] if owned[n][2] == "result" and owned[best][2] != "result"
+                               and scores[n] >= scores[best] - SECOND_WITHIN
+                               and float(vectors[n] @ vectors[best]) < 0.9]
         chosen.sort(key=lambda n: owned[n][1].position)
         rows.append(Row(source, [owned[n][1] for n in chosen], float(relevance[best]),
                         scores[best] + SOURCE_WEIGHT * source.score, [owned[n][2] for n in chosen]))

@@ -126,7 +126,8 @@ THOUGHT_TEXT = ("Vision-language models answer a question better and faster when
                 "the question needs: semantic-guided visual selection picks those details before the language model "
                 "reads them.")
 THOUGHT_SOURCES = [("2503.11794", "paper"), ("2503.12446", "paper")]
-BLIND_REPLY = "Selecting the relevant regions helps [1][2]. Both sources agree on this [1]."  # neutral labels
+# neutral labels; "{n}" (the request's number) makes the two sides' answers differ, as a model's would
+BLIND_REPLY = "Selecting the relevant regions helps [1][2]. Both sources agree on this in answer {n} [1]."
 SHAPE = """(column) => {
   const answer = column.querySelector('.chat-answer');
   const elements = [answer, ...answer.querySelectorAll('*')];

@@ -82,7 +82,9 @@ def test_ten_sessions_ask_and_vote_at_once(app_server, preloaded, tmp_path):
         assert question(i) in result["answer"], f"session {i} did not get its own turn"
         others = [j for j in range(SESSIONS) if j != i and f"Session {j} asks" in result["answer"] + result["vote"]]
         assert not others, f"session {i} received the turn of sessions {others}"
-        assert "Vote recorded" in result["vote"], f"session {i}: {result['vote'][:300]}"
+        # a turn whose two answers came out the same is shown as one and takes no vote (issue #40)
+        same = "nothing new" in result["answer"]
+        assert ("Vote recorded" in result["vote"]) != same, f"session {i}: {result['vote'][:300]}"
         assert "This answer failed" not in result["answer"]
 
     with sqlite3.connect(data_dir / "copilot.db") as conn:
@@ -93,7 +95,9 @@ def test_ten_sessions_ask_and_vote_at_once(app_server, preloaded, tmp_path):
     by_turn = {t[0]: t for t in turns}
     for _turn_id, user, question_text, comparison in turns:
         assert question_text == question(int(user.removeprefix("user"))), "a turn was stored for the wrong user"
-        assert comparison == "yes"
-    assert sorted(v[0] for v in votes) == sorted(by_turn), "every vote in SQLite, exactly once"
+        assert comparison in ("yes", "same_answer")
+    compared = sorted(t[0] for t in turns if t[3] == "yes")
+    assert compared, "no session got a comparison to vote on"
+    assert sorted(v[0] for v in votes) == compared, "every vote in SQLite, exactly once"
     assert all(by_turn[turn_id][1] == user and label == "A" for turn_id, user, label in votes)
-    assert sorted(n for _, n in logged) == [1] * SESSIONS
+    assert sorted(n for _, n in logged) == [1] * len(compared)

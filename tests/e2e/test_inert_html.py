@@ -62,7 +62,7 @@ def assert_inert(page, where: str) -> None:
 
 def test_hostile_html_is_shown_as_text(app_server, preloaded, tmp_path, page):
     data_dir = hostile_dir(preloaded, tmp_path)
-    with FakeOpenAI(reply="Retrieval helps [2599.04242]. " + PAYLOAD) as llm:
+    with FakeOpenAI(reply="Retrieval helps [2599.04242] (answer {n}). " + PAYLOAD) as llm:
         url = app_server(env={"COPILOT_DATA_DIR": str(data_dir), "COPILOT_LLM": "openai",
                               "OPENAI_API_KEY": "sk-test-inert", "OPENAI_BASE_URL": llm.url("reply"),
                               "COPILOT_LLM_MODEL": "fake", "COPILOT_TOP_K": "4"})
