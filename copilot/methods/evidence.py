@@ -118,7 +118,10 @@ def roles_of(sentences: Sequence[str], vectors: np.ndarray | None = None,
         return cues
     learned = [role if role in ROLES else "other"
                for role in sentence_roles.classify(list(sentences), vectors=vectors, positions=positions)]
-    return ["background" if cue == "background" and not _RESULT.search(s) else role
+    # the cues' background stays background unless it states a result; a sentence that says what the paper does
+    # ("we propose …", "this paper presents …") is never dropped as background (the classifier's weakest role)
+    return ["background" if cue == "background" and not _RESULT.search(s)
+            else cue if role == "background" and cue in ("method", "objective") else role
             for s, cue, role in zip(sentences, cues, learned)]
 
 
