@@ -280,17 +280,19 @@ def reattribute(text: str, source_texts: Sequence[str]) -> tuple[str, list[tuple
 
 
 def check(text: str, *, allowed: Collection[str] | None, source_texts: Iterable[str] = (),
-          instructions: Iterable[str] = (), attribute: bool = False) -> Checked:
+          instructions: Iterable[str] = (), attribute: bool = False, loops: bool = True) -> Checked:
     """All checks, in the order that keeps the most of a good answer: loops first (a loop may contain bad
     citations many times), then echoes, citations and links. The sentinel passes untouched. `allowed=None`
     leaves citations to the caller (Trends and Profile check theirs against the papers they quoted).
-    `attribute` also moves [n] labels to the numbered source a sentence's words come from (see reattribute)."""
+    `attribute` also moves [n] labels to the numbered source a sentence's words come from (see reattribute);
+    `loops=False` skips the loop check (an evidence table's header line holds the title its quote may restate)."""
     original = (text or "").strip()
     if original == CANNOT_ANSWER:
         return Checked(original)
     result = Checked(original)
     result.text = _COPIED_SOURCE_TAG.sub(" ", result.text).strip()   # the prompt's quoting, copied by a small model
-    result.text, result.cut_loop = cut_loop(result.text)
+    if loops:
+        result.text, result.cut_loop = cut_loop(result.text)
     result.text, result.echoed = drop_echo(result.text, instructions)
     if allowed is not None:
         result.text, result.dropped_citations = drop_invalid_citations(result.text, allowed)

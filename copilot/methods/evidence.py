@@ -244,7 +244,8 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
             continue
         best = mine[0]
         if names_paper(question, source):     # the paper asked about: what it does, then what it finds
-            chosen = [best] + [n for n in mine[1:] if owned[n][2] == "result" != owned[best][2]][:1]
+            does = [n for n in mine if owned[n][2] in ("objective", "method")][:1]
+            chosen = (does + [n for n in mine if owned[n][2] == "result"][:1]) or [best]
         else:
             chosen = [best] + [n for n in mine[1:2] if owned[n][2] == "result" and owned[best][2] != "result"
                                and scores[n] >= scores[best] - SECOND_WITHIN

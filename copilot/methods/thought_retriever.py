@@ -25,6 +25,7 @@ from copilot.embed import Embedder
 from copilot.grounding import Checked, check
 from copilot.llm import LLM, Usage
 from copilot.methods import quotes
+from copilot.methods.evidence_text import is_table
 from copilot.methods.thought_drafts import (  # noqa: F401
     ECHO_NGRAM,
     LOOP_NGRAM,
@@ -416,7 +417,7 @@ def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
     attribute = not quotes.is_quoted_answer(text)
     return check(grounding.ids_to_labels(text, [item.id for item in items]),
                  allowed=[str(n) for n in range(1, len(items) + 1)], source_texts=[i.text for i in items],
-                 instructions=[prompts.CHAT_ANSWER.system], attribute=attribute)
+                 instructions=[prompts.CHAT_ANSWER.system], attribute=attribute, loops=not is_table(text))
 
 
 def labels_to_ids(text: str, items: Sequence[Evidence]) -> str:
