@@ -84,7 +84,7 @@ def test_a_certificate_nobody_trusts_is_a_sentence_not_an_exception(tls_cert, tm
             source(server.url, tmp_path, arxiv_retries=0).by_ids(["1605.08386"])
         assert "certificate" in str(raised.value) and "could not be verified" in str(raised.value)
         services = Services(make_settings(tmp_path / "data2", arxiv_api_url=server.url, arxiv_retries=0))
-        with pytest.raises(UserError, match="arXiv could not be reached: arXiv's certificate") as raised_ids:
+        with pytest.raises(UserError, match="arXiv could not be reached.*arXiv.s certificate") as raised_ids:
             library.import_ids(services, "1707.08567")
         assert "Error" not in str(raised_ids.value) and "Traceback" not in str(raised_ids.value)
         with pytest.raises(P.ProfileError, match="certificate"):

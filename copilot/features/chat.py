@@ -230,8 +230,9 @@ class Chat:
                 answer.error = answer.error or "interrupted before the answer was complete"
                 answer.done = True
         if turn.comparison == "pending":  # a same-items turn stays one (its single answer shows any error)
+            quoted = not self.services.model_profile.writes     # two quoted answers alike: nothing to compare
             turn.comparison = "failed" if any(a.error for a in turn.answers) else (
-                "same_answer" if same_answer(*(a.text for a in turn.answers)) else "yes")
+                "same_answer" if quoted and same_answer(*(a.text for a in turn.answers)) else "yes")
         outcomes = {a.kind: AnswerOutcome(a.text, a.error, a.seconds) for a in turn.answers}
         self.log.finish_turn(turn.id, turn.comparison, raw=outcomes.get(RAW), thoughts=outcomes.get(THOUGHTS))
         if turn.comparison != "yes":
