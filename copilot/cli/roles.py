@@ -56,15 +56,8 @@ def cmd_eval_roles(args: argparse.Namespace) -> int:
         report = roles_eval.evaluate(_embedder(), Path(args.data), Path(args.weights) if args.weights else None)
     except (roles_eval.RolesDataError, RoleModelError) as error:
         raise UserError(str(error)) from None
-    name = "roles-" + Path(args.data).resolve().stem
-    paths = roles_eval.write_outputs(report, load_settings().data_dir / "eval", name)
-    _to_stderr(roles_eval.markdown(report))
-    _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
-    if args.json:
-        print_json(report)
-    else:
-        print(roles_eval.markdown(report))
-    return 0
+    return _report(report, roles_eval, load_settings().data_dir / "eval", "roles-" + Path(args.data).resolve().stem,
+                   args.json)
 
 
 def cmd_eval_answers(args: argparse.Namespace) -> int:
@@ -91,14 +84,20 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
     report["meta"].update(questions=str(args.questions), paper_questions=str(args.paper_questions or ""),
                           questions_sha1=hashlib.sha1(Path(args.questions).read_bytes()).hexdigest()[:12],
                           corpus=str(corpus), first_papers=args.papers)
-    name = f"answers-{Path(args.questions).stem}-n{len(survey)}-p{len(papers)}"
-    paths = answers_eval.write_outputs(report, settings.data_dir / "eval", name)
-    _to_stderr(answers_eval.markdown(report))
+    return _report(report, answers_eval, settings.data_dir / "eval",
+                   f"answers-{Path(args.questions).stem}-n{len(survey)}-p{len(papers)}", args.json)
+
+
+def _report(report: dict, evaluation, folder: Path, name: str, as_json: bool) -> int:
+    """An evaluation's report written as JSON + Markdown under `folder`, its table on stderr, then on stdout the
+    one JSON object (--json) or the table."""
+    paths = evaluation.write_outputs(report, folder, name)
+    _to_stderr(evaluation.markdown(report))
     _to_stderr("wrote " + ", ".join(str(p) for p in paths.values()))
-    if args.json:
+    if as_json:
         print_json(report)
     else:
-        print(answers_eval.markdown(report))
+        print(evaluation.markdown(report))
     return 0
 
 
