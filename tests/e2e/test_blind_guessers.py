@@ -23,15 +23,24 @@ SEED_QUESTIONS = ["How do retrieval-augmented language models cite their sources
                   "What makes reasoning models overthink simple problems?",
                   "How are vision-language models evaluated on charts and documents?",
                   "Which methods make large language model inference cheaper?"]
+COMPARED_QUESTIONS = ["How do language models use retrieved documents when they answer questions?",
+                      "Which methods make reasoning in large language models more efficient?"]
 RAW_ID = re.compile(r"\[(?:\d{4}\.\d{4,5}(?:v\d+)?|T[0-9a-z]{6,}|\d{5,})\]|\b\d{4}\.\d{4,5}\b")
 REPORT = Path("/tmp/blind-guessers.json")
 # The columns' structure apart from the answer's own words: citation marks and line breaks are part of what the
 # answer says (the words and length guessers read those); everything else must be the same on both sides.
+# An evidence table's rows are elements of the answer's text: how many there are is what the answer says (the
+# thought side may hold more papers: issue #40), so inside the text only the kinds of element must be the same.
 STRUCTURE = """(column) => {
   const answer = column.querySelector('.chat-answer').cloneNode(true);
+  const describe = el => [el.tagName, [...el.attributes].map(a => a.name + '=' + (a.name === 'data-label' ? '?' :
+    a.value)).sort().join(' ')].join(' ');
+  const text = answer.querySelector('.chat-answer-text');
+  const kinds = text ? [...new Set([...text.querySelectorAll('*')].filter(el => !el.matches('.chat-cite, br'))
+    .map(describe))].sort() : [];
+  if (text) text.replaceChildren();
   answer.querySelectorAll('.chat-cite, br').forEach(el => el.remove());
-  return [answer, ...answer.querySelectorAll('*')].map(el => [el.tagName, el.children.length,
-    [...el.attributes].map(a => a.name + '=' + (a.name === 'data-label' ? '?' : a.value)).sort().join(' ')]);
+  return [kinds, ...[answer, ...answer.querySelectorAll('*')].map(el => [describe(el), el.children.length])];
 }"""
 
 
@@ -45,7 +54,32 @@ def thoughts_by_the_packaged_model(preloaded, tmp_path) -> tuple[str, list[str]]
         chat.ask(question, "local", wait=True)
     texts = [t["text"] for t in chat.memory.list(20, user="local")]
     assert texts, "the packaged model's turns left no thought to compare with"
-    return str(data_dir), texts
+    compared = [q for q in COMPARED_QUESTIONS if thought_with_a_new_row(chat.services, q, top_k=4)]
+    assert compared, "no paper outside the pool clears the floor for any question"
+    return str(data_dir), compared + texts
+
+
+def thought_with_a_new_row(services: Services, question: str, top_k: int) -> bool:
+    """Add a thought on `question` resting on a paper that the plain retrieval leaves out of the table's pool but
+    whose own sentences clear the table's floor: the thought side then holds a row the papers-only side lacks, so
+    the turn is a real comparison (a thought that re-quotes the same papers gives one answer: issue #40)."""
+    from copilot.features.answers import evidence_rows
+    from copilot.features.evidence_search import table_paper_hits
+    from copilot.records import Evidence
+
+    embedding = services.embedder.embed_one(question)
+    hits = table_paper_hits(services, question, embedding, round(1.5 * top_k))
+    pool = {pid for pid, _ in hits}
+    if not evidence_rows(services, question, [Evidence(pid, "paper", "", "", score) for pid, score in hits]):
+        return False              # the papers-only side would be the no-answer line: a question of another kind
+    for hit in services.store.search("paper", embedding, 40):
+        if hit.id in pool:
+            continue
+        if evidence_rows(services, question, [Evidence(hit.id, "paper", hit.title, hit.text, hit.score)]):
+            Chat(services).memory.add(question, [(hit.id, "paper")], origin="test", user="local",
+                                      check_redundant=False)
+            return True
+    return False
 
 
 def read_turn(page) -> dict:
@@ -97,7 +131,7 @@ def test_guessers_cannot_tell_the_thought_side_before_the_vote(app_server, prelo
     # a thought's own words make it the nearest item; two thoughts' words together also reach papers the plain
     # retrieval of those words misses, so the two answers differ (a turn whose answers come out the same is shown
     # as one and has nothing to guess: issue #40)
-    texts = [" ".join(text[:300].split()) for text in thought_texts[:4]]
+    texts = [" ".join(text[:300].split()) for text in thought_texts[:6]]
     mixed = [" ".join(f"{a[:150]} {b[:150]}".split()) for a, b in zip(texts, texts[1:] + texts[:1]) if a != b]
     for question in texts + mixed:
         if len(turns) >= 3:
@@ -106,7 +140,8 @@ def test_guessers_cannot_tell_the_thought_side_before_the_vote(app_server, prelo
         # this turn's notice (the last turn's time and vote buttons are still on the page until it replaces them)
         expect(page.locator("#chat-notice .chat-question")).to_contain_text(question[:60], timeout=120_000)
         expect(page.locator("#chat-notice .chat-time")).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
-        if page.locator("#chat-vote-row").is_visible():
+        page.wait_for_timeout(1000)          # the columns and the vote row settle after the notice
+        if page.locator("#chat-vote-row").is_visible() and page.locator("#chat-answer-b .chat-answer-text").count():
             turns.append(read_turn(page))
     assert turns, "no compared turn: the thoughts were never retrieved"
     picked = [guesses(turn) for turn in turns]
