@@ -215,17 +215,29 @@ def parameters_in_name(name: str) -> int | None:
 def reported_model_ids(settings) -> list[str]:
     """The model ids the endpoint lists at /models (llama_cpp.server: the GGUF's path; vLLM, Ollama: the name), in a
     few seconds at most; [] when it lists none or cannot be asked."""
+    import threading
+
     import httpx
 
     base = (settings.openai_base_url or "https://api.openai.com/v1").rstrip("/")
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
-    try:
-        reply = httpx.get(f"{base}/models", headers={"Authorization": f"Bearer {key}"} if key else {},
-                          timeout=ENDPOINT_LOOKUP_S)
-        reply.raise_for_status()
-        return [str(item["id"]) for item in reply.json().get("data", []) if isinstance(item, dict) and "id" in item]
-    except (httpx.HTTPError, ValueError, KeyError, AttributeError):
-        return []
+    found: list[str] = []
+
+    def ask() -> None:
+        try:
+            reply = httpx.get(f"{base}/models", headers={"Authorization": f"Bearer {key}"} if key else {},
+                              timeout=ENDPOINT_LOOKUP_S)
+            reply.raise_for_status()
+            found.extend(str(item["id"]) for item in reply.json().get("data", [])
+                         if isinstance(item, dict) and "id" in item)
+        except (httpx.HTTPError, ValueError, KeyError, AttributeError):
+            pass
+
+    # a deadline for the whole lookup: a server that drips its answer never trips httpx's per-read timeout
+    worker = threading.Thread(target=ask, daemon=True, name="endpoint-models")
+    worker.start()
+    worker.join(ENDPOINT_LOOKUP_S)
+    return list(found) if not worker.is_alive() else []
 
 
 def profile_of_endpoint(settings, reported: list[str] | None = None) -> ModelProfile:

@@ -45,7 +45,9 @@ def test_the_openai_backend_over_https_with_a_real_server(tls_cert, tmp_path):
 @pytest.mark.parametrize("drip", [False, True], ids=["silent", "dripping"])
 def test_an_endpoint_whose_tls_handshake_never_finishes_meets_the_deadline(tmp_path, drip):
     with stalled_handshake(drip=drip) as server:
-        services = openai_services(tmp_path, f"https://127.0.0.1:{server.port}/v1", llm_retries=2, llm_timeout=2.0)
+        # the model's size given: no /models lookup first (it has its own deadline), only the call is timed
+        services = openai_services(tmp_path, f"https://127.0.0.1:{server.port}/v1", llm_retries=2, llm_timeout=2.0,
+                                   llm_parameters="135M")
         started = time.monotonic()
         with pytest.raises(LLMError, match="did not") as caught:
             services.llm.complete(PROMPT.render(), max_tokens=8)
