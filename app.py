@@ -28,7 +28,7 @@ def main() -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
-    from copilot.features import backup, library
+    from copilot.features import backup, library, sentence_prefill
     from copilot.scheduler import IngestScheduler
     from copilot.services import Services
     from copilot.ui.main import build_ui, launch_options
@@ -39,6 +39,8 @@ def main() -> int:
 
         choose_local_model(settings)         # a Hub reference is fetched now (progress on stderr), or falls back
     services = Services(settings)
+    services.after_papers_written = lambda: sentence_prefill.start_in_background(services)
+    sentence_prefill.start_in_background(services)      # papers imported by the CLI or before this version
     threading.Thread(target=resume_thought_jobs, args=(services,), name="resume-thought-jobs", daemon=True).start()
     scheduler = None
     if settings.scheduler:

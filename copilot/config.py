@@ -121,6 +121,9 @@ class Settings(BaseSettings):
     ingest_days: int = Field(2, ge=1, le=365, description="Days back the scheduled ingestion looks.")
     ingest_max_papers: int = Field(2000, ge=1, description="Most papers one scheduled ingestion fetches.")
     scheduler: bool = Field(True, description="Run the daily ingestion inside the app process.")
+    sentence_prefill: bool = Field(
+        True, description="The app embeds the papers' quotable sentences in the background, at the lowest CPU "
+        "priority, at start and after each ingestion, so an answer looks them up (`python -m copilot sentences`).")
 
     # --- chat and retrieval
     top_k: int = Field(8, ge=1, le=100, description="Items retrieved per question (Thought-Retriever K).")

@@ -17,8 +17,12 @@ import threading
 import warnings
 from collections import OrderedDict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from copilot.store.sentence_vectors import SentenceVectors
 
 log = logging.getLogger(__name__)
 BACKENDS = ("torch", "onnx", "onnx-int8")
@@ -133,18 +137,23 @@ class Embedder:
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
 
-    def embed_cached(self, texts: list[str]) -> np.ndarray:
-        """`embed` through a bounded per-process cache keyed by the text: the sentences of a stored abstract are
-        embedded once, not once per answer. A quoted answer embeds every sentence of its ~8 sources (about 80), and
-        the two sides and the next users' questions mostly share them: 20 users asking at once were CPU-bound on
-        those repeats (issue #41 item 7)."""
+    def embed_cached(self, texts: list[str], stored: SentenceVectors | None = None) -> np.ndarray:
+        """`embed` through a bounded per-process cache keyed by the text, and then through `stored` (vectors kept on
+        disk, see store.sentence_vectors), which also keeps what had to be embedded: the sentences of a stored
+        abstract are embedded once, not once per answer. A quoted answer embeds the candidate sentences of its ~12
+        sources, and the two sides and the next users' questions mostly share them: 20 users asking at once were
+        CPU-bound on those repeats (issue #41 item 7)."""
         cache = self.__dict__.setdefault("_sentence_cache", OrderedDict())
         lock = self.__dict__.setdefault("_sentence_lock", threading.Lock())
         with lock:
             missing = list(dict.fromkeys(t for t in texts if t not in cache))
-        fresh = self.embed(missing) if missing else np.zeros((0, 0), dtype=np.float32)
+        known = stored.get(self.name, missing) if stored is not None and missing else {}
+        to_embed = [t for t in missing if t not in known]
+        fresh = self.embed(to_embed) if to_embed else np.zeros((0, 0), dtype=np.float32)
+        if stored is not None and to_embed:
+            stored.put(self.name, to_embed, fresh)
         with lock:
-            for text, vector in zip(missing, fresh):
+            for text, vector in [*known.items(), *zip(to_embed, fresh)]:
                 cache[text] = vector
             while len(cache) > SENTENCE_CACHE:
                 cache.popitem(last=False)

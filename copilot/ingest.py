@@ -65,12 +65,14 @@ class Ingestor:
     _running = threading.Lock()
 
     def __init__(self, db: Database, store: VectorStore, embedder: Embedder, batch_size: int = 64,
-                 lexical: LexicalIndex | None = None) -> None:
+                 lexical: LexicalIndex | None = None, after_write: Callable[[], object] | None = None) -> None:
+        """`after_write` is called after a run that added or changed papers (the app starts its sentence filler)."""
         self.runs = RunLog(db)
         self.store = store
         self.embedder = embedder
         self.batch_size = batch_size
         self.lexical = lexical
+        self.after_write = after_write
 
     @classmethod
     def busy(cls) -> bool:
@@ -107,6 +109,8 @@ class Ingestor:
         finally:
             self._update_lexical(counts)
             self._running.release()
+            if self.after_write and counts and (counts.added or counts.updated):
+                self.after_write()
 
     def _update_lexical(self, counts: IngestCounts | None) -> None:
         """Keep the lexical index in step with what this run wrote. A failure here loses nothing: the next

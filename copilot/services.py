@@ -10,6 +10,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from functools import cached_property
 
+import numpy as np
+
 from copilot.config import Settings, load_settings
 from copilot.embed import Embedder
 from copilot.llm import LLM, Backend, build_llm
@@ -28,6 +30,8 @@ from copilot.store.gor_cache import GoRCache
 from copilot.store.lexical import LexicalIndex
 from copilot.store.profiles import ProfileStore
 from copilot.store.runs import RunLog
+from copilot.store.sentence_vectors import FILE_NAME as SENTENCE_VECTORS_FILE
+from copilot.store.sentence_vectors import SentenceVectors
 from copilot.store.slim_log import SlimLog
 from copilot.store.thoughts import ThoughtStore
 from copilot.store.vectors import VectorStore, chroma_client, reopened_client
@@ -82,6 +86,7 @@ class Services:
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._llm_backend = llm_backend
+        self.after_papers_written: Callable[[], object] | None = None    # the app: start the sentence filler
 
     @cached_property
     def db(self) -> Database:
@@ -158,6 +163,15 @@ class Services:
     def embedder(self) -> Embedder:
         return Embedder(self.settings.embed_model, batch_size=self.settings.embed_batch_size,
                         backend=self.settings.embed_backend, models_dir=self.settings.data_dir / "models")
+
+    @cached_property
+    def sentence_vectors(self) -> SentenceVectors:
+        return SentenceVectors(self.settings.data_dir / SENTENCE_VECTORS_FILE)
+
+    def embed_sentences(self, texts: list[str]) -> np.ndarray:
+        """Vectors of abstracts' sentences: from memory, then the data dir's sentence store, embedding (and keeping)
+        only what neither holds."""
+        return self.embedder.embed_cached(texts, stored=self.sentence_vectors)
 
     @cached_property
     def llm(self) -> LLM:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -60,6 +61,27 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sentences(args: argparse.Namespace) -> int:
+    from copilot.features import sentence_prefill
+
+    if args.background:
+        os.nice(19)          # only what the app's asks and pages leave
+    services = Services()
+    with sentence_prefill.only_one(services) as alone:
+        if not alone:
+            if not args.background:
+                raise UserError("another process is filling this library's sentence vectors; try again later")
+            return 0
+        counts = sentence_prefill.fill(services)
+    result = counts.as_dict()
+    if args.json:
+        print_json(result)
+    elif not args.background:
+        print("papers {papers}: {already} done before, {filled} done now ({sentences} sentences, {seconds} s)"
+              .format(**result))
+    return 0
+
+
 def add_library_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import", help="import a JSON-lines snapshot of arXiv papers")
     p.add_argument("path", help="snapshot file (daily-listing or Kaggle arxiv-metadata-oai-snapshot schema)")
@@ -72,6 +94,11 @@ def add_library_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--categories", default=None, help="comma-separated categories (default COPILOT_CATEGORIES)")
     p.add_argument("--json", action="store_true", help="print counts as JSON")
     p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("sentences", help="embed the papers' quotable sentences now, so answers look them up")
+    p.add_argument("--background", action="store_true", help="lowest CPU priority, quiet; exit if one runs already")
+    p.add_argument("--json", action="store_true", help="print counts as JSON")
+    p.set_defaults(func=cmd_sentences)
 
     p = sub.add_parser("status", help="corpus size, last and next ingestion, models")
     p.add_argument("--json", action="store_true", help="print one JSON object")

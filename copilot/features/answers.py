@@ -77,12 +77,12 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str =
 
 def evidence_rows(services: Services, question: str, items: Sequence[Evidence]) -> list[evidence.Row]:
     """The table's rows for `question` over the retrieved `items` (grouped where they fall apart clearly)."""
-    embed = services.embedder.embed_cached       # the two sides of a turn quote mostly the same abstracts
-    question_vector = embed([question])[0]
+    question_vector = services.embedder.embed_cached([question])[0]    # the turn's two sides ask it twice
     sources = table_sources(services, items, question, question_vector)
     if not sources:
         return []
-    rows, vectors = evidence.build_rows(question, question_vector, sources, embed,
+    # the sources are papers only: their sentences may be kept on disk (a question or a thought's text never is)
+    rows, vectors = evidence.build_rows(question, question_vector, sources, services.embed_sentences,
                                         learned_roles=sentence_roles.trained_for(services.embedder.name))
     evidence.group_rows(rows, vectors, question)
     return rows

@@ -138,7 +138,7 @@ class Chat:
             raise ChatError("The library is empty: import papers first (Library tab, or `python -m copilot import`).")
         _ = self.services.embedder.dimension   # loads the model once per process, outside the retrieval timing
         started = time.perf_counter()
-        embedding = self.services.embedder.embed_one(text)
+        embedding = self.services.embedder.embed_cached([text])[0]    # retrieval and the table embed it once
         found = self._retrieve(text, embedding, user)
         retrieval_s = time.perf_counter() - started
         side_a = _sides.choice((THOUGHTS, RAW))

@@ -35,7 +35,7 @@ def check_may_change(services: Services, user: str | None) -> None:
 
 def ingestor(services: Services) -> Ingestor:
     return Ingestor(services.db, services.store, services.embedder, batch_size=services.settings.embed_batch_size,
-                    lexical=services.lexical)
+                    lexical=services.lexical, after_write=services.after_papers_written)
 
 
 def import_snapshot(services: Services, path: Path, limit: int | None = None,

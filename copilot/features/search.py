@@ -130,7 +130,7 @@ def _filtered_ids(services: Services, start: date | None, end: date | None, cate
 
 
 def _by_meaning(services: Services, query: str, allowed: set[str] | None) -> list[str]:
-    vector = services.embedder.embed_one(query)
+    vector = services.embedder.embed_cached([query])[0]     # Chat's table search embeds the question it asks
     restrict = sorted(allowed) if allowed is not None else None
     items = services.store.search("paper", vector, LIST_DEPTH, ids=restrict)
     return [item.id for item in items]

@@ -207,6 +207,17 @@ def asks_contribution(question: str) -> bool:
     return bool(_CONTRIBUTION.search(question or ""))
 
 
+def candidate_spans(abstract: str) -> list[tuple[Span, str, float]]:
+    """The spans of an abstract a row may quote, with their cue role and relative place in the abstract (0 first, 1
+    last): quotable, not background by their cues, at most MAX_SPANS_PER_PAPER (objective, method, result first).
+    Their vectors are what a table embeds, so `python -m copilot sentences` stores these in advance."""
+    spans = spans_of(abstract)
+    kept = [(span, role) for span, role in zip(spans, cue_roles([s.text for s in spans]))
+            if role != "background" and quotable(span)]
+    kept = sorted(kept, key=lambda pair: (_ROLE_ORDER.get(pair[1], 3), pair[0].position))[:MAX_SPANS_PER_PAPER]
+    return [(span, role, span.position / max(len(spans) - 1, 1)) for span, role in kept]
+
+
 def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Source],
                embed: Callable[[list[str]], np.ndarray], max_rows: int = MAX_ROWS,
                floor: float = ROW_FLOOR, learned_roles: bool = True) -> tuple[list[Row], np.ndarray | None]:
@@ -216,12 +227,9 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     owned: list[tuple[int, Span, str]] = []
     places: list[float] = []
     for index, source in enumerate(unique):
-        spans = spans_of(source.abstract)
-        kept = [(span, role) for span, role in zip(spans, cue_roles([s.text for s in spans]))
-                if role != "background" and quotable(span)]
-        kept = sorted(kept, key=lambda pair: (_ROLE_ORDER.get(pair[1], 3), pair[0].position))[:MAX_SPANS_PER_PAPER]
-        owned += [(index, span, role) for span, role in kept]
-        places += [span.position / max(len(spans) - 1, 1) for span, _ in kept]
+        for span, role, place in candidate_spans(source.abstract):
+            owned.append((index, span, role))
+            places.append(place)
     if not owned:
         return [], None
     vectors = np.asarray(embed([span.text for _, span, _ in owned]), dtype=np.float32)

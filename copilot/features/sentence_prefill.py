@@ -1,0 +1,87 @@
+"""Sentence vectors made in advance: the quotable sentences of every paper (methods.evidence.candidate_spans),
+embedded and kept in store.sentence_vectors, so the evidence table of an answer looks them up instead of embedding
+them while the user waits (issue #41 item 7).
+
+The app starts `python -m copilot sentences --background` as a separate process at start and after each of its
+ingestion runs: it runs at the lowest CPU priority (nice 19), so it takes only what asks and pages leave; one runs
+per data dir at a time (a file lock); an answer that needs a sentence not yet done embeds and keeps it itself.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+from copilot.methods.evidence import candidate_spans
+from copilot.services import Services
+
+log = logging.getLogger(__name__)
+PAPERS_PER_BATCH = 64
+LOCK_FILE = "sentence-prefill.lock"
+
+
+@dataclass
+class Filled:
+    papers: int = 0          # papers in the library
+    already: int = 0         # of them, done before this run
+    filled: int = 0          # done by this run
+    sentences: int = 0       # sentences this run looked up or embedded
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def fill(services: Services, progress: Callable[[Filled], None] | None = None) -> Filled:
+    """Store the vectors of every paper's quotable sentences that are not stored yet."""
+    started = time.monotonic()
+    model = services.embedder.name
+    ids = [row.id for row in services.catalog.rows()]
+    counts = Filled(papers=len(ids))
+    for start in range(0, len(ids), PAPERS_PER_BATCH):
+        papers = services.store.get_papers(ids[start:start + PAPERS_PER_BATCH])
+        done = services.sentence_vectors.papers_done(model, [(p.id, p.abstract) for p in papers])
+        todo = [p for p in papers if p.id not in done]
+        counts.already += len(papers) - len(todo)
+        texts = [span.text for paper in todo for span, _, _ in candidate_spans(paper.abstract)]
+        if texts:
+            services.embedder.embed_cached(texts, stored=services.sentence_vectors)
+        services.sentence_vectors.mark_done(model, [(p.id, p.abstract) for p in todo])
+        counts.filled += len(todo)
+        counts.sentences += len(texts)
+        if progress:
+            progress(counts)
+    counts.seconds = round(time.monotonic() - started, 2)
+    return counts
+
+
+@contextmanager
+def only_one(services: Services) -> Iterator[bool]:
+    """True inside when no other process fills this data dir's sentence vectors now."""
+    with open(services.settings.data_dir / LOCK_FILE, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
+def start_in_background(services: Services) -> subprocess.Popen | None:
+    """Start the filling process (lowest priority) unless the settings turn it off; the app does not wait for it."""
+    if not services.settings.sentence_prefill:
+        return None
+    env = {**os.environ, "COPILOT_DATA_DIR": str(services.settings.data_dir)}
+    try:
+        return subprocess.Popen([sys.executable, "-m", "copilot", "sentences", "--background"], env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+    except OSError as error:      # answers still work: they embed what they need
+        log.warning("sentence vectors not prefilled: %s", error)
+        return None

@@ -1,0 +1,145 @@
+"""Sentence vectors kept on disk (issue #41 item 7): an answer looks up its candidate sentences instead of embedding
+them; the app fills them in the background at the lowest priority; they never hold a question and never leave in a
+backup."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from copilot.features import answers, sentence_prefill
+from copilot.features.chat import Chat
+from copilot.features.library import ingestor
+from copilot.methods.evidence import candidate_spans
+from copilot.services import Services
+from copilot.store.sentence_vectors import FILE_NAME, SentenceVectors
+from tests.conftest import ROOT, import_papers, make_settings, sample_papers
+
+
+def test_the_store_reads_back_what_it_kept_and_misses_other_models_and_changed_papers(tmp_path):
+    store = SentenceVectors(tmp_path / FILE_NAME)
+    vectors = np.random.default_rng(3).standard_normal((3, 384)).astype(np.float32)
+    texts = ["We propose a sparse cache.", "It saves 80% of memory.", "Results hold on four tasks."]
+    store.put("model-a", texts, vectors)
+    again = SentenceVectors(tmp_path / FILE_NAME).get("model-a", texts + ["Never stored."])
+    assert set(again) == set(texts) and all(np.array_equal(again[t], v) for t, v in zip(texts, vectors))
+    assert store.get("model-b", texts) == {} and store.count("model-a") == 3
+    store.mark_done("model-a", [("2501.00001", "abstract one"), ("2501.00002", "abstract two")])
+    assert store.papers_done("model-a", [("2501.00001", "abstract one"), ("2501.00002", "changed abstract"),
+                                         ("2501.00003", "x")]) == {"2501.00001"}
+
+
+def test_an_answer_reads_kept_vectors_without_embedding_and_keeps_what_it_embedded(tmp_path, monkeypatch):
+    """The first process embeds a table's sentences and keeps them; a second process (a restart) builds the same
+    table reading them, embedding only the question."""
+    settings = make_settings(tmp_path / "data")
+    first = Services(settings)
+    import_papers(first, 40)
+    question = "Which methods make retrieval-augmented generation more efficient?"
+    items = Chat(first)._retrieve(question, first.embedder.embed_one(question), "u").raw
+    table = "".join(answers.quoted_answer(first, question, items))
+    assert first.sentence_vectors.count(first.embedder.name) > 0
+
+    second = Services(settings)
+    embedded: list[str] = []
+    real = second.embedder.embed
+    monkeypatch.setattr(second.embedder, "embed", lambda texts: embedded.extend(texts) or real(texts))
+    assert "".join(answers.quoted_answer(second, question, items)) == table
+    assert embedded == [question]                  # the question, never kept on disk
+    assert second.sentence_vectors.get(second.embedder.name, [question]) == {}
+
+
+def test_fill_stores_every_papers_quotable_sentences_once_and_again_after_a_change(services):
+    papers = import_papers(services, 30)
+    counts = sentence_prefill.fill(services)
+    spans = {span.text for p in papers for span, _, _ in candidate_spans(p.abstract)}
+    assert (counts.papers, counts.already, counts.filled) == (30, 0, 30)
+    assert services.sentence_vectors.count(services.embedder.name) == len(spans)
+    assert len(services.sentence_vectors.get(services.embedder.name, list(spans))) == len(spans)
+    assert sentence_prefill.fill(services).filled == 0            # nothing left to do
+
+    changed = papers[0]
+    changed.abstract = "We propose a new sentence cache. It cuts answer time by half on two cores."
+    changed.version += 1
+    ingestor(services).run("test", [changed])
+    again = sentence_prefill.fill(services)
+    assert (again.already, again.filled) == (29, 1)
+    assert services.sentence_vectors.get(services.embedder.name, ["We propose a new sentence cache."])
+
+
+def test_an_ingestion_that_writes_papers_calls_the_apps_hook_and_one_that_changes_nothing_does_not(services):
+    calls: list[str] = []
+    services.after_papers_written = lambda: calls.append("written")
+    papers = sample_papers(5)
+    ingestor(services).run("test", papers)
+    ingestor(services).run("test", papers)       # unchanged: nothing to embed
+    assert calls == ["written"]
+
+
+def _cli(data_dir, *args):
+    env = {**os.environ, "COPILOT_DATA_DIR": str(data_dir), "COPILOT_LLM": "local"}
+    return subprocess.run([sys.executable, "-m", "copilot", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_sentences_command_fills_the_library_and_a_second_one_waits_its_turn(settings, services):
+    import fcntl
+
+    import_papers(services, 12)
+    with open(settings.data_dir / sentence_prefill.LOCK_FILE, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        busy = _cli(settings.data_dir, "sentences", "--json")
+        quiet = _cli(settings.data_dir, "sentences", "--background")
+    assert busy.returncode == 2 and "another process" in busy.stderr and not busy.stdout
+    assert quiet.returncode == 0 and not quiet.stdout            # the app's filler leaves quietly
+    done = _cli(settings.data_dir, "sentences", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["filled"] == 12
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_app_starts_the_filler_at_the_lowest_priority_unless_turned_off(tmp_path, enabled):
+    services = Services(make_settings(tmp_path / "data", sentence_prefill=enabled))
+    import_papers(services, 6)
+    process = sentence_prefill.start_in_background(services)
+    if not enabled:
+        assert process is None
+        return
+    assert process is not None
+    try:
+        nice = None
+        for _ in range(50):      # read the child's priority while it runs (field 19 of /proc/PID/stat)
+            try:
+                nice = int(open(f"/proc/{process.pid}/stat").read().rsplit(")", 1)[1].split()[16])
+            except (FileNotFoundError, ProcessLookupError):
+                break
+            if nice == 19:
+                break
+            time.sleep(0.1)
+        assert process.wait(timeout=240) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert nice == 19
+    assert sentence_prefill.fill(services).filled == 0
+
+
+def test_a_backup_leaves_the_sentence_vectors_behind(services, tmp_path):
+    import tarfile
+
+    from copilot.store.backup import write_snapshot
+    from copilot.store.vectors import PAPERS, THOUGHTS
+
+    import_papers(services, 8)
+    sentence_prefill.fill(services)
+    assert (services.settings.data_dir / FILE_NAME).stat().st_size > 0
+    archive = write_snapshot(services.settings.data_dir, tmp_path / "snapshot.tar.gz",
+                             {PAPERS: services.store.papers, THOUGHTS: services.store.thoughts})
+    with tarfile.open(archive) as tar:
+        assert sorted(tar.getnames()) == ["copilot.db", "vectors.sqlite3"]
