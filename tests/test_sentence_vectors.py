@@ -143,3 +143,26 @@ def test_a_backup_leaves_the_sentence_vectors_behind(services, tmp_path):
                              {PAPERS: services.store.papers, THOUGHTS: services.store.thoughts})
     with tarfile.open(archive) as tar:
         assert sorted(tar.getnames()) == ["copilot.db", "vectors.sqlite3"]
+
+
+def test_the_apps_filler_ends_with_the_app(tmp_path):
+    """The background filler stops between batches once the process that started it is gone (a test's app, a
+    restarted Space), instead of filling a data dir nobody serves."""
+    settings = make_settings(tmp_path / "data")
+    import_papers(Services(settings), 200)
+    env = {**os.environ, "COPILOT_DATA_DIR": str(settings.data_dir), "COPILOT_LLM": "local"}
+    starter = subprocess.Popen(   # a parent that starts the filler and dies at once
+        [sys.executable, "-c", "import os, subprocess, sys; p = subprocess.Popen([sys.executable, '-m', 'copilot', "
+         "'sentences', '--background', '--parent', str(os.getpid())]); print(p.pid, flush=True)"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    child = int(starter.stdout.readline())
+    starter.wait(timeout=30)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{child}") and \
+            open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.5)
+    left = sentence_prefill.fill(Services(settings), stop=lambda: True)
+    assert left.filled == 0
+    done = SentenceVectors(settings.data_dir / FILE_NAME).papers_done(
+        Services(settings).embedder.name, [(p.id, p.abstract) for p in sample_papers(200)])
+    assert len(done) < 200          # it stopped early: not every paper was filled

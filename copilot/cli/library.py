@@ -64,6 +64,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_sentences(args: argparse.Namespace) -> int:
     from copilot.features import sentence_prefill
 
+    parent = args.parent or os.getppid()
     if args.background:
         os.nice(19)          # only what the app's asks and pages leave
     services = Services()
@@ -72,7 +73,7 @@ def cmd_sentences(args: argparse.Namespace) -> int:
             if not args.background:
                 raise UserError("another process is filling this library's sentence vectors; try again later")
             return 0
-        counts = sentence_prefill.fill(services)
+        counts = sentence_prefill.fill(services, stop=(lambda: os.getppid() != parent) if args.background else None)
     result = counts.as_dict()
     if args.json:
         print_json(result)
@@ -97,6 +98,7 @@ def add_library_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("sentences", help="embed the papers' quotable sentences now, so answers look them up")
     p.add_argument("--background", action="store_true", help="lowest CPU priority, quiet; exit if one runs already")
+    p.add_argument("--parent", type=int, default=None, help=argparse.SUPPRESS)   # the app: stop once it is gone
     p.add_argument("--json", action="store_true", help="print counts as JSON")
     p.set_defaults(func=cmd_sentences)
 
