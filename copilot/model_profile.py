@@ -141,6 +141,53 @@ def gguf_metadata(path: Path) -> dict[str, object]:
     return found
 
 
+# ggml tensor types: (elements per block, bytes per block) of those whose size we know; others are checked by offset
+_BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 36),
+           10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),
+           24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 30: (1, 2)}
+MAX_TENSORS = 1 << 20
+
+
+def gguf_layout_problem(path: Path) -> str | None:
+    """Why a GGUF file cannot be whole, or None: the header must read to its end (keys and tensor list) and every
+    tensor's data must lie inside the file. Catches a download cut short or a file that only starts like a model,
+    which the four magic bytes alone let through (issue #41 item 8)."""
+    size = Path(path).stat().st_size
+    try:
+        with Path(path).open("rb") as stream:
+            if stream.read(4) != b"GGUF":
+                return "it does not start like a GGUF file"
+            if _read(stream, "<I") < 2:
+                return "its GGUF version is too old to read"
+            tensors, keys = _read(stream, "<Q"), _read(stream, "<Q")
+            if not 0 < tensors <= MAX_TENSORS:
+                return f"its header lists {tensors} tensors"
+            alignment = 32
+            for _ in range(keys):
+                key, value = _string(stream), _value(stream, _read(stream, "<I"))
+                if key == "general.alignment" and isinstance(value, int) and value > 0:
+                    alignment = value
+            ends = []
+            for _ in range(tensors):
+                _string(stream)
+                dims = _read(stream, "<I")
+                if dims > 8:
+                    return "a tensor in its header has more than 8 dimensions"
+                elements = 1
+                for _ in range(dims):
+                    elements *= _read(stream, "<Q")
+                kind, offset = _read(stream, "<I"), _read(stream, "<Q")
+                per_block, block_bytes = _BLOCKS.get(kind, (1, 0))
+                ends.append(offset + -(-elements // per_block) * block_bytes)
+            data_start = -(-stream.tell() // alignment) * alignment
+    except ValueError as error:
+        return str(error)
+    needed = data_start + max(ends)
+    if needed > size:
+        return f"it is cut short: {size:,} bytes, while its tensors need {needed:,}"
+    return None
+
+
 _SIZE_LABEL = re.compile(r"^(?:(\d+)x)?(\d+(?:\.\d+)?)([KMBT])$", re.I)
 _SCALE = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 

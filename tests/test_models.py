@@ -171,3 +171,22 @@ def test_the_status_shows_the_profile_and_the_speed_measured_from_the_call_log(t
     assert speed["calls"] == 1 and speed["output_tokens_per_s"] > 0 and speed["median_call_s"] > 0
     line = model_line(library.model_status(services))
     assert "measured over its last 1 calls" in line and "profile tiny (local model of 135M parameters" in line
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda data: data[:-1000], "it is cut short: 98,361,432 bytes, while its tensors need 98,362,432"),
+    (lambda data: data[:4] + b"\x03\x00\x00\x00" + b"\xff" * 64, "its header lists"),
+    (lambda data: data[:200_000], "cut short|ends early"),
+])
+def test_a_download_that_only_starts_like_a_model_is_refused_and_deleted(tmp_path, damage, message):
+    """The Hub's checksum matches what it serves, so a file uploaded cut short (or a non-model renamed .gguf with
+    the magic bytes) passed the old check; now the header is read to its end and the tensors must fit the file."""
+    bad = tmp_path / "served" / FILE
+    bad.parent.mkdir()
+    bad.write_bytes(damage(packaged_gguf().read_bytes()))
+    files = HubFiles({REPO: {FILE: bad}})
+    with FakeHub(files) as hub:
+        with pytest.raises(ModelFetchError, match=f"not a whole GGUF model file .*({message})"):
+            fetch(HubReference(REPO, filename=FILE), tmp_path / "cache", endpoint=hub.url)
+    assert not [p for p in (tmp_path / "cache").rglob("*.gguf") if p.is_file()]
+    assert not (tmp_path / "cache" / "fetched.json").exists()

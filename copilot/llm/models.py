@@ -22,6 +22,7 @@ from urllib.parse import urlparse
 
 from copilot.config import HubReference, Settings, hub_offline_requested, hub_requests_allowed, parse_reference
 from copilot.llm.local import packaged_gguf
+from copilot.model_profile import gguf_layout_problem
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +170,8 @@ def _listing_failure(reference: HubReference, error: Exception) -> str:
 
 
 def _check(path: Path, sha256: str | None, name: str) -> None:
-    """The downloaded file must hash to the Hub's SHA-256 and be a GGUF; otherwise it is deleted."""
+    """The downloaded file must hash to the Hub's SHA-256 and be a whole GGUF (its header read to the end, its
+    tensors inside the file); otherwise it is deleted."""
     if sha256:
         digest = hashlib.sha256()
         with path.open("rb") as handle:
@@ -179,10 +181,10 @@ def _check(path: Path, sha256: str | None, name: str) -> None:
             _delete(path)
             raise ModelFetchError(f"the download of {name} does not match the Hub's SHA-256 checksum (it was "
                                   "deleted; the next start fetches it again)")
-    with path.open("rb") as handle:
-        if handle.read(4) != b"GGUF":
-            _delete(path)
-            raise ModelFetchError(f"{name} is not a GGUF model file")
+    problem = gguf_layout_problem(path)
+    if problem:
+        _delete(path)
+        raise ModelFetchError(f"{name} is not a whole GGUF model file ({problem}); it was deleted")
 
 
 def _delete(path: Path) -> None:
