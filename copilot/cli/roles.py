@@ -107,7 +107,8 @@ def cmd_eval_thoughts_dev(args: argparse.Namespace) -> int:
     services = Services(settings.model_copy(update={"data_dir": store_dir, "scheduler": False}))
     stored = answers_eval.prepare_library(services, corpus, args.papers, gold)
     _to_stderr(f"library: {stored} papers in {store_dir}")
-    report = thoughts_dev_eval.evaluate(services, dev, warmups, progress=_to_stderr)
+    modes = [m for m in args.vector_modes.split(",") if m.strip()]
+    report = thoughts_dev_eval.evaluate(services, dev, warmups, progress=_to_stderr, vector_modes=modes)
     report["meta"].update(questions=str(args.questions), warmup=str(args.warmup),
                           warmup_sha1=hashlib.sha1(Path(args.warmup).read_bytes()).hexdigest()[:12],
                           corpus=str(corpus), first_papers=args.papers)
@@ -177,5 +178,8 @@ def add_roles_evals(names: argparse._SubParsersAction) -> None:
                    help="JSON-lines papers (default ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
     p.add_argument("--papers", type=int, default=2000, help="the corpus's first N papers form the library")
     p.add_argument("--limit", type=int, default=None, help="only the first N dev questions (and their warm-ups)")
-    p.add_argument("--json", action="store_true", help="print one JSON object: summary, per_question, warmup, meta")
+    p.add_argument("--vector-modes", default="", help="comma-separated: also ask the dev questions with the row "
+                   "thoughts embedded each way (question, question+quotes, quotes)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: summary, per_question, warmup, "
+                   "by_vector, meta")
     p.set_defaults(func=cmd_eval_thoughts_dev)

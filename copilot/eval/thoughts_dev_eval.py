@@ -35,6 +35,7 @@ from pathlib import Path
 from copilot.eval.answers_eval import AnswersDataError, answer_rows
 from copilot.eval.report_files import json_text, write_files
 from copilot.features.chat import Chat
+from copilot.methods.thought_drafts import ROW_THOUGHT_VECTOR, is_row_thought, vector_text
 from copilot.records import Evidence
 from copilot.services import Services
 from copilot.store.chat_log import RAW, THOUGHTS
@@ -176,7 +177,31 @@ def summarise(rows: list[dict], warmup: list[dict]) -> dict:
     }
 
 
-def evaluate(services: Services, dev: list[dict], warmups: list[dict], progress=lambda message: None) -> dict:
+def embed_thoughts_as(services: Services, mode: str) -> int:
+    """Give every live row thought the vector `mode` makes (thought_drafts.vector_text); returns how many."""
+    memory = services.thought_memory
+    rows = [row for row in memory.thoughts.list_live(limit=100_000) if is_row_thought(row.text)]
+    if rows:
+        vectors = services.embedder.embed([vector_text(row.question, row.text, mode) for row in rows])
+        for row, vector in zip(rows, vectors):
+            memory.thoughts.put_vector(row, memory.direct_sources(row.id), vector)
+    return len(rows)
+
+
+def ask_all(services: Services, dev: list[dict], own: dict[int, set[str]], progress) -> list[dict]:
+    rows = []
+    for n, row in enumerate(dev):
+        rows.append(ask_dev(services, n, row, own.get(n, set())))
+        r = rows[-1]
+        progress(f"[{n + 1}/{len(dev)}] {r['comparison']}: recall {r['papers']['recall']} → "
+                 f"{r['thoughts']['recall']}, memory rows {len(r['from_memory'])}")
+    return rows
+
+
+def evaluate(services: Services, dev: list[dict], warmups: list[dict], progress=lambda message: None,
+             vector_modes: Sequence[str] = ()) -> dict:
+    """The warm-up, then the dev questions against its memory; with `vector_modes`, the dev questions again with
+    the row thoughts re-embedded each way (the warm-up itself ran with the product's way)."""
     started = time.monotonic()
     cleared = clear_memory(services)
     services.embedder.embed_one("warm up")
@@ -185,13 +210,14 @@ def evaluate(services: Services, dev: list[dict], warmups: list[dict], progress=
     for w in warmup:
         if w["thought_id"] and w["thought"] == "stored":
             own.setdefault(w["for"], set()).add(w["thought_id"])
-    rows = []
-    for n, row in enumerate(dev):
-        rows.append(ask_dev(services, n, row, own.get(n, set())))
-        r = rows[-1]
-        progress(f"[{n + 1}/{len(dev)}] {r['comparison']}: recall {r['papers']['recall']} → "
-                 f"{r['thoughts']['recall']}, memory rows {len(r['from_memory'])}")
-    return {"summary": summarise(rows, warmup), "per_question": rows, "warmup": warmup,
+    rows = ask_all(services, dev, own, progress)
+    by_vector = {}
+    for mode in vector_modes:
+        progress(f"row thoughts embedded as {mode}: {embed_thoughts_as(services, mode)}")
+        by_vector[mode] = summarise(ask_all(services, dev, own, progress), warmup)
+    if vector_modes:
+        embed_thoughts_as(services, ROW_THOUGHT_VECTOR)
+    return {"summary": summarise(rows, warmup), "per_question": rows, "warmup": warmup, "by_vector": by_vector,
             "meta": {"model_profile": services.model_profile.name, "papers_in_library": services.store.count("paper"),
                      "thoughts_cleared_first": cleared, "thoughts_in_memory": services.thought_memory.count(),
                      "top_k": services.settings.top_k, "seconds": round(time.monotonic() - started, 1),
@@ -225,6 +251,12 @@ def markdown(report: dict) -> str:
              f"{meta['seconds']} s, load {', '.join(str(x) for x in meta['load_avg'])}", "",
              "| figure | value |", "|---|---|"]
     lines += [f"| {label} | {s.get(key)} |" for label, key in SUMMARY_ROWS]
+    if report.get("by_vector"):
+        modes = list(report["by_vector"])
+        lines += ["", "The same dev questions with the warm-up's row thoughts re-embedded each way:", "",
+                  "| figure | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
+        lines += [f"| {label} | " + " | ".join(str(report["by_vector"][m].get(key)) for m in modes) + " |"
+                  for label, key in SUMMARY_ROWS[:18]]
     lines += ["", "| question | comparison | recall papers → thoughts | precision | rows | memory rows | adds |",
               "|---|---|---|---|---|---|---|"]
     for r in report["per_question"]:
