@@ -1,5 +1,5 @@
 """Thought memory that adds something (issue #40), through the real embedder, Chroma and the chat path on the tiny
-profile: a voted table becomes a thought of its rows, searched by its question's vector, reached by the same need
+profile: a voted table becomes a thought of its rows, searched by their vector, reached by the same need
 in other words; its papers join the thought side's candidates; both tables of a turn get one row budget."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_a_voted_table_becomes_its_rows_and_the_same_need_in_other_words_reaches
     assert QUESTION not in thought["text"]
     assert set(thought["root_sources"]) == {r.paper_id for r in rows}            # lineage to the rows' papers
     vector = chat.memory.thoughts.vectors_of([thought_id])[thought_id]
-    assert float(np.dot(vector, chat.services.embedder.embed_one(QUESTION))) > 0.99     # searched by its question
+    assert float(np.dot(vector, chat.services.embedder.embed_one(thought["text"]))) > 0.99   # searched by its rows
     later = run(chat, OTHER_WORDS, "bob")
     stored = chat.log.turn(later.id)
     assert thought_id in [s.id for s in stored.thoughts.sources]

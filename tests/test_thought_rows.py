@@ -53,12 +53,13 @@ def test_a_table_of_papers_nobody_retrieved_makes_no_thought():
 def test_what_a_row_thought_is_embedded_as():
     text = "KV cache quantization: \u201cWe quantize the KV cache to 2 bits.\u201d"
     question = "Which methods shrink the KV cache?"
-    assert vector_text(question, text) == question                   # the shipped choice (docs/thoughts-eval.md)
+    assert vector_text(question, text) == text                       # the shipped choice (docs/thoughts-eval.md)
+    assert vector_text(question, text, "question") == question
     assert vector_text(question, text, "question+quotes") == f"{question}\n{text}"
     assert vector_text(question, text, "quotes") == text
-    assert vector_text("", text) == text                              # no question stored: its own words
+    assert vector_text("", text, "question") == text                  # no question stored: its own words
     prose = "Quantizing the KV cache to two bits keeps accuracy for long contexts."
-    assert not is_row_thought(prose) and vector_text(question, prose) == prose   # a writing profile's thought
+    assert not is_row_thought(prose) and vector_text(question, prose, "question") == prose   # a writing profile's
     assert not is_row_thought("\u201cA quote alone.\u201d \u201cAnother.\u201d")   # the old quote thought
     with pytest.raises(ValueError):
         vector_text(question, text, "title")
