@@ -9,6 +9,7 @@ import pytest
 
 from copilot.features.chat import Chat
 from copilot.methods.evidence_text import parse_table
+from copilot.methods.thought_drafts import ROW_THOUGHT_FLOOR
 from copilot.services import Services
 from tests.conftest import import_papers, make_settings
 from tests.helpers import clean_env
@@ -57,9 +58,13 @@ def test_a_voted_table_becomes_its_rows_and_the_same_need_in_other_words_reaches
     rows = parse_table(answer)
     assert rows, answer
     thought = chat.memory.get(thought_id, "bob")
-    assert thought["text"].splitlines() == [f"{' '.join(r.title.split())}: \u201c{r.quote}\u201d" for r in rows]
+    embed = chat.services.embedder.embed
+    close = [r for r, v in zip(rows, embed([r.quote for r in rows]))
+             if float(np.dot(v, embed([QUESTION])[0])) >= ROW_THOUGHT_FLOOR]
+    assert close, "no row of the table is close to its question"
+    assert thought["text"].splitlines() == [f"{' '.join(r.title.split())}: \u201c{r.quote}\u201d" for r in close]
     assert QUESTION not in thought["text"]
-    assert set(thought["root_sources"]) == {r.paper_id for r in rows}            # lineage to the rows' papers
+    assert set(thought["root_sources"]) == {r.paper_id for r in close}          # lineage to the rows' papers
     vector = chat.memory.thoughts.vectors_of([thought_id])[thought_id]
     assert float(np.dot(vector, chat.services.embedder.embed_one(thought["text"]))) > 0.99   # searched by its rows
     later = run(chat, OTHER_WORDS, "bob")

@@ -4,6 +4,7 @@ made of; and the figures `eval thoughts-dev` reads from its turns."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from copilot.eval.thoughts_dev_eval import read_warmups, summarise
@@ -94,3 +95,20 @@ def test_two_no_answer_lines_naming_the_same_papers_are_the_same_answer():
     assert raw.count("\u201c") == with_memory.count("\u201c") == 3      # a thought takes no place among the nearest
     assert raw != with_memory and same_answer(raw, with_memory)          # labels differ, the papers do not
     assert not same_answer(raw, no_answer_line(papers[1:]))
+
+
+def test_rows_whose_quote_is_far_from_the_question_stay_out_of_the_thought():
+    """A preferred table is preferred as a whole: a row whose quote is not close to the question (another topic's
+    paper that scraped past the table's floor) does not go into memory."""
+    answer = table(("1", "2504.00001", "KV cache quantization", "We quantize the KV cache to 2 bits."),
+                   ("3", "2504.00003", "Angle selection in CT", "We select X-ray angles with a policy gradient."))
+    directions = {"Which methods shrink the KV cache?": (1.0, 0.0), "We quantize the KV cache to 2 bits.": (0.9, 0.44),
+                  "We select X-ray angles with a policy gradient.": (0.2, 0.98)}
+
+    def embed(texts):
+        return np.asarray([directions[t] for t in texts], dtype=np.float32)
+
+    draft, lineage = table_thought(answer, PAPERS, embed, "Which methods shrink the KV cache?")
+    assert lineage == [("2504.00001", "paper")] and "CT" not in draft.text
+    far, _ = table_thought(answer, PAPERS, embed, "Which methods shrink the KV cache?", floor=0.95)
+    assert far.confidence == 0 and far.reason

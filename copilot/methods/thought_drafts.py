@@ -208,22 +208,32 @@ def vector_text(question: str, text: str, mode: str = ROW_THOUGHT_VECTOR) -> str
     raise ValueError(f"a row thought is embedded as one of {', '.join(VECTOR_MODES)}, not {mode!r}")
 
 
-def table_thought(answer: str, sources: Sequence[Evidence]) -> tuple[ThoughtDraft, list[tuple[str, str]]]:
-    """(T, c) for an evidence table, without a model: T is the table's rows (title: “quote”), every row kept (the
-    table already holds only sentences that clear its relevance floor); c = 1 when a row quotes a paper of the
+# A row goes into the thought only when its quote is this close to the question (cosine, packaged MiniLM): the
+# table's own floor is 0.40; a preferred table is preferred as a whole, and its weakest rows are mostly another
+# topic's (eval thoughts-dev, docs/thoughts-eval.md).
+ROW_THOUGHT_FLOOR = 0.45
+
+
+def table_thought(answer: str, sources: Sequence[Evidence], embed=None, question: str = "",
+                  floor: float = ROW_THOUGHT_FLOOR) -> tuple[ThoughtDraft, list[tuple[str, str]]]:
+    """(T, c) for an evidence table, without a model: T is the table's rows (title: “quote”) whose quote is at least
+    `floor` close to `question` (all rows without `embed`); c = 1 when a row is kept that quotes a paper of the
     retrieved items or one reached through a retrieved thought. → (draft, direct sources: each row's paper, or the
     thought it was reached through, in row order)."""
     kinds = {item.id: item.kind for item in sources}
     by_label = {str(n): item.id for n, item in enumerate(sources, 1)}
-    lines, lineage = [], []
+    found = []
     for row in evidence_text.parse_table(answer):
         label = by_label.get(row.label, row.label)      # a label, or the id it was replaced by
         source = row.paper_id if kinds.get(row.paper_id) == "paper" else label
         quote = quotes.strip_ids(row.quote)
-        if source not in kinds or not quote or describes_itself(quote):
-            continue
-        lines.append(f"{' '.join(row.title.split())}: {quotes.OPEN_QUOTE}{quote}{quotes.CLOSE_QUOTE}")
-        lineage.append((source, kinds[source]))
-    if not lines:
-        return ThoughtDraft(0, "", answer, llm_called=False, reason="no row quotes a retrieved source"), []
-    return ThoughtDraft(1, "\n".join(lines), answer, llm_called=False), list(dict.fromkeys(lineage))
+        if source in kinds and quote and not describes_itself(quote):
+            found.append((f"{' '.join(row.title.split())}: {quotes.OPEN_QUOTE}{quote}{quotes.CLOSE_QUOTE}",
+                          (source, kinds[source]), quote))
+    if found and embed is not None and question.strip():
+        vectors = np.asarray(embed([question] + [quote for _, _, quote in found]), dtype=np.float32)
+        found = [row for row, vector in zip(found, vectors[1:]) if float(vector @ vectors[0]) >= floor]
+    if not found:
+        return ThoughtDraft(0, "", answer, llm_called=False, reason="no row quotes a retrieved source closely"), []
+    return (ThoughtDraft(1, "\n".join(line for line, _, _ in found), answer, llm_called=False),
+            list(dict.fromkeys(source for _, source, _ in found)))

@@ -456,7 +456,7 @@ def think(llm: LLM, memory: ThoughtMemory, question: str, answer: str, sources: 
     under this id (see ThoughtMemory.add_checked)."""
     lineage = [(e.id, e.kind) for e in sources]
     if parse_table(answer):                 # the tiny profile's table: the thought is its rows
-        draft, lineage = table_thought(answer, sources)
+        draft, lineage = table_thought(answer, sources, memory.embedder.embed, question)
     elif quotes.is_no_answer(answer):
         draft = ThoughtDraft(0, "", answer, llm_called=False, reason="the answer says no source answers")
     elif quotes.is_quoted_answer(answer):     # quotes under labels: the thought is the answer's relevant quotes
