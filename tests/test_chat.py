@@ -15,6 +15,7 @@ from copilot.cli import main
 from copilot.features.chat import Chat, ChatError
 from copilot.features.stats import chat_stats, wilson_interval
 from copilot.llm import LLMError
+from copilot.methods.thought_drafts import is_row_thought
 from copilot.prompts import CHAT_ANSWER
 from copilot.services import Services
 from tests.conftest import import_papers, make_settings
@@ -299,10 +300,12 @@ def test_end_to_end_with_the_real_local_model(services, settings, monkeypatch, c
     assert (stats["decisive_votes"], stats["thought_wins"], stats["no_comparison"]) == expected
     memory = Chat(services).memory
     first_thought = memory.get(thought_id)
-    # the default (tiny) profile quotes: the thought is the answer's relevant quotes, its lineage their papers
+    # the default (tiny) profile answers with the evidence table: the thought is its rows (title: "quote"), its
+    # lineage their papers (issue #40)
     assert first_thought["root_sources"] and set(first_thought["root_sources"]) <= {
         s["id"] for s in first["answers"][0]["sources"]}
-    assert "[" not in first_thought["text"] and first_thought["text"].startswith("\u201c")
+    assert is_row_thought(first_thought["text"])
+    assert not re.search(r"\[\d{1,3}\]|\b\d{4}\.\d{4,5}\b", first_thought["text"])      # no labels, no raw ids
     assert memory.level(thought_id) == 2.0
 
 

@@ -141,6 +141,24 @@ def test_retrieval_raw_is_papers_and_augmented_is_the_union_top_k(services, memo
     assert only_papers.same_items and [e.id for e in only_papers.augmented] == ["2501.00003"]
 
 
+def test_the_tables_pool_keeps_every_paper_and_the_thoughts_that_rank_join_it(services, memory, three_papers):
+    """The evidence table's pool (paper hits given): a thought in the union's top K joins the pool, no paper is
+    pushed out, and at most MAX_JOINED_THOUGHTS join (issue #40: memory adds papers, it does not take any away)."""
+    from copilot.methods.thought_retriever import MAX_JOINED_THOUGHTS
+
+    close = [memory.add(f"A thought close to the query {n}.", [("2501.00002", "paper")], origin="chat",
+                        embedding=unit(0.95, 0.05 * n, 0, 0, 0.1), check_redundant=False)
+             for n in range(MAX_JOINED_THOUGHTS + 1)]
+    hits = [("2501.00003", 0.2), ("2501.00001", 0.9), ("2501.00002", 0.1)]        # another ranking's order
+    found = retrieve_both(services.store, unit(1, 0, 0), k=5, budget_tokens=10_000, paper_hits=hits)
+    assert [e.id for e in found.raw] == ["2501.00003", "2501.00001", "2501.00002"]
+    papers = [e.id for e in found.augmented if e.kind == "paper"]
+    joined = [e.id for e in found.augmented if e.kind == "thought"]
+    assert papers == [e.id for e in found.raw]                       # every paper stays, in its order
+    assert len(joined) == MAX_JOINED_THOUGHTS and set(joined) <= set(close)
+    assert found.augmented[0].kind == "thought" and not found.same_items    # a thought goes before a paper it beats
+
+
 def test_retrieval_reads_documents_only_of_the_items_it_keeps(services, memory, three_papers, monkeypatch):
     close = memory.add("A thought close to the query.", [("2501.00001", "paper")], origin="chat",
                        embedding=unit(0.9, 0, 0, 0.1), check_redundant=False)

@@ -88,6 +88,34 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
                    f"answers-{Path(args.questions).stem}-n{len(survey)}-p{len(papers)}", args.json)
 
 
+def cmd_eval_thoughts_dev(args: argparse.Namespace) -> int:
+    from copilot.eval import answers_eval, thoughts_dev_eval
+    from copilot.services import Services
+
+    corpus = Path(args.corpus)
+    if not corpus.is_file():
+        raise UserError(f"no corpus at {corpus}: pass --corpus PATH (a JSON-lines file of arXiv papers)")
+    try:
+        dev = answers_eval.read_questions(Path(args.questions), args.limit)
+        warmups = thoughts_dev_eval.read_warmups(Path(args.warmup), len(dev))
+        gold = sorted({pid for row in answers_eval.read_questions(Path(args.paper_questions), key="gold")
+                       for pid in row["gold"]}) if args.paper_questions else []
+    except answers_eval.AnswersDataError as error:
+        raise UserError(str(error)) from None
+    settings = load_settings()
+    store_dir = settings.data_dir / "eval" / ("thoughts-dev-" + answers_eval.library_name(args.papers, gold))
+    services = Services(settings.model_copy(update={"data_dir": store_dir, "scheduler": False}))
+    stored = answers_eval.prepare_library(services, corpus, args.papers, gold)
+    _to_stderr(f"library: {stored} papers in {store_dir}")
+    modes = [m for m in args.vector_modes.split(",") if m.strip()]
+    report = thoughts_dev_eval.evaluate(services, dev, warmups, progress=_to_stderr, vector_modes=modes)
+    report["meta"].update(questions=str(args.questions), warmup=str(args.warmup),
+                          warmup_sha1=hashlib.sha1(Path(args.warmup).read_bytes()).hexdigest()[:12],
+                          corpus=str(corpus), first_papers=args.papers)
+    return _report(report, thoughts_dev_eval, settings.data_dir / "eval",
+                   f"thoughts-dev-{Path(args.questions).stem}-n{len(dev)}-w{len(warmups)}", args.json)
+
+
 def _report(report: dict, evaluation, folder: Path, name: str, as_json: bool) -> int:
     """An evaluation's report written as JSON + Markdown under `folder`, its table on stderr, then on stdout the
     one JSON object (--json) or the table."""
@@ -115,7 +143,7 @@ def add_roles_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def add_roles_evals(names: argparse._SubParsersAction) -> None:
-    """`eval roles` and `eval answers`."""
+    """`eval roles`, `eval answers` and `eval thoughts-dev`."""
     p = names.add_parser("roles", help="the sentence-role classifier on CSAbstruct-format data: accuracy, macro-F1, "
                          "per-role precision/recall/F1, confusion")
     p.add_argument("--data", required=True, help="a JSON-lines file, or a folder of them, of {sentences, labels}")
@@ -137,3 +165,21 @@ def add_roles_evals(names: argparse._SubParsersAction) -> None:
     p.add_argument("--paper-limit", type=int, default=None, help="only the first N paper questions")
     p.add_argument("--json", action="store_true", help="print one JSON object: summary, survey, papers, meta")
     p.set_defaults(func=cmd_eval_answers)
+    p = names.add_parser("thoughts-dev", help="does thought memory add relevant papers? warm memory with related "
+                         "questions voted for the thought side, then ask the answers dev set: recall and precision "
+                         "per side, identical answers, comparisons, rows from memory")
+    p.add_argument("--questions", default=str(REPO / "tests" / "data" / "answers-dev.jsonl"),
+                   help="JSON lines {question, relevant: [arXiv ids]} (default tests/data/answers-dev.jsonl)")
+    p.add_argument("--warmup", default=str(REPO / "tests" / "data" / "thoughts-warmup.jsonl"),
+                   help="JSON lines {for: dev line, question} asked first (default tests/data/thoughts-warmup.jsonl)")
+    p.add_argument("--paper-questions", default=str(REPO / "tests" / "data" / "slim-dev.jsonl"),
+                   help="their gold papers join the library, as in `eval answers` ('' for none)")
+    p.add_argument("--corpus", default=str(SHARED / "arxiv-cs-2025-2026" / "papers.jsonl"),
+                   help="JSON-lines papers (default ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
+    p.add_argument("--papers", type=int, default=2000, help="the corpus's first N papers form the library")
+    p.add_argument("--limit", type=int, default=None, help="only the first N dev questions (and their warm-ups)")
+    p.add_argument("--vector-modes", default="", help="comma-separated: also ask the dev questions with the row "
+                   "thoughts embedded each way (question, question+quotes, quotes)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: summary, per_question, warmup, "
+                   "by_vector, meta")
+    p.set_defaults(func=cmd_eval_thoughts_dev)

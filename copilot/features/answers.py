@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from copilot.features.evidence_search import table_paper_hits
 from copilot.llm import Usage
 from copilot.methods import evidence, evidence_text, quotes, sentence_roles
 from copilot.methods.thought_retriever import stream_answer
@@ -47,6 +48,12 @@ def select(services: Services, question: str, items: Sequence[Evidence],
                                 [item.score for item in items], max_quotes=max_quotes)
 
 
+# A paper a retrieved thought rests on becomes a candidate row only when the chat's own ranking (meaning and words
+# fused, features.evidence_search) places it in its first MEMORY_DEPTH papers for this question: memory may lift
+# a paper from below the pool, not bring one of another topic (issue #40, docs/thoughts-eval.md).
+MEMORY_DEPTH = 40
+
+
 def table_sources(services: Services, items: Sequence[Evidence], question: str = "",
                   question_vector: np.ndarray | None = None) -> list[evidence.Source]:
     """The papers a table may quote: the retrieved papers under their own labels, then the papers each retrieved
@@ -64,6 +71,11 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str =
             for paper_id in services.thought_memory.root_sources(item.id):
                 labels.setdefault(paper_id, str(n))
     through_thoughts = [paper_id for paper_id in labels if paper_id not in scores]
+    if through_thoughts and question_vector is not None and MEMORY_DEPTH:
+        ranked = {pid for pid, _ in table_paper_hits(services, question, question_vector, MEMORY_DEPTH)}
+        for paper_id in [pid for pid in through_thoughts if pid not in ranked]:
+            del labels[paper_id]
+        through_thoughts = [pid for pid in through_thoughts if pid in ranked]
     if through_thoughts and question_vector is not None:
         for hit in services.store.search("paper", question_vector, len(through_thoughts), ids=through_thoughts):
             scores[hit.id] = hit.score
@@ -75,32 +87,46 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str =
                             scores[p.id], p.id in named) for p in papers]
 
 
-def evidence_rows(services: Services, question: str, items: Sequence[Evidence]) -> list[evidence.Row]:
-    """The table's rows for `question` over the retrieved `items` (grouped where they fall apart clearly)."""
+def evidence_rows(services: Services, question: str, items: Sequence[Evidence],
+                  max_rows: int = evidence.MAX_ROWS) -> list[evidence.Row]:
+    """The table's rows for `question` over the retrieved `items` (at most `max_rows`, grouped where they fall apart
+    clearly)."""
     question_vector = services.embedder.embed_cached([question])[0]    # the turn's two sides ask it twice
     sources = table_sources(services, items, question, question_vector)
     if not sources:
         return []
     # the sources are papers only: their sentences may be kept on disk (a question or a thought's text never is)
-    rows, vectors = evidence.build_rows(question, question_vector, sources, services.embed_sentences,
+    rows, vectors = evidence.build_rows(question, question_vector, sources, services.embed_sentences, max_rows=max_rows,
                                         learned_roles=sentence_roles.trained_for(services.embedder.name))
     evidence.group_rows(rows, vectors, question)
     return rows
+
+
+def row_budget(services: Services, question: str, sides: Sequence[Sequence[Evidence]]) -> int:
+    """One row budget for both tables of a tiny-profile comparison: the fewer rows either would hold (when both hold
+    some), so the thought side differs from papers-only by which papers it shows, never by how many: a longer answer
+    must not give the side away (issue #40). The sentence vectors made here are cached for the answers."""
+    if services.model_profile.writes or len(sides) != 2 or not all(sides):
+        return evidence.MAX_ROWS
+    counts = [len(evidence_rows(services, question, items)) for items in sides]
+    return min(counts) if min(counts) > 0 else evidence.MAX_ROWS
 
 
 def no_answer_line(items: Sequence[Evidence]) -> str:
     """The one no-answer sentence, listing the nearest retrieved papers (never a thought: its title is a stored
     question)."""
     titles = [item.title if item.kind == "paper" else "" for item in items]
-    return quotes.nearest_line(titles, [item.score for item in items])
+    return quotes.nearest_line(titles, [item.score if item.kind == "paper" else -1.0 for item in items])
 
 
-def quoted_answer(services: Services, question: str, items: Sequence[Evidence]) -> Iterator[str]:
-    """The extractive answer in pieces: the evidence table, or the one no-answer sentence."""
+def quoted_answer(services: Services, question: str, items: Sequence[Evidence],
+                  max_rows: int = evidence.MAX_ROWS) -> Iterator[str]:
+    """The extractive answer in pieces: the evidence table (at most `max_rows` rows), or the one no-answer
+    sentence."""
     if not items:
         yield f"{quotes.NO_SOURCE_ANSWERS}."
         return
-    rows = evidence_rows(services, question, items)
+    rows = evidence_rows(services, question, items, max_rows)
     if not rows:
         yield no_answer_line(items)
         return
@@ -108,7 +134,7 @@ def quoted_answer(services: Services, question: str, items: Sequence[Evidence]) 
 
 
 def stream_reply(services: Services, question: str, items: Sequence[Evidence], reader: str = "",
-                 usage: Usage | None = None) -> Iterator[str]:
+                 usage: Usage | None = None, max_rows: int = evidence.MAX_ROWS) -> Iterator[str]:
     """The answer the model profile allows: the table (tiny), or the model's own answer with the table under it
     (capable; `evidence_text.split_table` parts them again for the output checks, which apply to the model's words)."""
     if services.model_profile.writes:
@@ -117,7 +143,7 @@ def stream_reply(services: Services, question: str, items: Sequence[Evidence], r
         if rows:
             yield "\n\n" + "".join(evidence.render_table(rows, textbook=evidence.is_textbook(question)))
         return
-    yield from quoted_answer(services, question, items)
+    yield from quoted_answer(services, question, items, max_rows)
 
 
 def table_exports(services: Services, question: str, answer_text: str, paper_ids: Sequence[str]) -> dict[str, str]:

@@ -6,10 +6,12 @@ kinds may be shown (after the vote, or when there is nothing to compare).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from copilot.methods.evidence_text import parse_table, split_table
+from copilot.methods.quotes import is_no_answer
 from copilot.store.chat_log import THOUGHTS, SourceRecord
 
 SourceView = SourceRecord      # one retrieved item as a turn shows it: id, kind, title, preview, score
@@ -153,9 +155,14 @@ def answer_is_thought_side(kind: str, comparison: str) -> bool:
 def same_answer(first: str, second: str) -> bool:
     """Whether two answers say the same: the same papers quoting the same words (an evidence table's row labels and
     order may differ between the sides), else the same text. Nothing to compare then: a vote would be noise."""
+    if is_no_answer(first) and is_no_answer(second):     # the nearest papers alike, whatever their labels
+        return _LABELS.sub("", " ".join(first.split())) == _LABELS.sub("", " ".join(second.split()))
     (first_words, first_table), (second_words, second_table) = split_table(first), split_table(second)
     return (" ".join(first_words.split()) == " ".join(second_words.split())      # a writing profile's own words
             and _rows(first_table) == _rows(second_table))
+
+
+_LABELS = re.compile(r"\[\d{1,3}\] ?")
 
 
 def _rows(table: str) -> set[tuple[str, str]]:

@@ -2,7 +2,8 @@
 
 A capable model's answer is summarised by the thought prompt and its output read fail-safe (`judge_thought`); an
 answer made of quotes (the tiny profile) becomes the quotes relevant to the question, without a model
-(`quoted_thought`).
+(`quoted_thought`); an evidence table (the tiny profile's answer) becomes its rows, each paper's title and quote
+(`table_thought`), searched by the vector of `vector_text`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from copilot import grounding, prompts
 from copilot.llm import LLM
-from copilot.methods import quotes
+from copilot.methods import evidence_text, quotes
 from copilot.prompts import CANNOT_ANSWER, source_block, strip_quoting_tags
 from copilot.records import Evidence
 
@@ -176,3 +177,63 @@ def quoted_thought(embed, question: str, answer: str, sources: Sequence[Evidence
     text = " ".join(f"{quotes.OPEN_QUOTE}{t}{quotes.CLOSE_QUOTE}" for _, t in kept)
     lineage = list(dict.fromkeys((item_id, kinds[item_id]) for item_id, _ in kept))
     return ThoughtDraft(1, text, answer, llm_called=False), lineage
+
+
+# --- a thought made of an evidence table's rows (the tiny profile) -------------------------------------------
+# One line per row: the paper's title, then its quoted sentences. The question is not in the text (a shared
+# thought never shows another user's question); it is in the thought's row, and in what its vector is made of.
+_ROW_LINE = re.compile(rf"^[^\n{quotes.OPEN_QUOTE}{quotes.CLOSE_QUOTE}]+: {quotes.OPEN_QUOTE}[^\n{quotes.CLOSE_QUOTE}]+"
+                       rf"{quotes.CLOSE_QUOTE}$")
+# What a row thought is embedded as. `eval thoughts-dev` measured the three (docs/thoughts-eval.md): its own text
+# (titles and quotes) reached the thought from its dev question in 27 of 28 (question + text 26, the question alone
+# 24), and its vector then holds nobody's question.
+VECTOR_MODES = ("question", "question+quotes", "quotes")
+ROW_THOUGHT_VECTOR = "quotes"
+
+
+def is_row_thought(text: str) -> bool:
+    """Whether a thought's text is an evidence table's rows (`table_thought`)."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    return bool(lines) and all(_ROW_LINE.match(line) for line in lines)
+
+
+def vector_text(question: str, text: str, mode: str = ROW_THOUGHT_VECTOR) -> str:
+    """The text a thought's vector is made from: a row thought's per `mode`, any other thought's own text."""
+    if not is_row_thought(text) or not (question or "").strip() or mode == "quotes":
+        return text
+    if mode == "question":
+        return question
+    if mode == "question+quotes":
+        return f"{question}\n{text}"
+    raise ValueError(f"a row thought is embedded as one of {', '.join(VECTOR_MODES)}, not {mode!r}")
+
+
+# A row goes into the thought only when its quote is this close to the question (cosine, packaged MiniLM): the
+# table's own floor is 0.40; a preferred table is preferred as a whole, and its weakest rows are mostly another
+# topic's (eval thoughts-dev, docs/thoughts-eval.md).
+ROW_THOUGHT_FLOOR = 0.45
+
+
+def table_thought(answer: str, sources: Sequence[Evidence], embed=None, question: str = "",
+                  floor: float = ROW_THOUGHT_FLOOR) -> tuple[ThoughtDraft, list[tuple[str, str]]]:
+    """(T, c) for an evidence table, without a model: T is the table's rows (title: “quote”) whose quote is at least
+    `floor` close to `question` (all rows without `embed`); c = 1 when a row is kept that quotes a paper of the
+    retrieved items or one reached through a retrieved thought. → (draft, direct sources: each row's paper, or the
+    thought it was reached through, in row order)."""
+    kinds = {item.id: item.kind for item in sources}
+    by_label = {str(n): item.id for n, item in enumerate(sources, 1)}
+    found = []
+    for row in evidence_text.parse_table(answer):
+        label = by_label.get(row.label, row.label)      # a label, or the id it was replaced by
+        source = row.paper_id if kinds.get(row.paper_id) == "paper" else label
+        quote = quotes.strip_ids(row.quote)
+        if source in kinds and quote and not describes_itself(quote):
+            found.append((f"{' '.join(row.title.split())}: {quotes.OPEN_QUOTE}{quote}{quotes.CLOSE_QUOTE}",
+                          (source, kinds[source]), quote))
+    if found and embed is not None and question.strip():
+        vectors = np.asarray(embed([question] + [quote for _, _, quote in found]), dtype=np.float32)
+        found = [row for row, vector in zip(found, vectors[1:]) if float(vector @ vectors[0]) >= floor]
+    if not found:
+        return ThoughtDraft(0, "", answer, llm_called=False, reason="no row quotes a retrieved source closely"), []
+    return (ThoughtDraft(1, "\n".join(line for line, _, _ in found), answer, llm_called=False),
+            list(dict.fromkeys(source for _, source, _ in found)))

@@ -25,7 +25,7 @@ from copilot.embed import Embedder
 from copilot.grounding import Checked, check
 from copilot.llm import LLM, Usage
 from copilot.methods import quotes
-from copilot.methods.evidence_text import is_table
+from copilot.methods.evidence_text import is_table, parse_table
 from copilot.methods.thought_drafts import (  # noqa: F401
     ECHO_NGRAM,
     LOOP_NGRAM,
@@ -40,6 +40,8 @@ from copilot.methods.thought_drafts import (  # noqa: F401
     parse_thought,
     passage_problem,
     quoted_thought,
+    table_thought,
+    vector_text,
 )
 from copilot.prompts import CANNOT_ANSWER, RenderedPrompt, source_block
 from copilot.records import Evidence
@@ -136,7 +138,9 @@ class ThoughtMemory:
         sources = _dedupe_sources(sources)
         if thought_id and self.thoughts.exists(thought_id):
             return thought_id, None
-        vector = np.asarray(embedding if embedding is not None else self.embedder.embed_one(text), dtype=np.float32)
+        if embedding is None:
+            embedding = self.embedder.embed_one(vector_text(question, text))
+        vector = np.asarray(embedding, dtype=np.float32)
         with self.thoughts.locked(exclusive=False):
             if thought_id:  # a vector under this id without a row is left from a crashed attempt: not a neighbour
                 self.thoughts.drop_vectors([thought_id])
@@ -194,7 +198,7 @@ class ThoughtMemory:
         row = self.thoughts.get(thought_id)
         if row is None:
             return
-        vector = np.asarray(self.embedder.embed_one(row.text), dtype=np.float32)
+        vector = np.asarray(self.embedder.embed_one(vector_text(row.question, row.text)), dtype=np.float32)
         self.thoughts.put_vector(row, self.direct_sources(thought_id), vector)
 
     # lineage
@@ -327,13 +331,18 @@ def fit_budget(items: Sequence[Evidence], budget_tokens: int, min_tail_tokens: i
 @dataclass
 class Retrievals:
     raw: list[Evidence]            # papers only
-    augmented: list[Evidence]      # papers ∪ thoughts; always as many items as `raw`
+    augmented: list[Evidence]      # papers ∪ thoughts: as many items as `raw`, or (the table's pool) `raw` + thoughts
     seconds: float
 
     @property
     def same_items(self) -> bool:
         """True when the thought memory changed nothing (no thought among the items both answers get)."""
         return [e.id for e in self.raw] == [e.id for e in self.augmented]
+
+
+# Thoughts that join the evidence table's pool at most: each brings up to a table's rows of papers, whose sentences
+# are embedded like the pool's own (about 10 ms a sentence on 2 busy cores).
+MAX_JOINED_THOUGHTS = 3
 
 
 def retrieve_both(store: VectorStore, query_embedding: np.ndarray, k: int, budget_tokens: int,
@@ -343,7 +352,10 @@ def retrieve_both(store: VectorStore, query_embedding: np.ndarray, k: int, budge
     then both cut to the shorter list's length: the two answers of a blind comparison always cite the same
     number of sources, so the count cannot tell which side used thoughts.
     `thought_where` limits the thoughts searched (ThoughtMemory.visible_where: private thoughts of others).
-    `paper_hits`: (id, cosine) of the papers in the order another ranking chose (the evidence table's fused one)."""
+    `paper_hits`: (id, cosine) of the papers in the order another ranking chose (the evidence table's pool). Then
+    the thoughts that rank in the union's top K (at most MAX_JOINED_THOUGHTS) *join* the pool, every paper stays:
+    the table ranks each paper, its own or one a thought rests on, by its relevance, under one row budget
+    (features.chat), so the thought side differs only where memory brings a paper the pool lacks (issue #40)."""
     started = time.perf_counter()
     paper_hits_given = paper_hits is not None
     paper_hits = list(paper_hits) if paper_hits is not None else store.nearest(PAPER, query_embedding, k)
@@ -351,19 +363,20 @@ def retrieve_both(store: VectorStore, query_embedding: np.ndarray, k: int, budge
     ranked = sorted([(PAPER, hit) for hit in paper_hits] + [(THOUGHT, hit) for hit in thought_hits],
                     key=lambda tagged: tagged[1][1], reverse=True)[:k]
     kept_thoughts = [hit for kind, hit in ranked if kind == THOUGHT]
+    if paper_hits_given:
+        kept_thoughts = kept_thoughts[:MAX_JOINED_THOUGHTS]
     # documents of the kept items only (one read per collection): the k papers, and the thoughts in the union's top k
     papers = store.fetch(PAPER, paper_hits)
     thoughts = store.fetch(THOUGHT, kept_thoughts)
-    if paper_hits_given:      # the papers keep the given order; a thought goes before the first paper it beats
-        union = list(papers)
-        for thought in sorted(thoughts, key=lambda e: e.score, reverse=True):
-            at = next((n for n, item in enumerate(union) if item.kind == PAPER and item.score < thought.score),
-                      len(union))
-            union.insert(at, thought)
-        union = union[:k]
-    else:
-        union = sorted(papers + thoughts, key=lambda e: e.score, reverse=True)[:k]
     raw = fit_budget(papers, budget_tokens, item_tokens=item_tokens)
+    if paper_hits_given:      # the papers keep the given order; a thought goes before the first paper it beats
+        augmented = list(raw)
+        for thought in sorted(thoughts, key=lambda e: e.score, reverse=True):
+            at = next((n for n, item in enumerate(augmented) if item.kind == PAPER and item.score < thought.score),
+                      len(augmented))
+            augmented.insert(at, cap_item(thought, item_tokens))
+        return Retrievals(raw=raw, augmented=augmented, seconds=time.perf_counter() - started)
+    union = sorted(papers + thoughts, key=lambda e: e.score, reverse=True)[:k]
     augmented = fit_budget(union, budget_tokens, item_tokens=item_tokens)
     count = min(len(raw), len(augmented))
     return Retrievals(raw=raw[:count], augmented=augmented[:count], seconds=time.perf_counter() - started)
@@ -437,15 +450,17 @@ class ThoughtOutcome:
 def think(llm: LLM, memory: ThoughtMemory, question: str, answer: str, sources: Sequence[Evidence], *,
           origin: str = "chat", user: str = "local", max_tokens: int = 160,
           thought_id: str | None = None) -> ThoughtOutcome:
-    """Steps 3-5 of Algorithm 1: draft (T, c), merge test, store only when c = 1 and s = 0. An answer made of quotes
-    (the tiny profile) becomes a thought of its relevant quotes, without a model (`quoted_thought`), with the items
-    it quotes as direct sources. `thought_id`: store under this id (see ThoughtMemory.add_checked)."""
+    """Steps 3-5 of Algorithm 1: draft (T, c), merge test, store only when c = 1 and s = 0. An evidence table (the
+    tiny profile) becomes a thought of its rows (`table_thought`), other answers made of quotes one of their relevant
+    quotes (`quoted_thought`), both without a model and with the items quoted as direct sources. `thought_id`: store
+    under this id (see ThoughtMemory.add_checked)."""
     lineage = [(e.id, e.kind) for e in sources]
-    if quotes.is_quoted_answer(answer):     # the tiny profile: the thought is the answer's relevant quotes
-        draft = (ThoughtDraft(0, "", answer, llm_called=False, reason="the answer says no source answers")
-                 if quotes.is_no_answer(answer) else None)
-        if draft is None:
-            draft, lineage = quoted_thought(memory.embedder.embed, question, answer, sources)
+    if parse_table(answer):                 # the tiny profile's table: the thought is its rows
+        draft, lineage = table_thought(answer, sources, memory.embedder.embed, question)
+    elif quotes.is_no_answer(answer):
+        draft = ThoughtDraft(0, "", answer, llm_called=False, reason="the answer says no source answers")
+    elif quotes.is_quoted_answer(answer):     # quotes under labels: the thought is the answer's relevant quotes
+        draft, lineage = quoted_thought(memory.embedder.embed, question, answer, sources)
     else:
         draft = draft_thought(llm, question, answer, max_tokens)
     draft.text = quotes.drop_ids(draft.text)      # no raw [n], arXiv or thought ids in memory

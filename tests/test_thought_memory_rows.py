@@ -1,0 +1,100 @@
+"""Thought memory that adds something (issue #40), through the real embedder, Chroma and the chat path on the tiny
+profile: a voted table becomes a thought of its rows, searched by their vector, reached by the same need
+in other words; its papers join the thought side's candidates; both tables of a turn get one row budget."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from copilot.features.chat import Chat
+from copilot.methods.evidence_text import parse_table
+from copilot.methods.thought_drafts import ROW_THOUGHT_FLOOR
+from copilot.services import Services
+from tests.conftest import import_papers, make_settings
+from tests.helpers import clean_env
+
+QUESTION = "Which methods make large language models reason better with reinforcement learning?"
+OTHER_WORDS = "Does reinforcement learning improve how LLMs reason?"
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory):
+    services = Services(make_settings(tmp_path_factory.mktemp("rows") / "data"))
+    import_papers(services, 200)
+    return services
+
+
+@pytest.fixture
+def chat(services, monkeypatch):
+    clean_env(monkeypatch)
+    chat = Chat(services)
+    for row in chat.memory.thoughts.list_live(limit=1000):    # each test starts from an empty memory
+        chat.memory.delete(row.id)
+    yield chat
+    chat.wait_for_all(timeout=120)
+
+
+def run(chat: Chat, question: str, user: str):
+    turn = chat.prepare(question, user)
+    for _ in chat.stream(turn):
+        pass
+    return turn
+
+
+def preferred_thought(chat: Chat, turn, user: str) -> tuple[str, str]:
+    """Vote for the thought side when there is a vote; → (the thought's id, the answer it was made from)."""
+    if turn.comparison == "yes":
+        chat.vote(turn.id, "thoughts", user)
+    job = [j for j in chat.wait_for_thoughts(turn.id, timeout=120) if j["superseded_at"] is None][-1]
+    assert job["status"] == "stored", job
+    stored = chat.log.turn(turn.id)
+    return job["thought_id"], stored.answer(job["answer"]).text or ""
+
+
+def test_a_voted_table_becomes_its_rows_and_the_same_need_in_other_words_reaches_it(chat):
+    first = run(chat, QUESTION, "alice")
+    thought_id, answer = preferred_thought(chat, first, "alice")
+    rows = parse_table(answer)
+    assert rows, answer
+    thought = chat.memory.get(thought_id, "bob")
+    embed = chat.services.embedder.embed
+    close = [r for r, v in zip(rows, embed([r.quote for r in rows]))
+             if float(np.dot(v, embed([QUESTION])[0])) >= ROW_THOUGHT_FLOOR]
+    assert close, "no row of the table is close to its question"
+    assert thought["text"].splitlines() == [f"{' '.join(r.title.split())}: \u201c{r.quote}\u201d" for r in close]
+    assert QUESTION not in thought["text"]
+    assert set(thought["root_sources"]) == {r.paper_id for r in close}          # lineage to the rows' papers
+    vector = chat.memory.thoughts.vectors_of([thought_id])[thought_id]
+    assert float(np.dot(vector, chat.services.embedder.embed_one(thought["text"]))) > 0.99   # searched by its rows
+    later = run(chat, OTHER_WORDS, "bob")
+    stored = chat.log.turn(later.id)
+    assert thought_id in [s.id for s in stored.thoughts.sources]
+    assert all(s.kind == "paper" for s in stored.raw.sources)
+    raw_ids = [s.id for s in stored.raw.sources]
+    assert [s.id for s in stored.thoughts.sources if s.kind == "paper"] == raw_ids    # memory took no paper away
+    chat.vote(first.id, "raw", "alice") if first.comparison == "yes" else chat.request_thought(first.id, None, "t")
+    chat.wait_for_all(timeout=120)
+    assert chat.memory.get(thought_id) is None          # the vote that made it changed: retracted
+
+
+def test_both_tables_of_a_turn_get_one_row_budget(chat):
+    """Memory holding papers beyond the pool that bear on the question: without one budget the thought side's table
+    was longer, and a reader guessing "the longer answer" found it (2 of 3 last session)."""
+    first = run(chat, QUESTION, "carol")
+    pool = [s.id for s in chat.log.turn(first.id).raw.sources]
+    raw_rows = len(parse_table(chat.log.turn(first.id).raw.text or ""))
+    near = [e.id for e in chat.services.store.search("paper", chat.services.embedder.embed_one(QUESTION), 60)]
+    beyond = [pid for pid in near if pid not in pool][:8]
+    chat.request_thought(first.id, None, "test")
+    chat.wait_for_all(timeout=120)
+    chat.memory.add(QUESTION, [(pid, "paper") for pid in beyond], origin="test", user="carol",
+                    check_redundant=False)
+    turn = run(chat, QUESTION, "carol")
+    stored = chat.log.turn(turn.id)
+    assert stored.comparison in ("yes", "same_answer"), stored.comparison
+    counts = [len(parse_table(stored.raw.text or "")), len(parse_table(stored.thoughts.text or ""))]
+    assert counts[0] == raw_rows and counts[0] == counts[1], counts
+    if stored.comparison == "yes":
+        shown = {r.paper_id for r in parse_table(stored.thoughts.text or "")}
+        assert shown & set(beyond)                   # the thought side differs by which papers, not how many
