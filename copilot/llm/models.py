@@ -21,8 +21,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from copilot.config import HubReference, Settings, hub_offline_requested, hub_requests_allowed, parse_reference
+from copilot.llm.gguf import gguf_layout_problem
 from copilot.llm.local import packaged_gguf
-from copilot.model_profile import gguf_layout_problem
 
 log = logging.getLogger(__name__)
 
