@@ -84,6 +84,9 @@ _METHOD = re.compile(
 _OBJECTIVE = re.compile(
     r"\b(?:we|this (?:paper|work|study)|our (?:work|study))\b.{0,30}\b(?:aim|investigate|study|explore|examine|"
     r"ask|address|analy[sz]e|evaluate|tackle|focus|seek|revisit|benchmark|assess|characteri[sz]e|compare)", re.I)
+# the sentence that states a paper's contribution: "We propose X", "In this paper, we introduce X", "This work presents"
+_CONTRIBUTES = re.compile(r"\b(?:we|this (?:paper|work|study|article)|our (?:paper|work))\b[^.;]{0,40}?"
+                          r"\b(?:propose|introduce|present)[sd]?\b", re.I)
 _NUMBER = re.compile(r"\d")
 _HOW_MUCH = re.compile(r"\bhow (?:much|many|well|fast|large|big|good|accurate|often)\b|\bby how\b"
                        r"|\bwhat (?:is|are) the (?:gains?|savings?|speed-?ups?|improvements?)\b"
@@ -224,7 +227,8 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
         spans = spans_of(source.abstract)
         kept = [(span, role) for span, role in zip(spans, cue_roles([s.text for s in spans]))
                 if role != "background" and quotable(span)]
-        kept = sorted(kept, key=lambda pair: (_ROLE_ORDER.get(pair[1], 3), pair[0].position))[:MAX_SPANS_PER_PAPER]
+        kept = sorted(kept, key=lambda pair: (not _CONTRIBUTES.search(pair[0].text), _ROLE_ORDER.get(pair[1], 3),
+                                              pair[0].position))[:MAX_SPANS_PER_PAPER]
         owned += [(index, span, role) for span, role in kept]
         places += [span.position / max(len(spans) - 1, 1) for span, _ in kept]
     if not owned:
@@ -249,8 +253,10 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
             continue
         best = mine[0]
         if names_paper(question, source):     # the paper asked about: what it does, then what it finds
-            does = [n for n in mine if owned[n][2] in ("objective", "method")][:1]
-            chosen = (does + [n for n in mine if owned[n][2] == "result"][:1]) or [best]
+            does = (sorted((n for n in mine if _CONTRIBUTES.search(owned[n][1].text)),
+                           key=lambda n: owned[n][1].position)[:1]      # its first "we propose …" sentence
+                    or [n for n in mine if owned[n][2] in ("objective", "method")][:1])
+            chosen = (does + [n for n in mine if owned[n][2] == "result" and n not in does][:1]) or [best]
         else:
             chosen = [best] + [n for n in mine[1:2] if owned[n][2] == "result" and owned[best][2] != "result"
                                and scores[n] >= scores[best] - SECOND_WITHIN
