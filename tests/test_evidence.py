@@ -42,6 +42,9 @@ def test_cues_tell_background_from_what_a_paper_does_and_finds():
                  "HopRAG improves exact match by 7.5 points over the baseline.",
                  "We study how retrievers fail on multi-hop questions."]
     assert cue_roles(sentences) == ["background", "background", "method", "result", "objective"]
+    # a setting that opens with a connective is still the setting
+    assert evidence.cue_role("Additionally, while 3D Gaussian Splatting excels in small scenes, its use in large "
+                             "scenes is hindered by limited video memory.", opens_abstract=False) == "background"
 
 
 def test_a_row_quotes_what_the_paper_does_or_finds_never_its_background_or_title():

@@ -61,7 +61,8 @@ MAX_SPANS_PER_PAPER = 6
 _ROLE_ORDER = {"result": 0, "method": 1, "objective": 2, "other": 3}
 
 _BACKGROUND = re.compile(
-    r"^(?:while|although|though|despite|during inference|recent (?:advances|advancements|progress|work|studies|"
+    r"^(?:(?:additionally|moreover|furthermore|also|yet|but),? )?(?:while|although|though|despite|during inference|"
+    r"recent (?:advances|advancements|progress|work|studies|"
     r"developments|breakthroughs))\b|\boverlook|\b(?:prior|previous|existing) (?:works?|studies|methods) (?:have|has) "
     r"not\b|\b(?:has|have) (?:become|emerged|gained|attracted|drawn|been widely|shown (?:great|remarkable|impressive|"
     r"strong|significant))|^(?:recently|in recent years|nowadays|over the past|with the (?:rapid|rise|growing|"
