@@ -177,15 +177,17 @@ def test_a_paper_the_question_names_by_its_arxiv_id_comes_first_whatever_its_wor
 
 
 def test_rows_keep_the_retrievals_order_and_drop_papers_far_from_the_question():
-    """Search's fused order ranks the rows, not one sentence's cosine; a paper whose own cosine is under the paper
-    floor is no row even when one of its sentences shares the question's words."""
+    """Search's fused order ranks the rows, not one sentence's score; a paper is a row when its own cosine clears the
+    paper floor or its best sentence clears the floor (a short question embeds poorly against a whole abstract)."""
     from dataclasses import replace
 
-    stray = Source("4", "2503.00004", "Caching web pages at the edge", ("Gil Ho",), "2025-02-02",
-                   "We propose EdgeKV, a KV store that caches web pages. It compresses pages to save memory.", 0.25)
-    sources = [replace(XKV, rank=0), replace(stray, rank=1), replace(KV, rank=2)]
+    stray = Source("4", "2503.00004", "Serving web pages at the edge", ("Gil Ho",), "2025-02-02",
+                   "We propose EdgeServe, a system that serves cached web pages from nearby servers.", 0.25)
+    terse = Source("5", "2503.00005", "Notes on caches", ("Hal Wu",), "2025-02-03",
+                   "Our scheme compresses the KV cache and saves memory of the KV cache.", 0.1)
+    sources = [replace(XKV, rank=0), replace(stray, rank=1), replace(KV, rank=2), replace(terse, rank=3)]
     rows = rows_for(QUESTION, sources)
-    assert [row.source.paper_id for row in rows] == [XKV.paper_id, KV.paper_id]
+    assert [row.source.paper_id for row in rows] == [XKV.paper_id, KV.paper_id, terse.paper_id]
     assert rows_for(QUESTION, sources, floor=0.99) == []        # no sentence near the question: no rows at all
     assert len(build_rows(QUESTION, embed([QUESTION])[0], sources, embed, max_rows=1, floor=0.2)[0]) == 1
 

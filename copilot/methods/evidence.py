@@ -8,8 +8,9 @@ its abstract that say what it does or finds about the question (issue #39).
   2. one embedding batch for all sentences; a sentence's score is its cosine to the question plus a bonus for its
      role, and, when the question asks how much or how well, for a number;
   3. when the best quotable sentence of any paper clears the relevance floor, the papers whose own cosine clears the
-     paper floor become rows, in the retrieval's order (Search's fused ranking), up to MAX_ROWS; else there are no
-     rows (the no-answer line). A paper the question names by title or arXiv id comes first, whatever its scores;
+     paper floor, or whose best sentence clears the relevance floor, become rows, in the retrieval's order (Search's
+     fused ranking), up to MAX_ROWS; else there are no rows (the no-answer line). A paper the question names by
+     title or arXiv id comes first, whatever its scores;
   4. a row quotes its best sentence, and a second one when it is a result close behind; two sentences that are
      not adjacent are joined with "…" (each part is a verbatim substring of the one abstract);
   5. rows that fall into clearly separate groups are grouped (`group_rows`), each group headed by a phrase that
@@ -228,8 +229,9 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
         spans = spans_of(source.abstract)
         kept = [(span, role) for span, role in zip(spans, cue_roles([s.text for s in spans]))
                 if role != "background" and quotable(span)]
-        kept = sorted(kept, key=lambda pair: (not _CONTRIBUTES.search(pair[0].text), _ROLE_ORDER.get(pair[1], 3),
-                                              pair[0].position))[:MAX_SPANS_PER_PAPER]
+        ordered = sorted(kept, key=lambda pair: (_ROLE_ORDER.get(pair[1], 3), pair[0].position))
+        kept = ordered[:MAX_SPANS_PER_PAPER] + [pair for pair in ordered[MAX_SPANS_PER_PAPER:]
+                                                if _CONTRIBUTES.search(pair[0].text)][:1]   # and what it proposes
         owned += [(index, span, role) for span, role in kept]
         places += [span.position / max(len(spans) - 1, 1) for span, _ in kept]
     if not owned:
@@ -271,7 +273,10 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
         return [], None       # nothing in the pool says anything close to the question: the no-answer line
     # a named paper first, then the retrieval's order (meaning and words fused beat any one sentence's cosine)
     order = sorted(range(len(rows)), key=lambda n: (not named[n], rows[n].source.rank, -rows[n].score))
-    order = [n for n in order if named[n] or rows[n].source.score >= paper_floor][:max_rows]
+    # a row: its paper is near the question, or (a short question embeds poorly against a whole abstract) its best
+    # sentence is
+    order = [n for n in order if named[n] or rows[n].source.score >= paper_floor or rows[n].relevance >= floor]
+    order = order[:max_rows]
     return [rows[n] for n in order], (np.vstack([row_vectors[n] for n in order]) if order else None)
 
 
