@@ -46,7 +46,7 @@ ROW_FLOOR = 0.40
 # Floor on each further row's paper (the cosine of its title and abstract to the question). With rows in Search's
 # fused order, this and MAX_ROWS were chosen on half of the answers dev set (docs/answers-eval.md): the paper's own
 # cosine tells relevant rows from the rest better than its best sentence's (a sentence can match a question's words
-# without the paper being about it).
+# without the paper being about it). A paper under it is still a row when its best sentence clears ROW_FLOOR.
 PAPER_FLOOR = 0.35
 SECOND_WITHIN = 0.08          # a second sentence of a row must score at least its first minus this
 MAX_QUOTE_WORDS = quotes.MAX_SPAN_WORDS
