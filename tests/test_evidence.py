@@ -42,6 +42,9 @@ def test_cues_tell_background_from_what_a_paper_does_and_finds():
                  "HopRAG improves exact match by 7.5 points over the baseline.",
                  "We study how retrievers fail on multi-hop questions."]
     assert cue_roles(sentences) == ["background", "background", "method", "result", "objective"]
+    # a setting that opens with a connective is still the setting
+    assert evidence.cue_role("Additionally, while 3D Gaussian Splatting excels in small scenes, its use in large "
+                             "scenes is hindered by limited video memory.", opens_abstract=False) == "background"
 
 
 def test_a_row_quotes_what_the_paper_does_or_finds_never_its_background_or_title():
@@ -171,3 +174,34 @@ def test_a_paper_the_question_names_by_its_arxiv_id_comes_first_whatever_its_wor
     assert rows_for(question, [KV, XKV, PROTEIN], floor=0.3) == []            # its words match nothing
     rows = rows_for(question, [KV, XKV, replace(PROTEIN, named=True)], floor=0.3)
     assert rows[0].source.paper_id == PROTEIN.paper_id and rows[0].quote.startswith("We predict protein")
+
+
+def test_rows_keep_the_retrievals_order_and_drop_papers_far_from_the_question():
+    """Search's fused order ranks the rows, not one sentence's score; a paper is a row when its own cosine clears the
+    paper floor or its best sentence clears the floor (a short question embeds poorly against a whole abstract)."""
+    from dataclasses import replace
+
+    stray = Source("4", "2503.00004", "Serving web pages at the edge", ("Gil Ho",), "2025-02-02",
+                   "We propose EdgeServe, a system that serves cached web pages from nearby servers.", 0.25)
+    terse = Source("5", "2503.00005", "Notes on caches", ("Hal Wu",), "2025-02-03",
+                   "Our scheme compresses the KV cache and saves memory of the KV cache.", 0.1)
+    sources = [replace(XKV, rank=0), replace(stray, rank=1), replace(KV, rank=2), replace(terse, rank=3)]
+    rows = rows_for(QUESTION, sources)
+    assert [row.source.paper_id for row in rows] == [XKV.paper_id, KV.paper_id, terse.paper_id]
+    assert rows_for(QUESTION, sources, floor=0.99) == []        # no sentence near the question: no rows at all
+    assert len(build_rows(QUESTION, embed([QUESTION])[0], sources, embed, max_rows=1, floor=0.2)[0]) == 1
+
+
+def test_a_named_paper_quotes_what_it_proposes_then_what_it_finds():
+    """"What does the paper X propose?": the row opens with the paper's own "we introduce …" sentence, even when
+    another method sentence shares more of the title's words, then a result."""
+    abstract = ("Sparse attention for long video transformers is studied with sparse attention masks. "
+                "In this paper, we introduce StripeNet, which attends along learned stripes of frames. "
+                "We train sparse attention long video transformers with stripe masks on four datasets. "
+                "StripeNet cuts memory by 41% at equal accuracy.")
+    paper = Source("1", "2503.00009", "Sparse attention for long video transformers", ("Ann Lee",), "2025-03-01",
+                   abstract, 0.5)
+    rows = rows_for('What does the paper "Sparse attention for long video transformers" propose?', [paper, XKV])
+    assert rows[0].source is paper
+    assert rows[0].quote.startswith("In this paper, we introduce StripeNet") and "41%" in rows[0].quote
+    assert is_verbatim(rows[0].quote, abstract)

@@ -58,8 +58,9 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str =
                   question_vector: np.ndarray | None = None) -> list[evidence.Source]:
     """The papers a table may quote: the retrieved papers under their own labels, then the papers each retrieved
     thought rests on, under the thought's label (a quote reached through a thought is the paper's words). A paper
-    reached through a thought is ranked by its own relevance to the question, like any other (issue #40); a paper
-    whose arXiv id the question holds is marked as named."""
+    reached through a thought is ranked by its own relevance to the question, like any other (issue #40): it is
+    placed before the first retrieved paper whose cosine it beats; a paper whose arXiv id the question holds is
+    marked as named."""
     labels: dict[str, str] = {}
     scores: dict[str, float] = {}
     for n, item in enumerate(items, 1):
@@ -82,9 +83,13 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str =
     for paper_id in through_thoughts:
         scores.setdefault(paper_id, min(scores.values(), default=0.0))
     named = {m.group("base") for m in ARXIV_ID.finditer(question or "")}
+    retrieved = [scores[paper_id] for paper_id in labels if paper_id not in through_thoughts]
+    ranks = {paper_id: float(n) for n, paper_id in enumerate(labels) if paper_id not in through_thoughts}
+    for paper_id in through_thoughts:      # placed before the first retrieved paper it beats
+        ranks[paper_id] = next((n for n, s in enumerate(retrieved) if s < scores[paper_id]), len(retrieved)) - 0.5
     papers = services.store.get_papers(list(labels))
     return [evidence.Source(labels[p.id], p.id, p.title, tuple(p.authors), p.published.isoformat(), p.abstract,
-                            scores[p.id], p.id in named) for p in papers]
+                            scores[p.id], p.id in named, ranks[p.id]) for p in papers]
 
 
 def evidence_rows(services: Services, question: str, items: Sequence[Evidence],

@@ -17,6 +17,7 @@ from copilot.records import number_to_date
 from copilot.services import Services
 
 RECENT_DAYS = 365          # "recent" / "latest": the library's last year
+FILTERED_FLOOR = 0.40      # the filtered papers' best cosine must reach the table's floor (evidence.ROW_FLOOR)
 _RECENT = re.compile(r"\b(?:recent(?:ly)?|latest|newest|lately|nowadays|these days|current(?:ly)?)\b", re.I)
 _YEAR = re.compile(r"\b(?P<since>since|after|from)?\s*(?P<year>20[0-3]\d)\b", re.I)
 _CATEGORY = re.compile(r"\b(?P<cat>(?:cs|stat|math|eess|q-bio|q-fin|physics|astro-ph|cond-mat)\.[A-Za-z]{2})\b")
@@ -55,17 +56,25 @@ def _newest(services: Services) -> date | None:
 
 def table_paper_hits(services: Services, question: str, embedding: np.ndarray, k: int) -> list[tuple[str, float]]:
     """(paper id, cosine to the question) of the `k` papers Search ranks first for the question, fused order,
-    within the filters it implies (none when they leave nothing)."""
+    within the filters it implies; without them when they leave nothing, or nothing whose cosine reaches
+    `FILTERED_FLOOR` ("How do recent methods improve 3D Gaussian Splatting?" names no date: when the library's
+    last year holds no such paper, the older ones answer it)."""
     query = " ".join(question.split())[:MAX_QUERY_CHARS]
     filters = implied_filters(query, _newest(services))
-    hits = []
+    scored: list[tuple[str, float]] = []
     for chosen in ((filters, Filters()) if filters.any else (Filters(),)):
-        try:
-            hits = search_papers(services, query, chosen.date_from, chosen.date_to, chosen.categories, limit=k).hits
-        except UserError:
-            hits = []
-        if hits:
+        scored = _fused_hits(services, query, embedding, k, chosen)
+        if scored and (not chosen.any or max(score for _, score in scored) >= FILTERED_FLOOR):
             break
+    return scored
+
+
+def _fused_hits(services: Services, query: str, embedding: np.ndarray, k: int,
+                filters: Filters) -> list[tuple[str, float]]:
+    try:
+        hits = search_papers(services, query, filters.date_from, filters.date_to, filters.categories, limit=k).hits
+    except UserError:
+        hits = []
     ids = [hit.paper.id for hit in hits]
     if not ids:
         return []

@@ -7,8 +7,10 @@ its abstract that say what it does or finds about the question (issue #39).
      position). Background is never quoted, nor a bare title;
   2. one embedding batch for all sentences; a sentence's score is its cosine to the question plus a bonus for its
      role, and, when the question asks how much or how well, for a number;
-  3. a paper becomes a row when its best quotable sentence clears the relevance floor; rows are ranked by that
-     score plus a share of the paper's own cosine, up to MAX_ROWS. A paper the question names by title comes first;
+  3. when the best quotable sentence of any paper clears the relevance floor, the papers whose own cosine clears the
+     paper floor, or whose best sentence clears the relevance floor, become rows, in the retrieval's order (Search's
+     fused ranking), up to MAX_ROWS; else there are no rows (the no-answer line). A paper the question names by
+     title or arXiv id comes first, whatever its scores;
   4. a row quotes its best sentence, and a second one when it is a result close behind; two sentences that are
      not adjacent are joined with "…" (each part is a verbatim substring of the one abstract);
   5. rows that fall into clearly separate groups are grouped (`group_rows`), each group headed by a phrase that
@@ -36,14 +38,16 @@ from copilot.methods.evidence_text import (  # re-exported: the table's text is 
     TEXTBOOK_LINE,
 )
 
-MAX_ROWS = 8
-# Floor on a row's best quotable sentence (cosine to the question, packaged MiniLM). Measured on 2,000 real
-# abstracts (docs/evidence.md): relevant rows of research questions scored 0.40-0.69 (a short jargon question,
-# "Does GRPO-style RL help small models?", 0.40-0.54); the best row of off-topic questions (banana bread, dog
-# training, ...) 0.28-0.34.
+MAX_ROWS = 6
+# Gate on the best row's best quotable sentence (cosine to the question, packaged MiniLM): below it the question gets
+# the no-answer line. Measured on 2,000 real abstracts (docs/evidence.md): the best row of research questions scored
+# 0.42-0.84, of off-topic questions (banana bread, dog training, ...) 0.14-0.37.
 ROW_FLOOR = 0.40
-KEEP_WITHIN = 0.22            # a further row must score at least the best row minus this
-SOURCE_WEIGHT = 0.3           # share of the paper's own cosine added to its best sentence's
+# Floor on each further row's paper (the cosine of its title and abstract to the question). With rows in Search's
+# fused order, this and MAX_ROWS were chosen on half of the answers dev set (docs/answers-eval.md): the paper's own
+# cosine tells relevant rows from the rest better than its best sentence's (a sentence can match a question's words
+# without the paper being about it). A paper under it is still a row when its best sentence clears ROW_FLOOR.
+PAPER_FLOOR = 0.35
 SECOND_WITHIN = 0.08          # a second sentence of a row must score at least its first minus this
 MAX_QUOTE_WORDS = quotes.MAX_SPAN_WORDS
 ROLE_BONUS = {"result": 0.05, "method": 0.04, "objective": 0.03, "other": 0.0}
@@ -58,7 +62,8 @@ MAX_SPANS_PER_PAPER = 6
 _ROLE_ORDER = {"result": 0, "method": 1, "objective": 2, "other": 3}
 
 _BACKGROUND = re.compile(
-    r"^(?:while|although|though|despite|during inference|recent (?:advances|advancements|progress|work|studies|"
+    r"^(?:(?:additionally|moreover|furthermore|also|yet|but),? )?(?:while|although|though|despite|during inference|"
+    r"recent (?:advances|advancements|progress|work|studies|"
     r"developments|breakthroughs))\b|\boverlook|\b(?:prior|previous|existing) (?:works?|studies|methods) (?:have|has) "
     r"not\b|\b(?:has|have) (?:become|emerged|gained|attracted|drawn|been widely|shown (?:great|remarkable|impressive|"
     r"strong|significant))|^(?:recently|in recent years|nowadays|over the past|with the (?:rapid|rise|growing|"
@@ -81,6 +86,9 @@ _METHOD = re.compile(
 _OBJECTIVE = re.compile(
     r"\b(?:we|this (?:paper|work|study)|our (?:work|study))\b.{0,30}\b(?:aim|investigate|study|explore|examine|"
     r"ask|address|analy[sz]e|evaluate|tackle|focus|seek|revisit|benchmark|assess|characteri[sz]e|compare)", re.I)
+# the sentence that states a paper's contribution: "We propose X", "In this paper, we introduce X", "This work presents"
+_CONTRIBUTES = re.compile(r"\b(?:we|this (?:paper|work|study|article)|our (?:paper|work))\b[^.;]{0,40}?"
+                          r"\b(?:propose|introduce|present)[sd]?\b", re.I)
 _NUMBER = re.compile(r"\d")
 _HOW_MUCH = re.compile(r"\bhow (?:much|many|well|fast|large|big|good|accurate|often)\b|\bby how\b"
                        r"|\bwhat (?:is|are) the (?:gains?|savings?|speed-?ups?|improvements?)\b"
@@ -137,6 +145,7 @@ class Source:
     abstract: str
     score: float              # the item's cosine to the question
     named: bool = False       # the question names it by its arXiv id
+    rank: float = 0.0         # its place in the retrieval's order (Search's fused ranking); rows keep that order
 
 
 @dataclass
@@ -209,18 +218,22 @@ def asks_contribution(question: str) -> bool:
 
 def candidate_spans(abstract: str) -> list[tuple[Span, str, float]]:
     """The spans of an abstract a row may quote, with their cue role and relative place in the abstract (0 first, 1
-    last): quotable, not background by their cues, at most MAX_SPANS_PER_PAPER (objective, method, result first).
+    last): quotable, not background by their cues, at most MAX_SPANS_PER_PAPER (objective, method, result first)
+    and its first contribution sentence ("we propose …") beyond them.
     Their vectors are what a table embeds, so `python -m copilot sentences` stores these in advance."""
     spans = spans_of(abstract)
     kept = [(span, role) for span, role in zip(spans, cue_roles([s.text for s in spans]))
             if role != "background" and quotable(span)]
-    kept = sorted(kept, key=lambda pair: (_ROLE_ORDER.get(pair[1], 3), pair[0].position))[:MAX_SPANS_PER_PAPER]
+    ordered = sorted(kept, key=lambda pair: (_ROLE_ORDER.get(pair[1], 3), pair[0].position))
+    kept = ordered[:MAX_SPANS_PER_PAPER] + [pair for pair in ordered[MAX_SPANS_PER_PAPER:]
+                                            if _CONTRIBUTES.search(pair[0].text)][:1]   # and what it proposes
     return [(span, role, span.position / max(len(spans) - 1, 1)) for span, role in kept]
 
 
 def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Source],
                embed: Callable[[list[str]], np.ndarray], max_rows: int = MAX_ROWS,
-               floor: float = ROW_FLOOR, learned_roles: bool = True) -> tuple[list[Row], np.ndarray | None]:
+               floor: float = ROW_FLOOR, learned_roles: bool = True,
+               paper_floor: float = PAPER_FLOOR) -> tuple[list[Row], np.ndarray | None]:
     """The table's rows, best first (see the module doc), and each row's best-span vector (for grouping).
     `learned_roles`: the sentence-role classifier may read `embed`'s vectors (they come from its embedder)."""
     unique = list({s.paper_id: s for s in reversed(sources)}.values())[::-1]     # first label of a paper wins
@@ -248,24 +261,31 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     rows, row_vectors = [], []
     for index, source in enumerate(unique):
         mine = sorted((n for n, (i, _, _) in enumerate(owned) if i == index), key=lambda n: -scores[n])
-        if not mine or (relevance[mine[0]] < floor and not names_paper(question, source)):
+        if not mine:
             continue
         best = mine[0]
         if names_paper(question, source):     # the paper asked about: what it does, then what it finds
-            does = [n for n in mine if owned[n][2] in ("objective", "method")][:1]
-            chosen = (does + [n for n in mine if owned[n][2] == "result"][:1]) or [best]
+            does = (sorted((n for n in mine if _CONTRIBUTES.search(owned[n][1].text)),
+                           key=lambda n: owned[n][1].position)[:1]      # its first "we propose …" sentence
+                    or [n for n in mine if owned[n][2] in ("objective", "method")][:1])
+            chosen = (does + [n for n in mine if owned[n][2] == "result" and n not in does][:1]) or [best]
         else:
             chosen = [best] + [n for n in mine[1:2] if owned[n][2] == "result" and owned[best][2] != "result"
                                and scores[n] >= scores[best] - SECOND_WITHIN
                                and float(vectors[n] @ vectors[best]) < 0.9]
         chosen.sort(key=lambda n: owned[n][1].position)
         rows.append(Row(source, [owned[n][1] for n in chosen], float(relevance[best]),
-                        scores[best] + SOURCE_WEIGHT * source.score, [owned[n][2] for n in chosen]))
+                        scores[best], [owned[n][2] for n in chosen]))
         row_vectors.append(vectors[best])
     named = [names_paper(question, row.source) for row in rows]
-    order = sorted(range(len(rows)), key=lambda n: (not named[n], -rows[n].score))   # a named paper first
-    top = max((row.score for row in rows), default=0.0)
-    order = [n for n in order if named[n] or rows[n].score >= top - KEEP_WITHIN][:max_rows]
+    if not any(named) and max((row.relevance for row in rows), default=0.0) < floor:
+        return [], None       # nothing in the pool says anything close to the question: the no-answer line
+    # a named paper first, then the retrieval's order (meaning and words fused beat any one sentence's cosine)
+    order = sorted(range(len(rows)), key=lambda n: (not named[n], rows[n].source.rank, -rows[n].score))
+    # a row: its paper is near the question, or (a short question embeds poorly against a whole abstract) its best
+    # sentence is
+    order = [n for n in order if named[n] or rows[n].source.score >= paper_floor or rows[n].relevance >= floor]
+    order = order[:max_rows]
     return [rows[n] for n in order], (np.vstack([row_vectors[n] for n in order]) if order else None)
 
 
