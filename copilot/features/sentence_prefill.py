@@ -51,13 +51,17 @@ def fill(services: Services, progress: Callable[[Filled], None] | None = None,
         if stop and stop():
             break
         papers = services.store.get_papers(ids[start:start + PAPERS_PER_BATCH])
-        done = services.sentence_vectors.papers_done(model, [(p.id, p.abstract) for p in papers])
-        todo = [p for p in papers if p.id not in done]
+        # a paper is done for its very candidate sentences: a changed abstract or a changed choice of spans (a new
+        # version of this code) makes it due again
+        spans = {p.id: [span.text for span, _, _ in candidate_spans(p.abstract)] for p in papers}
+        keys = [(p.id, "\n".join(spans[p.id])) for p in papers]
+        done = services.sentence_vectors.papers_done(model, keys)
+        todo = [key for key in keys if key[0] not in done]
         counts.already += len(papers) - len(todo)
-        texts = [span.text for paper in todo for span, _, _ in candidate_spans(paper.abstract)]
+        texts = [text for paper_id, _ in todo for text in spans[paper_id]]
         if texts:
             services.embedder.embed_cached(texts, stored=services.sentence_vectors)
-        services.sentence_vectors.mark_done(model, [(p.id, p.abstract) for p in todo])
+        services.sentence_vectors.mark_done(model, todo)
         counts.filled += len(todo)
         counts.sentences += len(texts)
         if progress:

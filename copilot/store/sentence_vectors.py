@@ -72,7 +72,8 @@ class SentenceVectors:
                 conn.executemany("INSERT OR REPLACE INTO sentence_vectors (model, key, vector) VALUES (?,?,?)", rows)
 
     def papers_done(self, model: str, papers: Iterable[tuple[str, str]]) -> set[str]:
-        """Of (paper id, content) pairs, the ids whose sentences were all stored for this very content."""
+        """Of (paper id, content) pairs, the ids whose sentences were all stored for this very content (the caller
+        decides what content means: the sentences it embeds)."""
         wanted = {pid: text_key(content) for pid, content in papers}
         ids = list(wanted)
         done: set[str] = set()

@@ -72,14 +72,32 @@ def thought_with_a_new_row(services: Services, question: str, top_k: int) -> boo
     pool = {pid for pid, _ in hits}
     if not evidence_rows(services, question, [Evidence(pid, "paper", "", "", score) for pid, score in hits]):
         return False              # the papers-only side would be the no-answer line: a question of another kind
+    chat = Chat(services)
     for hit in services.store.search("paper", embedding, 40):
         if hit.id in pool:
             continue
         if evidence_rows(services, question, [Evidence(hit.id, "paper", hit.title, hit.text, hit.score)]):
-            Chat(services).memory.add(question, [(hit.id, "paper")], origin="test", user="local",
-                                      check_redundant=False)
-            return True
+            made = chat.memory.add(question, [(hit.id, "paper")], origin="test", user="local", check_redundant=False)
+            if made and tables_differ(services, chat, question, embedding):
+                return True
+            if made:            # its paper does not make it into the table: try the next one
+                chat.memory.thoughts.mark_retracted([made])
+                chat.memory.drop_vectors([made])
     return False
+
+
+def tables_differ(services: Services, chat: Chat, question: str, embedding) -> bool:
+    """Whether the question's two tables (one row budget, as a turn shows them) differ, without recording a turn."""
+    from copilot.features.answers import quoted_answer, row_budget
+    from copilot.features.chat_view import same_answer
+
+    found = chat._retrieve(question, embedding, "local")
+    if found.same_items:
+        return False
+    sides = [found.raw, found.augmented]
+    budget = row_budget(services, question, sides)
+    tables = ["".join(quoted_answer(services, question, items, max_rows=budget)) for items in sides]
+    return not same_answer(*tables)
 
 
 def read_turn(page) -> dict:
