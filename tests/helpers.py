@@ -47,9 +47,11 @@ def subprocess_env(data_dir: Path, strip: tuple[str, ...] = PROJECT_PREFIXES, **
 
 def app_env(data_dir: Path) -> dict[str, str]:
     """The environment of the app or CLI in a child process as the browser tests run it: the local model with short
-    answers, no Gradio settings from outside, and no real arXiv (an unused loopback port unless a test overrides it)."""
+    answers, no Gradio settings from outside, and no real arXiv (an unused loopback port unless a test overrides it).
+    No background sentence filler: each of the tier's ~20 short-lived apps would load a second embedder for papers it
+    never serves long (tests/test_sentence_vectors.py starts it the way app.py does)."""
     return subprocess_env(data_dir, strip=(*PROJECT_PREFIXES, "GRADIO_"), COPILOT_LLM="local",
-                          COPILOT_ANSWER_MAX_TOKENS="64", COPILOT_LOCAL_THREADS="1",
+                          COPILOT_ANSWER_MAX_TOKENS="64", COPILOT_LOCAL_THREADS="1", COPILOT_SENTENCE_PREFILL="false",
                           COPILOT_ARXIV_API_URL=f"http://127.0.0.1:{free_port()}/api/query",
                           GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
 

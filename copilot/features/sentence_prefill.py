@@ -23,7 +23,7 @@ from copilot.methods.evidence import candidate_spans
 from copilot.services import Services
 
 log = logging.getLogger(__name__)
-PAPERS_PER_BATCH = 64
+PAPERS_PER_BATCH = 16      # the app's filler checks between batches whether the app is still there
 LOCK_FILE = "sentence-prefill.lock"
 
 
