@@ -205,3 +205,26 @@ def test_a_named_paper_quotes_what_it_proposes_then_what_it_finds():
     assert rows[0].source is paper
     assert rows[0].quote.startswith("In this paper, we introduce StripeNet") and "41%" in rows[0].quote
     assert is_verbatim(rows[0].quote, abstract)
+
+
+HOP = Source("4", "2504.00004", "HopRAG: a passage graph for multi-hop retrieval", ("Gil Ma",), "2025-04-08",
+             "Retrieval-augmented generation systems often struggle with multi-hop questions due to irrelevant "
+             "context retrieval. To address these limitations of retrieval-augmented generation, we propose HopRAG, "
+             "a graph over passages for multi-hop questions. HopRAG improves exact match on multi-hop questions by "
+             "7.5 points over retrieval-augmented generation baselines.", 0.6)
+
+
+def test_a_question_about_limits_quotes_the_sentence_that_states_one():
+    """"What are the limits of …?" is answered by the abstract's own statement of a limitation, though abstracts
+    state it in their setting (background); a sentence about removing one ("To address these limitations") is not
+    such a statement, and any other question still gets what the paper does or finds."""
+    asked = "What are the limits of retrieval-augmented generation for multi-hop questions?"
+    [row] = rows_for(asked, [HOP])
+    assert row.quote.startswith("Retrieval-augmented generation systems often struggle") and row.roles == ["limitation"]
+    assert is_verbatim(row.quote, HOP.abstract)
+    [why] = rows_for("Why does retrieval-augmented generation fail on multi-hop questions?", [HOP])
+    assert "due to irrelevant context retrieval" in why.quote
+    [plain] = rows_for("Which methods improve retrieval-augmented generation for multi-hop questions?", [HOP])
+    assert "struggle" not in plain.quote and "background" not in plain.roles
+    assert not evidence.states(evidence.limit_cue(asked), "To address these limitations, we propose HopRAG.")
+    assert evidence.limit_cue("Which methods compress the KV cache?") is None

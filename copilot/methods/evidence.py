@@ -12,7 +12,9 @@ its abstract that say what it does or finds about the question (issue #39).
      fused ranking), up to MAX_ROWS; else there are no rows (the no-answer line). A paper the question names by
      title or arXiv id comes first, whatever its scores;
   4. a row quotes its best sentence, and a second one when it is a result close behind; two sentences that are
-     not adjacent are joined with "…" (each part is a verbatim substring of the one abstract);
+     not adjacent are joined with "…" (each part is a verbatim substring of the one abstract). A question about
+     what goes wrong ("What are the limits of …?") or why gets the paper's sentence that states a limitation or a
+     cause, even from its setting, when one is close enough to the question (`limit_cue`);
   5. rows that fall into clearly separate groups are grouped (`group_rows`), each group headed by a phrase that
      occurs verbatim in its rows and in no other group's.
 
@@ -93,6 +95,29 @@ _NUMBER = re.compile(r"\d")
 _HOW_MUCH = re.compile(r"\bhow (?:much|many|well|fast|large|big|good|accurate|often)\b|\bby how\b"
                        r"|\bwhat (?:is|are) the (?:gains?|savings?|speed-?ups?|improvements?)\b"
                        r"|\b(?:save|saving|savings|speed-?up|reduction|accuracy|gain)s?\b", re.I)
+# a question about what goes wrong ("What are the limits of RAG for multi-hop QA?") or why ("Why do VLMs
+# hallucinate?"), and the sentences that answer each: a limitation or failure (or its cause), a cause
+_ASKS_LIMITS = re.compile(r"\b(?:limits|limitations?|challenges|drawbacks?|weakness(?:es)?|shortcomings?|pitfalls?"
+                          r"|bottlenecks?|failure modes?|open (?:problems|questions|issues)"
+                          r"|what (?:goes|can go) wrong)\b", re.I)
+_ASKS_WHY = re.compile(r"\bwhy (?:do|does|did|is|are|can|can't|cannot|would|might)\b", re.I)
+_CAUSE = (r"due to|because|stems? from|caused by|attributed? to|attributable to|arises? from|root causes?|"
+          r"originates? from|the (?:main |primary |key )?reasons?")
+_STATES_LIMIT = re.compile(r"\b(?:limitations?|limited|struggles?|struggling|fail(?:s|ed|ing|ures?)?|suffers?"
+                           r"|bottlenecks?|drawbacks?|shortcomings?|lacks?|lacking|insufficient|unable|cannot|"
+                           r"vulnerab\w+|prone to|hinders?|degrades?|degradation|challenges|brittle|unreliable|poorly|"
+                           r"inconsisten\w+|falls? short|" + _CAUSE + r")\b", re.I)
+_STATES_CAUSE = re.compile(r"\b(?:" + _CAUSE + r")\b", re.I)
+# a sentence about removing a limitation states none: "To address these limitations, we propose …", "… without
+# performance degradation", "avoiding the inefficiency caused by …"
+_REMOVES_LIMIT = re.compile(r"\b(?:to (?:address|overcome|tackle|alleviate|mitigate|solve|resolve|remedy|bridge)"
+                            r"|without (?:\w+ ){0,3}(?:degradation|loss|failure|sacrific\w*)|avoid\w*|eliminat\w*)\b",
+                            re.I)
+MAX_LIMIT_SPANS = 2           # background spans that state a limitation, kept per paper for such a question
+# for such a question a row quotes its paper's sentence that states a limitation or cause, when one is at least this
+# close to the question (MiniLM ranks "RAG systems often struggle to handle multi-hop question-answering …" at 0.39
+# for "What are the limits of RAG for multi-hop QA?", under the paper's result sentences)
+LIMIT_FLOOR = 0.30
 _CITATION_BRACKET = re.compile(r"\[\s*\d{1,3}(?:\s*[,;\u2013-]\s*\d{1,3})*\s*\]")
 
 
@@ -216,17 +241,34 @@ def asks_contribution(question: str) -> bool:
     return bool(_CONTRIBUTION.search(question or ""))
 
 
-def candidate_spans(abstract: str) -> list[tuple[Span, str, float]]:
+def limit_cue(question: str) -> re.Pattern | None:
+    """For a question about what goes wrong (limits, challenges, failures), the cue of a sentence that states one;
+    for a why-question, of a sentence that states a cause; else None."""
+    return _STATES_LIMIT if _ASKS_LIMITS.search(question or "") else _STATES_CAUSE if _ASKS_WHY.search(
+        question or "") else None
+
+
+def states(cue: re.Pattern, sentence: str) -> bool:
+    """Whether a sentence states what `cue` (a `limit_cue`) looks for, not how a paper removes it."""
+    return bool(cue.search(sentence)) and not _REMOVES_LIMIT.search(sentence)
+
+
+def candidate_spans(abstract: str, limits: re.Pattern | None = None) -> list[tuple[Span, str, float]]:
     """The spans of an abstract a row may quote, with their cue role and relative place in the abstract (0 first, 1
     last): quotable, not background by their cues, at most MAX_SPANS_PER_PAPER (objective, method, result first)
-    and its first contribution sentence ("we propose …") beyond them.
-    Their vectors are what a table embeds, so `python -m copilot sentences` stores these in advance."""
+    and its first contribution sentence ("we propose …") beyond them. With `limits` (`limit_cue` of a question that
+    asks what goes wrong or why), also up to MAX_LIMIT_SPANS background spans it matches, role "limitation".
+    Their vectors are what a table embeds, so `python -m copilot sentences` stores these (without `limits`) in
+    advance."""
     spans = spans_of(abstract)
-    kept = [(span, role) for span, role in zip(spans, cue_roles([s.text for s in spans]))
-            if role != "background" and quotable(span)]
+    roles = cue_roles([s.text for s in spans])
+    kept = [(span, role) for span, role in zip(spans, roles) if role != "background" and quotable(span)]
     ordered = sorted(kept, key=lambda pair: (_ROLE_ORDER.get(pair[1], 3), pair[0].position))
     kept = ordered[:MAX_SPANS_PER_PAPER] + [pair for pair in ordered[MAX_SPANS_PER_PAPER:]
                                             if _CONTRIBUTES.search(pair[0].text)][:1]   # and what it proposes
+    if limits:
+        kept += [(span, "limitation") for span, role in zip(spans, roles)
+                 if role == "background" and quotable(span) and states(limits, span.text)][:MAX_LIMIT_SPANS]
     return [(span, role, span.position / max(len(spans) - 1, 1)) for span, role in kept]
 
 
@@ -237,10 +279,11 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     """The table's rows, best first (see the module doc), and each row's best-span vector (for grouping).
     `learned_roles`: the sentence-role classifier may read `embed`'s vectors (they come from its embedder)."""
     unique = list({s.paper_id: s for s in reversed(sources)}.values())[::-1]     # first label of a paper wins
+    limits = limit_cue(question)
     owned: list[tuple[int, Span, str]] = []
     places: list[float] = []
     for index, source in enumerate(unique):
-        for span, role, place in candidate_spans(source.abstract):
+        for span, role, place in candidate_spans(source.abstract, limits):
             owned.append((index, span, role))
             places.append(place)
     if not owned:
@@ -248,6 +291,7 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     vectors = np.asarray(embed([span.text for _, span, _ in owned]), dtype=np.float32)
     if learned_roles and sentence_roles.fits(vectors):      # the learned roles, from the vectors just made
         learned = roles_of([span.text for _, span, _ in owned], vectors, places)
+        learned = ["limitation" if role == "limitation" else learned[n] for n, (_, _, role) in enumerate(owned)]
         keep = [n for n, role in enumerate(learned) if role != "background"]
         owned = [(owned[n][0], owned[n][1], learned[n]) for n in keep]
         vectors = vectors[keep]
@@ -269,6 +313,8 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
                            key=lambda n: owned[n][1].position)[:1]      # its first "we propose …" sentence
                     or [n for n in mine if owned[n][2] in ("objective", "method")][:1])
             chosen = (does + [n for n in mine if owned[n][2] == "result" and n not in does][:1]) or [best]
+        elif limits and (says := [n for n in mine if relevance[n] >= LIMIT_FLOOR and states(limits, owned[n][1].text)]):
+            chosen = says[:1]         # what goes wrong, or why: the sentence that says so
         else:
             chosen = [best] + [n for n in mine[1:2] if owned[n][2] == "result" and owned[best][2] != "result"
                                and scores[n] >= scores[best] - SECOND_WITHIN
