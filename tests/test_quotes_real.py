@@ -117,3 +117,24 @@ def test_every_quote_the_answers_bench_produces_is_verbatim_in_the_one_paper_it_
         for row in evidence_text.parse_table(answer["shown"]):
             assert evidence_text.is_verbatim(row.quote, papers[row.paper_id])
             assert "\u201c" not in row.quote and "\u201d" not in row.quote     # never two quotes in one pair of marks
+
+
+def test_a_question_about_weaknesses_quotes_the_sentences_that_state_them(library):
+    """Issue #39 ("What are the limits of RAG for multi-hop QA?" got results of new methods): with the real embedder
+    over real abstracts, a question about weaknesses quotes what the papers say goes wrong, verbatim, though their
+    abstracts say it in their setting; the same papers asked what they propose quote their methods instead."""
+    chat = Chat(library)
+    turn = chat.prepare("What are the weaknesses of existing deepfake detection methods?", "limits")
+    for _ in chat.stream(turn):
+        pass
+    rows = evidence_text.parse_table(turn.answers[0].text)
+    exddv = next(row for row in rows if row.paper_id == "2503.14421")
+    assert exddv.quote.startswith("However, deepfake detectors are also prone to errors"), exddv.quote
+    assert evidence.states(evidence.limit_cue(turn.question), exddv.quote)
+    papers = {p.id: p for p in library.store.get_papers([row.paper_id for row in rows])}
+    assert all(evidence_text.is_verbatim(row.quote, papers[row.paper_id].abstract) for row in rows)
+    plain = chat.prepare("Which deepfake detection methods are proposed?", "limits")
+    for _ in chat.stream(plain):
+        pass
+    exddv = next(row for row in evidence_text.parse_table(plain.answers[0].text) if row.paper_id == "2503.14421")
+    assert "prone to errors" not in exddv.quote
