@@ -17,8 +17,8 @@ THOUGHT_SOURCES = (
     "and, with a model that writes, a finished Deep answer and the topic summaries, period summary and ideas of a "
     "Trends report. With the default small model a Chat thought is the evidence table itself: each paper's title and "
     "the sentences it quoted; when a later question finds the thought, those papers compete for the table's rows "
-    "like any other paper. Its Trends summaries are quotes of the period's papers, which a question's own search "
-    "finds anyway, so they are not kept.")
+    "like any other paper. With that model, Trends summaries are quotes of the period's papers, which a question's own "
+    "search finds anyway, so they are not kept.")
 
 
 def memory_view(services: Services, query: str = "", limit: int = 30, user: str | None = None) -> list[dict]:
