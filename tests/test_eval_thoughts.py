@@ -99,6 +99,19 @@ def test_cited_pairs_count_ids_missing_from_the_abstracts(tmp_path):
     assert gold.unknown_ids == {"query": 1, "cited": 1} and gold.prefix == "toy"
 
 
+def test_the_held_out_fold_is_the_pool_queries_the_qrels_do_not_hold_with_their_cited_candidates(tmp_path):
+    _write_dir(tmp_path / "toy", TOY_PAPERS, TOY_QRELS)
+    pool = {"q1": {"cands": ["c1"], "cand_source": [["cited"]]},                  # the dev fold's: left out
+            "n3": {"cands": ["c2", "n1", "gone", "c1"], "cand_source": [["cited", "specter"], ["specter"],
+                                                                         ["cited"], ["title_tfidf", "cited"]]},
+            "n2": {"cands": ["c3"], "cand_source": [["abs_cbow200"]]}}                # nothing cited: left out
+    (tmp_path / "toy" / csfcube.POOL_FILE).write_text(json.dumps(pool), encoding="utf-8")
+    papers = csfcube.read_abstracts(tmp_path / "toy", thoughts_eval.QRELS_GLOB)
+    assert csfcube.held_out_cited(tmp_path / "toy", papers, thoughts_eval.QRELS_GLOB) == {"n3": {"c2", "c1"}}
+    with pytest.raises(csfcube.EvalDataError, match="held-out fold needs"):
+        csfcube.held_out_cited(tmp_path, papers, thoughts_eval.QRELS_GLOB)
+
+
 def test_a_directory_without_the_files_is_named(tmp_path):
     with pytest.raises(csfcube.EvalDataError, match="abstracts-csfcube-from-readable.jsonl"):
         csfcube.read_abstracts(tmp_path, thoughts_eval.QRELS_GLOB)

@@ -98,3 +98,41 @@ def test_both_tables_of_a_turn_get_one_row_budget(chat):
     if stored.comparison == "yes":
         shown = {r.paper_id for r in parse_table(stored.thoughts.text or "")}
         assert shown & set(beyond)                   # the thought side differs by which papers, not how many
+
+
+def test_each_table_of_a_turn_is_built_once(chat, monkeypatch):
+    """The one row budget counted both tables' rows by building them, and each answer then built its table again:
+    the chat ranking that decides which of a thought's papers may join ran twice for the thought side. Each side's
+    table is built once now, and holds the rows a table built for the budget holds."""
+    from copilot.features import answers
+    from copilot.methods import evidence
+
+    first = run(chat, QUESTION, "erin")
+    pool = [s.id for s in chat.log.turn(first.id).raw.sources]
+    near = [e.id for e in chat.services.store.search("paper", chat.services.embedder.embed_one(QUESTION), 60)]
+    chat.request_thought(first.id, None, "test")
+    chat.wait_for_all(timeout=120)
+    chat.memory.add(QUESTION, [(pid, "paper") for pid in near if pid not in pool][:8], origin="test", user="erin",
+                    check_redundant=False)
+    calls = {"ranking": 0, "rows": 0}
+
+    def counted(name, real):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(answers, "table_paper_hits", counted("ranking", answers.table_paper_hits))
+    monkeypatch.setattr(evidence, "build_rows", counted("rows", evidence.build_rows))
+    turn = chat.prepare(QUESTION, "erin")
+    items = {a.kind: a.sources for a in turn.answers}
+    assert any(s.kind == "thought" for s in items.get("thoughts", [])), "no thought reached the turn"
+    for _ in chat.stream(turn):
+        pass
+    assert calls == {"ranking": 1, "rows": 2}, calls
+    monkeypatch.undo()
+    stored = chat.log.turn(turn.id)
+    budget = min(len(answers.evidence_rows(chat.services, QUESTION, side)) for side in items.values())
+    for side, text in ((items["raw"], stored.raw.text), (items["thoughts"], stored.thoughts.text)):
+        expected = [row.source.paper_id for row in answers.evidence_rows(chat.services, QUESTION, side, budget)]
+        assert [row.paper_id for row in parse_table(text or "")] == expected

@@ -66,3 +66,21 @@ def test_echo_of_the_trend_prompt_is_not_kept(week, caplog):  # noqa: F811
         tr._store_thoughts(week, report, lineage, "local")
     assert len(report.thought_ids) == 1 and report.notices == []       # an internal note: the log's, not the page's
     assert "echoes the prompt's instructions" in caplog.text
+
+
+def test_the_tiny_profile_keeps_no_trends_thought_and_a_writing_profile_does(week):  # noqa: F811
+    """On the tiny profile a Trends summary is quotes of the period's papers; kept as thoughts they brought no
+    relevant paper to a later question and made more of its tables differ (issue #40 item 3, docs/thoughts-eval.md),
+    so the run shows them and stores none. A writing profile's summaries are the model's own text: kept."""
+    from copilot.services import Services
+
+    tiny = Services(week.settings.model_copy(update={"model_profile": "tiny"}))
+    opts = tr.TrendsOptions(summarized_topics=2, use_cache=False)
+    report = tr.run_trends(tiny, date(2025, 5, 12), LAST_DAY, opts=opts)
+    assert report.done and report.summary and report.topics[0].summary        # the quotes are shown
+    assert report.thought_ids == [] and tiny.store.count("thought") == 0
+    writer, _ = use_script(week, [replies] * 40)
+    assert writer.model_profile.writes
+    report = tr.run_trends(writer, date(2025, 5, 12), LAST_DAY, opts=tr.TrendsOptions(summarized_topics=2, ideas=0,
+                                                                                       use_cache=False))
+    assert report.thought_ids and writer.store.count("thought") == len(report.thought_ids)

@@ -63,11 +63,12 @@ def cmd_eval_thoughts(args: argparse.Namespace) -> int:
         raise UserError(refused)
     eval_dir = settings.data_dir / "eval"
     run_name = thoughts_run_name(args.warmup_from, args.warmup, args.k, args.seed)
-    store_dir = thoughts_store_dir(eval_dir, Path(args.data), run_name)
+    store_dir = thoughts_store_dir(eval_dir, Path(args.data), run_name if args.fold == "dev" else
+                                   f"{args.fold}-{run_name}")
     services = Services(settings.model_copy(update={"data_dir": store_dir, "top_k": args.k}))
     try:
         report = thoughts_eval.run(services, Path(args.data), args.warmup, args.k, args.seed, progress=_to_stderr,
-                                   warmup_from=args.warmup_from, judge=args.judge)
+                                   warmup_from=args.warmup_from, judge=args.judge, fold=args.fold)
     except thoughts_eval.EvalDataError as error:
         raise UserError(str(error)) from None
     except KeyboardInterrupt:
@@ -303,6 +304,9 @@ def _add_thoughts(names: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup-from", choices=thoughts_eval.WARMUP_SOURCES, default="random",
                    help="warm-up questions from the titles of random papers (default) or of the query papers' "
                    "nearest neighbours by embedding (never a query paper; no judgement read)")
+    p.add_argument("--fold", choices=("dev", "heldout"), default="dev", help="the query papers of the qrels file "
+                   "(dev, default), or those of test-pid2pool-csfcube.json it does not hold (heldout: each with the "
+                   "candidates the pool took from its reference list)")
     _add_judge_flags(p, "after the warm-up, the configured LLM (an OpenAI-compatible endpoint) judges each query's "
                      "two answers, blind and in seeded random order: wins/losses/ties of papers + thoughts, win rate "
                      "with a 95%% Wilson interval")

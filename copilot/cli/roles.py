@@ -108,12 +108,14 @@ def cmd_eval_thoughts_dev(args: argparse.Namespace) -> int:
     stored = answers_eval.prepare_library(services, corpus, args.papers, gold)
     _to_stderr(f"library: {stored} papers in {store_dir}")
     modes = [m for m in args.vector_modes.split(",") if m.strip()]
-    report = thoughts_dev_eval.evaluate(services, dev, warmups, progress=_to_stderr, vector_modes=modes)
+    report = thoughts_dev_eval.evaluate(services, dev, warmups, progress=_to_stderr, vector_modes=modes,
+                                        trends=args.trends)
     report["meta"].update(questions=str(args.questions), warmup=str(args.warmup),
                           warmup_sha1=hashlib.sha1(Path(args.warmup).read_bytes()).hexdigest()[:12],
                           corpus=str(corpus), first_papers=args.papers)
+    trends = "" if args.trends == "none" else f"-trends-{args.trends}"
     return _report(report, thoughts_dev_eval, settings.data_dir / "eval",
-                   f"thoughts-dev-{Path(args.questions).stem}-n{len(dev)}-w{len(warmups)}", args.json)
+                   f"thoughts-dev-{Path(args.questions).stem}-n{len(dev)}-w{len(warmups)}{trends}", args.json)
 
 
 def _report(report: dict, evaluation, folder: Path, name: str, as_json: bool) -> int:
@@ -180,6 +182,9 @@ def add_roles_evals(names: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, help="only the first N dev questions (and their warm-ups)")
     p.add_argument("--vector-modes", default="", help="comma-separated: also ask the dev questions with the row "
                    "thoughts embedded each way (question, question+quotes, quotes)")
+    p.add_argument("--trends", choices=("none", "first", "only"), default="none",
+                   help="store Trends summaries of the library's months as thoughts first (first), instead of the "
+                   "warm-up (only), or not (none, default)")
     p.add_argument("--json", action="store_true", help="print one JSON object: summary, per_question, warmup, "
                    "by_vector, meta")
     p.set_defaults(func=cmd_eval_thoughts_dev)

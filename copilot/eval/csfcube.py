@@ -100,6 +100,29 @@ class Report:
                 "cross_validated": self.cross_validated, "per_query": self.per_query, "meta": self.meta}
 
 
+POOL_FILE = "test-pid2pool-csfcube.json"
+
+
+def held_out_cited(data_dir: Path, papers: dict[str, dict], qrels_glob: str) -> dict[str, set[str]]:
+    """The held-out fold of a citation gold: the query papers of POOL_FILE that the one `qrels_glob` file (the dev
+    fold, on which the thought methods were tuned) does not name, each with the candidates the pool took from its
+    reference list (`cand_source` holds "cited", as SOURCE.txt's qrels-cited-from-pool). Ids missing from the
+    abstracts are left out."""
+    pool_file, qrels = Path(data_dir) / POOL_FILE, sorted(Path(data_dir).glob(qrels_glob))
+    if not pool_file.is_file() or len(qrels) != 1:
+        raise EvalDataError(f"the held-out fold needs {POOL_FILE} and one {qrels_glob} in {data_dir}")
+    with qrels[0].open(encoding="utf-8") as rows:
+        dev = {line.split("\t", 1)[0].strip() for line in rows}
+    cited: dict[str, set[str]] = {}
+    for query, pool in json.loads(pool_file.read_text(encoding="utf-8")).items():
+        if query in dev or query not in papers:
+            continue
+        found = {str(c) for c, how in zip(pool["cands"], pool["cand_source"]) if "cited" in how and str(c) in papers}
+        if found:
+            cited[query] = found
+    return cited
+
+
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 

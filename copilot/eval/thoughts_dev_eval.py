@@ -12,6 +12,10 @@ its own whose thought memory is emptied first (every live thought deleted). Then
             user of its own; the turn makes no thought (a comparison is voted "both bad", a one-answer turn's
             thought job is withdrawn), so each dev question meets the warm-up's memory and nothing else.
 
+With `trends` "first", Trends runs on every calendar month of the library holding at least TRENDS_MIN_PAPERS papers
+(the field sampled evenly, the default number of summaries) and its summaries are stored as thoughts before the
+warm-up, as a Trends run on every profile did before issue #40 item 3; "only" stores them and skips the warm-up.
+
 Per dev question, both answers are read back (`answers_eval.answer_rows`: the table's papers). Figures:
 
   recall / precision    relevant papers in the table / relevant papers; / papers in the table (per side)
@@ -30,17 +34,22 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from datetime import date, timedelta
 from pathlib import Path
 
 from copilot.eval.answers_eval import AnswersDataError, answer_rows
 from copilot.eval.report_files import json_text, write_files
 from copilot.features.chat import Chat
+from copilot.features.trends import TrendsOptions, run_trends
 from copilot.methods.thought_drafts import ROW_THOUGHT_VECTOR, is_row_thought, vector_text
-from copilot.records import Evidence
+from copilot.records import Evidence, number_to_date
 from copilot.services import Services
 from copilot.store.chat_log import RAW, THOUGHTS
 
 WARMUP_USER = "warmup"
+TRENDS_USER = "trends"
+TRENDS_MODES = ("none", "first", "only")
+TRENDS_MIN_PAPERS = 50
 
 
 def read_warmups(path: Path, dev_count: int) -> list[dict]:
@@ -96,6 +105,23 @@ def warm_up(services: Services, warmups: Sequence[dict], progress=lambda message
                      "thought_id": job.get("thought_id"), "reason": job.get("reason")})
         progress(f"warm-up {n}/{len(warmups)}: {turn.comparison}, thought {done[-1]['thought']}")
     return done
+
+
+def trends_thoughts(services: Services, progress=lambda message: None) -> list[str]:
+    """Run Trends on each calendar month of the library holding TRENDS_MIN_PAPERS papers or more, its summaries
+    stored as thoughts whatever the profile; returns their ids."""
+    months: dict[date, int] = {}
+    for row in services.catalog.rows():
+        day = number_to_date(row.date)
+        months[day.replace(day=1)] = months.get(day.replace(day=1), 0) + 1
+    stored: list[str] = []
+    for first in sorted(m for m, count in months.items() if count >= TRENDS_MIN_PAPERS):
+        last = (first + timedelta(days=32)).replace(day=1) - timedelta(days=1)
+        opts = TrendsOptions.for_writer(services.generation, store_thoughts=True, use_cache=False)
+        report = run_trends(services, first, last, user=TRENDS_USER, opts=opts)
+        stored += report.thought_ids
+        progress(f"Trends {first:%Y-%m}: {len(report.topics)} topics, {len(report.thought_ids)} thoughts stored")
+    return stored
 
 
 def _side(text: str, items: Sequence[Evidence], relevant: set[str]) -> dict:
@@ -169,6 +195,7 @@ def summarise(rows: list[dict], warmup: list[dict]) -> dict:
         "same_length": len(compared) - longer - shorter,
         "longer_guesser_right": _share(longer, longer + shorter),
         "reached_own_share": _share(sum(r["reached_own"] for r in rows), len(rows)),
+        "reached_trends_share": _share(sum(r.get("reached_trends", False) for r in rows), len(rows)),
         "from_memory_rows": _mean(len(r["from_memory"]) for r in rows),
         "warmup_turns": len(warmup),
         "warmup_comparisons": sum(w["comparison"] == "yes" for w in warmup),
@@ -199,18 +226,22 @@ def ask_all(services: Services, dev: list[dict], own: dict[int, set[str]], progr
 
 
 def evaluate(services: Services, dev: list[dict], warmups: list[dict], progress=lambda message: None,
-             vector_modes: Sequence[str] = ()) -> dict:
+             vector_modes: Sequence[str] = (), trends: str = "none") -> dict:
     """The warm-up, then the dev questions against its memory; with `vector_modes`, the dev questions again with
-    the row thoughts re-embedded each way (the warm-up itself ran with the product's way)."""
+    the row thoughts re-embedded each way (the warm-up itself ran with the product's way); with `trends` "first"
+    or "only", Trends summaries are stored as thoughts before the warm-up or instead of it."""
     started = time.monotonic()
     cleared = clear_memory(services)
     services.embedder.embed_one("warm up")
-    warmup = warm_up(services, warmups, progress)
+    from_trends = set(trends_thoughts(services, progress)) if trends != "none" else set()
+    warmup = warm_up(services, warmups if trends != "only" else [], progress)
     own: dict[int, set[str]] = {}
     for w in warmup:
         if w["thought_id"] and w["thought"] == "stored":
             own.setdefault(w["for"], set()).add(w["thought_id"])
     rows = ask_all(services, dev, own, progress)
+    for row in rows:
+        row["reached_trends"] = bool(from_trends & set(row["thoughts_retrieved"]))
     by_vector = {}
     for mode in vector_modes:
         progress(f"row thoughts embedded as {mode}: {embed_thoughts_as(services, mode)}")
@@ -219,7 +250,8 @@ def evaluate(services: Services, dev: list[dict], warmups: list[dict], progress=
         embed_thoughts_as(services, ROW_THOUGHT_VECTOR)
     return {"summary": summarise(rows, warmup), "per_question": rows, "warmup": warmup, "by_vector": by_vector,
             "meta": {"model_profile": services.model_profile.name, "papers_in_library": services.store.count("paper"),
-                     "thoughts_cleared_first": cleared, "thoughts_in_memory": services.thought_memory.count(),
+                     "thoughts_cleared_first": cleared, "trends": trends, "trends_thoughts": len(from_trends),
+                     "thoughts_in_memory": services.thought_memory.count(),
                      "top_k": services.settings.top_k, "seconds": round(time.monotonic() - started, 1),
                      "load_avg": [round(x, 2) for x in os.getloadavg()]}}
 
@@ -238,6 +270,7 @@ SUMMARY_ROWS = [
     ("comparisons: thought side shorter", "thought_side_shorter"), ("comparisons: same length", "same_length"),
     ("blind 'pick the longer answer' guesser right", "longer_guesser_right"),
     ("dev questions whose thought side retrieved their own warm-up thought", "reached_own_share"),
+    ("dev questions whose thought side retrieved a Trends thought", "reached_trends_share"),
     ("rows from memory per answer (papers not among papers-only's items)", "from_memory_rows"),
     ("warm-up turns", "warmup_turns"), ("warm-up comparisons (voted for the thought side)", "warmup_comparisons"),
     ("warm-up thoughts stored", "warmup_thoughts_stored"), ("warm-up thoughts redundant", "warmup_thoughts_redundant"),
@@ -256,7 +289,7 @@ def markdown(report: dict) -> str:
         lines += ["", "The same dev questions with the warm-up's row thoughts re-embedded each way:", "",
                   "| figure | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
         lines += [f"| {label} | " + " | ".join(str(report["by_vector"][m].get(key)) for m in modes) + " |"
-                  for label, key in SUMMARY_ROWS[:18]]
+                  for label, key in SUMMARY_ROWS[:19]]
     lines += ["", "| question | comparison | recall papers → thoughts | precision | rows | memory rows | adds |",
               "|---|---|---|---|---|---|---|"]
     for r in report["per_question"]:

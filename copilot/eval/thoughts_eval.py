@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from copilot.config import Settings
-from copilot.eval.csfcube import ABSTRACTS_FILE, EvalDataError, machine, paper_text, read_abstracts
+from copilot.eval.csfcube import ABSTRACTS_FILE, EvalDataError, held_out_cited, machine, paper_text, read_abstracts
 from copilot.eval.metrics import compare_paired
 from copilot.eval.report_files import json_text, write_files
 from copilot.eval.svg import svg_plot
@@ -247,17 +247,19 @@ class ThoughtsReport:
 
 
 def run(services: Services, data_dir: Path, warmup: int = 40, k: int = 8, seed: int = 13,
-        progress=print, warmup_from: str = "random", judge: bool = False) -> ThoughtsReport:
+        progress=print, warmup_from: str = "random", judge: bool = False, fold: str = "dev") -> ThoughtsReport:
     """`services` must be over the evaluation's own data dir (a fresh store the first time, the same one to
     resume). Raises KeyboardInterrupt through, with every finished question saved. With `judge`, the configured
-    LLM judges the two answers per query after the warm-up (not saved: a resumed run judges again)."""
+    LLM judges the two answers per query after the warm-up (not saved: a resumed run judges again). `fold`
+    "heldout": the query papers the qrels file does not hold (csfcube.held_out_cited)."""
     if k < 1 or warmup < 0:
         raise EvalDataError(f"need K >= 1 and a warm-up of N >= 0 questions, not K={k}, N={warmup}")
     if warmup_from not in WARMUP_SOURCES:
         raise EvalDataError(f"warm-up questions come from {' or '.join(WARMUP_SOURCES)}, not {warmup_from!r}")
     started, machine_before = time.monotonic(), machine()
     papers = read_abstracts(data_dir, QRELS_GLOB)
-    gold = load_cited(data_dir, papers)
+    gold = load_cited(data_dir, papers) if fold == "dev" else CitedGold(
+        held_out_cited(data_dir, papers, QRELS_GLOB), prefix="heldout")
     if not gold.cited:
         raise EvalDataError(f"no cited = 1 row of {QRELS_GLOB} names a query paper of {ABSTRACTS_FILE}")
     added = fill_store(services, papers, progress=progress)

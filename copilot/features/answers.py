@@ -92,29 +92,47 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str =
                             scores[p.id], p.id in named, ranks[p.id]) for p in papers]
 
 
+def table_rows(services: Services, question: str,
+               items: Sequence[Evidence]) -> tuple[list[evidence.Row], np.ndarray | None]:
+    """The table's rows for `question` over the retrieved `items`, best first (at most `evidence.MAX_ROWS`), not
+    yet grouped, with each row's vector for the grouping (`grouped`)."""
+    question_vector = services.embedder.embed_cached([question])[0]    # the turn's two sides ask it twice
+    sources = table_sources(services, items, question, question_vector)
+    if not sources:
+        return [], None
+    # the sources are papers only: their sentences may be kept on disk (a question or a thought's text never is)
+    return evidence.build_rows(question, question_vector, sources, services.embed_sentences,
+                               learned_roles=sentence_roles.trained_for(services.embedder.name))
+
+
+def grouped(question: str, rows: Sequence[evidence.Row], vectors: np.ndarray | None,
+            max_rows: int = evidence.MAX_ROWS) -> list[evidence.Row]:
+    """The first `max_rows` of `table_rows`' rows, grouped where they fall apart clearly (the same rows as a table
+    built for `max_rows` rows: the rows' order does not depend on how many are kept)."""
+    kept = list(rows[:max_rows])
+    evidence.group_rows(kept, None if vectors is None else vectors[:len(kept)], question)
+    return kept
+
+
 def evidence_rows(services: Services, question: str, items: Sequence[Evidence],
                   max_rows: int = evidence.MAX_ROWS) -> list[evidence.Row]:
     """The table's rows for `question` over the retrieved `items` (at most `max_rows`, grouped where they fall apart
     clearly)."""
-    question_vector = services.embedder.embed_cached([question])[0]    # the turn's two sides ask it twice
-    sources = table_sources(services, items, question, question_vector)
-    if not sources:
-        return []
-    # the sources are papers only: their sentences may be kept on disk (a question or a thought's text never is)
-    rows, vectors = evidence.build_rows(question, question_vector, sources, services.embed_sentences, max_rows=max_rows,
-                                        learned_roles=sentence_roles.trained_for(services.embedder.name))
-    evidence.group_rows(rows, vectors, question)
-    return rows
+    return grouped(question, *table_rows(services, question, items), max_rows)
 
 
-def row_budget(services: Services, question: str, sides: Sequence[Sequence[Evidence]]) -> int:
-    """One row budget for both tables of a tiny-profile comparison: the fewer rows either would hold (when both hold
-    some), so the thought side differs from papers-only by which papers it shows, never by how many: a longer answer
-    must not give the side away (issue #40). The sentence vectors made here are cached for the answers."""
-    if services.model_profile.writes or len(sides) != 2 or not all(sides):
-        return evidence.MAX_ROWS
-    counts = [len(evidence_rows(services, question, items)) for items in sides]
-    return min(counts) if min(counts) > 0 else evidence.MAX_ROWS
+def side_tables(services: Services, question: str,
+                sides: Sequence[Sequence[Evidence]]) -> list[list[evidence.Row]] | None:
+    """The tiny profile's tables for a turn's sides, each built once (the answers render them). Two sides get one
+    row budget: the fewer rows either holds (when both hold some), so the thought side differs from papers-only by
+    which papers it shows, never by how many: a longer answer must not give the side away (issue #40). None on a
+    writing profile: its answer builds the table under the model's words."""
+    if services.model_profile.writes:
+        return None
+    built = [table_rows(services, question, items) if items else ([], None) for items in sides]
+    counts = [len(rows) for rows, _ in built]
+    budget = min(counts) if len(sides) == 2 and all(counts) else evidence.MAX_ROWS
+    return [grouped(question, rows, vectors, budget) for rows, vectors in built]
 
 
 def no_answer_line(items: Sequence[Evidence]) -> str:
@@ -125,13 +143,14 @@ def no_answer_line(items: Sequence[Evidence]) -> str:
 
 
 def quoted_answer(services: Services, question: str, items: Sequence[Evidence],
-                  max_rows: int = evidence.MAX_ROWS) -> Iterator[str]:
-    """The extractive answer in pieces: the evidence table (at most `max_rows` rows), or the one no-answer
-    sentence."""
+                  rows: Sequence[evidence.Row] | None = None) -> Iterator[str]:
+    """The extractive answer in pieces: the evidence table (`rows` when already built, `side_tables`), or the one
+    no-answer sentence."""
     if not items:
         yield f"{quotes.NO_SOURCE_ANSWERS}."
         return
-    rows = evidence_rows(services, question, items, max_rows)
+    if rows is None:
+        rows = evidence_rows(services, question, items)
     if not rows:
         yield no_answer_line(items)
         return
@@ -139,16 +158,17 @@ def quoted_answer(services: Services, question: str, items: Sequence[Evidence],
 
 
 def stream_reply(services: Services, question: str, items: Sequence[Evidence], reader: str = "",
-                 usage: Usage | None = None, max_rows: int = evidence.MAX_ROWS) -> Iterator[str]:
-    """The answer the model profile allows: the table (tiny), or the model's own answer with the table under it
-    (capable; `evidence_text.split_table` parts them again for the output checks, which apply to the model's words)."""
+                 usage: Usage | None = None, rows: Sequence[evidence.Row] | None = None) -> Iterator[str]:
+    """The answer the model profile allows: the table (tiny; `rows` when already built), or the model's own answer
+    with the table under it (capable; `evidence_text.split_table` parts them again for the output checks, which apply
+    to the model's words)."""
     if services.model_profile.writes:
         yield from stream_answer(services.llm, question, items, services.generation.answer_tokens, reader, usage=usage)
         rows = evidence_rows(services, question, items) if items else []
         if rows:
             yield "\n\n" + "".join(evidence.render_table(rows, textbook=evidence.is_textbook(question)))
         return
-    yield from quoted_answer(services, question, items, max_rows)
+    yield from quoted_answer(services, question, items, rows)
 
 
 def table_exports(services: Services, question: str, answer_text: str, paper_ids: Sequence[str]) -> dict[str, str]:

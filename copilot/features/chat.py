@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 
 from copilot.errors import UserError
-from copilot.features.answers import row_budget, stream_reply
+from copilot.features.answers import side_tables, stream_reply
 from copilot.features.chat_view import ONE_ANSWER, AnswerView, TurnView, VoteView, answer_is_thought_side, same_answer
 from copilot.features.evidence_search import table_paper_hits
 from copilot.features.job_runner import runner as _runner
@@ -189,14 +189,14 @@ class Chat:
         """Generate the answers one after the other (the local model runs one call at a time), yielding the turn
         after every piece. One side failing does not stop the other."""
         try:
-            max_rows = row_budget(self.services, turn.question, [a.sources for a in turn.answers])   # issue #40
-            for answer in turn.answers:
+            tables = side_tables(self.services, turn.question, [a.sources for a in turn.answers])   # built once
+            for answer, rows in zip(turn.answers, tables or [None] * len(turn.answers)):
                 started = time.perf_counter()
                 yield turn
                 answer.usage = Usage()
                 try:
                     for piece in stream_reply(self.services, turn.question, answer.sources, turn.reader,
-                                              usage=answer.usage, max_rows=max_rows):
+                                              usage=answer.usage, rows=rows):
                         answer.text += piece
                         yield turn
                 except LLMError as error:

@@ -14,9 +14,11 @@ THOUGHT_SOURCES = (
     "Thoughts are notes the assistant keeps from its own outputs, each checked before it is stored: in Chat, the "
     "answer you vote for; when you do not vote, the thought-augmented answer once you ask your next question (or "
     f"after {SWEEP_AFTER_S // 60} minutes); an answer shown alone (memory had nothing new for the question) at once; "
-    "a finished Deep answer; and the topic summaries, period summary and ideas of a Trends report. With the default "
-    "small model a Chat thought is the evidence table itself: each paper's title and the sentences it quoted; when a "
-    "later question finds the thought, those papers compete for the table's rows like any other paper.")
+    "and, with a model that writes, a finished Deep answer and the topic summaries, period summary and ideas of a "
+    "Trends report. With the default small model a Chat thought is the evidence table itself: each paper's title and "
+    "the sentences it quoted; when a later question finds the thought, those papers compete for the table's rows "
+    "like any other paper. With that model, Trends summaries are quotes of the period's papers, which a question's own "
+    "search finds anyway, so they are not kept.")
 
 
 def memory_view(services: Services, query: str = "", limit: int = 30, user: str | None = None) -> list[dict]:

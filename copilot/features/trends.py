@@ -84,7 +84,7 @@ class TrendsOptions:
     draft_tokens: int = 160
     revise_tokens: int = 192
     query_tokens: int = 24
-    store_thoughts: bool = True
+    store_thoughts: bool | None = None   # None: as the model profile decides (`keeps_thoughts`)
     use_cache: bool = True
     for_me: bool = False             # rank the range's papers by the user's profile; else the field, sampled evenly
 
@@ -319,7 +319,7 @@ def iter_trends(services: Services, start: date, end: date, categories: Sequence
     report.timings["ideas"] = time.perf_counter() - clock
     clock = time.perf_counter()
     report.stage = "storing thoughts"
-    if opts.store_thoughts:
+    if keeps_thoughts(services, opts):
         _store_thoughts(services, report, lineage, user)
     _fill_titles(services, report)
     report.timings["store"] = time.perf_counter() - clock
@@ -404,6 +404,15 @@ def _ideas(services: Services, report: TrendsReport, papers: dict[str, Paper], p
         report.failures.append(f"ideas: {error}")
         return True
     return False
+
+
+def keeps_thoughts(services: Services, opts: TrendsOptions) -> bool:
+    """Whether a run keeps its summaries and ideas as thoughts: when the model writes them. On the tiny profile a
+    summary is quotes of the period's papers, which a later question's own retrieval finds as well: kept (16 from the
+    dev library's three months), they reached 16 of the 28 dev questions, 14 of those answers came out the same as
+    papers alone, and the two that differed gained no relevant paper (issue #40, docs/thoughts-eval.md).
+    `opts.store_thoughts` overrides (`eval thoughts-dev --trends` does)."""
+    return services.model_profile.writes if opts.store_thoughts is None else opts.store_thoughts
 
 
 def _store_thoughts(services: Services, report: TrendsReport, lineage, user: str) -> None:

@@ -289,7 +289,9 @@ def _show_events(services: Services):
 
 def build(services: Services) -> None:
     gr.Markdown("What moved in your field: topics of a period, how they rise or fall, summaries that cite their "
-                "papers, and research ideas revised against papers and thoughts (RAT).")
+                "papers, and research ideas revised against papers and thoughts (RAT). With a model that writes, "
+                "the summaries and ideas are kept as thoughts (Chat's Memory tab lists them); with the default small "
+                "model a summary is quotes of the period's papers and is not kept.")
     with gr.Row():
         preset = gr.Radio(list(RANGES), value="Last week", label="Range (ends at the newest paper)",
                           elem_id="trends-range")

@@ -88,15 +88,15 @@ def thought_with_a_new_row(services: Services, question: str, top_k: int) -> boo
 
 def tables_differ(services: Services, chat: Chat, question: str, embedding) -> bool:
     """Whether the question's two tables (one row budget, as a turn shows them) differ, without recording a turn."""
-    from copilot.features.answers import quoted_answer, row_budget
+    from copilot.features.answers import quoted_answer, side_tables
     from copilot.features.chat_view import same_answer
 
     found = chat._retrieve(question, embedding, "local")
     if found.same_items:
         return False
     sides = [found.raw, found.augmented]
-    budget = row_budget(services, question, sides)
-    tables = ["".join(quoted_answer(services, question, items, max_rows=budget)) for items in sides]
+    tables = ["".join(quoted_answer(services, question, items, rows))
+              for items, rows in zip(sides, side_tables(services, question, sides) or [None, None])]
     return not same_answer(*tables)
 
 
