@@ -42,11 +42,10 @@ log = logging.getLogger(__name__)
 
 CHOICES = (THOUGHTS, RAW, "tie", "bad")
 VOTE_CHOICES = (*CHOICES, "A", "B")     # A/B: the side as shown
-# The answer a vote makes the turn's thought from: the preferred one; a tie prefers the thought-augmented answer
-# (Algorithm 1's own); "both bad" makes none.
+# the answer a vote makes the turn's thought from: the preferred; a tie, the thought side (Algorithm 1's); "bad": none
 THOUGHT_FROM = {THOUGHTS: THOUGHTS, "tie": THOUGHTS, RAW: RAW, "bad": None}
 SWEEP_AFTER_S = 15 * 60          # unvoted turns older than this get their (no-vote) thought job
-TABLE_POOL_FACTOR = 1.5          # the evidence table's pool: 1.5 × top_k papers, of which the floor keeps ≤ 8
+TABLE_POOL_FACTOR = 1.5          # the evidence table's pool: 1.5 × top_k papers, of which the floor keeps ≤ 6
 
 _sides = random.SystemRandom()
 
@@ -189,9 +188,11 @@ class Chat:
         """Generate the answers one after the other (the local model runs one call at a time), yielding the turn
         after every piece. One side failing does not stop the other."""
         try:
+            started = time.perf_counter()
             tables = side_tables(self.services, turn.question, [a.sources for a in turn.answers])   # built once
+            table_s = (time.perf_counter() - started) / len(turn.answers)    # an even share of it to each answer
             for answer, rows in zip(turn.answers, tables or [None] * len(turn.answers)):
-                started = time.perf_counter()
+                started = time.perf_counter() - table_s
                 yield turn
                 answer.usage = Usage()
                 try:
@@ -446,11 +447,10 @@ class Chat:
 
     def ask(self, question: str, user: str, personalize: bool = False, wait: bool = True,
             vote: str | None = None, previous_turn: str | None = None, reveal: bool = False) -> dict:
-        """The whole turn without a UI. A comparison gets no thought here: with `vote` (for scripts) the vote
-        decides it, as a user's would; without, the turn waits for a vote or its grace period (`sweep_unvoted`).
-        A turn with one answer gets its thought at once. With `wait`, blocks until the thought job is done.
-        An unvoted comparison's record is blind (the answers' words only) unless `reveal`, which shows its sides and
-        records that they were shown: a vote after that is not blind and stays out of the statistics."""
+        """The whole turn without a UI. A comparison gets no thought here: `vote` (for scripts) decides it as a
+        user's would; without, it waits for a vote or its grace period (`sweep_unvoted`). One answer gets its thought
+        at once; `wait` blocks until the thought job is done. An unvoted comparison's record is blind (the answers'
+        words only) unless `reveal`, which shows its sides and records that: a later vote is not blind, not counted."""
         turn = self.prepare(question, user, personalize, previous_turn=previous_turn)
         for _ in self.stream(turn):
             pass
