@@ -62,11 +62,8 @@ def cmd_eval_roles(args: argparse.Namespace) -> int:
 
 def cmd_eval_answers(args: argparse.Namespace) -> int:
     from copilot.eval import answers_eval
-    from copilot.services import Services
 
-    corpus = Path(args.corpus)
-    if not corpus.is_file():
-        raise UserError(f"no corpus at {corpus}: pass --corpus PATH (a JSON-lines file of arXiv papers)")
+    corpus = _corpus(args)
     try:
         survey = answers_eval.read_questions(Path(args.questions), args.limit)
         papers = ([] if not args.paper_questions else
@@ -75,11 +72,7 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
         raise UserError(str(error)) from None
     papers = papers[:args.paper_limit] if args.paper_limit is not None else papers
     settings = load_settings()
-    gold = sorted({pid for row in papers for pid in row["gold"]})
-    store_dir = settings.data_dir / "eval" / answers_eval.library_name(args.papers, gold)
-    services = Services(settings.model_copy(update={"data_dir": store_dir, "scheduler": False}))
-    stored = answers_eval.prepare_library(services, corpus, args.papers, gold)
-    _to_stderr(f"library: {stored} papers in {store_dir}")
+    services = _eval_library(settings, corpus, args.papers, sorted({pid for row in papers for pid in row["gold"]}))
     report = answers_eval.evaluate(services, survey, papers, progress=_to_stderr)
     report["meta"].update(questions=str(args.questions), paper_questions=str(args.paper_questions or ""),
                           questions_sha1=hashlib.sha1(Path(args.questions).read_bytes()).hexdigest()[:12],
@@ -90,11 +83,8 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
 
 def cmd_eval_thoughts_dev(args: argparse.Namespace) -> int:
     from copilot.eval import answers_eval, thoughts_dev_eval
-    from copilot.services import Services
 
-    corpus = Path(args.corpus)
-    if not corpus.is_file():
-        raise UserError(f"no corpus at {corpus}: pass --corpus PATH (a JSON-lines file of arXiv papers)")
+    corpus = _corpus(args)
     try:
         dev = answers_eval.read_questions(Path(args.questions), args.limit)
         warmups = thoughts_dev_eval.read_warmups(Path(args.warmup), len(dev))
@@ -103,10 +93,7 @@ def cmd_eval_thoughts_dev(args: argparse.Namespace) -> int:
     except answers_eval.AnswersDataError as error:
         raise UserError(str(error)) from None
     settings = load_settings()
-    store_dir = settings.data_dir / "eval" / ("thoughts-dev-" + answers_eval.library_name(args.papers, gold))
-    services = Services(settings.model_copy(update={"data_dir": store_dir, "scheduler": False}))
-    stored = answers_eval.prepare_library(services, corpus, args.papers, gold)
-    _to_stderr(f"library: {stored} papers in {store_dir}")
+    services = _eval_library(settings, corpus, args.papers, gold, prefix="thoughts-dev-")
     modes = [m for m in args.vector_modes.split(",") if m.strip()]
     report = thoughts_dev_eval.evaluate(services, dev, warmups, progress=_to_stderr, vector_modes=modes,
                                         trends=args.trends)
@@ -116,6 +103,26 @@ def cmd_eval_thoughts_dev(args: argparse.Namespace) -> int:
     trends = "" if args.trends == "none" else f"-trends-{args.trends}"
     return _report(report, thoughts_dev_eval, settings.data_dir / "eval",
                    f"thoughts-dev-{Path(args.questions).stem}-n{len(dev)}-w{len(warmups)}{trends}", args.json)
+
+
+def _corpus(args: argparse.Namespace) -> Path:
+    corpus = Path(args.corpus)
+    if not corpus.is_file():
+        raise UserError(f"no corpus at {corpus}: pass --corpus PATH (a JSON-lines file of arXiv papers)")
+    return corpus
+
+
+def _eval_library(settings, corpus: Path, count: int, gold: list[str], prefix: str = ""):
+    """The services over an evaluation's own library: the corpus's first `count` papers and the `gold` ones, kept
+    under the data dir's eval/ folder (imported once)."""
+    from copilot.eval import answers_eval
+    from copilot.services import Services
+
+    store_dir = settings.data_dir / "eval" / (prefix + answers_eval.library_name(count, gold))
+    services = Services(settings.model_copy(update={"data_dir": store_dir, "scheduler": False}))
+    stored = answers_eval.prepare_library(services, corpus, count, gold)
+    _to_stderr(f"library: {stored} papers in {store_dir}")
+    return services
 
 
 def _report(report: dict, evaluation, folder: Path, name: str, as_json: bool) -> int:
