@@ -78,6 +78,14 @@ def services(settings):
     return Services(settings)
 
 
+@pytest.fixture(scope="module")
+def library200(tmp_path_factory):
+    """Real stores over 200 real papers, shared by one test module's tests (each module gets its own)."""
+    services = Services(make_settings(tmp_path_factory.mktemp("library200") / "data"))
+    import_papers(services, 200)
+    return services
+
+
 def stop_process(proc, timeout: float = 20) -> None:
     """Stop a server subprocess started by a test: terminate, then kill if it does not exit in time."""
     proc.terminate()

@@ -10,25 +10,16 @@ from copilot.features.chat import Chat, ChatError
 from copilot.features.chat_view import same_answer
 from copilot.features.stats import chat_stats
 from copilot.methods.evidence_text import parse_table
-from copilot.services import Services
 from copilot.ui.chat.render import SAME_ANSWER, turn_outputs
-from tests.conftest import import_papers, make_settings
 from tests.helpers import clean_env
 
 QUESTION = "Which methods make large language models reason better with reinforcement learning?"
 
 
-@pytest.fixture(scope="module")
-def services(tmp_path_factory):
-    services = Services(make_settings(tmp_path_factory.mktemp("same") / "data"))
-    import_papers(services, 200)
-    return services
-
-
 @pytest.fixture
-def chat(services, monkeypatch):
+def chat(library200, monkeypatch):
     clean_env(monkeypatch)
-    chat = Chat(services)
+    chat = Chat(library200)
     yield chat
     chat.wait_for_all(timeout=120)
 

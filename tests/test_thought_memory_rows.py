@@ -12,25 +12,16 @@ import pytest
 from copilot.features.chat import Chat
 from copilot.methods.evidence_text import parse_table
 from copilot.methods.thought_drafts import ROW_THOUGHT_FLOOR
-from copilot.services import Services
-from tests.conftest import import_papers, make_settings
 from tests.helpers import clean_env
 
 QUESTION = "Which methods make large language models reason better with reinforcement learning?"
 OTHER_WORDS = "Does reinforcement learning improve how LLMs reason?"
 
 
-@pytest.fixture(scope="module")
-def services(tmp_path_factory):
-    services = Services(make_settings(tmp_path_factory.mktemp("rows") / "data"))
-    import_papers(services, 200)
-    return services
-
-
 @pytest.fixture
-def chat(services, monkeypatch):
+def chat(library200, monkeypatch):
     clean_env(monkeypatch)
-    chat = Chat(services)
+    chat = Chat(library200)
     for row in chat.memory.thoughts.list_live(limit=1000):    # each test starts from an empty memory
         chat.memory.delete(row.id)
     yield chat
