@@ -91,7 +91,7 @@ def build(services: Services) -> SearchTab:
         author = gr.Textbox(label="Author", placeholder="e.g. Chen, Muhao", elem_id="search-author", scale=2)
         sort = gr.Radio(list(SORTS), value="relevance", label="Sort by", elem_id="search-sort", scale=1)
     results = gr.HTML(elem_id="search-results")
-    with gr.Row():
+    with gr.Row(visible=False) as picker:        # offered once there are results to pick from
         chosen = gr.Dropdown([], value=None, label="A result", allow_custom_value=True, elem_id="search-chosen",
                              scale=3)
         related_button = gr.Button("Related papers", elem_id="search-related", scale=1)
@@ -108,14 +108,16 @@ def build(services: Services) -> SearchTab:
                                    name if isinstance(name, str) else None,
                                    order if order in SORTS else "relevance")
         except (UserError, RateLimited) as error:
-            return f'<p class="search-empty">{escape(error)}</p>', gr.update(choices=[], value=None), shown_file(None)
+            return (f'<p class="search-empty">{escape(error)}</p>', gr.update(choices=[], value=None), shown_file(None),
+                    gr.update(visible=False))
         choices = [(f"{readable(hit.paper.title)[:90]} ({hit.paper.id})", hit.paper.id) for hit in result.hits]
         bibtex = bibtex_text([hit.paper for hit in result.hits])
         return (results_html(result), gr.update(choices=choices, value=choices[0][1] if choices else None),
-                shown_file(write_bibtex(bibtex, f"search-{result.query or 'filtered'}")))
+                shown_file(write_bibtex(bibtex, f"search-{result.query or 'filtered'}")),
+                gr.update(visible=bool(choices)))
 
     gr.on([run.click, query.submit, author.submit], on_search, [query, date_from, date_to, categories, author, sort],
-          [results, chosen, bib_file])
+          [results, chosen, bib_file, picker])
     return SearchTab(chosen, related_button, ask_button)
 
 

@@ -127,15 +127,19 @@ def movers_figure(report: trends.TrendsReport) -> go.Figure:
 
 
 def render(report: trends.TrendsReport) -> tuple:
+    """The outputs of `build`'s `outputs`; the plots and the BibTeX picker show once the report has topics."""
     topic_ids = {f"{topic.label} ({topic.size} papers)": list(topic.paper_ids) for topic in report.topics}
+    shown = gr.update(visible=bool(report.topics))
     return (status_html(report), topics_html(report), timeline_figure(report), movers_figure(report),
             summary_html(report), ideas_html(report),
-            gr.update(choices=list(topic_ids), value=next(iter(topic_ids), None)), topic_ids)
+            gr.update(choices=list(topic_ids), value=next(iter(topic_ids), None)), topic_ids, shown, shown,
+            shown_file(None))
 
 
 def message(text: str) -> tuple:
+    hidden = gr.update(visible=False)
     return (f"<span id='trends-message'>{escape(text)}</span>", "", None, None, "", "",
-            gr.update(choices=[], value=None), {})
+            gr.update(choices=[], value=None), {}, hidden, hidden, shown_file(None))
 
 
 # --- "Ask about this period": a free question answered from the records Graph of Records chooses ---------------
@@ -309,7 +313,7 @@ def build(services: Services) -> None:
         refresh = gr.Button("Refresh (recompute)", elem_id="trends-refresh")
     status = gr.HTML(elem_id="trends-status")
     topics = gr.HTML(elem_id="trends-topics")
-    with gr.Row():
+    with gr.Row(visible=False) as plots:
         timeline = gr.Plot(label="Papers per topic over time", elem_id="trends-timeline")
         movers = gr.Plot(label="Rising vs falling topics", elem_id="trends-movers")
     with gr.Row():
@@ -318,14 +322,15 @@ def build(services: Services) -> None:
         with gr.Column():
             build_ask(services, [preset, start, end, categories])
     ideas = gr.HTML(elem_id="trends-ideas")
-    with gr.Row():
+    with gr.Row(visible=False) as topic_bib_row:
         topic_choice = gr.Dropdown([], value=None, label="A topic's papers as BibTeX", elem_id="trends-bib-topic",
                                    scale=3)
         topic_bib = gr.Button("Make BibTeX", elem_id="trends-bib-run", scale=1)
         topic_file = gr.File(label="BibTeX", elem_id="trends-bibtex", interactive=False, height=72, scale=2,
                              visible=False)
     topic_ids = gr.State({})
-    outputs = [status, topics, timeline, movers, summary, ideas, topic_choice, topic_ids]
+    outputs = [status, topics, timeline, movers, summary, ideas, topic_choice, topic_ids, plots, topic_bib_row,
+               topic_file]
 
     topic_bib.click(lambda label, ids_by_topic: topic_bibtex_view(services, label, ids_by_topic),
                     [topic_choice, topic_ids], topic_file)

@@ -51,6 +51,7 @@ def test_ask_vote_reload_and_escaping(app_server, preloaded, tmp_path, page):
                                       # one thread: two spin-waiting threads on a busy 2-core box are far slower
                                       "COPILOT_LOCAL_THREADS": "1"})
     open_chat(page, url)
+    expect(page.locator("#chat-bib-run")).to_be_hidden()          # no download offered before there is a turn
 
     ask(page, "   ")
     expect(page.locator("#chat-notice")).to_contain_text("Type a question first.", timeout=120_000)
@@ -63,6 +64,7 @@ def test_ask_vote_reload_and_escaping(app_server, preloaded, tmp_path, page):
     expect(page.locator("#chat-notice")).to_contain_text(re.compile("No comparison yet|Thought memory had nothing new"))
     expect(page.locator("#chat-answer-b")).to_be_hidden()          # one answer takes the page's width (issue #39)
     expect(page.locator("#chat-answer-a .chat-sources li").first).to_be_visible()
+    expect(page.locator("#chat-bib-run")).to_be_visible()         # a turn is shown: its evidence can be downloaded
     assert page.evaluate("window.__chat_xss") is None
     assert page.locator("#chat-notice b").count() == 0
     expect(page.locator("#chat-vote-row")).to_be_hidden()

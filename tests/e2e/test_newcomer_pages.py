@@ -33,6 +33,7 @@ def test_upload_a_snapshot_then_search_and_open_related(app_server, page, tmp_pa
     # search with a category filter, then the first result's related papers
     target = rows[7]
     page.get_by_role("tab", name="Search").click()
+    expect(page.locator("#search-related")).to_be_hidden()       # nothing to pick from before a search
     page.locator("#search-query textarea, #search-query input").first.fill(target["title"])
     page.locator("#search-categories input").fill(target["categories"][0])
     page.locator("#search-categories input").press("Enter")

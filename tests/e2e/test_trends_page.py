@@ -12,6 +12,8 @@ def test_trends_tab_shows_topics_plots_summaries_and_ideas(app_server, page):
     page.get_by_role("tab", name="Trends").click()
     page.locator("#trends-summaries").wait_for()
     assert not page.locator("#trends-ideas-count").is_visible()
+    hidden_until_topics = ("#trends-timeline", "#trends-movers", "#trends-bib-topic", "#trends-bib-run")
+    assert not any(page.locator(part).is_visible() for part in hidden_until_topics)   # no empty plots or pickers
     page.get_by_role("radio", name="Custom").check()
     page.locator("#trends-from textarea, #trends-from input").first.fill("2024-01-01")
     page.locator("#trends-to textarea, #trends-to input").first.fill("2024-01-31")
@@ -20,10 +22,13 @@ def test_trends_tab_shows_topics_plots_summaries_and_ideas(app_server, page):
     page.get_by_role("radio", name="Last week").check()
     page.locator("#trends-run").click()
     page.locator("#trends-status").get_by_text("No research ideas with a tiny local model").wait_for(timeout=120_000)
+    page.locator("#trends-timeline .js-plotly-plot").wait_for(timeout=30_000)      # topics: plots and picker shown
+    assert page.locator("#trends-bib-run").is_visible()
     page.get_by_role("tab", name="Chat").click()                # nor deep answers or related-work drafts (RAT)
     page.locator("#chat-ask").wait_for()
     assert not page.locator("#chat-deep").is_visible() and not page.locator("#chat-deep-stop").is_visible()
     assert not page.locator("#chat-bibtex").is_visible()         # no empty file box before there is a file
+    assert not page.locator("#chat-bib-run").is_visible()
     page.get_by_role("tab", name="Related").click()
     page.get_by_role("tab", name="Related-work draft (RAT)").click()
     page.locator("#related-work-off").get_by_text("the product writes no text of its own").wait_for()

@@ -108,8 +108,9 @@ def bibtex_view(services: Services, turn_id: str | None, request: gr.Request | N
     return "", shown_file([p for p in paths if p] or None)
 
 
-def cleared_bibtex() -> tuple:
-    return "", shown_file(None)
+def cleared_bibtex(turn_id: str | None) -> tuple:
+    """Another turn is shown (or none yet): the last turn's file goes, and the download is offered once a turn is."""
+    return "", shown_file(None), gr.update(visible=bool(turn_id))
 
 
 def reopen_view(services: Services, turn_id: str | None, request: gr.Request | None) -> tuple:
@@ -160,7 +161,7 @@ def build(services: Services) -> gr.Textbox:
     vote_status = gr.HTML(elem_id="chat-vote-status")
     with gr.Row():
         turn_bib = gr.Button("Download this turn's evidence (CSV, Markdown, BibTeX)", size="sm",
-                             elem_id="chat-bib-run", scale=1)
+                             elem_id="chat-bib-run", scale=1, visible=False)
         turn_bib_note = gr.HTML(elem_id="chat-bib-note")
         turn_bib_file = gr.File(label="Evidence", elem_id="chat-bibtex", interactive=False, height=72, scale=2,
                                 visible=False, file_count="multiple")
@@ -203,7 +204,7 @@ def _wire_rest(services: Services, question, vote_buttons, turn_state, vote_outp
         button.click(_bind_choice(services, value), [turn_state], vote_outputs)
     turn_bib, turn_bib_note, turn_bib_file = bib_parts
     turn_bib.click(turn_bibtex, [turn_state], [turn_bib_note, turn_bib_file])
-    turn_state.change(cleared_bibtex, None, [turn_bib_note, turn_bib_file])   # another turn: the file was the last's
+    turn_state.change(cleared_bibtex, [turn_state], [turn_bib_note, turn_bib_file, turn_bib])
     history.input(reopen, [history], reopen_outputs)
     on_page_load(show_recent, [recent, history])
     return question
