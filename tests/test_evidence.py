@@ -228,3 +228,22 @@ def test_a_question_about_limits_quotes_the_sentence_that_states_one():
     assert "struggle" not in plain.quote and "background" not in plain.roles
     assert not evidence.states(evidence.limit_cue(asked), "To address these limitations, we propose HopRAG.")
     assert evidence.limit_cue("Which methods compress the KV cache?") is None
+
+
+def test_a_papers_key_finding_is_never_its_background():
+    """Trends summaries and profile drafts on the tiny profile quote each paper's key sentence: the one nearest a
+    target among those that say what the paper does or finds, even when its setting is nearer; an abstract that
+    opens with its finding ("We show that …") may be quoted by its first sentence."""
+    text = f"{KV.title}\n{KV.abstract}"
+    setting = "The KV cache has become one of the foundational components of long-context inference."
+    target = embed([setting])[0]
+    assert quotes.key_sentences(target[None, :], [text], embed) == [setting]          # the plain nearest
+    found = evidence.key_findings(target[None, :], [text], embed, learned_roles=False)[0]
+    assert found is not None and found != setting and "its memory footprint remains" not in found
+    assert found in KV.abstract
+    opens_with_finding = ("Title\nWe show that small models trained with feedback match larger ones on math "
+                          "benchmarks. The models are trained on public data.")
+    first = "We show that small models trained with feedback match larger ones on math benchmarks."
+    assert evidence.key_findings(embed([first]), [opens_with_finding], embed, learned_roles=False) == [first]
+    assert evidence.key_findings(target[None, :], ["Title\nDeep learning has become popular."], embed,
+                                 learned_roles=False) == [None]

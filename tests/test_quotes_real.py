@@ -138,3 +138,31 @@ def test_a_question_about_weaknesses_quotes_the_sentences_that_state_them(librar
         pass
     exddv = next(row for row in evidence_text.parse_table(plain.answers[0].text) if row.paper_id == "2503.14421")
     assert "prone to errors" not in exddv.quote
+
+
+SETTINGS_NEAREST = {   # real papers whose sentence nearest their own vector is their setting (found with the old rule)
+    "2503.12821": "Large Vision-Language Models (LVLMs) have achieved significant progress",
+    "2503.13309": "Recent breakthroughs in Artificial Intelligence (AI) have shown significant promise",
+    "2503.14891": "Large Language Models (LLMs) have demonstrated promising capabilities in solving mathematical",
+    "2503.14694": "Recent advancements in large language models (LLMs) have significantly propelled",
+}
+
+
+def test_trends_and_profile_drafts_quote_what_a_paper_does_not_its_setting(library):
+    """The tiny profile's Trends summaries (a topic's central papers) and profile drafts (each paper toward its own
+    vector) quote a paper's key sentence: with the real embedder over real abstracts, never the setting the old rule
+    chose, and always a verbatim sentence of that paper that says what it does or finds."""
+    from copilot.features.profile_draft import quoted_draft
+    from copilot.features.trends_summaries import central_quotes
+
+    papers = library.store.get_papers(list(SETTINGS_NEAREST))
+    assert len(papers) == len(SETTINGS_NEAREST)
+    draft = quoted_draft(library, papers)
+    topic = central_quotes(library, papers)
+    for found in (dict(re.findall(r"In \[([\d.]+)\] we wrote: \u201c([^\u201d]+)\u201d", draft.text)), dict(topic)):
+        assert set(found) == set(SETTINGS_NEAREST), found
+        for paper in papers:
+            quote = found[paper.id]
+            assert not quote.startswith(SETTINGS_NEAREST[paper.id]), quote
+            assert quote in " ".join(paper.abstract.split())
+            assert evidence.roles_of([quote], library.embedder.embed([quote]), [0.5]) != ["background"], quote

@@ -25,7 +25,7 @@ from copilot.features.profile import (
 )
 from copilot.grounding import check, close_cut_statements, keep_paper_citations, tidy
 from copilot.llm import LLMError
-from copilot.methods import quotes
+from copilot.methods import evidence, quotes, sentence_roles
 from copilot.methods.authors import fold
 from copilot.prompts import PROFILE_DRAFT, PROFILE_STATEMENT_CHARS, profile_grammar, source_block
 from copilot.records import Paper
@@ -259,8 +259,9 @@ PASTED_LABEL = "From the text you pasted"
 
 
 def _key_sentences(services: Services, papers: Sequence[Paper], pasted: str) -> list[tuple[str, str]]:
-    """(paper id or "", key sentence): each paper's sentence nearest its own embedding; the pasted text's nearest
-    to the whole text."""
+    """(paper id or "", key sentence): each paper's sentence nearest its own embedding among those that say what
+    it does or finds (never its background); the pasted text's sentence nearest to the whole text (the user's own
+    words: all of it may be quoted)."""
     texts = [f"{p.title}\n{p.abstract}" for p in papers]
     stored = services.store.paper_embeddings([p.id for p in papers])
     targets = [stored.get(p.id) for p in papers]
@@ -268,14 +269,14 @@ def _key_sentences(services: Services, papers: Sequence[Paper], pasted: str) -> 
     if missing:
         for n, vector in zip(missing, services.embedder.embed([texts[n] for n in missing])):
             targets[n] = vector
+    found = evidence.key_findings(np.vstack(targets), texts, services.embedder.embed,
+                                  sentence_roles.trained_for(services.embedder.name)) if texts else []
+    pairs = [(p.id, sentence) for p, sentence in zip(papers, found) if sentence]
     if pasted.strip():
-        texts.append("\n" + " ".join(pasted.split()))
-        targets.append(services.embedder.embed_one(pasted))
-    if not texts:
-        return []
-    found = quotes.key_sentences(np.vstack(targets), texts, services.embedder.embed)
-    ids = [p.id for p in papers] + ([""] if pasted.strip() else [])
-    return [(pid, sentence) for pid, sentence in zip(ids, found) if sentence]
+        mine = quotes.key_sentences(services.embedder.embed_one(pasted)[None, :], ["\n" + " ".join(pasted.split())],
+                                    services.embedder.embed)[0]
+        pairs += [("", mine)] if mine else []
+    return pairs
 
 
 def quoted_draft(services: Services, papers: Sequence[Paper], pasted: str = "") -> Draft:

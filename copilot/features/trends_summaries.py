@@ -23,7 +23,7 @@ from copilot.grounding import (
     tidy,
 )
 from copilot.llm import LLMError
-from copilot.methods import quotes
+from copilot.methods import evidence, quotes, sentence_roles
 from copilot.methods.topics import Topic
 from copilot.prompts import (
     ANSWER_STATEMENT_CHARS,
@@ -127,7 +127,8 @@ def quote_line(paper_id: str, sentence: str) -> str:
 
 
 def central_quotes(services: Services, given: Sequence[Paper]) -> list[tuple[str, str]]:
-    """(id, key sentence) of each paper, the key sentence being the one nearest the centre of all given papers."""
+    """(id, key sentence) of each paper, the key sentence being the one nearest the centre of all given papers among
+    those that say what the paper does or finds (not its background)."""
     stored = services.store.paper_embeddings([p.id for p in given])
     vectors = [stored.get(p.id) for p in given]
     known = [v for v in vectors if v is not None]
@@ -135,8 +136,8 @@ def central_quotes(services: Services, given: Sequence[Paper]) -> list[tuple[str
         return []
     centre = np.mean(known, axis=0)
     centre = centre / (np.linalg.norm(centre) or 1.0)
-    found = quotes.key_sentences(np.vstack([centre] * len(given)), [_paper_text(p) for p in given],
-                                 services.embedder.embed)
+    found = evidence.key_findings(np.vstack([centre] * len(given)), [_paper_text(p) for p in given],
+                                  services.embedder.embed, sentence_roles.trained_for(services.embedder.name))
     return [(p.id, s) for p, s in zip(given, found) if s]
 
 

@@ -92,6 +92,7 @@ _OBJECTIVE = re.compile(
 _CONTRIBUTES = re.compile(r"\b(?:we|this (?:paper|work|study|article)|our (?:paper|work))\b[^.;]{0,40}?"
                           r"\b(?:propose|introduce|present)[sd]?\b", re.I)
 _NUMBER = re.compile(r"\d")
+_OWN_VOICE = re.compile(r"\b(?:we|our|this (?:paper|work|study|article))\b", re.I)
 _HOW_MUCH = re.compile(r"\bhow (?:much|many|well|fast|large|big|good|accurate|often)\b|\bby how\b"
                        r"|\bwhat (?:is|are) the (?:gains?|savings?|speed-?ups?|improvements?)\b"
                        r"|\b(?:save|saving|savings|speed-?up|reduction|accuracy|gain)s?\b", re.I)
@@ -156,6 +157,19 @@ def roles_of(sentences: Sequence[str], vectors: np.ndarray | None = None,
     return ["background" if cue == "background" and not _RESULT.search(s)
             else cue if role == "background" and cue in ("method", "objective") else role
             for s, cue, role in zip(sentences, cues, learned)]
+
+
+def key_findings(targets: np.ndarray, texts: Sequence[str], embed, learned_roles: bool = True) -> list[str | None]:
+    """`quotes.key_sentences` among the sentences that say what a paper does or finds: a paper's background ("LLMs
+    have achieved remarkable success …") is never its key sentence. `learned_roles`: the sentence-role classifier may
+    read `embed`'s vectors (they come from its embedder); otherwise the cue phrases decide."""
+    def keep(sentences: list[str], vectors: np.ndarray) -> list[bool]:
+        roles = roles_of(sentences, vectors if learned_roles else None)
+        # an abstract that opens with its finding ("We show that …") is not opening with its setting
+        return [role != "background" or (cue_role(s, False) == "result" and bool(_OWN_VOICE.search(s)))
+                for s, role in zip(sentences, roles)]
+
+    return quotes.key_sentences(targets, texts, embed, keep=keep)
 
 
 @dataclass(frozen=True)

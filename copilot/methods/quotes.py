@@ -20,7 +20,7 @@ quote never shows an id that could tell the blinded sides apart.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -234,24 +234,35 @@ def is_no_answer(text: str) -> bool:
     return (text or "").strip().startswith(NO_SOURCE_ANSWERS)
 
 
-def key_sentences(targets: np.ndarray, texts: Sequence[str], embed, skip_title: bool = True) -> list[str | None]:
+# keep(sentences of one text, in order, and their vectors) -> whether each may be quoted
+KeepSentences = Callable[[list[str], np.ndarray], Sequence[bool]]
+
+
+def key_sentences(targets: np.ndarray, texts: Sequence[str], embed, skip_title: bool = True,
+                  keep: KeepSentences | None = None) -> list[str | None]:
     """For each text, its sentence nearest to its target vector (e.g. the paper's own embedding: its key sentence;
-    or a topic's centre). `skip_title`: the first line of each text (a paper's title) is not a candidate. One
-    embedding batch for all texts; None for a text without a quotable sentence."""
+    or a topic's centre). `skip_title`: the first line of each text (a paper's title) is not a candidate. `keep`
+    leaves out sentences by what they say (methods.evidence.key_findings: no background). One embedding batch for
+    all texts; None for a text without a quotable sentence."""
     owned: list[tuple[int, str]] = []
     for index, text in enumerate(texts):
         lines = (text or "").split("\n")
         body = " ".join(lines[1:]) if skip_title and len(lines) > 1 else " ".join(lines)
-        owned += [(index, s) for s in split_sentences(strip_ids(body))
-                  if len(re.findall(r"[A-Za-z]{2,}", s)) >= MIN_QUOTE_WORDS]
+        owned += [(index, s) for s in split_sentences(strip_ids(body))]
     best: list[str | None] = [None] * len(texts)
     if not owned:
         return best
     vectors = np.asarray(embed([s for _, s in owned]), dtype=np.float32)
+    allowed = [len(re.findall(r"[A-Za-z]{2,}", s)) >= MIN_QUOTE_WORDS for _, s in owned]
+    if keep is not None:
+        for index in range(len(texts)):
+            mine = [n for n, (owner, _) in enumerate(owned) if owner == index]
+            for n, kept in zip(mine, keep([owned[n][1] for n in mine], vectors[mine])):
+                allowed[n] = allowed[n] and bool(kept)
     scores = [-np.inf] * len(texts)
     targets = np.asarray(targets, dtype=np.float32)
-    for (index, sentence), vector in zip(owned, vectors):
+    for (index, sentence), vector, ok in zip(owned, vectors, allowed):
         score = float(vector @ targets[index])
-        if score > scores[index]:
+        if ok and score > scores[index]:
             scores[index], best[index] = score, sentence
     return best
