@@ -89,6 +89,8 @@ def test_the_vote_reveals_sides_kinds_links_ids_times_and_lineage():
     assert "chat-notes" not in answer_html(noted, reveal=False)        # the checks' notes wait for the vote
     assert "<li>The prompt had 9,000 tokens, more than the &lt;model&gt;&#x27;s context.</li>" in answer_html(
         noted, reveal=True)
+    quick = answer_html(replace(RAW, seconds=0.04), reveal=True)    # a table from stored vectors: not "0.0 s"
+    assert '<span class="chat-answer-time">under 0.1 s</span>' in quick
     forgotten = answer_html(AUGMENTED, reveal=True, lineage={})
     assert "Rests on: not known (the thought is no longer in memory)" in forgotten
 

@@ -37,6 +37,12 @@ _BADGE_STYLE = ("display:inline-block;padding:0 6px;margin:0 2px;border-radius:8
 Lineage = dict[str, list[dict]]     # thought id → its root papers ({id, title})
 
 
+def seconds_text(seconds: float) -> str:
+    """A time as shown: tenths of a second, and "under 0.1 s" for less (a table read from stored vectors takes ~0.04 s;
+    "0.0 s" reads as not measured)."""
+    return "under 0.1 s" if seconds < 0.05 else f"{seconds:.1f} s"
+
+
 def badge(kind: str, text: str) -> str:
     colour = "#7c3aed" if kind == "thought" else "#2563eb"
     return f'<span class="chat-badge chat-badge-{kind}" style="{_BADGE_STYLE.format(colour)}">{escape(text)}</span>'
@@ -121,7 +127,7 @@ def _answer_title(answer: AnswerView, reveal: bool) -> str:
         title += " " + (badge("thought", "papers + thoughts") if answer.kind == "thoughts"
                         else badge("paper", "papers only"))
         if answer.seconds:
-            title += f' <span class="chat-answer-time">{answer.seconds:.1f} s</span>'
+            title += f' <span class="chat-answer-time">{seconds_text(answer.seconds)}</span>'
     return title
 
 
@@ -168,7 +174,7 @@ def _total_time_html(view: TurnView) -> str:
     """The whole turn's time once both answers are done; per-answer times would tell the sides apart."""
     if not view.answers or not view.done:
         return ""
-    return f'<div class="chat-time">Answered in {view.total_seconds:.1f} s</div>'
+    return f'<div class="chat-time">Answered in {seconds_text(view.total_seconds)}</div>'
 
 
 def _question_html(view: TurnView) -> str:
