@@ -397,6 +397,19 @@ def test_cli_lookup_build_show(svc, fake_arxiv, capsys, monkeypatch):
     assert code == 2 and "--ids" in err
 
 
+def test_draft_keywords_name_the_topics_not_latex_or_words_every_abstract_uses():
+    """A user saw "I work on textbf, data, models, model, visual, large, lmms and performance." from three real
+    abstracts: a LaTeX command, a singular beside its plural, and words of any ML abstract."""
+    docs = ["Large vision-language models (LVLMs) suffer from long-tail data. We study tail concepts in LVLMs.",
+            r"We propose \textbf{MetaLadder}, a model that recalls meta-problems for math reasoning in large models.",
+            "An early-fusion multimodal model with visual tokens; the model improves performance on visual tasks."]
+    terms = D.keyword_terms(docs, D.TARGET_KEYWORDS)
+    assert terms and "textbf" not in terms
+    assert not {"model", "models", "data", "large", "performance"} & set(terms), terms
+    assert not any(D._same_word(a, b) for n, a in enumerate(terms) for b in terms[n + 1:]), terms
+    assert {"metaladder", "visual"} <= set(terms), terms
+
+
 # --- the real local model ----------------------------------------------------------------------------------------
 def test_the_tiny_profile_drafts_by_quoting_each_papers_key_sentence(svc, fake_arxiv):
     from copilot.methods.quotes import CLOSE_QUOTE, OPEN_QUOTE

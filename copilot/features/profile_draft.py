@@ -41,7 +41,14 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _STOP = {"paper", "papers", "propose", "proposed", "proposes", "results", "result", "show", "shows", "approach",
          "approaches", "method", "methods", "using", "based", "novel", "new", "study", "work", "present",
          "presents", "demonstrate", "use", "used", "also", "however", "well", "two", "one", "first", "via",
-         "research", "researcher", "keywords", "keyword", "profile", "arxiv", "et", "al", "state", "art"}
+         "research", "researcher", "keywords", "keyword", "profile", "arxiv", "et", "al", "state", "art",
+         # words every abstract of the field uses: they say nothing about whose papers these are
+         "model", "models", "data", "large", "performance", "task", "tasks", "framework", "experiments",
+         "experimental", "significant", "significantly", "existing", "achieve", "achieves", "improve", "improves",
+         "improved", "improvement", "improvements", "effective", "effectively", "extensive", "various", "different",
+         "challenge", "challenges", "challenging", "key", "address", "introduce", "leverage", "leveraging", "enable",
+         "enables", "capabilities", "ability", "abilities", "high", "better", "superior", "outperforms", "while"}
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 
 
 @dataclass
@@ -83,7 +90,7 @@ def keyword_terms(docs: Sequence[str], count: int = TARGET_KEYWORDS) -> list[str
     """Terms (1–2 words) with the highest TF-IDF summed over the documents; a bigram hides its own words."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
-    docs = [d for d in docs if d and d.strip()]
+    docs = [_LATEX_COMMAND.sub(" ", d) for d in docs if d and d.strip()]      # "\\textbf{X}" is not a keyword
     if not docs:
         return []
     vectorizer = TfidfVectorizer(stop_words=sorted(ENGLISH_STOP_WORDS | _STOP), ngram_range=(1, 2),
@@ -97,7 +104,7 @@ def keyword_terms(docs: Sequence[str], count: int = TARGET_KEYWORDS) -> list[str
     chosen: list[str] = []
     for index in np.argsort(-scores, kind="stable"):
         term = str(terms[index])
-        if any(term in c.split() or c in term.split() or term == c for c in chosen):
+        if any(term in c.split() or c in term.split() or term == c or _same_word(term, c) for c in chosen):
             continue
         if " " in term and any(word in c.split() for word in term.split() for c in chosen):
             continue
@@ -105,6 +112,13 @@ def keyword_terms(docs: Sequence[str], count: int = TARGET_KEYWORDS) -> list[str
         if len(chosen) >= count:
             break
     return chosen
+
+
+def _same_word(a: str, b: str) -> bool:
+    """"token" and "tokens", "query" and "queries": one keyword."""
+    def stem(word: str) -> str:
+        return word[:-3] + "y" if word.endswith("ies") else word[:-1] if word.endswith("s") else word
+    return stem(a) == stem(b)
 
 
 def _source_words(docs: Sequence[str]) -> set[str]:
