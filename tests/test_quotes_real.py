@@ -166,3 +166,25 @@ def test_trends_and_profile_drafts_quote_what_a_paper_does_not_its_setting(libra
             assert not quote.startswith(SETTINGS_NEAREST[paper.id]), quote
             assert quote in " ".join(paper.abstract.split())
             assert evidence.roles_of([quote], library.embedder.embed([quote]), [0.5]) != ["background"], quote
+
+
+def test_the_adaptive_answer_ranks_its_papers_by_the_question_not_by_the_query_that_found_them(library):
+    """SlimPLM retrieves with several queries, some made from the tiny proxy's draft; the tiny profile's table over
+    what they found ranks the papers the way Chat ranks them for the question, and leaves out a paper of another
+    topic however high its own query scored it."""
+    from copilot.features.adaptive import quoting_writer
+    from copilot.features.evidence_search import table_paper_hits
+    from copilot.records import Evidence
+
+    question = RESEARCH[0]
+    vector = library.embedder.embed_one(question)
+    found = library.store.search("paper", vector, 8)
+    off_topic = library.store.search("paper", library.embedder.embed_one("speech recognition for low-resource "
+                                                                         "languages"), 1)[0]
+    assert off_topic.id not in {item.id for item in found}
+    items = [Evidence(off_topic.id, "paper", off_topic.title, off_topic.text, 0.95)] + found[::-1]   # worst first
+    text = "".join(quoting_writer(library)(question, items, None))
+    rows = [row.paper_id for row in evidence_text.parse_table(text)]
+    assert rows and off_topic.id not in rows, text
+    chat_order = [pid for pid, _ in table_paper_hits(library, question, vector, 40)]
+    assert rows == sorted(rows, key=chat_order.index), (rows, chat_order)

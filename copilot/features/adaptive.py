@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from copilot import grounding
 from copilot.errors import failure_sentence
-from copilot.features.answers import quoted_answer
+from copilot.features.answers import grouped, quoted_answer, table_rows
 from copilot.features.chat import ChatError, clean_question
 from copilot.llm import LLM, LLMError, build_llm
 from copilot.methods import slim
@@ -56,7 +56,10 @@ def quoting_writer(services: Services) -> slim.AnswerWriter:
         if not items:
             yield NOT_LOOKED_UP
             return
-        yield from quoted_answer(services, question, items)
+        # SlimPLM's queries made from the tiny proxy's draft reach papers of other topics: rows are ranked (and
+        # kept) by the chat's own ranking for the question
+        rows = grouped(question, *table_rows(services, question, items, by_question=True))
+        yield from quoted_answer(services, question, items, rows)
     return write
 
 

@@ -55,12 +55,14 @@ MEMORY_DEPTH = 40
 
 
 def table_sources(services: Services, items: Sequence[Evidence], question: str = "",
-                  question_vector: np.ndarray | None = None) -> list[evidence.Source]:
+                  question_vector: np.ndarray | None = None, by_question: bool = False) -> list[evidence.Source]:
     """The papers a table may quote: the retrieved papers under their own labels, then the papers each retrieved
     thought rests on, under the thought's label (a quote reached through a thought is the paper's words). A paper
     reached through a thought is ranked by its own relevance to the question, like any other (issue #40): it is
     placed before the first retrieved paper whose cosine it beats; a paper whose arXiv id the question holds is
-    marked as named."""
+    marked as named. `by_question`: the papers came from several queries (SlimPLM's, some made from a draft), so
+    they are ranked by the chat's own ranking for the question, and one it does not place in its first
+    MEMORY_DEPTH is left out (another query's topic)."""
     labels: dict[str, str] = {}
     scores: dict[str, float] = {}
     for n, item in enumerate(items, 1):
@@ -87,17 +89,23 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str =
     ranks = {paper_id: float(n) for n, paper_id in enumerate(labels) if paper_id not in through_thoughts}
     for paper_id in through_thoughts:      # placed before the first retrieved paper it beats
         ranks[paper_id] = next((n for n, s in enumerate(retrieved) if s < scores[paper_id]), len(retrieved)) - 0.5
+    if by_question and question_vector is not None:
+        hits = table_paper_hits(services, question, question_vector, MEMORY_DEPTH)
+        order = {pid: float(n) for n, (pid, _) in enumerate(hits)}
+        labels = {pid: label for pid, label in labels.items() if pid in order or pid in named}
+        ranks = {pid: order.get(pid, -1.0) for pid in labels}      # a paper the question names by id comes first
+        scores.update((pid, cosine) for pid, cosine in hits if pid in labels)     # closeness to the question
     papers = services.store.get_papers(list(labels))
     return [evidence.Source(labels[p.id], p.id, p.title, tuple(p.authors), p.published.isoformat(), p.abstract,
                             scores[p.id], p.id in named, ranks[p.id]) for p in papers]
 
 
-def table_rows(services: Services, question: str,
-               items: Sequence[Evidence]) -> tuple[list[evidence.Row], np.ndarray | None]:
+def table_rows(services: Services, question: str, items: Sequence[Evidence],
+               by_question: bool = False) -> tuple[list[evidence.Row], np.ndarray | None]:
     """The table's rows for `question` over the retrieved `items`, best first (at most `evidence.MAX_ROWS`), not
-    yet grouped, with each row's vector for the grouping (`grouped`)."""
+    yet grouped, with each row's vector for the grouping (`grouped`). `by_question`: see `table_sources`."""
     question_vector = services.embedder.embed_cached([question])[0]    # the turn's two sides ask it twice
-    sources = table_sources(services, items, question, question_vector)
+    sources = table_sources(services, items, question, question_vector, by_question)
     if not sources:
         return [], None
     # the sources are papers only: their sentences may be kept on disk (a question or a thought's text never is)
