@@ -84,7 +84,7 @@ def test_the_win_rate_plot_counts_votes_on_its_x_axis_not_milliseconds():
 def test_the_stats_tab_says_the_verdict_in_a_sentence_and_shows_the_intervals_and_position_bias(db):
     """Issue #30: the tab shows, beside today's figures, the by-user interval, the anytime-valid evidence with its
     sentence, and the position bias; the plot shows the evidence, not a shrinking cumulative interval."""
-    from copilot.ui.chat.stats import stats_figure, stats_html
+    from copilot.ui.chat.stats import plot_update, stats_figure, stats_html
 
     for n in range(30):
         add_vote(db, n, "thoughts" if n % 3 else "raw", "thoughts" if n % 2 else "raw", f"user{n % 4}",
@@ -97,6 +97,13 @@ def test_the_stats_tab_says_the_verdict_in_a_sentence_and_shows_the_intervals_an
     figure = stats_figure(stats)
     assert [trace.name for trace in figure.data] == ["evidence (verdict at 20)", "thought-augmented win rate"]
     assert figure.layout.yaxis2.type == "log"
+    assert plot_update(stats)["visible"] is True
+
+
+def test_no_empty_chart_before_the_first_decisive_vote(db):
+    from copilot.ui.chat.stats import plot_update
+
+    assert plot_update(chat_stats(db)) == {"__type__": "update", "value": None, "visible": False}
 
 
 def test_only_an_admin_or_the_single_local_user_may_download_everyones_preference_data(tmp_path):

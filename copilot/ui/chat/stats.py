@@ -111,13 +111,19 @@ def _download_copy(path: str) -> str:
 
 def stats_view(services: Services) -> tuple:
     stats = vote_stats(services)
-    return stats_html(stats), stats_figure(stats)
+    return stats_html(stats), plot_update(stats)
+
+
+def plot_update(stats: dict) -> dict:
+    """The plot once there is a decisive vote to draw; before that the table's sentence says so, and an empty chart
+    would say nothing more."""
+    return gr.update(value=stats_figure(stats) if stats["over_time"] else None, visible=bool(stats["over_time"]))
 
 
 def build(services: Services):
     """The sub-tab; returns (refresh, its outputs) for the tab's select events."""
     refresh = gr.Button("Refresh", elem_id="chat-stats-refresh")
-    table, plot = gr.HTML(elem_id="chat-stats"), gr.Plot(elem_id="chat-stats-plot")
+    table, plot = gr.HTML(elem_id="chat-stats"), gr.Plot(elem_id="chat-stats-plot", visible=False)
     with gr.Accordion("Preference data (JSON lines: prompt, chosen, rejected, …)", open=False):
         with gr.Row():
             since = gr.Textbox(label="Votes since (YYYY-MM-DD; empty: all)", elem_id="chat-prefs-since", scale=3)
