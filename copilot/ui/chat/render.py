@@ -38,8 +38,8 @@ Lineage = dict[str, list[dict]]     # thought id → its root papers ({id, title
 
 
 def seconds_text(seconds: float) -> str:
-    """A time as shown: tenths of a second, and "under 0.1 s" for less (a table read from stored vectors takes ~0.04 s;
-    "0.0 s" reads as not measured)."""
+    """A time as shown: tenths of a second, and "under 0.1 s" below 0.05 s (a table read from stored vectors can be
+    that fast, and "0.0 s" reads as not measured)."""
     return "under 0.1 s" if seconds < 0.05 else f"{seconds:.1f} s"
 
 
