@@ -10,6 +10,7 @@ from copilot import grounding
 from copilot.errors import failure_sentence
 from copilot.features.answers import grouped, quoted_answer, table_rows
 from copilot.features.chat import ChatError, clean_question
+from copilot.features.evidence_search import table_paper_hits
 from copilot.llm import LLM, LLMError, build_llm
 from copilot.methods import slim
 from copilot.methods.slim import Retriever, SlimOptions, SlimTrace
@@ -31,12 +32,18 @@ def proxy_llm(services: Services) -> LLM:
 
 
 def paper_retriever(services: Services) -> Retriever:
-    """Papers nearest in meaning to a query; a query that names stored papers by arXiv id gets those papers only
-    (what was asked about; an id means nothing to the embedder)."""
+    """The papers Chat's ranking puts first for a query (meaning and words fused, as Search ranks, with the filters
+    the query states), each scored by its cosine to the query; a query that names stored papers by arXiv id gets
+    those papers only (what was asked about; an id means nothing to the embedder)."""
     def retrieve(query: str, k: int) -> list[Evidence]:
         named = list(dict.fromkeys(m.group("base") for m in ARXIV_ID.finditer(query)))
         exact = [Evidence(p.id, "paper", p.title, p.document, 1.0) for p in services.store.get_papers(named)]
-        return exact[:k] or services.store.search("paper", services.embedder.embed_one(query), k)
+        if exact:
+            return exact[:k]
+        vector = services.embedder.embed_one(query)
+        ranked = [pid for pid, _ in table_paper_hits(services, query, vector, k)]
+        found = {item.id: item for item in services.store.search("paper", vector, len(ranked), ids=ranked)}
+        return [found[pid] for pid in ranked if pid in found] or services.store.search("paper", vector, k)
     return retrieve
 
 
