@@ -41,9 +41,8 @@ def paper_retriever(services: Services) -> Retriever:
         if exact:
             return exact[:k]
         vector = services.embedder.embed_one(query)
-        ranked = [pid for pid, _ in table_paper_hits(services, query, vector, k)]
-        found = {item.id: item for item in services.store.search("paper", vector, len(ranked), ids=ranked)}
-        return [found[pid] for pid in ranked if pid in found] or services.store.search("paper", vector, k)
+        return (services.store.fetch("paper", table_paper_hits(services, query, vector, k))
+                or services.store.search("paper", vector, k))
     return retrieve
 
 
