@@ -248,17 +248,20 @@ def key_sentences(targets: np.ndarray, texts: Sequence[str], embed, skip_title: 
     for index, text in enumerate(texts):
         lines = (text or "").split("\n")
         body = " ".join(lines[1:]) if skip_title and len(lines) > 1 else " ".join(lines)
-        owned += [(index, s) for s in split_sentences(strip_ids(body))]
+        owned += [(index, s) for s in split_sentences(strip_ids(body))
+                  if len(re.findall(r"[A-Za-z]{2,}", s)) >= MIN_QUOTE_WORDS]
     best: list[str | None] = [None] * len(texts)
     if not owned:
         return best
     vectors = np.asarray(embed([s for _, s in owned]), dtype=np.float32)
-    allowed = [len(re.findall(r"[A-Za-z]{2,}", s)) >= MIN_QUOTE_WORDS for _, s in owned]
+    allowed = [True] * len(owned)
     if keep is not None:
-        for index in range(len(texts)):
-            mine = [n for n, (owner, _) in enumerate(owned) if owner == index]
+        by_text: dict[int, list[int]] = {}
+        for n, (index, _) in enumerate(owned):
+            by_text.setdefault(index, []).append(n)
+        for mine in by_text.values():
             for n, kept in zip(mine, keep([owned[n][1] for n in mine], vectors[mine])):
-                allowed[n] = allowed[n] and bool(kept)
+                allowed[n] = bool(kept)
     scores = [-np.inf] * len(texts)
     targets = np.asarray(targets, dtype=np.float32)
     for (index, sentence), vector, ok in zip(owned, vectors, allowed):
