@@ -80,10 +80,27 @@ def drop_invalid_citations(text: str, allowed: Collection[str]) -> tuple[str, li
             return match.group(0)           # not (only) citations, e.g. [sic] or an interval [0, 1]
         good = [k for k in keys if k and k in allowed]
         dropped.extend(p for p, k in zip(parts, keys) if k and k not in allowed)
-        return "".join(f"[{k}]" for k in dict.fromkeys(good))
+        return "".join(f"[{k}]" for k in dict.fromkeys(good)) or _GAP
 
-    cleaned = BRACKET.sub(keep, text)
-    return re.sub(r"[ \t]+([.,;:])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)), dropped
+    return close_gaps(BRACKET.sub(keep, text)), dropped
+
+
+_GAP = "\ue000"      # where a citation was removed (a private-use character: never in text we are given)
+
+
+def close_gaps(text: str) -> str:
+    """The text with each removed citation's place closed: the spaces around it become one, or none before
+    punctuation or a line's end. Only those places change: a quote elsewhere in the text keeps its spacing
+    ("Token Choice ;and" stays as its paper wrote it)."""
+    pieces = text.split(_GAP)
+    out = [pieces[0]]
+    for piece in pieces[1:]:
+        before = out[-1].rstrip(" \t")
+        after = piece.lstrip(" \t")
+        joined = not after or after[0] in ".,;:\n" or not before or before.endswith("\n")
+        out[-1] = before
+        out.append(after if joined else " " + after)
+    return "".join(out)
 
 
 # Citations written by id, as Trends and Profile ask for them: [id], [id1, id2], (arXiv:id …) or a bare id.
@@ -110,18 +127,16 @@ def keep_paper_citations(text: str, allowed: Collection[str]) -> tuple[str, list
             if not _NUMBERED_ONLY.fullmatch(inner):
                 return match.group(0)          # an ordinary bracket, not a citation
             dropped.append(inner.strip())
-            return ""
+            return (" " if match.group(0)[:1].isspace() else "") + _GAP
         keep = [pid for pid in dict.fromkeys(found) if pid in allowed]
         dropped.extend(pid for pid in dict.fromkeys(found) if pid not in allowed)
         cited.extend(pid for pid in keep if pid not in cited)
-        if not keep:
-            return ""
         lead = " " if match.group(0)[:1].isspace() else ""
+        if not keep:
+            return lead + _GAP
         return f"{lead}[{', '.join(keep)}]"
 
-    cleaned = _PAPER_CITATION.sub(replace, text or "")
-    cleaned = re.sub(r"[ \t]+([.,;:])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned))
-    return cleaned.strip(), cited, dropped
+    return close_gaps(_PAPER_CITATION.sub(replace, text or "")).strip(), cited, dropped
 
 
 _MARKUP_TAG = re.compile(r"</?[a-zA-Z][^<>]{0,200}>")

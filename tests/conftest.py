@@ -44,6 +44,7 @@ UNIT_MODULES |= {"test_snapshot_rows"}   # what an import accepts (issue #34)
 # vote statistics under peeking, preference export, the merge test with private thoughts (issue #30)
 UNIT_MODULES |= {"test_ab_stats", "test_preferences", "test_merge_privacy"}
 UNIT_MODULES |= {"test_thought_rows"}    # a thought of the table's rows, its vector text, eval thoughts-dev (issue #40)
+UNIT_MODULES |= {"test_linear_text"}     # hostile text read in linear time (issue #47)
 TIERS = ("unit", "integration", "browser")
 
 

@@ -31,8 +31,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("models and text rules", ("copilot.llm", "copilot.embed", "copilot.model_profile", "copilot.grounding",
                                "copilot.repetition", "copilot.prompt_template", "copilot.prompts")),
     ("stores and sources", ("copilot.store", "copilot.sources")),
-    ("foundation", ("copilot", "copilot.config", "copilot.secrets", "copilot.records", "copilot.errors",
-                    "copilot.readable")),
+    ("foundation", ("copilot", "copilot.config", "copilot.secrets", "copilot.records", "copilot.table",
+                    "copilot.errors", "copilot.readable")),
 ]
 
 # The UI goes through features: a tab may not reach past them into the parts that compute or store.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from copilot.features.answers import quoted_answer
+from copilot.features.answers import answer_tables, table_text
 from copilot.features.gor import thought_records
 from copilot.methods.quotes import NO_SOURCE_ANSWERS
 from copilot.services import Services
@@ -37,7 +37,7 @@ def test_a_retrieved_thought_carries_no_question(bobs_thought):
 def test_the_no_answer_line_lists_no_question_and_nothing_a_paper_side_would_not(bobs_thought):
     services, thought_id, paper = bobs_thought
     items = services.store.fetch("thought", [(thought_id, 0.9)]) + services.store.fetch("paper", [(paper.id, 0.8)])
-    line = "".join(quoted_answer(services, "Zxqv plorb wunk?", items))
+    line = table_text(answer_tables(services, "Zxqv plorb wunk?", [items])[0], items)
     assert line.startswith(NO_SOURCE_ANSWERS), line          # nothing clears the floor: the nearest are listed
     assert "CONFIDENTIAL" not in line and THOUGHT[:40] not in line
     assert paper.title.split()[0] in line                     # papers are still listed by title

@@ -45,17 +45,18 @@ def test_default_profile_answers_by_an_evidence_table_of_verbatim_quotes(library
             assert answer.error is None and quotes.is_quoted_answer(answer.text), answer.text
             if quotes.is_no_answer(answer.text):
                 continue
-            rows = evidence_text.parse_table(answer.text)
+            rows = answer.table.rows
             assert evidence_text.is_table(answer.text) and 1 <= len(rows) <= evidence.MAX_ROWS
             papers = {p.id: p for p in library.store.get_papers([row.paper_id for row in rows])}
             for row in rows:
                 paper = papers[row.paper_id]
-                assert evidence_text.is_verbatim(row.quote, paper.abstract), (row.paper_id, row.quote)
-                assert row.quote.strip(" \u2026") != " ".join(paper.title.split())
+                for quote in row.quotes:
+                    assert paper.abstract[quote.start:quote.end] == quote.text, (row.paper_id, quote)
+                    assert quote.shown in answer.text and quote.shown != " ".join(paper.title.split())
                 assert row.title == " ".join(paper.title.split()).replace("[", "(").replace("]", ")")
-            assert all(verbatim for _, _, verbatim in verbatim_quotes(library, answer.text))
-            sources = label_sources(full_texts(library, answer.sources)) | row_papers(library, answer.text)
-            assert supported_share(answer.text, sources) == 1.0
+            assert all(verbatim for _, _, verbatim in verbatim_quotes(library, answer.table))
+            sources = label_sources(full_texts(library, answer.sources)) | row_papers(library, answer.table)
+            assert supported_share(answer.text, sources, answer.table) == 1.0
     assert library.db.query_one("SELECT COUNT(*) AS n FROM llm_calls WHERE prompt_name = 'chat_answer'")["n"] == 0
 
 
@@ -79,8 +80,8 @@ def test_a_paper_question_quotes_its_key_sentence(library):
         items = library.store.search("paper", library.embedder.embed_one(row["question"]), 8)
         if row["gold"][0] not in [i.id for i in items]:
             continue
-        from copilot.features.answers import quoted_answer
-        answer = "".join(quoted_answer(library, row["question"], items))
+        from copilot.features.answers import answer_tables, table_text
+        answer = table_text(answer_tables(library, row["question"], [items])[0], items)
         asked += 1
         quoted += quotes_key(answer, row["answer"])
     if asked == 0:
@@ -113,10 +114,8 @@ def test_every_quote_the_answers_bench_produces_is_verbatim_in_the_one_paper_it_
     assert all(q["verbatim"] for q in quoted), [q for q in quoted if not q["verbatim"]][:3]
     assert result["summary"]["quotes_verbatim_share"] == 1.0 and result["summary"]["failed_answers"] == 0
     for answer in result["answers"]:
-        papers = row_papers(library, answer["shown"])
-        for row in evidence_text.parse_table(answer["shown"]):
-            assert evidence_text.is_verbatim(row.quote, papers[row.paper_id])
-            assert "\u201c" not in row.quote and "\u201d" not in row.quote     # never two quotes in one pair of marks
+        for quote in answer["quotes"]:
+            assert "\u201c" not in quote["quote"] and "\u201d" not in quote["quote"]   # the words, never marks
 
 
 def test_a_question_about_weaknesses_quotes_the_sentences_that_state_them(library):
@@ -127,17 +126,17 @@ def test_a_question_about_weaknesses_quotes_the_sentences_that_state_them(librar
     turn = chat.prepare("What are the weaknesses of existing deepfake detection methods?", "limits")
     for _ in chat.stream(turn):
         pass
-    rows = evidence_text.parse_table(turn.answers[0].text)
+    rows = turn.answers[0].table.rows
     exddv = next(row for row in rows if row.paper_id == "2503.14421")
-    assert exddv.quote.startswith("However, deepfake detectors are also prone to errors"), exddv.quote
-    assert evidence.states(evidence.limit_cue(turn.question), exddv.quote)
+    assert exddv.quotes[0].shown.startswith("However, deepfake detectors are also prone to errors"), exddv.quotes
+    assert evidence.states(evidence.limit_cue(turn.question), exddv.quotes[0].text)
     papers = {p.id: p for p in library.store.get_papers([row.paper_id for row in rows])}
-    assert all(evidence_text.is_verbatim(row.quote, papers[row.paper_id].abstract) for row in rows)
+    assert all(papers[row.paper_id].abstract[q.start:q.end] == q.text for row in rows for q in row.quotes)
     plain = chat.prepare("Which deepfake detection methods are proposed?", "limits")
     for _ in chat.stream(plain):
         pass
-    exddv = next(row for row in evidence_text.parse_table(plain.answers[0].text) if row.paper_id == "2503.14421")
-    assert "prone to errors" not in exddv.quote
+    exddv = next(row for row in plain.answers[0].table.rows if row.paper_id == "2503.14421")
+    assert all("prone to errors" not in q.text for q in exddv.quotes)
 
 
 SETTINGS_NEAREST = {   # real papers whose sentence nearest their own vector is their setting (found with the old rule)
@@ -183,9 +182,12 @@ def test_the_adaptive_answer_ranks_its_papers_by_the_question_not_by_the_query_t
                                                                          "languages"), 1)[0]
     assert off_topic.id not in {item.id for item in found}
     items = [Evidence(off_topic.id, "paper", off_topic.title, off_topic.text, 0.95)] + found[::-1]   # worst first
+    from copilot.features.answers import answer_tables
+
     text = "".join(quoting_writer(library)(question, items, None))
-    rows = [row.paper_id for row in evidence_text.parse_table(text)]
-    assert rows and off_topic.id not in rows, text
+    rows = answer_tables(library, question, [items], by_question=True)[0].paper_ids
+    assert rows and off_topic.id not in rows and off_topic.id not in text, text
+    assert [text.index(f"arXiv:{pid}") for pid in rows] == sorted(text.index(f"arXiv:{pid}") for pid in rows)
     chat_order = [pid for pid, _ in table_paper_hits(library, question, vector, 40)]
     assert rows == sorted(rows, key=chat_order.index), (rows, chat_order)
 

@@ -42,15 +42,21 @@ def test_an_answer_reads_kept_vectors_without_embedding_and_keeps_what_it_embedd
     first = Services(settings)
     import_papers(first, 40)
     question = "Which methods make retrieval-augmented generation more efficient?"
-    items = Chat(first)._retrieve(question, first.embedder.embed_one(question), "u").raw
-    table = "".join(answers.quoted_answer(first, question, items))
+    vector = first.embedder.embed_one(question)
+    ranking = answers.question_ranking(first, question, vector)
+    items = Chat(first)._retrieve(question, vector, "u", ranking).raw
+
+    def table_of(services):
+        return "".join(answers.stream_reply(services, question, items,
+                                            answers.answer_tables(services, question, [items], ranking)[0]))
+    table = table_of(first)
     assert first.sentence_vectors.count(first.embedder.name) > 0
 
     second = Services(settings)
     embedded: list[str] = []
     real = second.embedder.embed
     monkeypatch.setattr(second.embedder, "embed", lambda texts: embedded.extend(texts) or real(texts))
-    assert "".join(answers.quoted_answer(second, question, items)) == table
+    assert table_of(second) == table
     assert embedded == [question]                  # the question, never kept on disk
     assert second.sentence_vectors.get(second.embedder.name, [question]) == {}
 

@@ -4,13 +4,13 @@ in other words; its papers join the thought side's candidates; both tables of a 
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
 import pytest
 
 from copilot.features.chat import Chat
-from copilot.methods.evidence_text import parse_table
 from copilot.methods.thought_drafts import ROW_THOUGHT_FLOOR
 from tests.helpers import clean_env
 
@@ -35,27 +35,30 @@ def run(chat: Chat, question: str, user: str):
     return turn
 
 
-def preferred_thought(chat: Chat, turn, user: str) -> tuple[str, str]:
-    """Vote for the thought side when there is a vote; → (the thought's id, the answer it was made from)."""
+def preferred_thought(chat: Chat, turn, user: str):
+    """Vote for the thought side when there is a vote; → (the thought's id, the table it was made from)."""
     if turn.comparison == "yes":
         chat.vote(turn.id, "thoughts", user)
     job = [j for j in chat.wait_for_thoughts(turn.id, timeout=120) if j["superseded_at"] is None][-1]
     assert job["status"] == "stored", job
     stored = chat.log.turn(turn.id)
-    return job["thought_id"], stored.answer(job["answer"]).text or ""
+    return job["thought_id"], stored.answer(job["answer"]).table
 
 
 def test_a_voted_table_becomes_its_rows_and_the_same_need_in_other_words_reaches_it(chat):
     first = run(chat, QUESTION, "alice")
-    thought_id, answer = preferred_thought(chat, first, "alice")
-    rows = parse_table(answer)
-    assert rows, answer
+    thought_id, table = preferred_thought(chat, first, "alice")
+    assert table and table.rows
+    rows = table.rows
     thought = chat.memory.get(thought_id, "bob")
     embed = chat.services.embedder.embed
-    close = [r for r, v in zip(rows, embed([r.quote for r in rows]))
+
+    def quoted(row) -> str:
+        return " \u2026 ".join(q.shown for q in row.quotes)
+    close = [r for r, v in zip(rows, embed([quoted(r) for r in rows]))
              if float(np.dot(v, embed([QUESTION])[0])) >= ROW_THOUGHT_FLOOR]
     assert close, "no row of the table is close to its question"
-    assert thought["text"].splitlines() == [f"{' '.join(r.title.split())}: \u201c{r.quote}\u201d" for r in close]
+    assert thought["text"].splitlines() == [f"{' '.join(r.title.split())}: \u201c{quoted(r)}\u201d" for r in close]
     assert QUESTION not in thought["text"]
     assert set(thought["root_sources"]) == {r.paper_id for r in close}          # lineage to the rows' papers
     vector = chat.memory.thoughts.vectors_of([thought_id])[thought_id]
@@ -76,7 +79,7 @@ def test_both_tables_of_a_turn_get_one_row_budget(chat):
     was longer, and a reader guessing "the longer answer" found it (2 of 3 last session)."""
     first = run(chat, QUESTION, "carol")
     pool = [s.id for s in chat.log.turn(first.id).raw.sources]
-    raw_rows = len(parse_table(chat.log.turn(first.id).raw.text or ""))
+    raw_rows = len(chat.log.turn(first.id).raw.table.rows)
     near = [e.id for e in chat.services.store.search("paper", chat.services.embedder.embed_one(QUESTION), 60)]
     beyond = [pid for pid in near if pid not in pool][:8]
     chat.request_thought(first.id, None, "test")
@@ -86,10 +89,13 @@ def test_both_tables_of_a_turn_get_one_row_budget(chat):
     turn = run(chat, QUESTION, "carol")
     stored = chat.log.turn(turn.id)
     assert stored.comparison in ("yes", "same_answer"), stored.comparison
-    counts = [len(parse_table(stored.raw.text or "")), len(parse_table(stored.thoughts.text or ""))]
+    counts = [len(stored.raw.table.rows), len(stored.thoughts.table.rows)]
     assert counts[0] == raw_rows and counts[0] == counts[1], counts
+    for side in (stored.raw, stored.thoughts):       # one labelling rule: 1, 2, … as shown, never a label twice
+        labels = re.findall(r"^\[(\d+)\] ", side.text or "", re.M)
+        assert labels == [str(n) for n in range(1, counts[0] + 1)], (labels, side.text)
     if stored.comparison == "yes":
-        shown = {r.paper_id for r in parse_table(stored.thoughts.text or "")}
+        shown = set(stored.thoughts.table.paper_ids)
         assert shown & set(beyond)                   # the thought side differs by which papers, not how many
 
 
@@ -129,7 +135,5 @@ def test_each_table_of_a_turn_is_built_once(chat, monkeypatch):
     assert sum(answer.seconds or 0.0 for answer in turn.answers) >= 0.9 * wall, [a.seconds for a in turn.answers]
     monkeypatch.undo()
     stored = chat.log.turn(turn.id)
-    budget = min(len(answers.evidence_rows(chat.services, QUESTION, side)) for side in items.values())
-    for side, text in ((items["raw"], stored.raw.text), (items["thoughts"], stored.thoughts.text)):
-        expected = [row.source.paper_id for row in answers.evidence_rows(chat.services, QUESTION, side, budget)]
-        assert [row.paper_id for row in parse_table(text or "")] == expected
+    expected = answers.answer_tables(chat.services, QUESTION, [items["raw"], items["thoughts"]])
+    assert [stored.raw.table.paper_ids, stored.thoughts.table.paper_ids] == [t.paper_ids for t in expected]

@@ -8,16 +8,24 @@ import numpy as np
 import pytest
 
 from copilot.eval.thoughts_dev_eval import read_warmups, summarise
-from copilot.methods.evidence import Row, Source, Span, render_table
-from copilot.methods.thought_drafts import describes_itself, is_row_thought, table_thought, vector_text
+from copilot.methods import thought_drafts
+from copilot.methods.evidence import Row, Source, Span, make_table
+from copilot.methods.evidence_text import render_table
+from copilot.methods.thought_drafts import describes_itself, is_row_thought, vector_text
 from copilot.records import Evidence
+from copilot.table import EvidenceTable
 
 
-def table(*rows: tuple[str, str, str, str]) -> str:
-    """A table as the product renders it, from (label, paper id, title, quote) rows."""
-    made = [Row(Source(label, pid, title, ("A. Author",), "2025-04-01", quote, 0.6), [Span(quote, False, False, 0)],
-                0.6, 0.6) for label, pid, title, quote in rows]
-    return "".join(render_table(made))
+def table(*rows: tuple[str, str, str, str]) -> EvidenceTable:
+    """A table as the product makes it, from (thought the row was reached through or "", paper id, title, quote)
+    rows; each quote is its paper's whole abstract."""
+    made = [Row(Source(pid, title, ("A. Author",), "2025-04-01", quote, 0.6, via=via),
+                [Span(quote, False, False, 0, 0, len(quote))], 0.6, 0.6) for via, pid, title, quote in rows]
+    return make_table(made, "")
+
+
+def table_thought(made: EvidenceTable, *args, **kwargs):
+    return thought_drafts.table_thought(made, "".join(render_table(made)), *args, **kwargs)
 
 
 PAPERS = [Evidence("2504.00001", "paper", "KV cache quantization", "", 0.7),
@@ -26,28 +34,22 @@ PAPERS = [Evidence("2504.00001", "paper", "KV cache quantization", "", 0.7),
 
 
 def test_a_table_becomes_its_rows_with_lineage_to_their_papers_or_the_thought_they_came_through():
-    answer = table(("1", "2504.00001", "KV cache quantization", "We quantize the KV cache to 2 bits."),
-                   ("2", "2504.00099", "Paged attention: serving", "Paging the cache cuts memory by 40%."),
-                   ("3", "2504.00003", "Token eviction", "Evicting cold tokens keeps accuracy at 4x compression."))
+    answer = table(("", "2504.00001", "KV cache quantization", "We quantize the KV cache to 2 bits."),
+                   ("T0123456789", "2504.00099", "Paged attention: serving", "Paging the cache cuts memory by 40%."),
+                   ("", "2504.00003", "Token eviction", "Evicting cold tokens keeps accuracy at 4x compression."))
     draft, lineage = table_thought(answer, PAPERS)
     assert draft.confidence == 1 and not draft.llm_called
     assert draft.text.splitlines() == [
         "KV cache quantization: \u201cWe quantize the KV cache to 2 bits.\u201d",
         "Paged attention: serving: \u201cPaging the cache cuts memory by 40%.\u201d",
         "Token eviction: \u201cEvicting cold tokens keeps accuracy at 4x compression.\u201d"]
-    # the second row's paper was reached through the thought [2]: the lineage goes through that thought
+    # the second row's paper was reached through the thought: the lineage goes through that thought
     assert lineage == [("2504.00001", "paper"), ("T0123456789", "thought"), ("2504.00003", "paper")]
     assert is_row_thought(draft.text) and "?" not in draft.text      # no question in a shared thought's text
 
 
-def test_labels_already_replaced_by_ids_read_the_same():
-    answer = table(("2504.00001", "2504.00001", "KV cache quantization", "We quantize the KV cache to 2 bits."))
-    draft, lineage = table_thought(answer, PAPERS)
-    assert lineage == [("2504.00001", "paper")] and draft.confidence == 1
-
-
 def test_a_table_of_papers_nobody_retrieved_makes_no_thought():
-    draft, lineage = table_thought(table(("9", "2504.00777", "Elsewhere", "Something about caches here.")), PAPERS)
+    draft, lineage = table_thought(table(("", "2504.00777", "Elsewhere", "Something about caches here.")), PAPERS)
     assert draft.confidence == 0 and lineage == [] and draft.reason
 
 
@@ -86,8 +88,11 @@ def test_eval_figures_count_comparisons_identical_answers_and_the_longer_side(tm
 
 
 def test_two_no_answer_lines_naming_the_same_papers_are_the_same_answer():
-    from copilot.features.answers import no_answer_line
+    from copilot.features.answers import table_text
     from copilot.features.chat_view import same_answer
+
+    def no_answer_line(items):
+        return table_text(EvidenceTable(), items)
 
     papers = [Evidence(f"2504.0000{n}", "paper", f"Paper {n}", "", 0.3 - n / 100) for n in range(1, 5)]
     thought = Evidence("T0123456789", "thought", "", "", 0.9)
@@ -100,8 +105,8 @@ def test_two_no_answer_lines_naming_the_same_papers_are_the_same_answer():
 def test_rows_whose_quote_is_far_from_the_question_stay_out_of_the_thought():
     """A preferred table is preferred as a whole: a row whose quote is not close to the question (another topic's
     paper that scraped past the table's floor) does not go into memory."""
-    answer = table(("1", "2504.00001", "KV cache quantization", "We quantize the KV cache to 2 bits."),
-                   ("3", "2504.00003", "Angle selection in CT", "We select X-ray angles with a policy gradient."))
+    answer = table(("", "2504.00001", "KV cache quantization", "We quantize the KV cache to 2 bits."),
+                   ("", "2504.00003", "Angle selection in CT", "We select X-ray angles with a policy gradient."))
     directions = {"Which methods shrink the KV cache?": (1.0, 0.0), "We quantize the KV cache to 2 bits.": (0.9, 0.44),
                   "We select X-ray angles with a policy gradient.": (0.2, 0.98)}
 

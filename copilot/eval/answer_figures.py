@@ -16,11 +16,12 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from copilot.features.answers import full_texts, quoted_answer
-from copilot.methods import evidence_text, quotes
+from copilot.features.answers import answer_tables, full_texts, table_text
+from copilot.methods import quotes
 from copilot.methods.slim import Retriever, SlimTrace
 from copilot.prompts import CANNOT_ANSWER
 from copilot.services import Services
+from copilot.table import EvidenceTable, verbatim
 
 KEY_COVER = 0.6
 _LABEL = re.compile(r"\[([^\[\]\n]{1,40})\]")
@@ -32,13 +33,13 @@ def words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", (text or "").lower())
 
 
-def answer_sentences(text: str) -> list[str]:
+def answer_sentences(text: str, table: EvidenceTable | None = None) -> list[str]:
     """An evidence table's rows (each quote under its paper's id); a quoted answer's quotes (one per line, with
     their label); otherwise the answer's sentences."""
     text = (text or "").strip()
-    rows = evidence_text.parse_table(text)
-    if rows:
-        return [f"[{row.paper_id}] {quotes.OPEN_QUOTE}{row.quote}{quotes.CLOSE_QUOTE}" for row in rows]
+    if table:
+        return [f"[{row.paper_id}] " + " ".join(f"{quotes.OPEN_QUOTE}{q.shown}{quotes.CLOSE_QUOTE}" for q in row.quotes)
+                for row in table.rows]
     if quotes.is_quoted_answer(text):
         return [line.strip() for line in text.split("\n") if line.strip()]
     return [s.strip() for s in _SENTENCE_END.split(" ".join(text.split())) if s.strip()]
@@ -55,9 +56,9 @@ def sentence_supported(sentence: str, sources: dict[str, str]) -> bool:
     return all(word in vocabulary for word in words(body))
 
 
-def supported_share(answer: str, sources: dict[str, str]) -> float | None:
+def supported_share(answer: str, sources: dict[str, str], table: EvidenceTable | None = None) -> float | None:
     """Share of the answer's counted sentences that are supported; None when none is counted."""
-    counted = [s for s in answer_sentences(answer)
+    counted = [s for s in answer_sentences(answer, table)
                if not s.startswith(quotes.NO_SOURCE_ANSWERS) and CANNOT_ANSWER not in s]
     if not counted:
         return None
@@ -71,18 +72,21 @@ def label_sources(texts: Sequence[str], ids: Sequence[str] = ()) -> dict[str, st
     return found
 
 
-def row_papers(services: Services, answer: str) -> dict[str, str]:
+def row_papers(services: Services, table: EvidenceTable | None) -> dict[str, str]:
     """The papers an evidence table's rows quote: id → title and abstract (a row reached through a thought quotes
     a paper that is not itself among the retrieved items)."""
-    ids = list(dict.fromkeys(row.paper_id for row in evidence_text.parse_table(answer)))
+    ids = table.paper_ids if table else []
     return {p.id: f"{' '.join(p.title.split())}\n{p.abstract}" for p in services.store.get_papers(ids)}
 
 
-def verbatim_quotes(services: Services, answer: str) -> list[tuple[str, str, bool]]:
-    """(paper id, quote, whether it is verbatim in that one paper's stored title or abstract) for every row."""
-    papers = row_papers(services, answer)
-    return [(row.paper_id, row.quote, evidence_text.is_verbatim(row.quote, papers.get(row.paper_id, "")))
-            for row in evidence_text.parse_table(answer)]
+def verbatim_quotes(services: Services, table: EvidenceTable | None) -> list[tuple[str, str, bool]]:
+    """(paper id, quote, whether each of its quotes is still the slice of that paper's stored abstract it says it
+    is) for every row."""
+    if not table:
+        return []
+    abstracts = {p.id: p.abstract for p in services.store.get_papers(table.paper_ids)}
+    return [(row.paper_id, " \u2026 ".join(q.shown for q in row.quotes),
+             all(verbatim(q, abstracts.get(row.paper_id, "")) for q in row.quotes)) for row in table.rows]
 
 
 def quotes_key(answer: str, key: str) -> bool:
@@ -101,18 +105,22 @@ def quotes_key(answer: str, key: str) -> bool:
     return False
 
 
-def quoted_trace(services: Services, question: str, retriever: Retriever, k: int) -> SlimTrace:
-    """The extractive strategy: the question's top-k papers, answered by quotes (features.answers)."""
+def quoted_trace(services: Services, question: str, retriever: Retriever,
+                 k: int) -> tuple[SlimTrace, EvidenceTable]:
+    """The extractive strategy: the question's top-k papers, answered by their evidence table (features.answers)."""
     items = retriever(question, k)
-    answer = "".join(quoted_answer(services, question, items))
-    return SlimTrace(question, step="answered", retrieved=True, decided_by="always", items=items, answer=answer)
+    table = answer_tables(services, question, [items])[0]
+    answer = table_text(table, items)
+    return (SlimTrace(question, step="answered", retrieved=True, decided_by="always", items=items, answer=answer),
+            table)
 
 
-def answer_figures(services: Services, row: dict, trace: SlimTrace) -> dict:
-    """The two figures: supported share, and (paper questions) whether the key sentence is quoted."""
+def answer_figures(services: Services, row: dict, trace: SlimTrace, table: EvidenceTable | None = None) -> dict:
+    """The two figures: supported share, and (paper questions) whether the key sentence is quoted. `table`: the
+    evidence table the answer is, when it is one."""
     texts = full_texts(services, trace.items)
-    sources = label_sources(texts, [e.id for e in trace.items]) | row_papers(services, trace.answer)
-    return {"supported": supported_share(trace.answer, sources),
+    sources = label_sources(texts, [e.id for e in trace.items]) | row_papers(services, table)
+    return {"supported": supported_share(trace.answer, sources, table),
             "key_quoted": quotes_key(trace.answer, row["answer"]) if row["gold"] else None}
 
 

@@ -5,7 +5,8 @@ gold papers of the paper questions. Each question goes through the product's own
 (`Chat.prepare`, papers-only side) and the answer the model profile gives (`features.answers.stream_reply`), with
 the output checks. No thought is made, so every question meets the same library.
 
-From the shown answer, `answer_rows` takes the (paper id, quoted sentence) pairs: each quote in curly quotation
+From the shown answer, `answer_rows` takes the (paper id, quoted sentence) pairs: an evidence table's rows as the
+table record holds them; in any other answer, each quote in curly quotation
 marks belongs to the source its line names — a label `[n]` of the retrieved items or an arXiv id or link — or to
 the last source named on an earlier line (a paper's heading above its quotes); a line that names no source and
 opens with `#` or bold (a group heading, even inside a table row) quotes none. This reads the three-quote answer and a
@@ -35,15 +36,16 @@ from pathlib import Path
 
 from copilot.eval.answer_figures import quotes_key
 from copilot.eval.report_files import json_text, write_files
-from copilot.features.answers import stream_reply
+from copilot.features.answers import answer_tables, stream_reply, with_table
 from copilot.features.chat import Chat
 from copilot.features.library import ingestor
-from copilot.methods import evidence_text, quotes, sentence_roles
+from copilot.methods import quotes, sentence_roles
 from copilot.methods.thought_retriever import check_answer
 from copilot.records import ARXIV_ID_PATTERN, Evidence
 from copilot.services import Services
 from copilot.sources.snapshot import paper_from_row
 from copilot.store.chat_log import RAW
+from copilot.table import EvidenceTable
 
 PAGE = 8
 _LABEL = re.compile(r"\[(\d{1,3})\]")
@@ -74,14 +76,13 @@ def _source_named(line: str, items: Sequence[Evidence]) -> str | None:
     return min(found)[1] if found else None
 
 
-def answer_rows(text: str, items: Sequence[Evidence]) -> list[Row]:
-    """Every (source, quote) of an answer (see the module doc); none for the no-answer line."""
+def answer_rows(text: str, items: Sequence[Evidence], table: EvidenceTable | None = None) -> list[Row]:
+    """Every (source, quote) of an answer (see the module doc); none for the no-answer line. `table`: the evidence
+    table the answer shows, read as it is (a row reached through a thought included)."""
     if quotes.is_no_answer(text):
         return []
-    table = evidence_text.parse_table(text)
-    if table:          # an evidence table names each row's paper (a row reached through a thought included)
-        return [Row(row.paper_id, " ".join(part.split())) for row in table
-                for part in evidence_text.quote_parts(row.quote)]
+    if table:
+        return [Row(row.paper_id, quote.shown) for row in table.rows for quote in row.quotes]
     rows: list[Row] = []
     current: str | None = None
     for line in (text or "").splitlines():
@@ -139,15 +140,17 @@ def judge_rows(services: Services, rows: list[Row]) -> Figures:
                    [title for title, _ in placed])
 
 
-def ask(services: Services, chat: Chat, question: str) -> tuple[str, list[Evidence], float]:
+def ask(services: Services, chat: Chat, question: str) -> tuple[str, EvidenceTable, list[Evidence], float]:
     """The shown papers-only answer to `question` (retrieval as Chat does it, the answer the profile gives, the
-    output checks), its retrieved items and the seconds it took."""
+    output checks on a model's words), its table, its retrieved items and the seconds it took."""
     started = time.perf_counter()
     turn = chat.prepare(question, "eval-answers")
     answer = next(a for a in turn.answers if a.kind == RAW)
-    text = "".join(stream_reply(services, turn.question, answer.sources))
-    text = check_answer(text, answer.sources).text if text.strip() else text
-    return text.strip(), list(answer.sources), time.perf_counter() - started
+    table = answer_tables(services, turn.question, [answer.sources], turn.ranking)[0]
+    text = "".join(stream_reply(services, turn.question, answer.sources, table))
+    if services.model_profile.writes and text.strip():
+        text = with_table(check_answer(text, answer.sources).text, table)
+    return text.strip(), table, list(answer.sources), time.perf_counter() - started
 
 
 def read_questions(path: Path, limit: int | None = None, key: str = "relevant") -> list[dict]:
@@ -188,8 +191,8 @@ def prepare_library(services: Services, corpus: Path, count: int, gold: Sequence
 
 
 def survey_row(services: Services, chat: Chat, row: dict) -> dict:
-    text, items, seconds = ask(services, chat, row["question"])
-    figures = judge_rows(services, answer_rows(text, items))
+    text, table, items, seconds = ask(services, chat, row["question"])
+    figures = judge_rows(services, answer_rows(text, items, table))
     relevant = set(row["relevant"])
     papers = list(dict.fromkeys(r.paper for r in figures.rows))
     hits = [p for p in papers if p in relevant]
@@ -206,8 +209,8 @@ def survey_row(services: Services, chat: Chat, row: dict) -> dict:
 
 
 def paper_row(services: Services, chat: Chat, row: dict) -> dict:
-    text, items, seconds = ask(services, chat, row["question"])
-    figures = judge_rows(services, answer_rows(text, items))
+    text, table, items, seconds = ask(services, chat, row["question"])
+    figures = judge_rows(services, answer_rows(text, items, table))
     gold = set(row["gold"])
     return {"question": row["question"], "gold_retrieved": any(item.id in gold for item in items),
             "gold_quoted": any(r.paper in gold for r in figures.rows), "key_quoted": quotes_key(text, row["answer"]),

@@ -153,10 +153,10 @@ def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | Non
             evaluated = (usage.prompt_tokens or 0) - getattr(usage, "cached_tokens", 0)
             prompt_s = (call["first"] or call["started"]) - call["started"]
             gen_s = (call["last"] - call["first"]) if call["first"] and call["pieces"] > 1 else None
-            sources = label_sources(full_texts(services, answer.sources)) | row_papers(services, answer.text)
-            checked = verbatim_quotes(services, answer.text)
+            sources = label_sources(full_texts(services, answer.sources)) | row_papers(services, answer.table)
+            checked = verbatim_quotes(services, answer.table)
             answers.append({
-                "supported": supported_share(answer.text, sources),
+                "supported": supported_share(answer.text, sources, answer.table),
                 "quotes": [{"paper": pid, "quote": quote, "verbatim": ok} for pid, quote, ok in checked],
                 "rows": len(checked),
                 "question": question, "label": answer.label, "kind": answer.kind, "error": answer.error,

@@ -403,11 +403,14 @@ def evaluate(services: Services, questions: Sequence[dict], strategies: Sequence
         for strategy in strategies:
             started = time.perf_counter()
             try:
-                trace = (quoted_trace(services, row["question"], retriever, base.top_k) if strategy == "extractive"
-                         else slim.run(row["question"], proxy=proxy, main=services.llm, retriever=retriever,
-                                       options=replace(base, retrieval=strategy)))
+                table = None
+                if strategy == "extractive":
+                    trace, table = quoted_trace(services, row["question"], retriever, base.top_k)
+                else:
+                    trace = slim.run(row["question"], proxy=proxy, main=services.llm, retriever=retriever,
+                                     options=replace(base, retrieval=strategy))
                 rows.append(score_one(row, strategy, trace, time.perf_counter() - started))
-                rows[-1].update(answer_figures(services, row, trace))
+                rows[-1].update(answer_figures(services, row, trace, table))
             except LLMError as error:
                 rows.append(score_one(row, strategy, None, time.perf_counter() - started, str(error)[:200]))
             if answer_judge is not None:

@@ -45,6 +45,7 @@ from copilot.methods.thought_drafts import ROW_THOUGHT_VECTOR, is_row_thought, v
 from copilot.records import Evidence, number_to_date
 from copilot.services import Services
 from copilot.store.chat_log import RAW, THOUGHTS
+from copilot.table import EvidenceTable
 
 WARMUP_USER = "warmup"
 TRENDS_USER = "trends"
@@ -124,8 +125,8 @@ def trends_thoughts(services: Services, progress=lambda message: None) -> list[s
     return stored
 
 
-def _side(text: str, items: Sequence[Evidence], relevant: set[str]) -> dict:
-    papers = list(dict.fromkeys(row.paper for row in answer_rows(text, items) if row.paper))
+def _side(text: str, items: Sequence[Evidence], relevant: set[str], table: EvidenceTable | None) -> dict:
+    papers = list(dict.fromkeys(row.paper for row in answer_rows(text, items, table) if row.paper))
     hits = [p for p in papers if p in relevant]
     return {"papers": papers, "rows": len(papers), "relevant": hits,
             "recall": round(len(hits) / len(relevant), 4) if relevant else None,
@@ -151,8 +152,9 @@ def ask_dev(services: Services, n: int, row: dict, own_thoughts: set[str]) -> di
     raw_items = _as_items(stored.raw.sources)
     thought_items = _as_items(stored.thoughts.sources) if stored.thoughts.sources else raw_items
     relevant = set(row["relevant"])
-    raw = _side(stored.raw.text or "", raw_items, relevant)
-    with_memory = _side(stored.thoughts.text or stored.raw.text or "", thought_items, relevant)
+    raw = _side(stored.raw.text or "", raw_items, relevant, stored.raw.table)
+    memory_side = stored.thoughts if stored.thoughts.text else stored.raw
+    with_memory = _side(memory_side.text or "", thought_items, relevant, memory_side.table)
     raw_ids = {item.id for item in raw_items}
     thoughts_used = [item.id for item in thought_items if item.kind == "thought"]
     return {"question": row["question"], "comparison": turn.comparison, "relevant": len(relevant),

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from copilot import grounding
 from copilot.errors import failure_sentence
-from copilot.features.answers import grouped, quoted_answer, table_rows
+from copilot.features.answers import answer_tables, table_text
 from copilot.features.chat import ChatError, clean_question
 from copilot.features.evidence_search import table_paper_hits
 from copilot.llm import LLM, LLMError, build_llm
@@ -64,8 +64,7 @@ def quoting_writer(services: Services) -> slim.AnswerWriter:
             return
         # SlimPLM's queries made from the tiny proxy's draft reach papers of other topics: rows are ranked (and
         # kept) by the chat's own ranking for the question
-        rows = grouped(question, *table_rows(services, question, items, by_question=True))
-        yield from quoted_answer(services, question, items, rows)
+        yield table_text(answer_tables(services, question, [items], by_question=True)[0], items)
     return write
 
 

@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from copilot.methods.evidence_text import parse_table, split_table
 from copilot.methods.quotes import is_no_answer
 from copilot.store.chat_log import THOUGHTS, SourceRecord
+from copilot.table import EvidenceTable
 
 SourceView = SourceRecord      # one retrieved item as a turn shows it: id, kind, title, preview, score
 
@@ -31,8 +31,9 @@ class AnswerView:
     done: bool
     seconds: float | None
     thought_augmented: bool
-    sources: tuple[SourceRecord, ...]
+    sources: tuple[SourceRecord, ...]     # in the order the answer's labels count them (`shown_sources`)
     notes: tuple[str, ...] = ()    # what the output checks removed, trimmed prompts, cut answers
+    table: EvidenceTable | None = None
 
     @property
     def thought_ids(self) -> list[str]:
@@ -152,19 +153,27 @@ def answer_is_thought_side(kind: str, comparison: str) -> bool:
     return kind == THOUGHTS and comparison not in ONE_ANSWER
 
 
-def same_answer(first: str, second: str) -> bool:
-    """Whether two answers say the same: the same papers quoting the same words (an evidence table's row labels and
-    order may differ between the sides), else the same text. Nothing to compare then: a vote would be noise."""
-    if is_no_answer(first) and is_no_answer(second):     # the nearest papers alike, whatever their labels
+def shown_sources(table: EvidenceTable | None, sources: tuple[SourceRecord, ...]) -> tuple[SourceRecord, ...]:
+    """The sources an answer's labels stand for: its table's papers first, label n for row n, then the other items
+    it retrieved (a thought, a paper no row quotes), in retrieval order."""
+    if table is None or not table.rows:
+        return sources
+    rows = tuple(SourceRecord(id=row.paper_id, kind="paper", title=row.title, preview="", score=row.score)
+                 for row in table.rows)
+    quoted = set(table.paper_ids)
+    return rows + tuple(source for source in sources if not (source.kind == "paper" and source.id in quoted))
+
+
+def same_answer(first: str, second: str, first_table: EvidenceTable | None = None,
+                second_table: EvidenceTable | None = None) -> bool:
+    """Whether two answers say the same: tables with the same papers quoting the same slices (the rows' order may
+    differ between the sides), else the same text (the nearest papers of two no-answer lines alike, whatever their
+    labels). Nothing to compare then: a vote would be noise."""
+    if first_table and second_table:
+        return set(first_table.content()) == set(second_table.content())
+    if is_no_answer(first) and is_no_answer(second):
         return _LABELS.sub("", " ".join(first.split())) == _LABELS.sub("", " ".join(second.split()))
-    (first_words, first_table), (second_words, second_table) = split_table(first), split_table(second)
-    return (" ".join(first_words.split()) == " ".join(second_words.split())      # a writing profile's own words
-            and _rows(first_table) == _rows(second_table))
+    return " ".join(first.split()) == " ".join(second.split())
 
 
 _LABELS = re.compile(r"\[\d{1,3}\] ?")
-
-
-def _rows(table: str) -> set[tuple[str, str]]:
-    return {(row.paper_id, row.quote) for row in parse_table(table)}
-

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from copilot.errors import UserError
 from copilot.features.backup import _reason, _within_deadline, hub_api
+from copilot.features.chat_view import shown_sources
 from copilot.methods.quotes import is_quoted_answer
 from copilot.methods.thought_retriever import labels_to_ids
 from copilot.records import Evidence
@@ -75,7 +76,9 @@ def _context(stored, texts: dict[str, str]) -> str:
 
 def _answer(turn: StoredTurn, kind: str, side: str, texts: dict[str, str]) -> dict:
     stored = turn.answer(kind)
-    evidence = [Evidence(id=s.id, kind=s.kind, title=s.title, text="", score=s.score) for s in stored.sources]
+    # the answer's labels count its table's rows first, then its other sources (chat_view.shown_sources)
+    evidence = [Evidence(id=s.id, kind=s.kind, title=s.title, text="", score=s.score)
+                for s in shown_sources(stored.table, stored.sources)]
     sources = [{"id": s.id, "kind": s.kind, "title": s.title if s.kind == "paper" else ""} for s in stored.sources]
     return {"side": side, "arm": kind, "text": labels_to_ids(stored.text or "", evidence), "sources": sources,
             "context": _context(stored, texts), "policy": policy_of(stored.text or "", turn.model)}

@@ -23,22 +23,21 @@ Nothing here writes a sentence of its own: the table is the papers' own words un
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from copilot import table
 from copilot.methods import quotes, sentence_roles
-from copilot.methods.evidence_text import (  # re-exported: the table's text is read where it is written
-    _ARXIV_TAIL,
-    CLOSE_QUOTE,
-    ELLIPSIS,
-    GROUP_PREFIX,
-    OPEN_QUOTE,
-    TABLE_INTRO,
-    TEXTBOOK_LINE,
+from copilot.methods.evidence_text import (  # is_textbook re-exported: Chat and the tests ask it here
+    is_textbook,
+    quote_text,
 )
+
+log = logging.getLogger(__name__)
 
 MAX_ROWS = 6
 # Gate on the best row's best quotable sentence (cosine to the question, packaged MiniLM): below it the question gets
@@ -174,9 +173,7 @@ def key_findings(targets: np.ndarray, texts: Sequence[str], embed, learned_roles
 
 @dataclass(frozen=True)
 class Source:
-    """One paper that may become a row. `label` is the citation label of the retrieved item it was reached by (a
-    paper's own, or the thought's that rests on it)."""
-    label: str
+    """One paper that may become a row."""
     paper_id: str
     title: str
     authors: tuple[str, ...]
@@ -185,14 +182,18 @@ class Source:
     score: float              # the item's cosine to the question
     named: bool = False       # the question names it by its arXiv id
     rank: float = 0.0         # its place in the retrieval's order (Search's fused ranking); rows keep that order
+    via: str = ""             # the retrieved thought it was reached through ("" for a retrieved paper)
+    version: str = ""         # "v2", when the library knows it
 
 
 @dataclass
 class Span:
-    text: str
+    text: str                 # white space folded
     cut_before: bool          # a bounded span of a longer sentence: text precedes it in that sentence
     cut_after: bool
     position: int             # its index among the abstract's spans
+    start: int = 0            # offsets into the abstract as stored
+    end: int = 0
 
 
 @dataclass
@@ -204,24 +205,34 @@ class Row:
     roles: list[str] = field(default_factory=list)
     group: str = ""
 
+    def quotes(self) -> list[table.Quote]:
+        """The row's quotes: slices of the abstract, adjacent spans as one slice, others apart."""
+        found: list[table.Quote] = []
+        abstract = self.source.abstract
+        for n, span in enumerate(self.spans):
+            role = self.roles[n] if n < len(self.roles) else ""
+            if found and span.position == self.spans[n - 1].position + 1:     # only white space between them
+                last = found.pop()
+                found.append(replace(last, end=span.end, text=abstract[last.start:span.end],
+                                     cut_after=span.cut_after))
+                continue
+            found.append(table.Quote(table.ABSTRACT, span.start, span.end, abstract[span.start:span.end], role,
+                                     span.cut_before, span.cut_after))
+        return found
+
     @property
     def quote(self) -> str:
-        """The row's quote: its spans verbatim, joined by "…" where text of the abstract was left out."""
-        text = ""
-        for n, span in enumerate(self.spans):
-            gap = n > 0 and (span.position != self.spans[n - 1].position + 1 or span.cut_before)
-            lead = ELLIPSIS if (n == 0 and span.cut_before) or gap else ""
-            text += (" " if n else "") + (f"{lead} " if lead else "") + span.text
-        return text + (f" {ELLIPSIS}" if self.spans[-1].cut_after else "")
+        """The row's quoted words, "…" where text of the abstract was left out (no quotation marks)."""
+        return quote_text(self.quotes(), marks=False)
 
 
 def spans_of(abstract: str) -> list[Span]:
     """An abstract's quotable spans: its sentences, a sentence too long to quote cut into bounded spans."""
     found: list[Span] = []
-    for sentence in quotes.split_sentences(abstract, max_words=10 ** 6):
-        pieces = quotes._bounded(sentence, MAX_QUOTE_WORDS)
-        for n, piece in enumerate(pieces):
-            found.append(Span(piece, n > 0, n < len(pieces) - 1, len(found)))
+    for start, end in quotes.sentence_bounds(abstract):
+        pieces = quotes.bounded_bounds(abstract, start, end, MAX_QUOTE_WORDS)
+        for n, (a, b) in enumerate(pieces):
+            found.append(Span(" ".join(abstract[a:b].split()), n > 0, n < len(pieces) - 1, len(found), a, b))
     return found
 
 
@@ -292,7 +303,7 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
                paper_floor: float = PAPER_FLOOR) -> tuple[list[Row], np.ndarray | None]:
     """The table's rows, best first (see the module doc), and each row's best-span vector (for grouping).
     `learned_roles`: the sentence-role classifier may read `embed`'s vectors (they come from its embedder)."""
-    unique = list({s.paper_id: s for s in reversed(sources)}.values())[::-1]     # first label of a paper wins
+    unique = list({s.paper_id: s for s in reversed(sources)}.values())[::-1]     # a paper's first place wins
     limits = limit_cue(question)
     owned: list[tuple[int, Span, str]] = []
     places: list[float] = []
@@ -431,41 +442,23 @@ def group_rows(rows: list[Row], vectors: np.ndarray | None, question: str, max_s
 
 
 # --- the answer's text ------------------------------------------------------------------------------------------
-# "What is a transformer?", "Define attention", "What does RLHF stand for?": a subject of at most three words
-_TEXTBOOK = re.compile(r"^\s*(?:what (?:is|are) (?:an? |the )?(?:[\w\-]+ ?){1,3}\??|(?:define|explain) (?:an? |the )?"
-                       r"(?:[\w\-]+ ?){1,3}\.?|what does (?:[\w\-]+ ?){1,3} (?:mean|stand for)\??)$", re.I)
-
-
-def is_textbook(question: str) -> bool:
-    """A definition question ("What is a transformer?"): abstracts report research, not textbook material."""
-    return bool(_TEXTBOOK.match(" ".join((question or "").split())))
-
-
 def _clean_title(title: str) -> str:
     return " ".join(re.sub(r"[\[\]]", lambda m: "(" if m.group(0) == "[" else ")",
                            re.sub("[\u201c\u201d]", '"', title or "")).split())
 
 
-def byline(source: Source) -> str:
-    """First authors ("A, B et al.") and date, as a row shows them."""
-    authors = list(source.authors)
-    names = ", ".join(authors[:2]) + (" et al." if len(authors) > 2 else "")
-    return " \u00b7 ".join(part for part in (names, source.date) if part)
-
-
-def row_header(row: Row) -> str:
-    return f"[{row.source.label}] {_clean_title(row.source.title)} \u00b7 {byline(row.source)}{_ARXIV_TAIL}" \
-           f"{row.source.paper_id}"
-
-
-def render_table(rows: Sequence[Row], textbook: bool = False) -> Iterator[str]:
-    """The table as the answer's text, in pieces (as a model's stream would arrive): an intro line, then per row
-    a header line ([label] title · authors · date · arXiv:id) and its quote line; group headings where grouped."""
-    count = len(rows)
-    yield TEXTBOOK_LINE if textbook else TABLE_INTRO.format(count=count, s="" if count == 1 else "s")
-    group = None
+def make_table(rows: Sequence[Row], question: str) -> table.EvidenceTable:
+    """The table record of chosen rows, in their order: labels 1, 2, … as shown (the same rule on both sides of a
+    turn, so no side repeats a label or numbers differently), each quote checked against its abstract; a row whose
+    quote is not a slice of it is dropped and logged, never shown."""
+    made: list[table.Row] = []
     for row in rows:
-        if row.group and row.group != group:
-            group = row.group
-            yield f"\n\n{GROUP_PREFIX}{OPEN_QUOTE}{group}{CLOSE_QUOTE}"
-        yield f"\n\n{row_header(row)}\n{OPEN_QUOTE}{row.quote}{CLOSE_QUOTE}"
+        found = row.quotes()
+        if not found or not all(table.verbatim(quote, row.source.abstract) for quote in found):
+            log.error("evidence row for %s dropped: a quote is not a slice of its abstract", row.source.paper_id)
+            continue
+        source = row.source
+        made.append(table.Row(str(len(made) + 1), source.paper_id, source.version, _clean_title(source.title),
+                              tuple(source.authors), source.date, tuple(found), round(row.score, 4), row.group,
+                              source.via))
+    return table.EvidenceTable(tuple(made), textbook=is_textbook(question))

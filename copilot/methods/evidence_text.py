@@ -1,9 +1,10 @@
-"""The evidence table as text (methods.evidence writes it): its lines, how to read them back, how to check a
-quote, and the table as downloads. Nothing here imports methods.quotes, which reads tables through `is_table`.
+"""The evidence table's text: the lines methods.evidence renders a `table.EvidenceTable` into, whether an answer's
+text is such a table (`is_table`, a check of its lines' shape: the rows themselves are never read back from text),
+and the table as downloads. Nothing here imports methods.quotes, which tells tables apart through `is_table`.
 
 A table is an intro line, then per row a header line — `[label] title · first authors (et al.) · date ·
-arXiv:id` — and the row's quote on the next line inside quotation marks; rows of a group follow a line
-`Group: “phrase”`. A quote's parts are verbatim text of the one paper, joined by "…" where text was left out.
+arXiv:id` — and the row's quotes on the next line, each inside quotation marks, "…" between two and where a
+quote is a piece of a longer sentence; rows of a group follow a line `Group: “phrase”`.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+
+from copilot import table
 
 OPEN_QUOTE, CLOSE_QUOTE = "\u201c", "\u201d"
 ELLIPSIS = "\u2026"
@@ -24,32 +26,9 @@ GROUP_PREFIX = "Group: "
 _ARXIV_TAIL = " \u00b7 arXiv:"
 
 
-_ROW = re.compile(rf"^\[(?P<label>[^\[\]\n]{{1,40}})\] (?P<title>[^\n]*?) \u00b7 (?P<byline>[^\n]*?)"
-                  rf"{re.escape(_ARXIV_TAIL)}(?P<id>[^\s]+)\n{OPEN_QUOTE}(?P<quote>[^\n]*){CLOSE_QUOTE}$",
-                  re.M)
-
-
-@dataclass(frozen=True)
-class ShownRow:
-    label: str
-    title: str
-    byline: str
-    paper_id: str
-    quote: str
-    group: str = ""
-
-
-def parse_table(text: str) -> list[ShownRow]:
-    """The rows of an answer made by `render_table` (empty for any other text)."""
-    rows, group = [], ""
-    for line_match in re.finditer(rf"^{GROUP_PREFIX}{OPEN_QUOTE}(?P<g>[^\n]*){CLOSE_QUOTE}$|"
-                                  rf"{_ROW.pattern}", text or "", re.M):
-        if line_match.group("g") is not None:
-            group = line_match.group("g")
-            continue
-        rows.append(ShownRow(line_match.group("label"), line_match.group("title"), line_match.group("byline"),
-                             line_match.group("id"), line_match.group("quote"), group))
-    return rows
+_ROW = re.compile(rf"^\[[^\[\]\n]{{1,40}}\] [^\n]*{re.escape(_ARXIV_TAIL)}[^\s]+\n"
+                  rf"(?:{ELLIPSIS} )?{OPEN_QUOTE}[^\n]*{CLOSE_QUOTE}(?: {ELLIPSIS})?$", re.M)
+_GROUP_LINE = re.compile(rf"^{GROUP_PREFIX}{OPEN_QUOTE}[^\n]*{CLOSE_QUOTE}$", re.M)
 
 
 def is_table(text: str) -> bool:
@@ -58,8 +37,7 @@ def is_table(text: str) -> bool:
     first, _, rest = text.partition("\n")
     if not _INTRO.fullmatch(first):
         return False
-    left = re.sub(rf"^{GROUP_PREFIX}{OPEN_QUOTE}[^\n]*{CLOSE_QUOTE}$", "", _ROW.sub("", rest), flags=re.M)
-    return bool(parse_table(text)) and not left.strip()
+    return bool(_ROW.search(rest)) and not _GROUP_LINE.sub("", _ROW.sub("", rest)).strip()
 
 
 _INTRO = re.compile("^(?:" + re.escape(TABLE_INTRO).replace(re.escape("{count}"), "[0-9]+")
@@ -75,41 +53,79 @@ def split_table(text: str) -> tuple[str, str]:
     return text[:found.start()].rstrip(), text[found.start():]
 
 
-def quote_parts(quote: str) -> list[str]:
-    """The verbatim parts of a shown quote: the text between its "…" marks."""
-    return [part.strip() for part in quote.split(ELLIPSIS) if part.strip()]
+# --- the table as text -----------------------------------------------------------------------------------------
+# "What is a transformer?", "Define attention", "What does RLHF stand for?": a subject of at most three words. Each
+# word is a whole run of word characters (no way to split one word in two, so no backtracking), and the question is
+# at most TEXTBOOK_MAX_CHARS long: "What is " + 900 x's + " in 2503.14421?" took 25 s with "(?:[\w\-]+ ?){1,3}".
+_SUBJECT = r"[\w\-]+(?: [\w\-]+){0,2}"
+_TEXTBOOK = re.compile(rf"^(?:what (?:is|are) (?:an? |the )?{_SUBJECT} ?\??|(?:define|explain) (?:an? |the )?"
+                       rf"{_SUBJECT} ?\.?|what does {_SUBJECT} (?:mean|stand for) ?\??)$", re.I)
+TEXTBOOK_MAX_CHARS = 120
 
 
-def is_verbatim(quote: str, source_text: str) -> bool:
-    """Whether every part of a quote is a substring of the one source text, in order (whitespace normalised)."""
-    text = " ".join((source_text or "").split())
-    at = 0
-    for part in quote_parts(quote):
-        found = text.find(" ".join(part.split()), at)
-        if found < 0:
-            return False
-        at = found + len(part)
-    return bool(quote_parts(quote))
+def is_textbook(question: str) -> bool:
+    """A definition question ("What is a transformer?"): abstracts report research, not textbook material."""
+    text = " ".join((question or "")[:4 * TEXTBOOK_MAX_CHARS].split())
+    return len(text) <= TEXTBOOK_MAX_CHARS and bool(_TEXTBOOK.match(text))
+
+
+def quote_text(found: Sequence[table.Quote], marks: bool = True) -> str:
+    """Quotes as a row shows them: each inside quotation marks, "…" where text of the abstract was left out."""
+    opening, closing = (OPEN_QUOTE, CLOSE_QUOTE) if marks else ("", "")
+    text = ""
+    for n, quote in enumerate(found):
+        lead = f"{ELLIPSIS} " if n or quote.cut_before else ""
+        text += (" " if n else "") + lead + f"{opening}{quote.shown}{closing}"
+    return text + (f" {ELLIPSIS}" if found and found[-1].cut_after else "")
+
+
+def row_header(row: table.Row) -> str:
+    return f"[{row.label}] {row.title} \u00b7 {byline(row)}{_ARXIV_TAIL}{row.paper_id}"
+
+
+def render_table(evidence: table.EvidenceTable) -> Iterator[str]:
+    """The table as the answer's text, in pieces (as a model's stream would arrive): an intro line, then per row
+    a header line ([label] title · authors · date · arXiv:id) and its quotes' line; group headings where grouped."""
+    count = len(evidence.rows)
+    yield TEXTBOOK_LINE if evidence.textbook else TABLE_INTRO.format(count=count, s="" if count == 1 else "s")
+    group = None
+    for row in evidence.rows:
+        if row.group and row.group != group:
+            group = row.group
+            yield f"\n\n{GROUP_PREFIX}{OPEN_QUOTE}{group}{CLOSE_QUOTE}"
+        yield f"\n\n{row_header(row)}\n{quote_text(row.quotes)}"
 
 
 # --- downloads --------------------------------------------------------------------------------------------------
-def table_csv(question: str, rows: Sequence[ShownRow]) -> str:
+def _quotes(row: table.Row) -> str:
+    return f" {ELLIPSIS} ".join(quote.shown for quote in row.quotes)
+
+
+def byline(row: table.Row) -> str:
+    """First authors ("A, B et al.") and date, as a row shows them."""
+    authors = list(row.authors)
+    names = ", ".join(authors[:2]) + (" et al." if len(authors) > 2 else "")
+    return " \u00b7 ".join(part for part in (names, row.date) if part)
+
+
+def table_csv(question: str, evidence: table.EvidenceTable) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["question", "rank", "group", "title", "authors_date", "arxiv_id", "url", "quote"])
-    for rank, row in enumerate(rows, 1):
-        writer.writerow([question, rank, row.group, row.title, row.byline, row.paper_id,
-                         f"https://arxiv.org/abs/{row.paper_id}", row.quote])
+    writer.writerow(["question", "label", "group", "title", "authors_date", "arxiv_id", "url", "quote"])
+    for row in evidence.rows:
+        writer.writerow([question, row.label, row.group, row.title, byline(row), row.paper_id,
+                         f"https://arxiv.org/abs/{row.paper_id}", _quotes(row)])
     return out.getvalue()
 
 
-def table_markdown(question: str, rows: Sequence[ShownRow]) -> str:
+def table_markdown(question: str, evidence: table.EvidenceTable) -> str:
     def cell(text: str) -> str:
         return " ".join(text.split()).replace("|", "\\|")
 
     lines = [f"# {cell(question)}", "", "| # | Paper | What it does or finds |", "|---|---|---|"]
-    for rank, row in enumerate(rows, 1):
+    for row in evidence.rows:
         group = f"*{cell(row.group)}* · " if row.group else ""
-        paper = f"[{cell(row.title)}](https://arxiv.org/abs/{row.paper_id}) — {cell(row.byline)}"
-        lines.append(f"| {rank} | {group}{paper} | \u201c{cell(row.quote)}\u201d |")
+        paper = f"[{cell(row.title)}](https://arxiv.org/abs/{row.paper_id}) — {cell(byline(row))}"
+        quoted = f" {ELLIPSIS} ".join(f"\u201c{cell(quote.shown)}\u201d" for quote in row.quotes)
+        lines.append(f"| {row.label} | {group}{paper} | {quoted} |")
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ from copilot.llm import LLM
 from copilot.methods import evidence_text, quotes
 from copilot.prompts import CANNOT_ANSWER, source_block, strip_quoting_tags
 from copilot.records import Evidence
+from copilot.table import EvidenceTable
 
 
 def is_cannot_answer(answer: str) -> bool:
@@ -214,19 +215,17 @@ def vector_text(question: str, text: str, mode: str = ROW_THOUGHT_VECTOR) -> str
 ROW_THOUGHT_FLOOR = 0.45
 
 
-def table_thought(answer: str, sources: Sequence[Evidence], embed=None, question: str = "",
+def table_thought(table: EvidenceTable, answer: str, sources: Sequence[Evidence], embed=None, question: str = "",
                   floor: float = ROW_THOUGHT_FLOOR) -> tuple[ThoughtDraft, list[tuple[str, str]]]:
     """(T, c) for an evidence table, without a model: T is the table's rows (title: “quote”) whose quote is at least
     `floor` close to `question` (all rows without `embed`); c = 1 when a row is kept that quotes a paper of the
     retrieved items or one reached through a retrieved thought. → (draft, direct sources: each row's paper, or the
-    thought it was reached through, in row order)."""
+    thought it was reached through, in row order). `answer`: the table's text, kept as the draft's answer."""
     kinds = {item.id: item.kind for item in sources}
-    by_label = {str(n): item.id for n, item in enumerate(sources, 1)}
     found = []
-    for row in evidence_text.parse_table(answer):
-        label = by_label.get(row.label, row.label)      # a label, or the id it was replaced by
-        source = row.paper_id if kinds.get(row.paper_id) == "paper" else label
-        quote = quotes.strip_ids(row.quote)
+    for row in table.rows:
+        source = row.via or row.paper_id
+        quote = f" {evidence_text.ELLIPSIS} ".join(quotes.strip_ids(q.shown) for q in row.quotes)
         if source in kinds and quote and not describes_itself(quote):
             found.append((f"{' '.join(row.title.split())}: {quotes.OPEN_QUOTE}{quote}{quotes.CLOSE_QUOTE}",
                           (source, kinds[source]), quote))

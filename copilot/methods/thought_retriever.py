@@ -25,7 +25,7 @@ from copilot.embed import Embedder
 from copilot.grounding import Checked, check
 from copilot.llm import LLM, Usage
 from copilot.methods import quotes
-from copilot.methods.evidence_text import is_table, parse_table
+from copilot.methods.evidence_text import is_table
 from copilot.methods.thought_drafts import (  # noqa: F401
     ECHO_NGRAM,
     LOOP_NGRAM,
@@ -48,6 +48,7 @@ from copilot.records import Evidence
 from copilot.store.db import Database
 from copilot.store.thoughts import PAPER, THOUGHT, ThoughtRow, ThoughtStore
 from copilot.store.vectors import VectorStore
+from copilot.table import EvidenceTable
 
 log = logging.getLogger(__name__)
 
@@ -449,14 +450,14 @@ class ThoughtOutcome:
 
 def think(llm: LLM, memory: ThoughtMemory, question: str, answer: str, sources: Sequence[Evidence], *,
           origin: str = "chat", user: str = "local", max_tokens: int = 160,
-          thought_id: str | None = None) -> ThoughtOutcome:
+          thought_id: str | None = None, table: EvidenceTable | None = None) -> ThoughtOutcome:
     """Steps 3-5 of Algorithm 1: draft (T, c), merge test, store only when c = 1 and s = 0. An evidence table (the
     tiny profile) becomes a thought of its rows (`table_thought`), other answers made of quotes one of their relevant
     quotes (`quoted_thought`), both without a model and with the items quoted as direct sources. `thought_id`: store
-    under this id (see ThoughtMemory.add_checked)."""
+    under this id (see ThoughtMemory.add_checked); `table`: the answer is that evidence table alone."""
     lineage = [(e.id, e.kind) for e in sources]
-    if parse_table(answer):                 # the tiny profile's table: the thought is its rows
-        draft, lineage = table_thought(answer, sources, memory.embedder.embed, question)
+    if table is not None and table.rows:    # the tiny profile's table: the thought is its rows
+        draft, lineage = table_thought(table, answer, sources, memory.embedder.embed, question)
     elif quotes.is_no_answer(answer):
         draft = ThoughtDraft(0, "", answer, llm_called=False, reason="the answer says no source answers")
     elif quotes.is_quoted_answer(answer):     # quotes under labels: the thought is the answer's relevant quotes

@@ -13,6 +13,7 @@ from typing import Any
 
 from copilot.records import Evidence
 from copilot.store.db import Database
+from copilot.table import EvidenceTable
 
 THOUGHTS, RAW = "thoughts", "raw"       # the two answers of a turn
 PREVIEW_CHARS = 200
@@ -43,6 +44,7 @@ class StoredAnswer:
     error: str | None
     seconds: float | None
     sources: tuple[SourceRecord, ...]
+    table: EvidenceTable | None = None     # the evidence table the answer shows (None: none, or an older turn)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class AnswerOutcome:
     text: str
     error: str | None
     seconds: float | None
+    table: EvidenceTable | None = None
 
 
 @dataclass(frozen=True)
@@ -186,9 +189,11 @@ def _turn(row) -> StoredTurn:
         question=row["question"], comparison=row["comparison"], side_a=row["side_a"], backend=row["backend"],
         model=row["model"], embedder=row["embedder"], personalized=bool(row["personalized"]),
         retrieval_s=row["retrieval_s"],
-        raw=StoredAnswer(row["raw_answer"], row["raw_error"], row["raw_s"], _sources(row["raw_sources"])),
+        raw=StoredAnswer(row["raw_answer"], row["raw_error"], row["raw_s"], _sources(row["raw_sources"]),
+                         EvidenceTable.from_json(row["raw_table"])),
         thoughts=StoredAnswer(row["thoughts_answer"], row["thoughts_error"], row["thoughts_s"],
-                              _sources(row["thoughts_sources"])), revealed_at=row["revealed_at"])
+                              _sources(row["thoughts_sources"]), EvidenceTable.from_json(row["thoughts_table"])),
+        revealed_at=row["revealed_at"])
 
 
 _VOTE_COLUMNS = "turn_id, user, choice, label, voted_at, changes, first_choice, blind"
@@ -224,12 +229,12 @@ class ChatLog:
         with self.db.transaction() as tx:
             tx.execute("UPDATE chat_turns SET comparison = ?, finished_at = ? WHERE id = ?",
                        (comparison, at or time.time(), turn_id))
-            if raw is not None:
-                tx.execute("UPDATE chat_turns SET raw_answer = ?, raw_error = ?, raw_s = ? WHERE id = ?",
-                           (raw.text, raw.error, raw.seconds, turn_id))
-            if thoughts is not None:
-                tx.execute("UPDATE chat_turns SET thoughts_answer = ?, thoughts_error = ?, thoughts_s = ? WHERE id = ?",
-                           (thoughts.text, thoughts.error, thoughts.seconds, turn_id))
+            for kind, outcome in ((RAW, raw), (THOUGHTS, thoughts)):
+                if outcome is not None:
+                    table = outcome.table.to_json() if outcome.table is not None else None
+                    tx.execute(f"UPDATE chat_turns SET {kind}_answer = ?, {kind}_error = ?, {kind}_s = ?,"
+                               f" {kind}_table = ? WHERE id = ?",
+                               (outcome.text, outcome.error, outcome.seconds, table, turn_id))
 
     def turn(self, turn_id: str) -> StoredTurn | None:
         row = self.db.query_one("SELECT * FROM chat_turns WHERE id = ?", (turn_id,))

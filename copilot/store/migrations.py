@@ -333,4 +333,11 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                ELSE 'B' END""",
         "UPDATE chat_turns SET revealed_at = (SELECT v.voted_at FROM chat_votes v WHERE v.turn_id = chat_turns.id)",
     ]),
+    # Issue #47: each answer's evidence table as a record (copilot.table, JSON), stored with the turn and read as it is
+    # (downloads, the thought a preferred answer becomes, the comparison of the sides). Turns stored before have
+    # NULL: their text stays what was shown; their downloads are the BibTeX of their sources.
+    ("chat_0002_typed_tables", [
+        "ALTER TABLE chat_turns ADD COLUMN raw_table TEXT",
+        "ALTER TABLE chat_turns ADD COLUMN thoughts_table TEXT",
+    ]),
 ]

@@ -99,7 +99,7 @@ def bibtex_view(services: Services, turn_id: str | None, request: gr.Request | N
         return '<span class="chat-notice">Vote first: the sources stay blind until then.</span>', none
     shown = view.shown_answer()
     try:
-        files = table_exports(services, view.question, shown.text if shown else "", view.paper_ids)
+        files = table_exports(services, view.question, shown.table if shown else None, view.paper_ids)
     except UserError as error:
         return f'<span class="chat-notice">{escape(error)}</span>', none
     if not files:

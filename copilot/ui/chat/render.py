@@ -27,7 +27,7 @@ PREVIEW_CHARS = 150
 _LABEL = re.compile(r"\[(\d{1,3})\]")                        # a neutral citation label [i]
 # an item's own id in brackets: an arXiv id, a thought id, a long number. Before the vote it would say which kind
 # of item an answer drew on, so it is dropped (the same rule on both sides); after the vote it stays.
-# the arXiv id that ends an evidence table row's header line (methods.evidence.row_header)
+# the arXiv id that ends an evidence table row's header line (methods.evidence_text.row_header)
 _ROW_ID = re.compile(r" \u00b7 arXiv:(?P<id>\d{4}\.\d{4,5}(?:v\d+)?)$", re.M)
 _RAW_ID = re.compile(r"\s?\[(?:\d{4}\.\d{4,5}(?:v\d+)?|T[0-9a-z]{6,}|\d{5,})\]")
 SOURCES_AFTER_VOTE = "Shown when you vote: before it, which sources an answer used would tell the two answers apart."

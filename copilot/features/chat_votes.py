@@ -1,0 +1,67 @@
+"""A Chat turn's vote: which answer the user preferred, blind. A vote is committed to SQLite before `vote` returns,
+every vote and change of vote is logged, and in the same transaction it decides the turn's one thought
+(features.chat_thoughts)."""
+
+from __future__ import annotations
+
+import time
+
+from copilot.errors import UserError
+from copilot.features.chat_thoughts import THOUGHT_FROM, TurnThoughts
+from copilot.features.limits import check_rate
+from copilot.records import storable_text
+from copilot.store.chat_log import RAW, THOUGHTS
+
+CHOICES = (THOUGHTS, RAW, "tie", "bad")
+VOTE_CHOICES = (*CHOICES, "A", "B")     # A/B: the side as shown
+
+
+class ChatError(UserError, ValueError):
+    """Bad input, or an action the turn does not allow; the message says what to do."""
+
+
+class TurnVotes(TurnThoughts):
+    """The vote of a turn (part of features.chat.Chat)."""
+
+    def vote(self, turn_id: str, choice: str, user: str) -> dict:
+        """Record (or change) the user's vote; committed before returning, and every vote logged (two tabs voting
+        at once leave one final vote and two log rows). In the same transaction the vote decides the turn's one
+        thought (`_choose_thought`); the thought job runs in the background."""
+        turn_id = storable_text(turn_id).strip()
+        turn = self.log.turn(turn_id)
+        if turn is None:
+            raise ChatError(f"no turn with id {turn_id[:40]!r}")
+        if turn.user != user:
+            raise ChatError("this turn belongs to another user")
+        choice = _normalise_choice(choice, turn.side_a)
+        if turn.comparison != "yes":
+            reason = {"same_items": "both retrievals found the same items, so there was one answer",
+                      "same_answer": "both answers were the same (memory added nothing), so there was one answer",
+                      "failed": "one of the answers failed", "pending": "the answers are not finished"}
+            raise ChatError(f"this turn cannot be voted on: {reason.get(turn.comparison, turn.comparison)}")
+        label = choice if choice not in (THOUGHTS, RAW) else ("A" if choice == turn.side_a else "B")
+        current = self.log.vote(turn_id)
+        counted = current is None and turn.revealed_at is None   # the first vote, cast before the sides were shown
+        if current is not None and THOUGHT_FROM[current.choice] != THOUGHT_FROM[choice]:
+            # a change that remakes the turn's thought is an LLM call on the one thought thread: it counts
+            check_rate(self.services, user, None, "changing a vote")
+        now = time.time()
+        with self.db.transaction():   # the vote, its log row and the turn's thought commit together
+            previous = self.log.record_vote(turn_id, user, choice, label, now)
+            job_id, retracted = self._choose_thought(turn_id, THOUGHT_FROM[choice], "vote")
+        self._after_choice(job_id, retracted)
+        return {"turn_id": turn_id, "choice": choice, "label": label, "previous": previous,
+                "changed": previous is not None and previous != choice, "recorded": True,
+                "counted": counted and previous is None}
+
+
+
+def _normalise_choice(choice: str, side_a: str) -> str:
+    value = (choice or "").strip().lower()
+    if value in ("a", "b"):
+        return side_a if value == "a" else (RAW if side_a == THOUGHTS else THOUGHTS)
+    if value not in CHOICES:
+        raise ChatError(f"choice must be one of {', '.join(CHOICES)} (or A/B), not {str(choice)[:40]!r}")
+    return value
+
+

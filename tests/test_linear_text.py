@@ -1,0 +1,63 @@
+"""Nothing a user or a paper writes stalls the server (issue #47 item 5): the question's textbook check and the
+sentence splitter read hostile text in time linear in its length. Each case took seconds to hours before (25 s for
+the 900-character word; 14 s for 3,300 initials); the bound here is far above what a linear pass needs on any
+machine, so the test guards the algorithm, not the machine's speed (`bench --parts hostile` measures the times)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from copilot.methods import evidence, quotes
+
+BOUND_S = 2.0
+
+
+def took(call, *args) -> float:
+    started = time.perf_counter()
+    call(*args)
+    return time.perf_counter() - started
+
+
+@pytest.mark.parametrize("question", [
+    "What is " + "x" * 900 + " in 2503.14421?",
+    "What is " + "x" * 3990 + "?",
+    "What does " + "ab-" * 1300 + " stand for?",
+    "define " + "a " * 2000,
+])
+def test_the_textbook_check_is_linear_in_the_question(question):
+    assert took(evidence.is_textbook, question) < BOUND_S
+    assert not evidence.is_textbook(question)
+
+
+def test_the_textbook_check_still_tells_definition_questions():
+    for question in ("What is a transformer?", "Define attention", "What does RLHF stand for?",
+                     "What is speculative decoding ?", "explain the KV cache."):
+        assert evidence.is_textbook(question), question
+    for question in ("What are the limits of RAG for multi-hop QA?", "Which methods compress the KV cache?"):
+        assert not evidence.is_textbook(question), question
+
+
+@pytest.mark.parametrize("text", [
+    "A. " * 3300,                                 # initials: the head before each was searched again
+    "e.g. " * 2000 + "We end here.",
+    "Fig. 3 shows it. " * 600,
+    "x" * 200_000 + ". Then more.",
+    ("word " * 50 + "et al. ") * 200,
+])
+def test_the_sentence_splitter_is_linear_in_the_text(text):
+    assert took(quotes.split_sentences, text) < BOUND_S
+    assert took(evidence.spans_of, text) < BOUND_S
+
+
+def test_sentences_are_slices_of_the_text_and_keep_their_closing_marks():
+    text = ('We call it FastDec (a "fast decoder.") Experiments show it works, e.g. on MMLU. '
+            "Smith et al. agree.\nA second line follows.")
+    bounds = quotes.sentence_bounds(text)
+    assert [text[a:b] for a, b in bounds] == ['We call it FastDec (a "fast decoder.")',
+                                              "Experiments show it works, e.g. on MMLU.",
+                                              "Smith et al. agree.", "A second line follows."]
+    for a, b in bounds:
+        pieces = quotes.bounded_bounds(text, a, b, 3)
+        assert " ".join(text[x:y] for x, y in pieces).split() == text[a:b].split()
