@@ -17,6 +17,7 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -96,7 +97,7 @@ def _flags(text: str, allowed: set[str], instructions: list[str]) -> dict:
             "echo": drop_echo(text, instructions)[1]}
 
 
-def _pct(values: list[float], q: float) -> float | None:
+def _pct(values: list[Any], q: float) -> float | None:
     return round(float(np.percentile(values, q)), 2) if values else None
 
 
@@ -131,7 +132,8 @@ def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | Non
     seeded = seed_thoughts(services, memory, questions)
     chat = Chat(services)
     instructions = [prompts.CHAT_ANSWER.system]
-    answers, turns = [], []
+    answers: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
     for question in questions:
         turn = chat.prepare(question, "bench")
         before = len(recorder.calls)

@@ -177,7 +177,7 @@ class Chat(TurnVotes):
         """The turn a follow-up refers to: its question and the answer shown first (the voted one if any)."""
         view = self.view(turn_id, user) if turn_id else None
         chosen = view.shown_answer() if view else None
-        if chosen is None:
+        if view is None or chosen is None:
             return None
         return PreviousTurn(view.question, chosen.text, [s.title or s.preview for s in chosen.sources])
 

@@ -308,7 +308,7 @@ class ChatLog:
             "SELECT COUNT(*) AS votes, COALESCE(SUM(v.blind = 0), 0) AS unblinded,"
             " COALESCE(SUM(v.blind IS NULL), 0) AS blindness_unknown, COALESCE(SUM(v.changes > 0), 0) AS changed"
             " FROM chat_votes v JOIN chat_turns t ON t.id = v.turn_id WHERE t.comparison = 'yes'")
-        return {key: int(row[key]) for key in ("votes", "unblinded", "blindness_unknown", "changed")}
+        return {key: int(row[key]) if row else 0 for key in ("votes", "unblinded", "blindness_unknown", "changed")}
 
     def voted_comparisons(self, since: float | None = None) -> list[tuple[StoredTurn, Vote]]:
         """Finished comparisons with their vote, first voted at or after `since` (None: all), oldest vote first."""
@@ -344,9 +344,11 @@ class ChatLog:
     def queue_job(self, turn_id: str, answer: str, trigger: str, planned_thought_id: str, runner: str,
                   at: float | None = None) -> int:
         with self.db.transaction() as tx:
-            return tx.execute("INSERT INTO chat_thought_jobs (turn_id, answer, trigger, queued_at, planned_thought_id,"
-                              " runner) VALUES (?,?,?,?,?,?)",
-                              (turn_id, answer, trigger, at or time.time(), planned_thought_id, runner)).lastrowid
+            job_id = tx.execute("INSERT INTO chat_thought_jobs (turn_id, answer, trigger, queued_at,"
+                                " planned_thought_id, runner) VALUES (?,?,?,?,?,?)",
+                                (turn_id, answer, trigger, at or time.time(), planned_thought_id, runner)).lastrowid
+            assert job_id is not None        # an INSERT into a rowid table always has one
+            return job_id
 
     def supersede_job(self, job_id: int, status: str, at: float | None = None) -> None:
         self.db.execute("UPDATE chat_thought_jobs SET superseded_at = ?, status = ? WHERE id = ?",

@@ -74,6 +74,8 @@ def vote_view(services: Services, choice: str, turn_id: str | None, request: gr.
     except UserError as error:
         return f'<div class="chat-error">{escape(error)}</div>', gr.update(), gr.update(), gr.update()
     view = chat.view(turn_id, user)
+    if view is None:          # the vote was recorded on this user's turn, so it is there; a deleted data dir is not
+        return vote_recorded_html(result), gr.update(), gr.update(), recent_html(chat.recent_turns(user))
     _, a, b = columns(turn_outputs(view, lineage=thought_lineage(services, view, user)))
     return vote_recorded_html(result), a, b, recent_html(chat.recent_turns(user))
 
