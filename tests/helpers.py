@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -117,3 +118,19 @@ def _serving(base: str, key: str, tls: Certificate | None = None) -> bool:
             return answer.status == 200
     except OSError:
         return False
+
+
+def answer_words(text: str) -> str:
+    """A shown answer's own words: its text before the evidence table a writing profile puts under them (what a
+    reader of the page or the CLI's JSON sees; the product keeps the table as a record and never reads it back)."""
+    from copilot.methods.evidence_text import TABLE_INTRO, TEXTBOOK_LINE
+
+    intro = TABLE_INTRO.split("{count}")[0]
+    cut = min((at for at in (text.find(intro), text.find(TEXTBOOK_LINE)) if at >= 0), default=len(text))
+    return text[:cut].rstrip()
+
+
+def unlabelled(text: str) -> str:
+    """The text with its citation labels as "[n]": each answer numbers its sources in the order the page lists
+    them (its table's rows first)."""
+    return re.sub(r"\[\d{1,3}\]", "[n]", text or "")

@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from copilot.features.chat import Chat, ChatError
-from copilot.methods.evidence_text import split_table
 from copilot.services import Services
 from tests.conftest import PAPERS_JSONL, ROOT, import_papers, make_settings, read_rows
 from tests.doubles import ScriptedBackend
-from tests.helpers import subprocess_env
+from tests.helpers import answer_words, subprocess_env, unlabelled
 
 FULL_ANSWER = "Retrieval grounds the answer in the retrieved papers [x]."
 
@@ -239,8 +238,8 @@ def test_burst_of_questions_killed_leaves_no_half_written_turn(chat_dir, tmp_pat
                 Chat(services).vote(turn_id, "A", "crash-user")
         else:                               # finished: whole answers only
             assert row["comparison"] in ("yes", "same_items", "failed")
-            words = [None if t is None else split_table(t)[0] for t in texts]    # the table under the words
-            assert all(t in (None, FULL_ANSWER) for t in words) and FULL_ANSWER in words
+            words = [None if t is None else unlabelled(answer_words(t)) for t in texts]   # the table under them
+            assert all(t in (None, unlabelled(FULL_ANSWER)) for t in words) and unlabelled(FULL_ANSWER) in words
     assert interrupted == 1 and finished <= set(rows)
 
 
@@ -322,7 +321,8 @@ def test_killed_inside_a_thought_write_then_restart_repairs(chat_dir, tmp_path, 
     turn = chat.prepare("How do language models retrieve evidence before they answer?", "crash-user")
     for _ in chat.stream(turn):
         pass
-    assert turn.comparison == "yes" and all(split_table(a.text)[0] == CITED_ANSWER for a in turn.answers)
+    assert turn.comparison == "yes" and all(unlabelled(answer_words(a.text)) == unlabelled(CITED_ANSWER)
+                                            for a in turn.answers)
     if mode == "between_retract":        # a stored thought, which the killed process's "both bad" vote retracts
         chat.vote(turn.id, "thoughts", "crash-user")
         [job] = chat.wait_for_thoughts(turn.id, timeout=60)

@@ -142,8 +142,7 @@ def answers_bench(services, questions: list[str] = QUESTIONS, papers: list | Non
             pass
         turn_s = time.perf_counter() - started
         calls = recorder.calls[before:before + len(turn.answers)]
-        # a researcher reads the answers before asking again: thought jobs (this turn's, and the one swept when
-        # its answers were done) finish before the next turn, which must not share the model with them
+        # a researcher reads before asking again: thought jobs finish before the next turn shares the model
         chat.wait_for_all()
         first_token = calls[0]["first"] - started if calls and calls[0]["first"] else None
         turns.append({"question": question, "comparison": turn.comparison, "retrieval_s": turn.retrieval_s,

@@ -127,28 +127,26 @@ def answer_tables(services: Services, question: str, sides: Sequence[Sequence[Ev
                      if sources else ([], None))
     counts = [len(rows) for rows, _ in built]
     budget = min(counts) if len(sides) == 2 and all(counts) else evidence.MAX_ROWS
-    places = {pid: n for n, (pid, _) in enumerate(ranking)}
     tables = []
     for rows, vectors in built:
-        chosen = no_displacing(rows, budget, places)
+        chosen = no_displacing(rows, budget)
         kept = [rows[n] for n in chosen]
         evidence.group_rows(kept, None if vectors is None else vectors[chosen], question)
         tables.append(evidence.make_table(kept, question))
     return tables
 
 
-def no_displacing(rows: Sequence[evidence.Row], budget: int, places: dict[str, int]) -> list[int]:
+def no_displacing(rows: Sequence[evidence.Row], budget: int) -> list[int]:
     """Which of a side's candidate rows (in table order) it shows, at most `budget`: the first ones, except that a
-    row reached through a thought never takes the place of a retrieved paper the question's ranking (`places`: a
-    paper's position in Search's fused order) puts above it; that paper is shown instead (issue #49: the thought
-    side's one different row was a paper ranked below the row it pushed out, and off topic)."""
+    row reached through a thought never takes the place of a retrieved paper closer to the question (the paper's
+    cosine, the measure of the table's paper floor); that paper is shown instead (issue #49: the thought side's one
+    different row was a paper less related than the row it pushed out, and off topic). By Search's fused order no
+    paper from memory would ever qualify: everything it ranks above a row is in the pool already."""
     kept = list(range(min(budget, len(rows))))
-    left_out = [n for n in range(len(kept), len(rows)) if not rows[n].source.via]
-
-    def place(n: int) -> float:
-        return places.get(rows[n].source.paper_id, float("inf"))
+    left_out = sorted((n for n in range(len(kept), len(rows)) if not rows[n].source.via),
+                      key=lambda n: -rows[n].source.score)
     for slot, n in enumerate(kept):
-        if rows[n].source.via and left_out and place(left_out[0]) < place(n):
+        if rows[n].source.via and left_out and rows[left_out[0]].source.score > rows[n].source.score:
             kept[slot] = left_out.pop(0)
     return sorted(kept)
 

@@ -44,15 +44,6 @@ _INTRO = re.compile("^(?:" + re.escape(TABLE_INTRO).replace(re.escape("{count}")
                     .replace(re.escape("{s}"), "s?") + "|" + re.escape(TEXTBOOK_LINE) + ")$", re.M)
 
 
-def split_table(text: str) -> tuple[str, str]:
-    """(the text before an evidence table, the table): a writing profile's synthesis and the table under it.
-    ("", text) for a table alone; (text, "") for text without one."""
-    found = _INTRO.search(text or "")
-    if found is None:
-        return text or "", ""
-    return text[:found.start()].rstrip(), text[found.start():]
-
-
 # --- the table as text -----------------------------------------------------------------------------------------
 # "What is a transformer?", "Define attention", "What does RLHF stand for?": a subject of at most three words. Each
 # word is a whole run of word characters (no way to split one word in two, so no backtracking), and the question is
