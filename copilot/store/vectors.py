@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -127,7 +126,7 @@ class VectorStore:
         present: set[str] = set()
         for start in range(0, len(ids), chunk):
             part = list(ids[start:start + chunk])
-            present |= set(self._read(partial(self.papers.get, ids=part, include=[]))["ids"])
+            present |= set(self._read(lambda: self.papers.get(ids=part, include=[]))["ids"])  # noqa: B023 - called here
         return present
 
     def paper_embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
