@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -313,13 +313,13 @@ def settings_table() -> str:
     """The README's configuration table, generated from the Settings fields (a test keeps them equal)."""
     rows = ["| variable | default | what it does |", "|---|---|---|"]
     for name, info in Settings.model_fields.items():
-        default = ",".join(info.default_factory()) if info.default_factory else info.default
+        default = ",".join(info.get_default(call_default_factory=True)) if info.default_factory else info.default
         shown = "—" if default is None else f"`{default}`"
         rows.append(f"| `{_env_name(name)}` | {shown} | {info.description} |")
     return "\n".join(rows)
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Read settings from the environment; a bad value raises SettingsError that says which and why."""
     try:
         settings = Settings(**overrides)

@@ -98,16 +98,23 @@ def parameters_from_label(label: str) -> int | None:
     return int(experts * float(match.group(2)) * _SCALE[match.group(3).upper()])
 
 
+def _number(value: object) -> int:
+    """A header value as a whole number (a GGUF header holds ints, floats, bools and strings)."""
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"not a number: {type(value).__name__}")
+
+
 def parameters_from_shape(meta: dict[str, object]) -> int | None:
     """Parameters of a decoder-only transformer from its header: embeddings + per layer attention and MLP."""
     arch = meta.get("general.architecture")
     try:
-        width = int(meta[f"{arch}.embedding_length"])
-        layers = int(meta[f"{arch}.block_count"])
-        hidden = int(meta[f"{arch}.feed_forward_length"])
-        heads = int(meta[f"{arch}.attention.head_count"])
-        kv_heads = int(meta.get(f"{arch}.attention.head_count_kv", heads))
-        vocab = int(meta.get(f"{arch}.vocab_size", 32000))
+        width = _number(meta[f"{arch}.embedding_length"])
+        layers = _number(meta[f"{arch}.block_count"])
+        hidden = _number(meta[f"{arch}.feed_forward_length"])
+        heads = _number(meta[f"{arch}.attention.head_count"])
+        kv_heads = _number(meta.get(f"{arch}.attention.head_count_kv", heads))
+        vocab = _number(meta.get(f"{arch}.vocab_size", 32000))
     except (KeyError, TypeError, ValueError):
         return None
     kv_width = width * kv_heads // max(heads, 1)

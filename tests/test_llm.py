@@ -173,6 +173,16 @@ def test_a_corrupt_saved_state_is_dropped_and_the_prompt_read_again(local_servic
     assert again.cached_tokens >= 40
 
 
+def test_the_next_token_after_a_one_token_prompt_is_weighed(local_services):
+    """Weighing the token after a prompt of one token reads an empty prefix with no saved states to keep: nothing to
+    save, nothing to fail (it used to call `save` on the saved states it was not given)."""
+    backend = local_services.llm.backend
+    loaded = backend._loaded()
+    with loaded.lock:
+        logits = backend._next_token_logits(loaded.llama, [loaded.llama.token_bos()], time.monotonic() + 60)
+    assert logits.shape == (loaded.llama.n_vocab(),) and math.isfinite(float(logits.max()))
+
+
 def test_a_file_that_is_not_a_gguf_stops_start_up_naming_the_variable(tmp_path):
     bogus = tmp_path / "model.gguf"
     bogus.write_bytes(b"<html>not a model</html>")

@@ -91,6 +91,28 @@ def test_thoughts_are_shared_by_default(data_dir, tmp_path):
     assert thought in {t["id"] for t in memory_view(services, "", user="bob")}
 
 
+def test_a_thought_looked_up_by_id_and_deleted_meanwhile_still_lists(data_dir, tmp_path, monkeypatch):
+    """The Memory tab's id lookup reads the thought once: deleted by another request right after that read, the
+    list shows it as read (reading it twice put a None in the list, and the page failed)."""
+    import shutil
+
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir, copy)
+    services = services_for(copy)
+    memory = services.thought_memory
+    thought = memory.add(THOUGHT_TEXT, [(services.store.papers.get(limit=1)["ids"][0], "paper")], origin="chat",
+                         user="alice", check_redundant=False)
+    read = memory.get
+
+    def read_then_deleted(thought_id, user=None, include_hidden=False):
+        found = read(thought_id, user, include_hidden)
+        memory.delete(thought_id)                   # another request (an admin) deletes it in between
+        return found
+
+    monkeypatch.setattr(memory, "get", read_then_deleted)
+    assert [t["id"] for t in memory_view(services, thought, user="alice")] == [thought]
+
+
 def test_private_thoughts_setting_keeps_new_thoughts_to_their_user(data_dir, tmp_path):
     import shutil
 

@@ -131,14 +131,14 @@ def _sizes_line(meta: dict) -> str:
 def svg_plot(parts: Sequence[PartResult]) -> str:
     """Each effect's difference as a dot, its paired interval as a bar, on one axis per row (values differ in
     scale across metrics, so each row is scaled to its own largest magnitude)."""
-    effects = [e for p in parts for e in p.effects if e.difference is not None]
+    effects = [(e, e.difference) for p in parts for e in p.effects if e.difference is not None]
     row, width, left = 22, 760, 360
     height = 30 + row * max(1, len(effects))
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
            f'font-size="11">', f'<line x1="{left + 180}" y1="10" x2="{left + 180}" y2="{height - 10}" stroke="#999"/>']
-    for i, e in enumerate(effects):
+    for i, (e, difference) in enumerate(effects):
         y = 24 + i * row
-        scale = max(abs(v) for v in (e.difference, e.ci_low or 0, e.ci_high or 0)) or 1.0
+        scale = max(abs(v) for v in (difference, e.ci_low or 0, e.ci_high or 0)) or 1.0
         def x(v, scale=scale):
             return left + 180 + 170 * v / scale
         label = f"{e.part}: {e.method} vs {e.baseline}, {e.metric}"
@@ -146,9 +146,9 @@ def svg_plot(parts: Sequence[PartResult]) -> str:
         if e.ci_low is not None and e.ci_high is not None:
             out.append(f'<line x1="{x(e.ci_low):.1f}" y1="{y}" x2="{x(e.ci_high):.1f}" y2="{y}" stroke="#1f77b4" '
                        'stroke-width="3"/>')
-        colour = "#2ca02c" if e.difference > 0 else "#d62728" if e.difference < 0 else "#777"
-        out.append(f'<circle cx="{x(e.difference):.1f}" cy="{y}" r="4" fill="{colour}"/>')
-        out.append(f'<text x="{width - 60}" y="{y + 4}">{e.difference:+.3f}</text>')
+        colour = "#2ca02c" if difference > 0 else "#d62728" if difference < 0 else "#777"
+        out.append(f'<circle cx="{x(difference):.1f}" cy="{y}" r="4" fill="{colour}"/>')
+        out.append(f'<text x="{width - 60}" y="{y + 4}">{difference:+.3f}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

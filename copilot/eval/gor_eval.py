@@ -72,6 +72,8 @@ def run(services: Services, scope: feature.Scope, opts: feature.GoROptions | Non
     prepared = feature.prepare(services, scope, opts, progress=progress)
     prepare_seconds = time.perf_counter() - clock
     graph, trained = prepared.graph, prepared.trained
+    if trained is None:                 # prepare trains or loads a network; only an ask drops an unvalidated one
+        raise ValueError(f"no trained network for {scope.label}")
     questions = prepared.simulation.questions
     train_q, held_q = opts.training_part(questions)
     if not held_q:

@@ -86,7 +86,7 @@ class Outcome:
 
 @dataclass
 class Report:
-    summary: dict[str, dict[str, float]]
+    summary: dict[str, dict[str, float | None]]
     per_target: dict[str, dict[str, dict]]
     meta: dict = field(default_factory=dict)
     judge: dict | None = None          # judge_drafts: RAT against plain retrieval, blind
@@ -150,9 +150,9 @@ _TOKEN = re.compile(r"[a-z0-9]+")
 
 def citation_scores(cited: Sequence[str], gold: Sequence[str]) -> tuple[float, float | None]:
     """(recall over the gold papers in the library, precision over the papers the draft cites; None if none)."""
-    cited, gold = set(cited), set(gold)
-    recall = len(cited & gold) / len(gold) if gold else 0.0
-    precision = len(cited & gold) / len(cited) if cited else None
+    cited_ids, gold_ids = set(cited), set(gold)
+    recall = len(cited_ids & gold_ids) / len(gold_ids) if gold_ids else 0.0
+    precision = len(cited_ids & gold_ids) / len(cited_ids) if cited_ids else None
     return recall, precision
 
 
@@ -194,6 +194,7 @@ def warm_up(services: Services, targets: Sequence[Target], progress: Callable[[s
         answer = None
         for answer in stream_deep(services, WARMUP_QUESTION.format(title=target.title), "eval"):  # noqa: B007 - drained to its last value
             pass
+        assert answer is not None       # stream_deep yields at least once or raises
         if answer.run.text:
             outcome = keep_as_thought(services, answer, "eval")
             stored += outcome.status == "stored"
@@ -280,7 +281,7 @@ def judge_drafts(services: Services, targets: Sequence[Target], per_target: dict
     return judge_summary(rows, services.llm_info(), seed)
 
 
-def summarize(rows: Sequence[dict]) -> dict[str, float]:
+def summarize(rows: Sequence[dict]) -> dict[str, float | None]:
     def mean(key: str) -> float | None:
         values = [row[key] for row in rows if row[key] is not None]
         return float(np.mean(values)) if values else None

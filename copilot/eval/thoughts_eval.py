@@ -119,7 +119,8 @@ def neighbour_questions(services: Services, papers: dict[str, dict], query_pids:
     nearest = {pid: [e.id for e in services.store.search(PAPER, vector, depth)]
                for pid, vector in zip(query_pids, vectors)}
     untitled = {pid for pid, row in papers.items() if not (row.get("title") or "").strip()}
-    used, chosen = set(query_pids) | untitled, []
+    used = set(query_pids) | untitled
+    chosen: list[str] = []
     while len(chosen) < count and any(nearest.values()):
         for pid in query_pids:
             while nearest[pid] and nearest[pid][0] in used:
@@ -131,7 +132,8 @@ def neighbour_questions(services: Services, papers: dict[str, dict], query_pids:
 
 
 def as_paper(pid: str, row: dict) -> Paper:
-    year = row.get("year") if isinstance(row.get("year"), int) and 1 <= row["year"] <= 9999 else 2000
+    given = row.get("year")
+    year = given if isinstance(given, int) and 1 <= given <= 9999 else 2000
     return Paper(id=pid, title=(row.get("title") or "").strip(), abstract=(row.get("abstract") or "").strip(),
                  authors=[], categories=[], published=date(year, 1, 1))
 
@@ -317,7 +319,7 @@ def markdown(report: ThoughtsReport) -> str:
                      f"{c['bootstrap_ci_high']:+.4f}] | {c['wins']}/{c['losses']}/{c['ties']} | "
                      f"{c['sign_test_p']:.3f} | {c['bootstrap_p']:.3f} |")
     meta = report.meta
-    made = {}
+    made: dict[str, int] = {}
     for turn in report.warmup:
         made[turn["thought"]] = made.get(turn["thought"], 0) + 1
     lines += ["", f"Fold `{meta['fold']}`: {meta['papers']} abstracts as papers, {meta['query_papers']} query papers, "

@@ -139,8 +139,8 @@ def arxiv_ids_from_bibtex(data: bytes | str) -> tuple[list[str], int]:
         raise UserError("this is not a BibTeX file: it holds no entry (entries start with @article{…, @misc{… )")
     library = bibtexparser.parse_string(text)
     if not library.entries:
-        problem = f" (the parser stopped at line {library.failed_blocks[0].start_line + 1})" \
-            if library.failed_blocks else ""
+        stopped = library.failed_blocks[0].start_line if library.failed_blocks else None
+        problem = f" (the parser stopped at line {stopped + 1})" if stopped is not None else ""
         raise UserError(f"no readable BibTeX entry in this file{problem}")
     ids, others, seen = [], 0, set()
     for entry in library.entries:
@@ -148,7 +148,8 @@ def arxiv_ids_from_bibtex(data: bytes | str) -> tuple[list[str], int]:
         if found is None:
             others += 1
             continue
-        base = parse_arxiv_id(found)[0]
+        parsed = parse_arxiv_id(found)
+        base = parsed[0] if parsed else found
         if base not in seen:
             seen.add(base)
             ids.append(found)

@@ -129,6 +129,7 @@ def ask_deep(services: Services, question: str | None, user: str = "local", keep
     answer = None
     for answer in stream_deep(services, question, user):  # noqa: B007 - drained to its last value
         pass
+    assert answer is not None           # stream_deep yields at least once or raises
     if keep and answer.run.text:
         keep_as_thought(services, answer, user)
     return answer.as_dict()

@@ -140,8 +140,8 @@ def feed_for(services: Services, user: str, since: date | str | None = None, lim
     rocchio = "rocchio" if liked_vectors or disliked_vectors else "profile:centroid"
     lists[rocchio] = _ranked(ids, matrix, _rocchio(profile_queries, liked_vectors, disliked_vectors))
     fused = reciprocal_rank_fusion(lists)[:limit]
-    papers = {p.id: p for p in services.store.get_papers([pid for pid, _, _ in fused])}
-    base.items = [FeedItem(papers[pid], score, _best_ranks(ranks)) for pid, score, ranks in fused if pid in papers]
+    by_id = {p.id: p for p in services.store.get_papers([pid for pid, _, _ in fused])}
+    base.items = [FeedItem(by_id[pid], score, _best_ranks(ranks)) for pid, score, ranks in fused if pid in by_id]
     base.personalized = True
     return base
 

@@ -184,6 +184,7 @@ def stream_longform(llm: LLM, task: str, search: Callable[[str], Sequence[Eviden
         run.seconds = time.perf_counter() - started
         if not run.rat.done:
             yield run
+    assert run.rat is not None          # iter_rat yields at least once
     final = checked_text(run.rat.text, run.numbering, task)
     run.text, run.notes = final.text, final.notes
     if not run.cited:

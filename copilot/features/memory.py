@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from copilot.features.chat import SWEEP_AFTER_S, chat_for, resume_jobs
 from copilot.features.chat_view import TurnView
 from copilot.methods.thought_retriever import THOUGHT_ID_PREFIX
@@ -25,8 +27,9 @@ def memory_view(services: Services, query: str = "", limit: int = 30, user: str 
     """Newest thoughts, or the thoughts nearest in meaning to `query` (an exact thought id finds that thought)."""
     memory = chat_for(services).memory
     query = storable_text(query).strip()[: services.settings.max_input_chars]
-    if query.startswith(THOUGHT_ID_PREFIX) and " " not in query and memory.get(query, user):
-        thoughts = [memory.get(query, user)]
+    named = memory.get(query, user) if query.startswith(THOUGHT_ID_PREFIX) and " " not in query else None
+    if named:
+        thoughts = [named]
     elif query:
         thoughts = memory.search(query, limit, user)
     else:
@@ -64,7 +67,7 @@ def doctor(services: Services, repair: bool = False, wait_s: float = 600) -> dic
     found = chat.memory.check()
     stale = chat.stale_jobs()
     lexical = services.lexical.check()
-    report = {"papers": _lineage_papers(services), "thoughts": found.as_dict(), "stale_jobs": stale,
+    report: dict[str, Any] = {"papers": _lineage_papers(services), "thoughts": found.as_dict(), "stale_jobs": stale,
               "lexical_index": lexical.as_dict(), "cpu_kernels": services.cpu_kernels(),
               "mismatches": found.mismatches + len(stale) + (0 if lexical.in_step else 1)}
     if repair:

@@ -103,7 +103,7 @@ def preference_row(turn: StoredTurn, vote: Vote, salt: str, texts: dict[str, str
     texts = texts or {}
     answers = {turn.side_a: _answer(turn, turn.side_a, "A", texts), side_b: _answer(turn, side_b, "B", texts)}
     pair = vote.choice in (THOUGHTS, RAW)
-    chosen, rejected = (answers[vote.choice], answers[other[vote.choice]]) if pair else (None, None)
+    chosen, rejected = (answers[vote.choice], answers[other[vote.choice]]) if pair else ({}, {})
     return {
         "prompt": turn.question,
         "chosen": chosen["text"] if pair else None,

@@ -156,7 +156,7 @@ def papers_from_ids(services: Services, text: str, limit: int | None = None) -> 
     if len(wanted) > limit:
         notes.append(f"only the first {limit} ids are used")
         wanted = wanted[:limit]
-    base = {token: parse_arxiv_id(token)[0] for token in wanted}
+    base = {token: parsed[0] for token in wanted if (parsed := parse_arxiv_id(token))}
     found = {p.id: p for p in services.store.get_papers(list(base.values()))}
     missing = [token for token in wanted if base[token] not in found]
     if missing:

@@ -179,4 +179,5 @@ def draft_related_work(services: Services, query: related.QueryInfo, *, user: st
     for draft in stream_related_work(services, query, user=user, thoughts=thoughts, opts=opts,  # noqa: B007
                                      progress=progress):      # drained to its last value
         pass
+    assert draft is not None            # stream_related_work yields at least once or raises
     return draft

@@ -97,7 +97,7 @@ def search_papers(services: Services, text: str | None, date_from: str | date | 
     allowed = _filtered_ids(services, start, end, wanted_categories, target) if filtered else None
     if allowed is not None and not allowed:
         return SearchResult(query, [], 0, "No paper in the library matches these filters.")
-    if not query:
+    if not query and allowed is not None:       # no words: some filter was given (checked above)
         return _newest(services, query, allowed, limit)
 
     lists = {"meaning": _by_meaning(services, query, allowed), "words": _by_words(services, query, allowed)}

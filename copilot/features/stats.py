@@ -41,7 +41,7 @@ def votes_to_exclude_half(wins: int, decisive: int) -> int | None:
 
     def excludes_half(n: int) -> bool:
         low, high = wilson_interval(rate * n, n)
-        return low > 0.5 or high < 0.5
+        return low is not None and high is not None and (low > 0.5 or high < 0.5)
 
     if excludes_half(decisive):
         return 0
@@ -72,7 +72,7 @@ def _rate(votes: Sequence[ComparisonVote]) -> dict:
 
 
 def _grouped(votes: Sequence[ComparisonVote], key: Callable[[ComparisonVote], str]) -> dict[str, list[ComparisonVote]]:
-    groups: dict[str, list[dict]] = {}
+    groups: dict[str, list[ComparisonVote]] = {}
     for vote in votes:
         groups.setdefault(key(vote), []).append(vote)
     return groups
@@ -113,7 +113,7 @@ def verdict_text(sequential: dict, decisive: int, voters: int, cluster: tuple[fl
     if sequential["verdict"] in ("thoughts_help", "thoughts_hurt"):
         side = "the thought-augmented answer" if sequential["verdict"] == "thoughts_help" else "the papers-only answer"
         low, high = cluster
-        split = low is not None and low <= 0.5 <= high
+        split = low is not None and high is not None and low <= 0.5 <= high
         scope = ("but the interval that resamples whole users still spans 50%, so the users may disagree among "
                  "themselves" if split else "so it speaks for them and not yet for every user")
         return (f"Verdict since vote {sequential['decided_at_vote']}: the votes favour {side} more strongly than "

@@ -8,7 +8,7 @@ import random
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from copilot.prompts import RenderedPrompt
 from copilot.records import storable_text
@@ -59,6 +59,14 @@ class Backend(Protocol):
                usage: Usage, grammar: str | None = None) -> Iterator[str]: ...
 
 
+@runtime_checkable
+class OptionScorer(Protocol):
+    """A backend that can also weigh a choice of words (the local one)."""
+
+    def option_logprobs(self, messages: list[dict[str, str]], options: list[str],
+                        usage: Usage) -> dict[str, float]: ...
+
+
 class LLM:
     """The one way the product talks to a language model."""
 
@@ -93,6 +101,8 @@ class LLM:
         usage = usage if usage is not None else Usage()
         started, scores, error = time.time(), {}, None
         try:
+            if not isinstance(self.backend, OptionScorer):
+                raise LLMError(f"the {self.backend.name} backend cannot weigh options (see scores_options)")
             scores = self.backend.option_logprobs(prompt.as_messages(), list(options), usage)
             return scores
         except LLMError as caught:

@@ -10,6 +10,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from copilot.llm.cpu_backend import cpu_flags, ensure_loaded
 from copilot.llm.interface import LLMError
 from copilot.llm.prefix_cache import PrefixStates, common_prefix
 from copilot.llm.sampling import GrammarSampler, generate
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +137,7 @@ class _quiet_stderr:
 
 @dataclass
 class _LoadedModel:
-    llama: object
+    llama: Llama
     format_chat: object                 # messages -> prompt text, from the GGUF's own chat template
     lock: threading.Lock               # one generation at a time per model instance
     prefixes: PrefixStates              # saved KV states of shared instructions
@@ -334,7 +338,7 @@ class LocalBackend:
         and save the state of the first `save_at` tokens on the way. Returns how many tokens were reused."""
         cached = common_prefix(llama.input_ids[: llama.n_tokens], tokens)
         snapshot = prefixes.best(tokens, cached) if prefixes is not None else None
-        if snapshot is not None:
+        if prefixes is not None and snapshot is not None:
             cached = prefixes.restore(llama, snapshot)
         llama.n_tokens = cached             # eval() drops the cache beyond n_tokens before decoding
         step = max(1, llama.n_batch)
@@ -346,7 +350,7 @@ class LocalBackend:
                     raise LLMError(f"local model timed out after {self.timeout:.0f} s while reading the prompt "
                                    f"({start:,} of {len(tokens):,} tokens read)")
                 llama.eval(tokens[start:min(start + step, stop)])
-            if stop == save_at:
+            if prefixes is not None and stop == save_at:
                 prefixes.save(llama, save_at)
             begin = stop
         return cached

@@ -279,4 +279,5 @@ def run_rat(llm: LLM, task: str, retrieve: Retriever, *, on_step: StepListener |
             if on_step:
                 on_step(step)
         reported = len(finished)
+    assert result is not None           # iter_rat yields at least once
     return result

@@ -103,7 +103,7 @@ def _clean(text: str) -> str:
     return _LATEX.sub(" ", text)
 
 
-def topic_terms(documents: Sequence[str], labels: Sequence[int], top_n: int = 6) -> list[list[str]]:
+def topic_terms(documents: Sequence[str], labels: np.ndarray | Sequence[int], top_n: int = 6) -> list[list[str]]:
     """Class-based TF-IDF (as in BERTopic): one document per topic; tf normalised per topic,
     idf = log(1 + mean words per topic / frequency of the term over all topics). Best terms first; a term
     that overlaps a better one ("graph" under "graph neural", "agents" under "agent") is skipped."""
@@ -113,7 +113,7 @@ def topic_terms(documents: Sequence[str], labels: Sequence[int], top_n: int = 6)
     k = int(labels.max()) + 1 if len(labels) else 0
     if k == 0:
         return []
-    joined = [" ".join(_clean(documents[i]) for i in np.flatnonzero(labels == c)) for c in range(k)]
+    joined = [" ".join(_clean(documents[int(i)]) for i in np.flatnonzero(labels == c)) for c in range(k)]
     vectorizer = CountVectorizer(stop_words=sorted(ENGLISH_STOP_WORDS | DOMAIN_STOP_WORDS), ngram_range=(1, 2),
                                  token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z\-]{2,}\b", lowercase=True)
     try:
@@ -219,8 +219,8 @@ def build_topics(papers: Sequence[Paper], embeddings: np.ndarray, start: date, e
         members = members[np.argsort(-closeness[members, c], kind="stable")]
         rising, falling = rise_flags(len(members), len(papers), int(before[c]), total_before)
         topics.append(Topic(
-            index=c, label=label_of(terms[c], c), terms=terms[c], paper_ids=[papers[i].id for i in members],
-            counts=counts_over_time([papers[i].published for i in members], start, end, unit),
+            index=c, label=label_of(terms[c], c), terms=terms[c], paper_ids=[papers[int(i)].id for i in members],
+            counts=counts_over_time([papers[int(i)].published for i in members], start, end, unit),
             previous=int(before[c]) if total_before else None, share=len(members) / len(papers),
             previous_share=before[c] / total_before if total_before else None, rising=rising, falling=falling))
     return topics

@@ -80,7 +80,7 @@ class Bm25:
         best first, ties in index order."""
         scores = self.scores(text)
         skip = {self._position[item] for item in exclude if item in self._position}
-        found = []
+        found: list[tuple[str, float]] = []
         for i in np.argsort(-scores, kind="stable"):
             if scores[i] <= 0 or len(found) >= k:
                 break
@@ -111,7 +111,8 @@ class LexicalIndex:
 
     # --- building
     def _stored_papers(self, with_documents: bool = True) -> tuple[list[str], list[str]]:
-        ids, documents, offset = [], [], 0
+        ids, offset = [], 0
+        documents: list[str] = []
         while True:
             found = self.store.papers.get(include=["documents"] if with_documents else [], limit=READ_CHUNK,
                                           offset=offset)

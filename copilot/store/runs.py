@@ -40,9 +40,8 @@ class RunLog:
         self.db = db
 
     def start(self, source: str, pid: int) -> int:
-        with self.db.transaction() as tx:
-            return tx.execute("INSERT INTO ingest_runs (started_at, source, pid) VALUES (?, ?, ?)",
-                              (time.time(), source, pid)).lastrowid
+        return self.db.execute("INSERT INTO ingest_runs (started_at, source, pid) VALUES (?, ?, ?)",
+                               (time.time(), source, pid))
 
     def running(self) -> list[IngestRun]:
         """Runs recorded as running (some may belong to a process that has died)."""
@@ -73,7 +72,7 @@ class RunLog:
     def latest_id(self) -> int:
         """The id of the newest run, 0 before the first: changes whenever the corpus may have."""
         row = self.db.query_one("SELECT COALESCE(MAX(id), 0) AS run FROM ingest_runs")
-        return int(row["run"])
+        return int(row["run"]) if row else 0
 
     def latest_progress(self) -> tuple:
         """The newest run's id, status and counts: changes whenever any process may have written papers."""

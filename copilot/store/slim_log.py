@@ -73,7 +73,7 @@ class SlimLog:
         with self.db.transaction() as tx:
             values = [getattr(record, name) for name in _SCALARS]
             question_id = tx.execute(f"INSERT INTO slim_questions ({', '.join(_SCALARS)}) VALUES "
-                                     f"({', '.join('?' for _ in _SCALARS)})", values).lastrowid
+                                     f"({', '.join('?' for _ in _SCALARS)})", values).lastrowid or 0
             tx.executemany("INSERT INTO slim_claims VALUES (?,?,?,?,?,?)",
                            [(question_id, n, c.claim, c.query, c.verdict, c.judge_output)
                             for n, c in enumerate(record.claims)])

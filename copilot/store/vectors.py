@@ -8,11 +8,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from copilot.config import Settings
 from copilot.records import Evidence, Paper
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
 
 PAPERS = "papers"
 THOUGHTS = "thoughts"
@@ -48,7 +52,7 @@ def reopened_client(settings: Settings):
 
 
 class VectorStore:
-    def __init__(self, client, reopen: Callable[[], object] | None = None,
+    def __init__(self, client, reopen: Callable[[], ClientAPI] | None = None,
                  others_version: Callable[[], object] | None = None) -> None:
         """`others_version` tells what other processes have written (it changes when they add papers); when it
         changed since the last search, `reopen` gives a client that sees their papers."""
@@ -122,7 +126,7 @@ class VectorStore:
         present: set[str] = set()
         for start in range(0, len(ids), chunk):
             part = list(ids[start:start + chunk])
-            present |= set(self._read(lambda part=part: self.papers.get(ids=part, include=[]))["ids"])
+            present |= set(self._read(lambda: self.papers.get(ids=part, include=[]))["ids"])  # noqa: B023 - called here
         return present
 
     def paper_embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:

@@ -79,9 +79,10 @@ class RequestGuard:
                     await _drain(receive)
                 return await _refuse(send, 413, f"Request too large: at most {limit // 1024} KB.")
             receive = _replay(body, receive)
-        sessions = _session_ids(scope, headers, None if upload else body)
-        if any(not isinstance(s, str) or not SESSION_ID.fullmatch(s) for s in sessions):
+        named = _session_ids(scope, headers, None if upload else body)
+        if any(not isinstance(s, str) or not SESSION_ID.fullmatch(s) for s in named):
             return await _refuse(send, 400, "Bad session id: 1 to 64 letters, digits, '-' or '_'. Reload the page.")
+        sessions = [s for s in named if isinstance(s, str)]
         if len(set(sessions)) > 1:
             return await _refuse(send, 400, "A request names one session id at most. Reload the page.")
         user = signed_in_user(scope, headers)

@@ -53,6 +53,7 @@ def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr
 def launch_options(services: Services) -> dict:
     s = services.settings
     css_file = ASSETS / "style.css"
+    pairs = s.auth_pairs()
     return {
         "server_name": s.server_name,
         "server_port": s.server_port,
@@ -66,6 +67,6 @@ def launch_options(services: Services) -> dict:
         "app_kwargs": {"middleware": [Middleware(RequestGuard), Middleware(FairShare, per_user=s.user_pending),
                                       Middleware(FeedRoute, services=services)],
                        "openapi_url": None},
-        "auth": PasswordGate(s.auth_pairs()) if s.auth_pairs() else None,
+        "auth": PasswordGate(pairs) if pairs else None,
         "auth_message": "Research Copilot: log in with the account your administrator gave you." if s.auth else None,
     }

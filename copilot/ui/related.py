@@ -105,7 +105,7 @@ def _status(text: str) -> str:
     return f"<p class='related-status'>{escape(text)}</p>"
 
 
-def related_view(services: Services, user: str, scope: str, reference_text: str, title_text: str,
+def related_view(services: Services, user: str, scope: str | None, reference_text: str, title_text: str,
                  abstract_text: str, ranking_name: str | None, mode_label: str):
     """The Related tab's run: (status, results, baseline, aspects, BibTeX file) after each step of the search."""
     empty = ("", "", "", shown_file(None))
