@@ -14,7 +14,7 @@ from copilot.sources.arxiv_api import MAX_ANSWER_BYTES, ArxivSource, ArxivSource
 from tests.conftest import make_settings
 from tests.fake_arxiv import FakeArxiv
 from tests.fake_proxy import LoopbackProxy
-from tests.tls import stalled_handshake, tls_cert, trust  # noqa: F401 (fixture)
+from tests.tls import tls_cert, trust  # noqa: F401 (fixture)
 
 
 @contextmanager
@@ -39,13 +39,15 @@ def test_a_lookup_goes_through_the_proxy(scheme, tls_cert, monkeypatch, tmp_path
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
-@pytest.mark.parametrize("part", ["body", "headers"])
-def test_a_drip_through_the_proxy_meets_the_whole_call_deadline(scheme, part, tls_cert, monkeypatch, tmp_path):
-    """One byte a second: a per-read timeout (1.5 s) never fires on it; only the whole-call deadline ends it."""
+def test_a_drip_through_the_proxy_meets_the_whole_call_deadline(scheme, tls_cert, monkeypatch, tmp_path):
+    """The status line and headers at one byte a second: a per-read timeout (1.5 s) never fires on it, and no chunk of
+    a body arrives to be checked; only the watchdog's cut of the proxy connection ends the call. (A dripped body ends
+    at its next byte after the deadline, and CPython bounds a TLS handshake by the socket timeout, so those two held
+    through a proxy before the fix too.)"""
     with arxiv_server(scheme, tls_cert, monkeypatch) as fake, LoopbackProxy() as proxy:
         proxy.use(monkeypatch)
         src = source(fake.url, tmp_path, arxiv_timeout=1.5)
-        (fake.drip_next if part == "body" else fake.drip_headers_next)(1, interval=1.0)
+        fake.drip_headers_next(1, interval=1.0)
         started = time.monotonic()
         with pytest.raises(ArxivSourceError, match="did not answer in time"):
             src.by_ids(["1605.08386"])
@@ -69,16 +71,3 @@ def test_an_endless_answer_is_cut_at_the_size_cap(scheme, through, tls_cert, mon
         assert time.monotonic() - started < 6.0
         assert bool(proxy.targets) == (through == "proxy")
 
-
-def test_a_tls_handshake_dripped_through_the_proxy_meets_the_deadline(tls_cert, monkeypatch, tmp_path):
-    """Through the proxy's tunnel, a server that drips its TLS hello one byte a second: only the watchdog's cut of the
-    proxy connection ends the call."""
-    trust(monkeypatch, tls_cert)
-    with stalled_handshake(drip=True) as server, LoopbackProxy() as proxy:
-        proxy.use(monkeypatch)
-        src = source(f"https://127.0.0.1:{server.port}/api/query", tmp_path, arxiv_timeout=1.5)
-        started = time.monotonic()
-        with pytest.raises(ArxivSourceError, match="did not answer in time"):
-            src.by_ids(["1605.08386"])
-        assert time.monotonic() - started < 1.5 + 1.5
-        assert proxy.targets == [f"CONNECT 127.0.0.1:{server.port}"]
