@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from copilot.embed import Embedder
 from copilot.errors import readable_failure
 from copilot.records import Paper, date_number
+from copilot.sources.limits import limit_problem
 from copilot.sources.snapshot import BadLine
 from copilot.store.db import Database
 from copilot.store.lexical import LexicalIndex
@@ -39,7 +40,14 @@ class IngestCounts:
     updated: int = 0
     unchanged: int = 0
     skipped: int = 0
-    bad_lines: list[BadLine] = field(default_factory=list)
+    bad_lines: list[BadLine] = field(default_factory=list)     # lines of a file, and papers over the limits
+
+    def refused_note(self) -> str | None:
+        """The papers (not lines) left out for what they hold, as the run's note in the history, or None."""
+        refused = [bad.sentence for bad in self.bad_lines if bad.paper_id]
+        if not refused:
+            return None
+        return (f"{len(refused)} paper{'s' if len(refused) > 1 else ''} not stored: " + "; ".join(refused))[:500]
 
     def as_dict(self) -> dict[str, int]:
         return {"seen": self.seen, "added": self.added, "updated": self.updated, "unchanged": self.unchanged,
@@ -104,7 +112,7 @@ class Ingestor:
                 log.warning("ingestion run %s (%s) failed: %s: %s", run_id, source, type(error).__name__, error)
                 self._finish(run_id, counts, "failed", readable_failure(error)[:500])
                 raise
-            self._finish(run_id, counts, "ok", None)
+            self._finish(run_id, counts, "ok", counts.refused_note())
             return counts
         finally:
             self._update_lexical(counts)
@@ -129,6 +137,12 @@ class Ingestor:
                 counts.skipped += 1
                 counts.bad_lines.append(item)
                 log.warning("line %d skipped: %s", item.line_no, item.reason)
+                continue
+            problem = limit_problem(item)    # the one check every source's papers pass (a file's rows are checked
+            if problem:                      # when read, so that their line is named)
+                counts.skipped += 1
+                counts.bad_lines.append(BadLine(0, problem, paper_id=item.id))
+                log.warning("paper %s not stored: %s", item.id, problem)
                 continue
             counts.seen += 1
             previous = batch.get(item.id)

@@ -16,7 +16,8 @@ Seeded from `../shared/data/arxiv-api-responses/` (never copied into the repo):
 
 Fault switches (each applies to the next requests, in this order of precedence):
 `fail_next(n, status=503)`, `hang_next(n, seconds)` (the handler waits longer than the client's timeout),
-`drip_next(n, interval)` (the answer one byte at a time),
+`drip_next(n, interval)` (the answer one byte at a time), `endless_next(n)` (an answer that never ends, sent as
+fast as the client reads),
 `garble_next(n, mode="truncate"|"garbage")` (half of the would-be body, or bytes that are not XML).
 
 Use in tests (`fake_arxiv_https` is the same server over TLS, its certificate trusted; it needs `tls_cert` from
@@ -164,6 +165,12 @@ class FakeArxiv:
         with self._lock:
             self._faults.extend([("drip-headers", interval)] * count)
 
+    def endless_next(self, count: int = 1) -> None:
+        """The next `count` requests get a 200 answer without a length whose body never ends (an open feed, then
+        entries without end, 64 KB at a time)."""
+        with self._lock:
+            self._faults.extend([("endless", None)] * count)
+
     def garble_next(self, count: int = 1, mode: str = "truncate") -> None:
         """The next `count` requests get a broken body: 'truncate' (first half of the real answer) or
         'garbage' (bytes that are not XML at all). The status is 200."""
@@ -239,6 +246,9 @@ class FakeArxiv:
         if fault and fault[0] == "drip-headers":
             self._drip_headers(handler, body, float(fault[1]))
             return
+        if fault and fault[0] == "endless":
+            self._endless(handler)
+            return
         self._send(handler, canned.status, body, "application/atom+xml; charset=utf-8")
 
     def _drip(self, handler: BaseHTTPRequestHandler, body: bytes, interval: float) -> None:
@@ -268,6 +278,21 @@ class FakeArxiv:
             handler.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up, as it should
+
+    def _endless(self, handler: BaseHTTPRequestHandler) -> None:
+        entry = b"<entry><title>again</title><summary>" + b"x" * 1000 + b"</summary></entry>\n"
+        chunk = entry * (65536 // len(entry))
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/atom+xml; charset=utf-8")
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            handler.wfile.write(b"<?xml version='1.0'?><feed xmlns='http://www.w3.org/2005/Atom'>")
+            while not self._stop.wait(0.001):     # at most ~64 MB/s: an unbounded reader fills memory slowly
+                handler.wfile.write(chunk)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass  # the client gave up, as it should
+        handler.close_connection = True
 
     @staticmethod
     def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str) -> None:

@@ -28,9 +28,9 @@ GOOD = {"id": "2503.11794", "title": "A title", "summary": "An abstract.", "auth
     ({"authors": [1, 2]}, "authors is not a list"),
     ({"categories": {"cs": 1}}, "categories is not a list"),
     # issue #41: what one row may hold is bounded, and the message says the limit
-    ({"summary": "word " * 400_000}, "the abstract has 1,999,999 characters; a row may hold at most 10,000"),
+    ({"summary": "word " * 400_000}, "the abstract has 1,999,999 characters; a paper may hold at most 10,000"),
     ({"title": "T" * 1_001}, "at most 1,000"),
-    ({"authors": [f"Author {n}" for n in range(5_001)]}, "5,001 names; a row may hold at most 5,000"),
+    ({"authors": [f"Author {n}" for n in range(5_001)]}, "5,001 names; a paper may hold at most 5,000"),
     ({"authors": ["x" * 301]}, "an author's name has 301 characters"),
 ])
 def test_a_bad_row_is_refused_with_its_reason(change, reason):

@@ -10,11 +10,19 @@ from pathlib import Path
 from copilot.cli.output import print_json
 from copilot.embed import distill_static
 from copilot.errors import UserError
+from copilot.eval import bench_hostile
 from copilot.eval.bench import DEFAULT_PARTS, PAPERS_JSONL, PARTS, log, read_papers, run, to_markdown
 from copilot.services import Services
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    parts = [x.strip() for x in (args.parts or "").split(",") if x.strip()]
+    if "hostile" in parts:
+        if parts != ["hostile"]:
+            raise UserError("--parts hostile runs on its own (its own library and worker processes); run the other "
+                            "parts in a second command")
+        _hostile(args)
+        return 0
     if not PAPERS_JSONL.is_file():
         raise UserError(f"the benchmark needs the shared corpus at {PAPERS_JSONL}")
     try:
@@ -30,6 +38,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         print(to_markdown(result))
     return 0
+
+
+def _hostile(args: argparse.Namespace) -> None:
+    """`bench --parts hostile`: nothing a user or a paper writes stalls the server (its own runner: a worker process
+    per group of calls, each call with a time limit)."""
+    if not bench_hostile.PAPERS_JSONL.is_file():
+        raise UserError(f"the benchmark needs the shared corpus at {bench_hostile.PAPERS_JSONL}")
+    only = [x.strip() for x in (args.hostile_cases or "").split(",") if x.strip()] or None
+    result = bench_hostile.run(Services().settings.data_dir, args.call_limit, args.hostile_papers, only,
+                               sweep=not args.no_sweep, log=log)
+    if args.json:
+        print(bench_hostile.to_markdown(result), file=sys.stderr)
+        print_json(result)
+    else:
+        print(bench_hostile.to_markdown(result))
 
 
 def cmd_distill(args: argparse.Namespace) -> int:
@@ -56,7 +79,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
 def add_bench_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure ingestion, retrieval, memory, disk and chat overhead vs the anchor")
     p.add_argument("--sizes", default=None, help="corpus sizes, comma-separated (default 1000,10000,100000)")
-    p.add_argument("--parts", default=None, help=f"measure only these, comma-separated, of {','.join(PARTS)} "
+    p.add_argument("--parts", default=None, help=f"measure only these, comma-separated, of {','.join(PARTS)},hostile "
                    f"(default {','.join(DEFAULT_PARTS)})")
     p.add_argument("--quick", action="store_true", help="small sizes and samples (under two minutes)")
     p.add_argument("--real-papers", type=int, default=None,
@@ -68,6 +91,13 @@ def add_bench_commands(sub: argparse._SubParsersAction) -> None:
                    help="retrieval: also serve with these HNSW search widths, comma-separated (a fresh process each)")
     p.add_argument("--store-dir", default=None,
                    help="retrieval: keep the built stores here and reuse one built from the same vectors")
+    p.add_argument("--call-limit", type=float, default=8.0,
+                   help="hostile: the most seconds one call may take before it is reported as over (default 8)")
+    p.add_argument("--hostile-papers", type=int, default=300,
+                   help="hostile: corpus papers in the library beside the hostile rows (default 300)")
+    p.add_argument("--hostile-cases", default=None, help="hostile: only the cases whose names start so, "
+                   "comma-separated (e.g. ask_,split_); each hostile case brings its ordinary one")
+    p.add_argument("--no-sweep", action="store_true", help="hostile: leave out the sweep of every regex")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench)
 

@@ -47,6 +47,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         raise UserError(f"ingestion failed: {error}") from None
     finally:
         bar.close()
+    for bad in counts.bad_lines[:20]:
+        print(bad.sentence, file=sys.stderr)
     print_json(counts.as_dict()) if args.json else print(_counts_line(counts.as_dict()))
     return 0
 

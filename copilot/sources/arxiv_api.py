@@ -1,7 +1,8 @@
 """arXiv API access through the `arxiv` package: by categories and date window, by id list, by author.
 
 `COPILOT_ARXIV_API_URL` replaces the endpoint (tests point it at a loopback server). Every request has a
-deadline for its whole answer; the client keeps the API's politeness delay between requests and retries failed pages.
+deadline for its whole answer and a cap on its size, directly and behind a proxy (HTTP(S)_PROXY); the client keeps
+the API's politeness delay between requests and retries failed pages.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from copilot.records import Paper, clean_text, parse_arxiv_id
 
 log = logging.getLogger(__name__)
 
+MAX_ANSWER_BYTES = 16 * 2 ** 20     # one page of 100 entries is ~0.3 MB; a larger answer is refused, not read on
 _ATOM = "http://www.w3.org/2005/Atom"
 
 
@@ -39,8 +41,8 @@ _WATCHED = _Watched()
 
 
 class _Watching:
-    """Mixed into both pool classes (a method copied from one class into the other breaks its zero-argument
-    `super()`: every HTTPS request failed with a TypeError, issue #38)."""
+    """Mixed into every pool class a request may use (a method copied from one class into another breaks its
+    zero-argument `super()`: every HTTPS request failed with a TypeError, issue #38)."""
 
     def _get_conn(self, timeout=None):
         conn = super()._get_conn(timeout)  # type: ignore[misc]
@@ -49,18 +51,29 @@ class _Watching:
         return conn
 
 
-class _WatchedPool(_Watching, urllib3.HTTPConnectionPool):
-    pass
+_WATCHED_CLASSES: dict[type, type] = {}
 
 
-class _WatchedHTTPSPool(_Watching, urllib3.HTTPSConnectionPool):
-    pass
+def _watch(manager: urllib3.PoolManager) -> urllib3.PoolManager:
+    """Make every pool `manager` hands out report its connections to the request's watchdog: the direct pools and,
+    behind a proxy (HTTP(S)_PROXY), the proxy manager's own (issue #47: those were not watched, so a proxied answer
+    dripped past the deadline)."""
+    classes = {}
+    for scheme, pool in manager.pool_classes_by_scheme.items():
+        if not issubclass(pool, _Watching):
+            pool = _WATCHED_CLASSES.setdefault(pool, type(f"_Watched{pool.__name__}", (_Watching, pool), {}))
+        classes[scheme] = pool
+    manager.pool_classes_by_scheme = classes
+    return manager
 
 
 class _WatchedAdapter(requests.adapters.HTTPAdapter):
     def init_poolmanager(self, *args, **kwargs) -> None:
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedHTTPSPool}
+        _watch(self.poolmanager)
+
+    def proxy_manager_for(self, proxy, **proxy_kwargs):
+        return _watch(super().proxy_manager_for(proxy, **proxy_kwargs))
 
 
 def _cut(conn: object) -> None:
@@ -114,12 +127,16 @@ class _TimeoutSession(requests.Session):
 
     def _read_whole(self, args, kwargs, missed: threading.Event) -> requests.Response:
         response = super().request(*args, **kwargs)
-        chunks = []
+        chunks, size = [], 0
         try:
             while chunk := response.raw.read1(65536, decode_content=True):   # whatever has arrived, at once
                 chunks.append(chunk)
+                size += len(chunk)
                 if missed.is_set():
                     raise requests.exceptions.Timeout(f"the answer took longer than {self.timeout:g} s in all")
+                if size > MAX_ANSWER_BYTES:
+                    raise ArxivSourceError(f"arXiv's answer was larger than {MAX_ANSWER_BYTES // 2 ** 20} MB; "
+                                           "it was not read further and nothing from it was used")
         except urllib3.exceptions.ReadTimeoutError as error:
             raise requests.exceptions.Timeout(str(error)) from None
         finally:

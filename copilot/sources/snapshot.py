@@ -15,26 +15,18 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from copilot.records import Paper, clean_text, parse_arxiv_id, storable_text
+from copilot.sources.limits import limit_problem
 
 FIRST_DAY = date(1991, 8, 14)          # arXiv's first paper; a date before it, or after today, is refused (issue #34:
                                        # one row dated 9999-12-31 broke Trends' ranges and every For-you list)
 MAX_VERSION = 100                      # arXiv papers have a few versions; more is a made-up id
-# What one row may hold (issue #41: a 1.9 MB abstract made Related take 123 s and send 1.9 MB to every user). arXiv
-# itself caps an abstract at 1,920 characters; the limits leave room for other sources and refuse only the absurd.
-ROW_LIMITS = {"title": 1_000, "abstract": 10_000, "comment": 2_000, "authors": 5_000, "author": 300,
-              "categories": 50}
 
 
 def _within_limits(paper: Paper) -> Paper:
-    """The paper, or SnapshotError naming the field over its limit and the limit."""
-    sizes = {"title": len(paper.title), "abstract": len(paper.abstract), "comment": len(paper.comment or ""),
-             "authors": len(paper.authors), "author": max((len(a) for a in paper.authors), default=0),
-             "categories": len(paper.categories)}
-    for field, size in sizes.items():
-        if size > ROW_LIMITS[field]:
-            unit = {"authors": "names", "categories": "categories"}.get(field, "characters")
-            what = "an author's name" if field == "author" else f"the {field}"
-            raise SnapshotError(f"{what} has {size:,} {unit}; a row may hold at most {ROW_LIMITS[field]:,}")
+    """The paper, or SnapshotError naming the field over its limit and the limit (the same limits as every source)."""
+    problem = limit_problem(paper)
+    if problem:
+        raise SnapshotError(problem)
     return paper
 
 
@@ -73,8 +65,17 @@ def _checked_date(day: date | None, field: str) -> date | None:
 
 @dataclass
 class BadLine:
+    """A line of a snapshot that was skipped, or (`paper_id` set, `line_no` 0) a paper from another source that was
+    not stored."""
     line_no: int
     reason: str
+    paper_id: str = ""
+
+    @property
+    def sentence(self) -> str:
+        if self.paper_id:
+            return f"paper {self.paper_id} was not stored: {self.reason}"
+        return f"line {self.line_no}: {self.reason}"
 
 
 def _kaggle_authors(row: dict) -> list[str]:

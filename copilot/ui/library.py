@@ -103,10 +103,11 @@ def import_report(counts, notes: list[str] | None = None) -> str:
     lines = [f'<div class="library-import-result"><p>Imported: <b>{c.added}</b> new, {c.updated} updated, '
              f"{c.unchanged} already in the library, {c.skipped} skipped.</p>"]
     if c.bad_lines:
-        items = "".join(f"<li>line {bad.line_no}: {escape(bad.reason)}</li>" for bad in c.bad_lines[:BAD_LINES_SHOWN])
+        items = "".join(f"<li>{escape(bad.sentence)}</li>" for bad in c.bad_lines[:BAD_LINES_SHOWN])
         more = (f"<li>… and {len(c.bad_lines) - BAD_LINES_SHOWN} more</li>" if len(c.bad_lines) > BAD_LINES_SHOWN
                 else "")
-        lines.append(f'<p>Skipped lines (fix them and upload again; what was imported stays):</p>'
+        head = "Skipped lines (fix them and upload again" if c.bad_lines[0].line_no else "Not stored (too large"
+        lines.append(f'<p>{head}; what was imported stays):</p>'
                      f'<ul class="library-bad-lines">{items}{more}</ul>')
     lines += [f"<p>{escape(note)}</p>" for note in notes or []]
     return "".join(lines) + "</div>"
