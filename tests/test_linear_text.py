@@ -61,3 +61,22 @@ def test_sentences_are_slices_of_the_text_and_keep_their_closing_marks():
     for a, b in bounds:
         pieces = quotes.bounded_bounds(text, a, b, 3)
         assert " ".join(text[x:y] for x, y in pieces).split() == text[a:b].split()
+
+
+@pytest.mark.parametrize("case", ["arxiv id in a long word", "a result cue on a run of digits", "ids on a run of tabs"])
+def test_the_patterns_that_read_questions_and_abstracts_are_linear(case):
+    from copilot.records import ARXIV_ID
+
+    call, text = {"arxiv id in a long word": (ARXIV_ID.findall, "x" * 10_000),
+                  "a result cue on a run of digits": (lambda t: evidence.cue_role(t, False), "1" * 10_000),
+                  "ids on a run of tabs": (quotes.drop_ids, "\t" * 10_000 + "a")}[case]
+    assert took(call, text) < BOUND_S
+
+
+def test_ids_and_results_are_still_found():
+    from copilot.records import ARXIV_ID
+
+    found = [m.group("base") for m in ARXIV_ID.finditer("see hep-th/9901001, math.GT/0309136 and 2401.01234v2")]
+    assert found == ["hep-th/9901001", "math.GT/0309136", "2401.01234"]
+    assert quotes.strip_ids("Dense beats sparse [2] [2503.16965v2] (arXiv:2501.00001).") == "Dense beats sparse."
+    assert evidence.cue_role("It runs 2.5x faster than the baseline.", False) == "result"

@@ -75,7 +75,7 @@ _BACKGROUND = re.compile(
     r"approaches|work|studies|models|systems|techniques)\b.{0,60}\b(?:suffer|fail|struggle|often|typically|rely|"
     r"are limited|lack|overlook)|\bsuffers? from\b|\bhave been (?:widely|extensively)", re.I)
 _RESULT = re.compile(
-    r"\d+(?:\.\d+)?\s?(?:%|x\b|\u00d7|times\b|-fold)|\boutperform|\bstate-of-the-art (?:results|performance)"
+    r"(?<![\d.])\d+(?:\.\d+)?\s?(?:%|x\b|\u00d7|times\b|-fold)|\boutperform|\bstate-of-the-art (?:results|performance)"
     r"|\b(?:results|experiments|evaluations?|analysis|analyses|findings) (?:show|demonstrate|reveal|indicate|"
     r"suggest|confirm)|\bwe (?:find|found|show|observe|demonstrate|reveal)\b|\b(?:achieves?|achieving|reduces?|"
     r"reducing|improves?|improving|speeds? up|saves?|saving|surpass(?:es)?|matches|yields?)\b.{0,80}\b(?:by|up to|"

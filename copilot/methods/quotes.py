@@ -55,11 +55,13 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])(?P<close>[\"')\]]*)\s+(?=[A-Z0-9\"'(\[])
 _WORD = re.compile(r"\S+")
 # An id mark: a bracket of citations only (labels 1-999, arXiv or thought ids; "[0, 1]" or "[sic]" are not), an
 # arXiv id in parentheses or after "arXiv:", a thought id. A quote keeps every other character as it was written.
+# Each mark takes the blanks before it, starting where their run starts (tried from every tab of a long run of tabs,
+# the run was read again from each).
 _CITED = rf"(?:(?:{ARXIV_ID_PATTERN})(?:v\d+)?|T[0-9a-f]{{10}}|[1-9]\d{{0,2}})"
-_ID_MARK = re.compile(rf"[ \t]*\[\s*{_CITED}(?:\s*[,;]\s*{_CITED})*\s*\]"
-                      rf"|[ \t]*\((?:arxiv:\s*)?(?:{ARXIV_ID_PATTERN})(?:v\d+)?\)"
-                      rf"|[ \t]*arxiv:\s*(?:{ARXIV_ID_PATTERN})(?:v\d+)?"
-                      r"|[ \t]*\bT[0-9a-f]{10}\b", re.I)
+_ID_MARK = re.compile(rf"(?<![ \t])[ \t]*\[\s*{_CITED}(?:\s*[,;]\s*{_CITED})*\s*\]"
+                      rf"|(?<![ \t])[ \t]*\((?:arxiv:\s*)?(?:{ARXIV_ID_PATTERN})(?:v\d+)?\)"
+                      rf"|(?<![ \t])[ \t]*arxiv:\s*(?:{ARXIV_ID_PATTERN})(?:v\d+)?"
+                      r"|(?<![ \t])[ \t]*\bT[0-9a-f]{10}\b", re.I)
 _QUOTE_MARKS = re.compile("[\u201c\u201d]")
 _STOP = frozenset("a an the of in on for to and or with by from as at is are was were be this that these those "
                   "what which how does do did can paper papers propose proposes study studies".split())
