@@ -106,9 +106,8 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
         f"**Last ingestion:** {last_line}",
         f"**Next ingestion:** {readable_time(info['next_ingest']) or 'not scheduled'} (categories "
         f"{escape(', '.join(info['categories']))})",
-        f"**Models:** LLM {escape(info['llm']['backend'])} / {escape(info['llm']['model'])} · embeddings "
-        f"{escape(info['embedder'])}",
-        model_line(info["model"]),
+        model_line(info["model"]),          # the language model in words; its file name is said there once
+        f"**Embedding model:** {escape(info['embedder'])}",
     ]
     backup = library.backup_line(services)
     if backup:

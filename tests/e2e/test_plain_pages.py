@@ -76,7 +76,12 @@ def test_profile_feed_trends_and_library_say_things_plainly(app_server, preloade
     assert not re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:", history) and " UTC" in history
     page.screenshot(path=f"{SHOTS}/library-failed-run.png", full_page=True)
 
-    # an upload's report, then refused files: each refusal stays past several ticks (3 s each)
+
+def test_a_refused_upload_keeps_its_own_sentence(app_server, tmp_path, page):
+    """An upload's report, then refused files (a binary .jsonl, a .txt): each refusal stays past several ticks (3 s
+    each); the box did show the previous upload's report again within 2 s."""
+    page.goto(app_server(preload=40))
+    page.get_by_role("tab", name="Library").click()
     good = tmp_path / "five.jsonl"
     good.write_text("".join(json.dumps(r) + "\n" for r in read_rows(PAPERS_JSONL, 2000, 5)), encoding="utf-8")
     result = page.locator("#library-import-result")
@@ -85,6 +90,7 @@ def test_profile_feed_trends_and_library_say_things_plainly(app_server, preloade
     for name, content in (("binary.jsonl", bytes(range(256)) * 64), ("notes.txt", b"my reading list\n")):
         bad = tmp_path / name
         bad.write_bytes(content)
+        page.locator("#library-upload button[aria-label='Clear']").click()     # the box holds the previous file
         page.locator("#library-upload input[type=file]").set_input_files(str(bad))
         expect(result).to_contain_text(name, timeout=10_000)
         expect(result).to_contain_text("not a JSON-lines snapshot")
