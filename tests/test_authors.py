@@ -197,3 +197,35 @@ def test_a_few_unlinked_papers_in_one_field_are_one_person():
               paper("4", ["Amy Lee", "Max Born"], ["cs.CL"], "machine translation")]    # another first name
     groups = group_namesakes(papers, parse_author_name("A. Lee"))
     assert [set(g.paper_ids) for g in groups] == [{"1", "2", "3"}, {"4"}]
+
+
+def _first_rows(count: int) -> list[dict]:
+    import itertools
+    import json
+
+    from tests.conftest import PAPERS_JSONL
+
+    with PAPERS_JSONL.open(encoding="utf-8") as rows:
+        return [json.loads(line) for line in itertools.islice(rows, count)]
+
+
+def test_a_rare_full_name_keeps_one_researchers_papers_in_one_group():
+    """Issue #49: in a library of the corpus's first 2,000 papers, Mohit Bansal's CoKe (story evaluation, co-authors
+    of its own, few words shared with his video and RAG papers) was shown as a namesake's group. His first name and
+    surname together are rare in the field, so his papers sharing a category are one person's."""
+    from copilot.methods.authors import RARE_NAME, expected_namesakes
+    from copilot.sources.snapshot import paper_from_row
+
+    rows = _first_rows(2000)
+    field = [author for row in rows for author in row["authors"]]
+    target = parse_author_name("Mohit Bansal")
+    expected = expected_namesakes(target, field)
+    assert expected is not None and expected < RARE_NAME, expected
+    for common in ("Wei Wang", "Yang Liu", "Hao Li"):       # names many people of the field carry
+        assert expected_namesakes(parse_author_name(common), field) >= RARE_NAME
+    assert expected_namesakes(parse_author_name("M. Bansal"), field) is None       # no first name: cannot say
+    assert expected_namesakes(target, field[:50]) is None                           # too few names to say
+    papers = [paper_from_row(row) for row in rows if "Mohit Bansal" in row["authors"]]
+    assert len(papers) == 7 and "2503.17136" in {p.id for p in papers}
+    groups = group_namesakes(papers, target, rare_name=True)
+    assert [len(g.paper_ids) for g in groups] == [7], [g.label() for g in groups]

@@ -47,6 +47,24 @@ def test_the_feed_is_ranked_by_the_profile_and_leaves_out_its_own_papers(library
     assert all(set(item.ranks) == {"profile"} for item in feed.items)
 
 
+def test_each_card_says_why_it_is_listed_without_a_rank_the_order_does_not_follow(library):
+    """Issue #49: with a list per profile paper, cards 1, 3 and 5 each said "#1 by your profile". A card's label is
+    its reason in words: the profile paper (or text) it is closest to, by title; never a rank."""
+    from copilot.ui.feed import card_of
+
+    services, papers = library
+    feed = F.feed_for(services, "ann", since_all(papers), limit=30, visit=False)
+    labels = [card_of(item, {})["why"] for item in feed.items]
+    own_titles = {p.title for p in papers[:4]}
+    assert labels and not any("#" in label for label in labels), labels
+    assert all(label == "close to your profile's text" or label.startswith("close to your paper “")
+               or label == "close to your profile as a whole" for label in labels), labels
+    named = {label[len("close to your paper “"):-1] for label in labels if label.startswith("close to your paper")}
+    assert named and all(any(title.startswith(name.rstrip("…")) for title in own_titles) for name in named), named
+    assert len(set(labels)) >= 2                  # the reasons differ from card to card: they tell the cards apart
+    assert feed.as_dict()["papers"][0]["reason"] == labels[0] and feed.items[0].ranks   # the CLI keeps the ranks
+
+
 def test_more_like_this_moves_similar_papers_up_and_not_interested_hides(library):
     services, papers = library
     user = "bob"

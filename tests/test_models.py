@@ -126,7 +126,8 @@ def test_an_unreachable_hub_keeps_the_packaged_model_and_the_status_says_why(tmp
     assert status["note"] == choice.note and status["size_bytes"] == packaged_gguf().stat().st_size
     assert status["llama_cpp"].startswith("llama-cpp-python ")
     line = model_line(status)
-    assert "SmolLM2-135M-Instruct.Q4_1.gguf (98 MB, packaged) on llama-cpp-python" in line
+    assert ("the packaged local model, SmolLM2 135M (98 MB file SmolLM2-135M-Instruct.Q4_1.gguf, on "
+            "llama-cpp-python") in line
     assert "could not reach the Hub" in line
 
 
@@ -170,7 +171,7 @@ def test_the_status_shows_the_profile_and_the_speed_measured_from_the_call_log(t
     speed = library.model_status(services)["measured_speed"]
     assert speed["calls"] == 1 and speed["output_tokens_per_s"] > 0 and speed["median_call_s"] > 0
     line = model_line(library.model_status(services))
-    assert "measured over its last 1 calls" in line and "profile tiny (local model of 135M parameters" in line
+    assert "measured over its last 1 calls" in line and "it writes no text of its own" in line
 
 
 @pytest.mark.parametrize("damage, message", [

@@ -410,6 +410,21 @@ def test_draft_keywords_name_the_topics_not_latex_or_words_every_abstract_uses()
     assert {"metaladder", "visual"} <= set(terms), terms
 
 
+def test_draft_keywords_name_a_researchers_topics_against_the_field():
+    """Issue #49: from Mohit Bansal's papers in a 2,000-paper library the draft read "I work on noise, object,
+    preference, generation, requires, target, multiple and language": words of one paper, or of every abstract. The
+    field's other papers say which words are common, and the packaged embedder which are nearest the papers."""
+    from copilot.embed import Embedder
+
+    papers = sample_papers(2000)
+    his = [p.document for p in papers if "Mohit Bansal" in p.authors]
+    field = [p.document for p in papers if "Mohit Bansal" not in p.authors][::2]
+    terms = D.keyword_terms(his, D.TARGET_KEYWORDS, field, Embedder().embed)
+    assert len(terms) == D.TARGET_KEYWORDS, terms
+    assert not {"noise", "object", "requires", "target", "multiple", "language"} & set(terms), terms
+    assert any("video" in term for term in terms) and "multi-agent" in terms, terms
+
+
 # --- the real local model ----------------------------------------------------------------------------------------
 def test_the_tiny_profile_drafts_by_quoting_each_papers_key_sentence(svc, fake_arxiv):
     from copilot.methods.quotes import CLOSE_QUOTE, OPEN_QUOTE
@@ -495,6 +510,22 @@ def test_a_common_surname_does_not_crowd_out_the_persons_papers(svc, fake_arxiv)
     assert {c.paper.id for c in result.candidates} == {pid for pid, _, _ in own}
     assert [q["search_query"] for q in fake_arxiv.queries] == ['au:"muhao chen"']   # no broadening needed
     assert result.query == 'au:"muhao chen"'
+
+
+def test_a_rare_name_found_offline_in_the_library_is_one_group(tmp_path, monkeypatch):
+    """Issue #49: Mohit Bansal's seven papers among the corpus's first 2,000 were shown in groups, CoKe as a
+    namesake's. A library of 150 papers plus his: the field's names say his full name is rare, so one group."""
+    clean_env(monkeypatch)
+    offline = profile_services(tmp_path / "off", "http://127.0.0.1:9/api/query")
+    papers = sample_papers(2000)
+    his = [p for p in papers if "Mohit Bansal" in p.authors]
+    from copilot.features.library import ingestor
+
+    ingestor(offline).run("test", [p for p in papers[:150] if p not in his] + his)
+    result = L.lookup_author(offline, "Mohit Bansal")
+    assert len(his) == 7 and {c.paper.id for c in result.candidates} == {p.id for p in his}
+    assert len(result.groups) == 1, [g.label() for g in result.groups]
+    assert "different people" not in result.message
 
 
 def test_lookup_works_offline_from_the_library_and_merges_with_arxiv(tmp_path, fake_arxiv, monkeypatch):

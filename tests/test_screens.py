@@ -99,8 +99,8 @@ def test_an_upload_is_imported_in_the_background_and_names_its_file(library_serv
     assert empty_library_note(library_services)["visible"] is True and "Library" in EMPTY_LIBRARY
     bad = tmp_path / "notes.txt"
     bad.write_text("not a snapshot\n", encoding="utf-8")
-    assert "notes.txt" in upload_view(library_services, str(bad), None)
-    shown = upload_view(library_services, str(_snapshot(tmp_path, 40)), None)
+    assert "notes.txt" in upload_view(library_services, str(bad), None)[0]
+    shown, _ = upload_view(library_services, str(_snapshot(tmp_path, 40)), None)
     assert "snapshot.jsonl" in shown and "notes.txt" not in shown and "background" in shown
     job = library.latest_upload("local")
     deadline = time.monotonic() + 300

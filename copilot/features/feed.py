@@ -39,12 +39,13 @@ class FeedItem:
     paper: Paper
     score: float
     ranks: dict[str, int] = field(default_factory=dict)    # best rank by: profile, liked, rocchio
+    reason: str = ""      # the card's label: the query that ranks it highest, in words (no rank: issue #49)
 
     def as_dict(self) -> dict:
         p = self.paper
         return {"id": p.id, "version": p.version, "title": p.title, "authors": p.authors,
                 "date": p.published.isoformat(), "categories": p.categories, "abs_url": p.abs_url,
-                "score": round(self.score, 6), "ranks": self.ranks}
+                "score": round(self.score, 6), "ranks": self.ranks, "reason": self.reason}
 
 
 @dataclass
@@ -118,10 +119,12 @@ def feed_for(services: Services, user: str, since: date | str | None = None, lim
     ids = [pid for pid in ids if pid in vectors]
     matrix = _unit(np.stack([vectors[pid] for pid in ids]))
 
-    profile_queries = list(services.store.paper_embeddings(list(profile.paper_ids)).values()) if profile else []
+    own_vectors = services.store.paper_embeddings(list(profile.paper_ids)) if profile else {}
+    profile_queries = list(own_vectors.values())
     if profile and profile.text.strip():
         profile_queries.append(services.embedder.embed_one(profile.text))
-    liked_vectors = list(services.store.paper_embeddings(liked).values()) if liked else []
+    liked_by_id = services.store.paper_embeddings(liked) if liked else {}
+    liked_vectors = list(liked_by_id.values())
     disliked_vectors = list(services.store.paper_embeddings(sorted(disliked)).values()) if disliked else []
     if not profile_queries and not liked_vectors:
         papers = services.store.get_papers(ids[:limit])
@@ -131,19 +134,47 @@ def feed_for(services: Services, user: str, since: date | str | None = None, lim
         return base
 
     lists: dict[str, list[str]] = {}
-    for n, query in enumerate(profile_queries):
-        lists[f"profile:{n}"] = _ranked(ids, matrix, query)
-    for n, query in enumerate(liked_vectors):
-        lists[f"liked:{n}"] = _ranked(ids, matrix, query)
+    for pid, query in own_vectors.items():
+        lists[f"profile:{pid}"] = _ranked(ids, matrix, query)
+    if len(profile_queries) > len(own_vectors):
+        lists["profile:text"] = _ranked(ids, matrix, profile_queries[-1])
+    for pid, query in liked_by_id.items():
+        lists[f"liked:{pid}"] = _ranked(ids, matrix, query)
     # before any feedback the Rocchio query is the profile's centroid: its rank is a profile rank, not "all your
     # feedback" (issue #38)
     rocchio = "rocchio" if liked_vectors or disliked_vectors else "profile:centroid"
     lists[rocchio] = _ranked(ids, matrix, _rocchio(profile_queries, liked_vectors, disliked_vectors))
     fused = reciprocal_rank_fusion(lists)[:limit]
     by_id = {p.id: p for p in services.store.get_papers([pid for pid, _, _ in fused])}
-    base.items = [FeedItem(by_id[pid], score, _best_ranks(ranks)) for pid, score, ranks in fused if pid in by_id]
+    titles = {p.id: p.title for p in services.store.get_papers([*own_vectors, *liked_by_id])}
+    base.items = [FeedItem(by_id[pid], score, _best_ranks(ranks), reason_of(ranks, titles))
+                  for pid, score, ranks in fused if pid in by_id]
     base.personalized = True
     return base
+
+
+def _title(text: str, most: int = 70) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= most else text[:most].rsplit(" ", 1)[0] + "…"
+
+
+def reason_of(ranks: dict[str, int], titles: dict[str, str]) -> str:
+    """Why a card is listed, in words: the query that ranks it highest (the first such list on a tie). No rank is
+    said: with a list per profile paper, many cards are first in one of them, and "#1" under the fifth card misled
+    (issue #49)."""
+    if not ranks:
+        return ""
+    best = min(ranks, key=lambda name: ranks[name])      # min keeps the first of equal ranks, in the lists' order
+    kind, _, source = best.partition(":")
+    if kind == "liked":
+        return f"like “{_title(titles.get(source, source))}”, which you asked more of"
+    if kind == "rocchio":
+        return "close to your profile and your feedback together"
+    if source == "text":
+        return "close to your profile's text"
+    if source == "centroid":
+        return "close to your profile as a whole"
+    return f"close to your paper “{_title(titles.get(source, source))}”"
 
 
 def _ranked(ids: list[str], matrix: np.ndarray, query: np.ndarray) -> list[str]:

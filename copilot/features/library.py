@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -92,6 +93,9 @@ def import_ids(services: Services, text: str, progress: Progress | None = None) 
     return counts, notes
 
 
+_UPLOAD_NUMBERS = itertools.count(1)
+
+
 @dataclass
 class UploadImport:
     """An uploaded snapshot imported in the background; the page reads it on every tick."""
@@ -100,6 +104,7 @@ class UploadImport:
     counts: IngestCounts | None = None
     error: str | None = None
     done: bool = False
+    number: int = field(default_factory=lambda: next(_UPLOAD_NUMBERS))    # which upload a page is following
 
 
 _UPLOADS: dict[str, UploadImport] = {}       # each user's latest upload, while the process lives

@@ -8,7 +8,7 @@ writes it, and `finalize_draft` checks citations, length, person and keywords.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +36,8 @@ MIN_KEYWORDS, TARGET_KEYWORDS = 5, 8
 PROMPT_ABSTRACT_CHARS = 240
 DRAFT_NOTICE = "This is a draft written by a small language model: check it, edit it, then save."
 TEXT_SOURCE_ID = "text"
+CANDIDATE_TERMS = 30      # the statistical weight's best terms, of which meaning keeps the keywords
+GENERIC_SHARE = 0.05       # a term used by more of the field's papers than this names no one's topic
 _KEYWORDS_LINE = re.compile(r"^[\s*#_\-]*key\s*-?\s*words?\s*[*_]*\s*:?[*_]*\s*(?P<rest>.*)$", re.I | re.M)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _STOP = {"paper", "papers", "propose", "proposed", "proposes", "results", "result", "show", "shows", "approach",
@@ -86,23 +88,58 @@ def draft_prompt(papers: Sequence[Paper], pasted: str = "", max_input_chars: int
                                 example_id=example)
 
 
-def keyword_terms(docs: Sequence[str], count: int = TARGET_KEYWORDS) -> list[str]:
-    """Terms (1–2 words) with the highest TF-IDF summed over the documents; a bigram hides its own words."""
+def keyword_terms(docs: Sequence[str], count: int = TARGET_KEYWORDS, field: Sequence[str] = (),
+                  embed: Callable[[list[str]], np.ndarray] | None = None) -> list[str]:
+    """Terms (1–2 words) that name the documents' topics, best first; a bigram hides its own words.
+
+    The weight is a term's TF-IDF summed over the documents. With `field` (other papers of the library) the IDF is
+    the field's, a term more than GENERIC_SHARE of the field uses is left out, and terms two or more of the
+    documents use come before terms of one (with three documents or more): "video reasoning" in several of a
+    researcher's papers, not "noise" said often in one of them, nor "multiple", which the whole field says
+    (issue #49); with `embed` too, of the CANDIDATE_TERMS best the ones nearest in meaning to the documents are
+    kept. Without a field the IDF is the documents' own."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
     docs = [_LATEX_COMMAND.sub(" ", d) for d in docs if d and d.strip()]      # "\\textbf{X}" is not a keyword
     if not docs:
         return []
+    background = [_LATEX_COMMAND.sub(" ", d) for d in field if d and d.strip()]
     vectorizer = TfidfVectorizer(stop_words=sorted(ENGLISH_STOP_WORDS | _STOP), ngram_range=(1, 2),
                                  token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z\-]{2,}\b", sublinear_tf=True)
     try:
-        matrix = vectorizer.fit_transform(docs)
+        matrix = vectorizer.fit_transform(docs + background)
     except ValueError:        # nothing but stop words
         return []
-    scores = np.asarray(matrix.sum(axis=0)).ravel()
+    own = matrix[:len(docs)]
+    scores = np.asarray(own.sum(axis=0)).ravel()
+    if background:
+        field_share = np.asarray((matrix[len(docs):] > 0).sum(axis=0)).ravel() / len(background)
+        scores = np.where(field_share > GENERIC_SHARE, 0.0, scores)
+        if len(docs) >= 3:
+            recurs = np.asarray((own > 0).sum(axis=0)).ravel() >= 2
+            scores = np.where(recurs & (scores > 0), scores + scores.max(), scores)
     terms = vectorizer.get_feature_names_out()
+    if embed is not None and background:
+        return _nearest_terms(_distinct_terms(terms, scores, CANDIDATE_TERMS), docs, embed, count)
+    return _distinct_terms(terms, scores, count)
+
+
+def _nearest_terms(candidates: list[str], docs: Sequence[str], embed: Callable[[list[str]], np.ndarray],
+                   count: int) -> list[str]:
+    """The candidates whose meaning is nearest the documents' mean (unit vectors): a topic the papers are about
+    ("video reasoning") before a word they merely use ("adopt", "handle")."""
+    if not candidates:
+        return []
+    centre = np.asarray(embed(list(docs)), dtype=np.float32).mean(axis=0)
+    near = np.asarray(embed(candidates), dtype=np.float32) @ centre
+    return [candidates[i] for i in np.argsort(-near, kind="stable")[:count]]
+
+
+def _distinct_terms(terms, scores: np.ndarray, count: int) -> list[str]:
     chosen: list[str] = []
     for index in np.argsort(-scores, kind="stable"):
+        if scores[index] <= 0:
+            break
         term = str(terms[index])
         if any(term in c.split() or c in term.split() or term == c or _same_word(term, c) for c in chosen):
             continue
@@ -266,6 +303,20 @@ def build_profile(services: Services, user: str, ids: str = "", text: str = "",
     return save_profile(services, user, draft.text, draft.keywords, papers), draft
 
 
+FIELD_PAPERS = 1000      # the library's papers whose words tell a topic from what every abstract says …
+MIN_FIELD_PAPERS = 200   # … when it holds enough of them to tell (5% of 20 papers would be one paper)
+
+
+def field_documents(services: Services, leave_out: set[str], most: int = FIELD_PAPERS) -> list[str]:
+    """Up to `most` of the library's papers, spread evenly over it (not the researcher's own): the field against
+    which a keyword must stand out. [] for a library under MIN_FIELD_PAPERS."""
+    ids = [row.id for row in services.catalog.rows() if row.id not in leave_out]
+    if len(ids) < MIN_FIELD_PAPERS:
+        return []
+    step = max(1, len(ids) // most)
+    return [p.document for p in services.store.get_papers(ids[::step][:most])]
+
+
 # --- the tiny profile: a template the app fills with quotes ------------------------------------------------------
 QUOTED_NOTICE = ("This draft quotes your papers' key sentences under a template; no model wrote it. Put it in your "
                  "own words, then save.")
@@ -295,9 +346,11 @@ def _key_sentences(services: Services, papers: Sequence[Paper], pasted: str) -> 
 
 def quoted_draft(services: Services, papers: Sequence[Paper], pasted: str = "") -> Draft:
     """The first-person template: "I work on <terms>." then, per paper, "In [id] we wrote: “<its key sentence>”"."""
-    papers = list(papers)[:services.settings.profile_prompt_papers]
-    docs = [p.document for p in papers] + ([pasted] if pasted.strip() else [])
-    keywords = keyword_terms(docs, TARGET_KEYWORDS)
+    every = list(papers)
+    papers = every[:services.settings.profile_prompt_papers]
+    docs = [p.document for p in every] + ([pasted] if pasted.strip() else [])   # keywords: every checked paper's
+    keywords = keyword_terms(docs, TARGET_KEYWORDS, field_documents(services, {p.id for p in every}),
+                             services.embedder.embed)
     lines = [f"I work on {', '.join(keywords[:-1])} and {keywords[-1]}." if len(keywords) > 1
              else f"I work on {keywords[0]}." if keywords else "My research:"]
     for pid, sentence in _key_sentences(services, papers, pasted):

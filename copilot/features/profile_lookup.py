@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from copilot.errors import failure_sentence
 from copilot.features.profile import NOT_FOUND_HINT, ProfileError
 from copilot.methods.authors import (
+    RARE_NAME,
     AuthorName,
     AuthorNameError,
     NamesakeGroup,
     author_queries,
+    expected_namesakes,
     full_name_query,
     group_namesakes,
     matching_author,
@@ -124,6 +126,12 @@ def _from_library(services: Services, target: AuthorName) -> list[tuple[Paper, s
     return [(paper, matching_author(target, paper.authors)) for paper in papers]
 
 
+def _rare(services: Services, target: AuthorName) -> bool:
+    """Is the full name one few people of the library's field share (`expected_namesakes` below RARE_NAME)?"""
+    expected = expected_namesakes(target, (author for row in services.catalog.rows() for author in row.authors))
+    return expected is not None and expected < RARE_NAME
+
+
 def lookup_author(services: Services, name: str, max_results: int | None = None,
                   progress: Callable[[int], None] | None = None) -> Lookup:
     """Papers by `name` from the library and from arXiv (when reachable), merged by id and grouped by likely
@@ -155,7 +163,7 @@ def lookup_author(services: Services, name: str, max_results: int | None = None,
                       f"No papers found for {target.display()} on arXiv or in this library{others}. "
                       + NOT_FOUND_HINT)
     papers = [paper for paper, _ in merged.values()]
-    groups = group_namesakes(papers, target)
+    groups = group_namesakes(papers, target, rare_name=_rare(services, target))
     group_of = {pid: g.number for g in groups for pid in g.paper_ids}
     candidates = [Candidate(p, group_of[p.id], written, where[p.id]) for p, written in merged.values()]
     candidates.sort(key=lambda c: (c.group, -date_number(c.paper.published)))

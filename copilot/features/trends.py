@@ -64,8 +64,8 @@ def default_ideas(services: Services) -> int:
 
 IDEAS_OFF_NOTICE = ("No research ideas with a tiny local model: its ideas were rarely grounded in the papers (most "
                     "failed the checks, the rest were vague), and on it the product writes no text of its own. "
-                    "Configure a larger local model (COPILOT_LOCAL_MODEL) or an OpenAI-compatible endpoint for ideas "
-                    "(README \"A bigger model: the ladder\").")
+                    "Configure a larger local model (COPILOT_LOCAL_MODEL) or an OpenAI-compatible endpoint for "
+                    "ideas.")
 
 
 class TrendsError(UserError, ValueError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +25,8 @@ from copilot.records import Paper
 MAX_NAME_CHARS = 100
 SMALL_GROUP = 2          # groups this small join a group sharing their categories …
 TEXT_LINK = 0.1          # … whose most similar paper has at least this TF-IDF cosine to one of theirs
+RARE_NAME = 0.1          # fewer people than this expected to share the full name by chance: one person
+MIN_FIELD_NAMES = 500    # distinct author names needed to estimate that
 PARTICLES = {"da", "das", "de", "del", "della", "der", "den", "di", "do", "dos", "du", "la", "le", "van",
              "von", "ter", "ten", "st", "bin", "ibn", "al", "el", "mac", "zu", "af", "av"}
 # Without a first name left over, only these unambiguous particles start a surname ('Del Maestro'), so that
@@ -241,9 +243,30 @@ def _join_unlinked(groups: _Groups, papers: Sequence[Paper]) -> None:
                 groups.union(j, i)
 
 
+def expected_namesakes(target: AuthorName, names: Iterable[str]) -> float | None:
+    """How many people of a field would carry the target's first name and surname by chance: (field's distinct names
+    with that first name) × (with that surname) / (distinct names), first and surname taken as independent. Below
+    RARE_NAME the name is taken as one person's. None when the target's first name is not spelled out or the field
+    is too small to say."""
+    if not target.given:
+        return None
+    distinct = {fold(name) for name in names}
+    if len(distinct) < MIN_FIELD_NAMES:
+        return None
+    surname = target.last[-1]
+    given = sum(1 for name in distinct if name.split(" ", 1)[0] == target.given)
+    same_surname = sum(1 for name in distinct if name.rsplit(" ", 1)[-1] == surname)
+    return given * same_surname / len(distinct)
+
+
 def group_namesakes(papers: Sequence[Paper], target: AuthorName, small_group: int = SMALL_GROUP,
-                    text_link: float = TEXT_LINK) -> list[NamesakeGroup]:
-    """Group the papers by likely identity of `target`; every paper lands in exactly one group."""
+                    text_link: float = TEXT_LINK, rare_name: bool = False) -> list[NamesakeGroup]:
+    """Group the papers by likely identity of `target`; every paper lands in exactly one group. With `rare_name`
+    (a first name and surname few people of the field share: `expected_namesakes`), a small group sharing a category
+    joins its most similar group however little their words overlap (issue #49: Mohit Bansal's story-evaluation paper,
+    with co-authors of its own, was shown as a namesake's)."""
+    if rare_name:
+        text_link = 0.0
     target_key = target.key
     coauthor_keys: list[set[str]] = []
     for paper in papers:

@@ -20,7 +20,6 @@ from copilot.ui.common import current_user, escape, shown_file, write_bibtex
 
 FEED_PATH = re.compile(r"/feed/([A-Za-z0-9_-]{16,64})\.atom")
 AUTHORS_SHOWN = 5
-RANKED_BY = {"profile": "your profile", "liked": "papers you liked", "rocchio": "all your feedback"}
 
 
 def head_html(feed: feature.Feed) -> str:
@@ -34,8 +33,7 @@ def head_html(feed: feature.Feed) -> str:
 def card_of(item: feature.FeedItem, marks: dict[str, str]) -> dict:
     """What one card shows, kept in the page's state so each card's buttons know their paper."""
     p = item.paper
-    why = " · ".join(f"#{rank} by {RANKED_BY.get(kind, kind)}"
-                     for kind, rank in sorted(item.ranks.items(), key=lambda kv: kv[1])[:2])
+    why = item.reason
     abstract = readable(p.abstract)
     return {"id": p.id, "title": readable(p.title), "url": p.abs_url, "liked": marks.get(p.id) == MORE, "why": why,
             "meta": " · ".join([", ".join(p.authors[:AUTHORS_SHOWN]) + (" et al." if len(p.authors) > AUTHORS_SHOWN

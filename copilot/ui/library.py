@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import re
+from datetime import datetime, timezone
 from pathlib import Path
 
 import gradio as gr
@@ -18,26 +20,68 @@ from copilot.ui.guard import MAX_UPLOAD_MB
 log = logging.getLogger(__name__)
 
 BAD_LINES_SHOWN = 20
+STARTED = "Ingestion started in the background; progress shows above."
 STILL_WORKS = "The papers already in the library are unchanged and every tab works on them; the next run tries again."
 
 HISTORY_COLUMNS = ["id", "source", "status", "started", "finished", "seen", "added", "updated", "unchanged",
                    "skipped", "error"]
 
 
+_ISO_TIME = re.compile(r"\b(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})(?::\d{2}(?:\.\d+)?)?(?:\+00:00|Z)")
+_SIZE_WORD = re.compile(r"\d+(?:\.\d+)?[MB]", re.I)
+WHAT_IT_WRITES = {"tiny": "it writes no text of its own: answers and drafts quote the papers",
+                  "capable": "it writes the answers, checked against the papers"}
+
+
+def readable_time(iso: str | None, now: datetime | None = None, ago: bool = False) -> str:
+    """'2026-11-28T06:00:00+00:00' → '28 Nov 2026, 06:00 UTC' (with ago: '… (3 hours ago)'); '' for none."""
+    if not iso:
+        return ""
+    try:
+        when = datetime.fromisoformat(str(iso)).astimezone(timezone.utc)
+    except ValueError:
+        return str(iso)
+    text = f"{when.day} {when:%b %Y, %H:%M} UTC"
+    if not ago:
+        return text
+    seconds = ((now or datetime.now(timezone.utc)) - when).total_seconds()
+    if seconds < 0:
+        return text
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{text} ({count} {unit}{'s' if count != 1 else ''} ago)"
+    return f"{text} (just now)"
+
+
+def readable_times(text: str) -> str:
+    """Every ISO time in a sentence (the backup line's) in the readable form."""
+    return _ISO_TIME.sub(lambda m: readable_time(m.group(0)), text)
+
+
+def model_name(file: str) -> str:
+    """'SmolLM2-135M-Instruct.Q4_1.gguf' → 'SmolLM2 135M': the name up to its size, without the file's details."""
+    parts = Path(file).name.split(".")[0].split("-")
+    sized = next((n for n, part in enumerate(parts) if _SIZE_WORD.fullmatch(part)), None)
+    return " ".join(parts[:sized + 1] if sized is not None else parts)
+
+
 def model_line(model: dict) -> str:
-    """The language model's file, size and llama.cpp build (or endpoint), why it is not the one asked for, its
-    profile and its measured speed."""
+    """The language model in words (which one, its size and llama.cpp build, or its endpoint), why it is not the one
+    asked for, what it writes on this install, and its measured speed."""
+    profile = model.get("profile") or {}
     if "endpoint" in model:
         line = f"**Language model:** {escape(model['model'])} at {escape(model['endpoint'])}"
+        line += f" ({escape(profile['reason'])})" if profile else ""
     elif "file" not in model:
         line = f"**Language model:** {escape(str(model['requested']))}, {escape(model['note'])}"
     else:
-        line = (f"**Language model:** {escape(Path(model['file']).name)} ({escape(model['size'])}, "
-                f"{escape(model['source'])}) on {escape(model['llama_cpp'].split(' (')[0])}")
+        whose = "the packaged local model" if model["source"] == "packaged" else "the local model"
+        line = (f"**Language model:** {whose}, {escape(model_name(model['file']))} ({escape(model['size'])} file "
+                f"{escape(Path(model['file']).name)}, on {escape(model['llama_cpp'].split(' (')[0])})")
         line += f" · **{escape(model['note'])}**" if model["note"] else ""
-    profile = model.get("profile") or {}
-    if profile:
-        line += f" · profile {escape(profile['profile'])} ({escape(profile['reason'])})"
+    if profile.get("profile") in WHAT_IT_WRITES:
+        line += f" · {WHAT_IT_WRITES[profile['profile']]}"
     speed = model.get("measured_speed")
     line += (f" · measured over its last {speed['calls']} calls: {speed['output_tokens_per_s']} tokens written/s, "
              f"median call {speed['median_call_s']} s" if speed else " · speed: not measured yet (no call logged)")
@@ -48,7 +92,8 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
     info = library.status(services, scheduler.next_run() if scheduler else None)
     last = info["last_ingest"]
     if last:
-        last_line = (f"{escape(last['status'])} · {escape(last['source'])} · started {last['started']} · "
+        last_line = (f"{escape(last['status'])} · {escape(last['source'])} · started "
+                     f"{readable_time(last['started'], ago=True)} · "
                      f"added {last['added']}, updated {last['updated']}, unchanged {last['unchanged']}, "
                      f"skipped {last['skipped']}")
         if last["status"] == "failed":
@@ -59,15 +104,14 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
     lines = [
         f"**Corpus:** <span id='corpus-count'>{info['papers']}</span> papers · {info['thoughts']} thoughts",
         f"**Last ingestion:** {last_line}",
-        f"**Next ingestion:** {info['next_ingest'] or 'not scheduled'} (categories "
+        f"**Next ingestion:** {readable_time(info['next_ingest']) or 'not scheduled'} (categories "
         f"{escape(', '.join(info['categories']))})",
-        f"**Models:** LLM {escape(info['llm']['backend'])} / {escape(info['llm']['model'])} · embeddings "
-        f"{escape(info['embedder'])}",
-        model_line(info["model"]),
+        model_line(info["model"]),          # the language model in words; its file name is said there once
+        f"**Embedding model:** {escape(info['embedder'])}",
     ]
     backup = library.backup_line(services)
     if backup:
-        lines.append(f"**Backup to the Hub:** {escape(backup)}")
+        lines.append(f"**Backup to the Hub:** {escape(readable_times(backup))}")
     if running:
         lines.append("**Ingestion running…** counts below update as batches land.")
     if scheduler and scheduler.last_error:
@@ -94,6 +138,7 @@ def history_frame(services: Services) -> pd.DataFrame:
     runs = library.ingest_history(services)
     for run in runs:       # runs recorded before failures were written for people still hold Python's text
         run["error"] = readable_failure(run["error"]) if run["error"] else ""
+        run["started"], run["finished"] = readable_time(run["started"]), readable_time(run["finished"])
     return pd.DataFrame(runs, columns=HISTORY_COLUMNS)
 
 
@@ -131,14 +176,27 @@ def trigger_view(services: Services, scheduler: IngestScheduler | None, request:
     if scheduler is None:
         return "The scheduler is off (COPILOT_SCHEDULER=false); use `python -m copilot ingest`."
     if scheduler.trigger_now():
-        return "Ingestion started in the background; progress shows above."
+        return STARTED
     return "An ingestion is already running; this request was not started."
 
 
-def upload_view(services: Services, file_path, request: gr.Request | None) -> str:
-    """Start importing an uploaded snapshot in the background; what it does shows on each tick (`upload_state`)."""
-    if not file_path:
+def notice_state(notice: str | None, scheduler: IngestScheduler | None):
+    """The line under the buttons on each tick: "started" stays only while that run is running; once it ended, the
+    status above says how it went (a failed run's sentence must not sit above a stale "started")."""
+    if notice == STARTED and not (scheduler is not None and scheduler.running):
         return ""
+    return gr.skip()
+
+
+FOLLOW_RUNNING = 0     # a page just opened: the result box follows this user's upload if one is running
+FOLLOW_NONE = -1       # the box holds something else (a refused file, fetched ids): the tick leaves it alone
+
+
+def upload_view(services: Services, file_path, request: gr.Request | None) -> tuple[str, int]:
+    """Start importing an uploaded snapshot in the background → (the result box, the upload the box now follows).
+    What the import does shows on each tick (`upload_state`); a refused file's sentence stays until the next action."""
+    if not file_path:
+        return "", FOLLOW_NONE
     name = Path(file_path).name
     try:
         user = current_user(request)
@@ -146,12 +204,12 @@ def upload_view(services: Services, file_path, request: gr.Request | None) -> st
         user_within_rate(services, request, "importing")
         job = library.start_upload(services, file_path, user)
     except UserError as error:
-        return f'<div class="chat-notice"><b>{escape(name)}</b>: {escape(error)}</div>'
+        return f'<div class="chat-notice"><b>{escape(name)}</b>: {escape(error)}</div>', FOLLOW_NONE
     except Exception:     # never Gradio's blank "Error": say what happened, keep the details in the log
         log.exception("import of an uploaded file failed")
         return (f'<div class="chat-notice"><b>{escape(name)}</b>: the import could not start on an unexpected '
-                "error; nothing was imported. The app's log has the details.</div>")
-    return upload_html(job)
+                "error; nothing was imported. The app's log has the details.</div>", FOLLOW_NONE)
+    return upload_html(job), job.number
 
 
 def upload_html(job: library.UploadImport) -> str:
@@ -167,10 +225,13 @@ def upload_html(job: library.UploadImport) -> str:
     return head + "done.</p>" + import_report(job.counts)
 
 
-def upload_state(request: gr.Request | None):
-    """The result box on each tick: this user's latest upload while it runs and when it ends; else unchanged."""
+def upload_state(request: gr.Request | None, following: int | None) -> tuple:
+    """(the result box, the upload it follows) on each tick: the upload this page started (or, on a page just
+    opened, one still running), while it runs and when it ends; anything else in the box stays as it is."""
     job = library.latest_upload(current_user(request))
-    return upload_html(job) if job else gr.skip()
+    if job is None or not (job.number == following or (following == FOLLOW_RUNNING and not job.done)):
+        return gr.skip(), gr.skip()
+    return upload_html(job), job.number
 
 
 def fetch_view(services: Services, text, request: gr.Request | None, progress) -> str:
@@ -203,6 +264,7 @@ def build(services: Services, scheduler: IngestScheduler | None) -> None:
                                     placeholder="2401.01234, https://arxiv.org/abs/2402.04321 …")
                 fetch = gr.Button("Fetch these papers", elem_id="library-fetch")
         import_result = gr.HTML(elem_id="library-import-result")
+    following = gr.State(FOLLOW_RUNNING)
     history = gr.Dataframe(headers=HISTORY_COLUMNS, interactive=False, label="Ingestion history", wrap=False,
                            max_height=420, elem_id="library-history")
     timer = gr.Timer(3.0)
@@ -216,17 +278,18 @@ def build(services: Services, scheduler: IngestScheduler | None) -> None:
     def on_upload(file_path, request: gr.Request):
         return upload_view(services, file_path, request)
 
-    def on_tick(request: gr.Request):
-        return *show(), upload_state(request)
+    def on_tick(notice_text, follow, request: gr.Request):
+        return *show(), notice_state(notice_text, scheduler), *upload_state(request, follow)
 
     def on_fetch(text, request: gr.Request, progress=gr.Progress()):
-        return fetch_view(services, text, request, progress)
+        return fetch_view(services, text, request, progress), FOLLOW_NONE
 
-    snapshot.upload(on_upload, snapshot, import_result, concurrency_limit=1, concurrency_id="import").then(
+    snapshot.upload(on_upload, snapshot, [import_result, following], concurrency_limit=1,
+                    concurrency_id="import").then(show, outputs=[status, history])
+    snapshot.clear(lambda: ("", FOLLOW_NONE), None, [import_result, following])   # a new file: an empty box
+    fetch.click(on_fetch, pasted, [import_result, following], concurrency_limit=1, concurrency_id="import").then(
         show, outputs=[status, history])
-    snapshot.clear(lambda: "", None, import_result)     # a new file starts with an empty result box
-    fetch.click(on_fetch, pasted, import_result, concurrency_limit=1, concurrency_id="import").then(
-        show, outputs=[status, history])
-    gr.on([refresh.click, timer.tick], on_tick, outputs=[status, history, import_result], show_progress="hidden")
+    gr.on([refresh.click, timer.tick], on_tick, [notice, following],
+          [status, history, notice, import_result, following], show_progress="hidden")
     run_now.click(trigger, outputs=notice).then(show, outputs=[status, history])
     return show, status, history

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
 import gradio as gr
@@ -14,6 +15,8 @@ from copilot.features.limits import RateLimited, check_rate
 from copilot.records import ARXIV_ID_PATTERN
 from copilot.services import Services
 from copilot.ui.common import arxiv_link, current_user, escape, rate_scope, shown_file, write_bibtex
+
+log = logging.getLogger(__name__)
 
 RANGES = {"Last day": "day", "Last week": "week", "Last month": "month", "Custom": "custom"}
 _ID_REF = re.compile(rf"\[((?:{ARXIV_ID_PATTERN})(?:,\s*(?:{ARXIV_ID_PATTERN}))*)\]")
@@ -40,11 +43,10 @@ def status_html(report: trends.TrendsReport) -> str:
     parts += [f"<span class='trends-failure'>LLM step failed: {escape(f)}</span>" for f in report.failures]
     if report.cached:
         parts.append("Shown from the cache; <b>Refresh</b> recomputes.")
-    if report.done and report.timings:
-        parts.append("Seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in report.timings.items()))
-    else:
+    if not report.done:       # the stage timings stay in the CLI's output and the log, not on the page
         parts.append(f"<i>Working: {escape(report.stage)}…</i>")
-    return "<br>".join(parts)
+    state = "done" if report.done else "working"
+    return f"<span class='trends-state' data-state='{state}'>" + "<br>".join(parts) + "</span>"
 
 
 def topics_html(report: trends.TrendsReport) -> str:
@@ -271,6 +273,9 @@ def show_view(services: Services, user: str, scope_key: str, range_name, first, 
         for steps, report in enumerate(trends.iter_trends(services, begin, finish, cats or [], user, opts,
                                                           refresh=refresh_now), start=1):
             progress(min(0.95, steps / 10), desc=report.stage)
+            if report.done:
+                log.info("trends %s … %s, seconds: %s", report.start, report.end,
+                         ", ".join(f"{k} {v:.1f}" for k, v in report.timings.items()))
             yield render(report)
     except trends.TrendsError as error:
         yield message(str(error))

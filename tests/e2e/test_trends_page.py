@@ -51,7 +51,7 @@ def test_trends_tab_shows_topics_plots_summaries_and_ideas(app_server, page):
     page.locator("#trends-movers .js-plotly-plot").wait_for(timeout=30_000)
 
     # the run streams: summaries and ideas arrive later; the status says when it is done
-    page.locator("#trends-status").get_by_text("Seconds:").wait_for(timeout=900_000)  # 5 local-model calls
+    page.locator("#trends-status [data-state=done]").wait_for(state="attached", timeout=900_000)  # 5 model calls
     overall = page.locator("#trends-overall")
     assert overall.inner_text().strip()
     links = page.locator("#trends-summary a, #trends-topic-table a").evaluate_all("els => els.map(e => e.href)")
