@@ -292,8 +292,15 @@ RANKINGS = {method.name: method for method in (
 )}
 
 
+# An abstract states its aspects in a few sentences (the shared corpus: at most 21); each one is embedded, so a text
+# of thousands of one-letter "sentences" ("A. " * 3,300, within the row limits) took 5 s of a Related request.
+MAX_ASPECT_SENTENCES = 40
+
+
 def abstract_sentences(abstract: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split((abstract or "").strip()) if s.strip()]
+    """The abstract's first MAX_ASPECT_SENTENCES sentences."""
+    found = [s.strip() for s in _SENTENCE_END.split((abstract or "").strip()) if s.strip()]
+    return found[:MAX_ASPECT_SENTENCES]
 
 
 def extractive_aspects(paper: QueryPaper, embed: Embed) -> dict[str, str]:
