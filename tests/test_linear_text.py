@@ -80,3 +80,10 @@ def test_ids_and_results_are_still_found():
     assert found == ["hep-th/9901001", "math.GT/0309136", "2401.01234"]
     assert quotes.strip_ids("Dense beats sparse [2] [2503.16965v2] (arXiv:2501.00001).") == "Dense beats sparse."
     assert evidence.cue_role("It runs 2.5x faster than the baseline.", False) == "result"
+
+
+def test_related_embeds_a_bounded_number_of_an_abstracts_sentences():
+    from copilot.methods.prism import MAX_ASPECT_SENTENCES, abstract_sentences
+
+    assert len(abstract_sentences("A. " * 3300)) == MAX_ASPECT_SENTENCES
+    assert abstract_sentences("We propose X. It works well.") == ["We propose X.", "It works well."]
