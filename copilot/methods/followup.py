@@ -66,6 +66,7 @@ _FUNCTION_WORDS = frozenset(
     "more most less this that these those there here i me my we us our you your tell explain describe say give show "
     "list compare summarize summarise thanks thank great cool nice interesting hmm yes no not".split())
 SHORT_QUESTION_WORDS = 12
+FOLLOW_UP_MARK = " (follow-up to: "       # a vague follow-up carries the previous question after this
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,16 @@ def standalone_question(question: str, previous: PreviousTurn | None) -> Rewrite
             rewritten = text[:number.start()] + f'the paper "{title}"' + text[number.end():]
             return Rewrite(rewritten, True, "a source of the previous answer")
     if _BACK_PHRASE.search(text) or _OPENING_CUE.search(text) or _short_and_pointing_back(text):
-        return Rewrite(f"{text} (follow-up to: {previous.question})", True, "refers to the previous question")
+        return Rewrite(f"{text}{FOLLOW_UP_MARK}{previous.question})", True, "refers to the previous question")
     return Rewrite(text, False)
+
+
+def asked_words(question: str) -> str:
+    """The user's own words of a question rewritten as a vague follow-up (`standalone_question`), else "": what
+    asking it on its own asks. (A question that named a paper of the previous answer by its place is rewritten
+    with the paper's title: it means nothing on its own.)"""
+    words, mark, _ = question.partition(FOLLOW_UP_MARK)
+    return words if mark and question.endswith(")") else ""
 
 
 def _short_and_pointing_back(text: str) -> bool:
@@ -140,8 +149,10 @@ def _named_before(text: str, demonstrative: re.Match) -> bool:
     if _content(before[:_clause_start(before)]):
         return True
     noun = demonstrative.group(1)
-    stem = noun.lower().rstrip("s")[:5] if noun else None
-    return bool(stem) and any(word.startswith(stem) for word in before)
+    if not noun:
+        return False
+    stem = noun.lower().rstrip("s")[:5]
+    return any(word.startswith(stem) for word in before)
 
 
 def _clause_start(words: Sequence[str]) -> int:
