@@ -50,8 +50,8 @@ from copilot.prompts import SLIM_KNOWN, SLIM_UNKNOWN, RenderedPrompt, source_blo
 from copilot.records import ARXIV_ID, Evidence
 
 # A retriever: (query, how many) → items, best first, each scored by its closeness to the query; called as
-# (query, how many, question) when `SlimOptions.query_floor` is set: the items the query finds, each scored by its
-# closeness to the question instead.
+# (query, how many, question) for a query the proxy wrote when `SlimOptions.query_floor` is set: the items the query
+# finds, each scored by its closeness to the question instead.
 Retriever = Callable[..., list[Evidence]]
 
 UNCLEAR = "unclear"             # a judge output that is neither word: treated as unknown (retrieve)
@@ -305,10 +305,10 @@ def retrieve(retriever: Retriever, queries: Sequence[str], options: SlimOptions,
     best: dict[str, Evidence] = {}
     floor = options.query_floor if question else None
     for query in queries:
-        found = retriever(query, options.per_query_k) if floor is None else retriever(query, options.per_query_k,
-                                                                                        question)
+        proxied = floor is not None and query != question       # a query the proxy wrote
+        found = retriever(query, options.per_query_k, question) if proxied else retriever(query, options.per_query_k)
         for item in found:
-            if floor is not None and query != question and item.score < floor:
+            if proxied and item.score < (floor or 0.0):
                 continue
             if item.id not in best or item.score > best[item.id].score:
                 best[item.id] = Evidence(item.id, item.kind, item.title, item.text, item.score,
