@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -373,3 +374,16 @@ def test_a_query_the_proxy_wrote_keeps_only_papers_over_the_question_relevance_f
     assert library.queries == [QUESTION, "RAG retrieval documents", "hallucination grounding"]
     assert [(item.id, item.score) for item in trace.items] == [("2501.00009", 0.9), ("2501.00001", 0.62)]
     assert trace.claims[1].retrieved_ids == []          # its query found only papers under the floor
+
+
+def test_the_page_labels_the_references_in_the_order_the_answer_cites_them(db):
+    """Issue #49: the quoted table ranks its rows by the question, not by retrieval: the page showed [1], [4], [3], [2].
+    The answer and the references are numbered by first citation."""
+    from copilot.ui.chat.adaptive import slim_html
+
+    trace = slim.SlimTrace(QUESTION, step="answered", retrieved=True, reason="r", answer="A [3]. B [1]. C [2].",
+                           items=[paper(RAG, 0.8), paper(GROUNDING, 0.7), paper(FAITH, 0.6)])
+    answer, shown = slim_html(trace.as_dict())
+    assert re.findall(r"\[(\d)\]", re.sub(r"<[^>]+>", "", answer)) == ["1", "2", "3"]
+    refs = re.findall(r"\[(\d)\] <a [^>]*arxiv\.org/abs/([\d.]+)", shown)
+    assert refs == [("1", FAITH[0]), ("2", RAG[0]), ("3", GROUNDING[0])]
