@@ -78,3 +78,32 @@ def test_ask_after_a_turn_reads_the_follow_up_in_its_context(settings):
     assert follow["asked"] == "Tell me more about that."
     assert follow["question"] == ("Tell me more about that. (follow-up to: How do vision-language models handle "
                                   "hallucination?)")
+
+
+def _last(outputs):
+    return list(outputs)[-1]
+
+
+def test_ask_it_on_its_own_asks_the_users_own_words_with_no_previous_turn(services):
+    """Issue #49: the page says when a question was read as a follow-up, and one click asks it as a new question (the
+    UI's handlers, as the buttons call them; the tiny default profile answers with quotes, no model call)."""
+    from copilot.features.chat import chat_for
+    from copilot.ui.chat.ask import alone_shown, ask_alone_view, ask_view, reopen_view
+    from copilot.ui.chat.render import ASK_ALONE
+
+    import_papers(services, 60)
+    first = _last(ask_view(services, "How do vision-language models handle hallucination?", False, None, None))
+    words = "Does it work for diffusion models too?"           # read as a follow-up of the first question
+    follow = _last(ask_view(services, words, False, first[5], None))
+    assert "read as a follow-up" in follow[0] and ASK_ALONE in follow[0] and words in follow[0]
+    assert alone_shown(services, follow[5], None)["visible"] is True
+    assert alone_shown(services, first[5], None)["visible"] is False
+    assert "read as a follow-up" in reopen_view(services, follow[5], None)[0]      # reopened from the history too
+
+    alone = _last(ask_alone_view(services, False, follow[5], None))
+    view = chat_for(services).view(alone[5], "local")
+    assert alone[5] not in (first[5], follow[5]) and view.question == words and view.asked == ""
+    assert "read as a follow-up" not in alone[0] and words in alone[0]
+    assert alone_shown(services, alone[5], None)["visible"] is False
+    # nothing to ask on its own without a follow-up shown
+    assert "Only a question read as a follow-up" in _last(ask_alone_view(services, False, first[5], None))[0]

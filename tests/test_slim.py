@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -349,3 +350,40 @@ def test_the_trace_shows_the_weighed_verdict(db):
     _, steps = slim_html(trace.as_dict())
     assert "weighed its two words: <code>P(unknown) 0.200 ≥ threshold 0.140</code>" in steps
     assert "judge: known (P(unknown) 0.05)</li>" in steps
+
+
+class FloorLibrary(Library):
+    """ITEMS, each scored by its closeness to the question when asked with it (the product's paper retriever)."""
+    CLOSENESS = {"2501.00001": 0.62, "2501.00002": 0.21, "2501.00003": 0.30, "2501.00009": 0.9}
+
+    def __call__(self, query: str, k: int, question: str | None = None) -> list[Evidence]:
+        found = super().__call__(query, k)
+        if question is None:
+            return found
+        return [Evidence(i.id, i.kind, i.title, i.text, self.CLOSENESS[i.id], i.metadata) for i in found]
+
+
+def test_a_query_the_proxy_wrote_keeps_only_papers_over_the_question_relevance_floor(db):
+    """Issue #49: a query made from the proxy's (garbled) draft brought papers of other topics into the references.
+    With a floor, what such a query finds is scored by its closeness to the question and kept only above it."""
+    proxy, _ = scripted_llm(db, [HEURISTIC, "unknown", DECOMPOSITION, "unknown", "unknown", "known"])
+    main, _ = scripted_llm(db, ["Retrieval grounds the answer [1]."])
+    library = FloorLibrary()
+    trace = slim.run(QUESTION, proxy=proxy, main=main, retriever=library,
+                     options=SlimOptions(top_k=8, query_floor=0.35))
+    assert library.queries == [QUESTION, "RAG retrieval documents", "hallucination grounding"]
+    assert [(item.id, item.score) for item in trace.items] == [("2501.00009", 0.9), ("2501.00001", 0.62)]
+    assert trace.claims[1].retrieved_ids == []          # its query found only papers under the floor
+
+
+def test_the_page_labels_the_references_in_the_order_the_answer_cites_them(db):
+    """Issue #49: the quoted table ranks its rows by the question, not by retrieval: the page showed [1], [4], [3], [2].
+    The answer and the references are numbered by first citation."""
+    from copilot.ui.chat.adaptive import slim_html
+
+    trace = slim.SlimTrace(QUESTION, step="answered", retrieved=True, reason="r", answer="A [3]. B [1]. C [2].",
+                           items=[paper(RAG, 0.8), paper(GROUNDING, 0.7), paper(FAITH, 0.6)])
+    answer, shown = slim_html(trace.as_dict())
+    assert re.findall(r"\[(\d)\]", re.sub(r"<[^>]+>", "", answer)) == ["1", "2", "3"]
+    refs = re.findall(r"\[(\d)\] <a [^>]*arxiv\.org/abs/([\d.]+)", shown)
+    assert refs == [("1", FAITH[0]), ("2", RAG[0]), ("3", GROUNDING[0])]

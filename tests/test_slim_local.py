@@ -83,3 +83,31 @@ def test_on_the_tiny_default_the_adaptive_answer_quotes_and_calls_no_main_model(
     assert services.slim_log.get(timely["log_id"]).main_model == "quotes (no model)"
     # judged answerable without the library: no model words either
     assert list(quoting_writer(services)(GENERAL, [], Usage())) == [NOT_LOOKED_UP]
+
+
+# The packaged proxy's draft for these is turned into queries of other topics (measured on 2,000 papers, issue #49:
+# "1) name things, no 'it' or 'this'; …", an echo of the prompt, found fact-checking papers at cosine -0.08..-0.04
+# to the DPO question; "LALM-3. Clone claim 2" found a voice-cloning benchmark for the low-resource one)
+OFF_TOPIC_DRAFTS = ("How does direct preference optimization work?",
+                    "Which papers evaluate LLMs on low-resource languages?")
+
+
+def test_a_query_the_proxy_wrote_brings_no_paper_under_the_questions_relevance_floor(services):
+    """Issue #49: SlimPLM on the default model searched with queries made from the tiny proxy's garbled draft and put
+    the papers they found, of other topics, among the answer's references. A query the proxy wrote keeps only papers
+    as close to the question as a row of Chat's table must be (evidence.PAPER_FLOOR)."""
+    from copilot.methods.evidence import PAPER_FLOOR
+
+    import_papers(services, 300)
+    proxy_queries = 0
+    for question in OFF_TOPIC_DRAFTS:
+        trace = ask_adaptive(services, question, "local")["trace"]
+        written = [query for query in trace["queries"] if query != question]
+        proxy_queries += len(written)
+        vector = services.embedder.embed_one(question)
+        close = {hit.id: hit.score for hit in services.store.search(
+            "paper", vector, len(trace["items"]) or 1, ids=[item["id"] for item in trace["items"]])}
+        for item in trace["items"]:
+            if item["query"] != question:
+                assert close[item["id"]] >= PAPER_FLOOR - 1e-6, (question, item, written)
+    assert proxy_queries       # the proxy did write queries of its own (else this tests nothing)

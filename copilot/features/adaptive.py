@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 from copilot import grounding
 from copilot.errors import failure_sentence
@@ -12,7 +13,7 @@ from copilot.features.answers import answer_tables, table_text
 from copilot.features.chat import ChatError, clean_question
 from copilot.features.evidence_search import table_paper_hits
 from copilot.llm import LLM, LLMError, build_llm
-from copilot.methods import slim
+from copilot.methods import evidence, slim
 from copilot.methods.slim import Retriever, SlimOptions, SlimTrace
 from copilot.records import ARXIV_ID, Evidence
 from copilot.services import Services
@@ -33,23 +34,30 @@ def proxy_llm(services: Services) -> LLM:
 
 def paper_retriever(services: Services) -> Retriever:
     """The papers Chat's ranking puts first for a query (meaning and words fused, as Search ranks, with the filters
-    the query states), each scored by its cosine to the query; a query that names stored papers by arXiv id gets
-    those papers only (what was asked about; an id means nothing to the embedder)."""
-    def retrieve(query: str, k: int) -> list[Evidence]:
+    the query states), each scored by its cosine to the query, or to `question` when given (SlimPLM's relevance
+    floor, `slim_options`); a query that names stored papers by arXiv id gets those papers only (what was asked
+    about; an id means nothing to the embedder)."""
+    def retrieve(query: str, k: int, question: str | None = None) -> list[Evidence]:
         named = list(dict.fromkeys(m.group("base") for m in ARXIV_ID.finditer(query)))
-        exact = [Evidence(p.id, "paper", p.title, p.document, 1.0) for p in services.store.get_papers(named)]
-        if exact:
-            return exact[:k]
-        vector = services.embedder.embed_one(query)
-        return (services.store.fetch("paper", table_paper_hits(services, query, vector, k))
-                or services.store.search("paper", vector, k))
+        found = [Evidence(p.id, "paper", p.title, p.document, 1.0) for p in services.store.get_papers(named)][:k]
+        if not found:
+            vector = services.embedder.embed_one(query)
+            found = (services.store.fetch("paper", table_paper_hits(services, query, vector, k))
+                     or services.store.search("paper", vector, k))
+        if question is None or question == query or not found:
+            return found
+        closeness = {hit.id: hit.score for hit in services.store.search(
+            "paper", services.embedder.embed_cached([question])[0], len(found), ids=[item.id for item in found])}
+        return [replace(item, score=closeness.get(item.id, 0.0)) for item in found]
     return retrieve
 
 
 def slim_options(services: Services) -> SlimOptions:
     s, plan = services.settings, services.generation
+    # a query the proxy wrote keeps only papers as close to the question as a row of Chat's table must be
     return SlimOptions(top_k=s.top_k, budget_tokens=plan.source_budget, item_tokens=plan.source_cap,
-                       answer_tokens=plan.answer_tokens, unknown_threshold=s.slim_unknown_threshold)
+                       answer_tokens=plan.answer_tokens, unknown_threshold=s.slim_unknown_threshold,
+                       query_floor=evidence.PAPER_FLOOR)
 
 
 NOT_LOOKED_UP = ("Not looked up: the judge found this answerable without the library, and the tiny local model "

@@ -31,24 +31,42 @@ _OPENING_CUE = re.compile(
     r"(?:(?:what|how) about\b|and (?:what|how|why|which|who|where|when|is|are|does|do|did|can)\b|how so\b|"
     r"(?:why|how) (?:is|was) that\s*[?.!]*$|go on\b|continue\b|(?:elaborate|expand)\b|"
     r"(?:tell me|say) more\s*(?:[?.!]*$|about (?:it|this|that|them|these|those)\b)|(?:why|how|really)\s*[?.!]*$)", re.I)
-# - in a short question: a pronoun with nothing before it to refer to ("How does it compare with BM25?", "What are
-#   their limits?"), a pronoun right after an auxiliary ("What datasets did they use?"), or a demonstrative that
-#   ends the question or names a method/paper/result ("Which of these methods is fastest?"). An "it" that only
-#   opens a clause ("Is it possible to …", "Does it matter which …") refers to nothing.
+# - in a short question, a word that needs an antecedent and finds none in the question itself (issue #49: "Which
+#   papers study LLM-as-a-judge bias, and what biases did *they* find?" refers inside the question). A pronoun
+#   (they, them, their, it, its; "it" that only opens a clause — "Is it possible to …" — refers to nothing) finds
+#   one in an earlier clause that holds a content word; in its own clause only a possessive does, after the clause's
+#   subject ("Do LLM judges prefer *their* own outputs?"), never inside what a "What is/are …" asks about ("What
+#   are the limits of their method?"), nor a subject or object pronoun ("What datasets did they use?", "Who found
+#   it first?"). A demonstrative that ends the question, opens it after an auxiliary ("Does this hold …?"), or
+#   names a generic thing the question has not named ("these papers", "those comparisons") points back, as do
+#   "which one(s)", an opening "Any that/of/on …", and a closing "then" or "there".
 _PRONOUN = re.compile(r"\b(?:it|its|they|them|their)\b", re.I)
-_AUX_PRONOUN = re.compile(r"\b(?:is|are|was|were|do|does|did|can|could|would|will|has|have|had) "
-                          r"(?:it|they)\b", re.I)
 _DUMMY_IT = re.compile(r"\bit (?:\w+ )?(?:to|that|whether|which|if|when)\b", re.I)
+_AUX = frozenset("is are was were do does did can could would will should has have had may might must".split())
+_COPULA = frozenset("is are was were 's".split())
+_WH = frozenset("what which who whom whose how why where when".split())
+# a clause starts after punctuation or at a conjunction, a subordinator or a wh-word inside the question
+_BOUNDARY = frozenset("and but or when whenever if while because since before after until unless whether without "
+                      "once than so what which who whom where why how that".split())
+_GENERIC = (r"methods?|approach(?:es)?|papers?|ones?|models?|ideas?|results?|techniques?|works?|findings?|"
+            r"stud(?:y|ies)|claims?|comparisons?|benchmarks?|datasets?|systems?|experiments?|numbers?|"
+            r"sources?|articles?|authors?|tools?|attacks?|defen[cs]es?|metrics?|baselines?|settings?|"
+            r"evaluations?|areas?|directions?|problems?|issues?|limitations?|cases?|true|right|correct")
 _DEMONSTRATIVE = re.compile(
-    r"\b(?:this|that|these|those)(?=\s*(?:[?.!,]|$)|\s+(?:methods?|approach(?:es)?|papers?|ones?|models?|ideas?|"
-    r"results?|techniques?|works?|findings?|stud(?:y|ies)|claims?|true|right|correct)\b)|"
-    r"\bthe same (?:holds?|applies|apply|is true)\b",
-    re.I)
+    r"\b(?:this|that|these|those)(?=\s*(?:[?.!,]|$))|\bof (?:these|those)\b|"
+    r"\b(?:this|that|these|those)\s+(" + _GENERIC + r")\b|"
+    r"^(?:\w+\s+)?(?:does|did|do|can|could|will|would)\s+(?:this|that)\b|"
+    r"\bthe same (?:holds?|applies|apply|is true)\b|\bwhich ones?\b(?!\s+of\b)|^any (?:that|of|on|in|for|with)\b|"
+    r"\b(?:then|there)\s*[?.!]*$", re.I)
+_EXISTENTIAL_THERE = re.compile(r"\b(?:is|are|was|were) there\s*[?.!]*$", re.I)
 _FUNCTION_WORDS = frozenset(
     "how what why which who whom where when whose is are was were do does did can could would will should shall has "
     "have had may might must and but so also then now ok okay please well much many often exactly really about in on "
-    "of for with to by at from".split())
+    "of for with to by at from the a an any some all each both either neither none one ones other others own same "
+    "more most less this that these those there here i me my we us our you your tell explain describe say give show "
+    "list compare summarize summarise thanks thank great cool nice interesting hmm yes no not".split())
 SHORT_QUESTION_WORDS = 12
+FOLLOW_UP_MARK = " (follow-up to: "       # a vague follow-up carries the previous question after this
 
 
 @dataclass(frozen=True)
@@ -102,18 +120,82 @@ def standalone_question(question: str, previous: PreviousTurn | None) -> Rewrite
             rewritten = text[:number.start()] + f'the paper "{title}"' + text[number.end():]
             return Rewrite(rewritten, True, "a source of the previous answer")
     if _BACK_PHRASE.search(text) or _OPENING_CUE.search(text) or _short_and_pointing_back(text):
-        return Rewrite(f"{text} (follow-up to: {previous.question})", True, "refers to the previous question")
+        return Rewrite(f"{text}{FOLLOW_UP_MARK}{previous.question})", True, "refers to the previous question")
     return Rewrite(text, False)
+
+
+def asked_words(question: str) -> str:
+    """The user's own words of a question rewritten as a vague follow-up (`standalone_question`), else "": what
+    asking it on its own asks. (A question that named a paper of the previous answer by its place is rewritten
+    with the paper's title: it means nothing on its own.)"""
+    words, mark, _ = question.partition(FOLLOW_UP_MARK)
+    return words if mark and question.endswith(")") else ""
 
 
 def _short_and_pointing_back(text: str) -> bool:
     if len(text.split()) > SHORT_QUESTION_WORDS:
         return False       # a long question usually names its own subject
-    referring = _DUMMY_IT.sub("", text)
-    if _DEMONSTRATIVE.search(text) or _AUX_PRONOUN.search(referring):
+    demonstrative = _DEMONSTRATIVE.search(text)
+    if demonstrative and not _EXISTENTIAL_THERE.search(text) and not _named_before(text, demonstrative):
         return True
-    for pronoun in _PRONOUN.finditer(referring):
-        before = re.findall(r"[\w'-]+", referring[:pronoun.start()].lower())
-        if all(word in _FUNCTION_WORDS for word in before):
-            return True
-    return False
+    referring = _DUMMY_IT.sub(lambda m: " " * len(m.group()), text)     # positions kept
+    return any(not _has_antecedent(referring, pronoun) for pronoun in _PRONOUN.finditer(referring))
+
+
+def _named_before(text: str, demonstrative: re.Match) -> bool:
+    """Whether the question names what the demonstrative points at: in an earlier clause ("RAG or fine-tuning:
+    which of these is cheaper?"), or the very noun before it ("these benchmarks" after "benchmarks")."""
+    before = _words(text[:demonstrative.start()])
+    if _content(before[:_clause_start(before)]):
+        return True
+    noun = demonstrative.group(1)
+    if not noun:
+        return False
+    stem = noun.lower().rstrip("s")[:5]
+    return any(word.startswith(stem) for word in before)
+
+
+def _clause_start(words: Sequence[str]) -> int:
+    """Where the last clause of `words` starts: after punctuation, or at a conjunction, subordinator or wh-word."""
+    start = 0
+    for index, word in enumerate(words):
+        if index and (word in _BOUNDARY or not word[0].isalnum()):
+            start = index
+    return start
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w'-]+|[,;:?!.]", text.lower())
+
+
+def _content(words: Sequence[str]) -> bool:
+    return any(word not in _FUNCTION_WORDS and word[0].isalnum() for word in words)
+
+
+def _has_antecedent(text: str, pronoun: re.Match) -> bool:
+    """Whether the question itself holds what `pronoun` may refer to (see the comment on _PRONOUN)."""
+    before = _words(text[:pronoun.start()])
+    start = _clause_start(before)
+    if _content(before[:start]):
+        return True                 # an earlier clause names something
+    if pronoun.group().lower() == "they" and before and _content(before[-1:]):
+        return _content(_without_head(before))   # "the documents they retrieve": a relative clause on its head
+    clause = [word for word in before[start:] if word[0].isalnum()]
+    if pronoun.group().lower() not in ("their", "its"):
+        return False                # a subject or object pronoun is not bound inside its own clause
+    aux = next((i for i, word in enumerate(clause[:5]) if word in _AUX or word in _COPULA), None)
+    if aux is None:
+        return _content(clause[1:] if clause and clause[0] in _WH else clause)
+    if clause[0] in _WH and clause[aux] in _COPULA:
+        return False                # "What are the limits of their method?": the pronoun is inside what is asked
+    return _content(clause[aux + 1:])
+
+
+def _without_head(words: list[str]) -> list[str]:
+    """`words` without the noun phrase they end with ("… use the documents" → "… use")."""
+    end = len(words)
+    while end and _content(words[end - 1:end]):
+        end -= 1
+    if end and words[end - 1] in ("the", "a", "an", "these", "those", "this", "that", "their", "its"):
+        end -= 1
+    return words[:end]

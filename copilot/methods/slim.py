@@ -49,8 +49,10 @@ from copilot.methods.thought_retriever import fit_budget
 from copilot.prompts import SLIM_KNOWN, SLIM_UNKNOWN, RenderedPrompt, source_block
 from copilot.records import ARXIV_ID, Evidence
 
-# A retriever: (query, how many) → items, best first.
-Retriever = Callable[[str, int], list[Evidence]]
+# A retriever: (query, how many) → items, best first, each scored by its closeness to the query; called as
+# (query, how many, question) for a query the proxy wrote when `SlimOptions.query_floor` is set: the items the query
+# finds, each scored by its closeness to the question instead.
+Retriever = Callable[..., list[Evidence]]
 
 UNCLEAR = "unclear"             # a judge output that is neither word: treated as unknown (retrieve)
 JUDGE_TOKENS = 8                # room for "unknown" in any tokenizer (SmolLM2 spends more than 4 tokens on it)
@@ -240,6 +242,9 @@ class SlimOptions:
     retrieval: str = "adaptive"        # "adaptive" (the method) | "always" | "never": the baselines of `eval slim`
     # A proxy that weighs its words says "unknown" when P(unknown) reaches this; None: the word it writes
     unknown_threshold: float | None = None
+    # An item a query made from the proxy's draft finds is kept only when its closeness to the question reaches
+    # this (issue #49: a garbled draft's query brought papers of other topics); None keeps what the queries find
+    query_floor: float | None = None
 
 
 # --- the steps ------------------------------------------------------------------------------------------------
@@ -291,13 +296,20 @@ def decompose(proxy: LLM, question: str, answer: str, trace: SlimTrace, options:
     return read_claims(output, options.max_claims)
 
 
-def retrieve(retriever: Retriever, queries: Sequence[str], options: SlimOptions) -> list[Evidence]:
+def retrieve(retriever: Retriever, queries: Sequence[str], options: SlimOptions,
+             question: str | None = None) -> list[Evidence]:
     """Items of every query, deduplicated (an item found by several queries keeps its best score and the query
     that found it so), best first, at most `top_k`, within the token budget. Each item's metadata records the
-    query under "slim_query"."""
+    query under "slim_query". With `options.query_floor`, items are scored by their closeness to `question`, and
+    an item of another query (one the proxy wrote) under the floor is left out."""
     best: dict[str, Evidence] = {}
+    floor = options.query_floor if question else None
     for query in queries:
-        for item in retriever(query, options.per_query_k):
+        proxied = floor is not None and query != question       # a query the proxy wrote
+        found = retriever(query, options.per_query_k, question) if proxied else retriever(query, options.per_query_k)
+        for item in found:
+            if proxied and item.score < (floor or 0.0):
+                continue
             if item.id not in best or item.score > best[item.id].score:
                 best[item.id] = Evidence(item.id, item.kind, item.title, item.text, item.score,
                                          {**item.metadata, "slim_query": query})
@@ -327,7 +339,7 @@ def decide(question: str, proxy: LLM, retriever: Retriever, options: SlimOptions
     trace.queries = list(dict.fromkeys(queries))
     trace.retrieved = bool(trace.queries)
     if trace.queries:
-        trace.items = retrieve(retriever, trace.queries, options)
+        trace.items = retrieve(retriever, trace.queries, options, question)
         by_query: dict[str, list[str]] = {}
         for item in trace.items:
             by_query.setdefault(item.metadata["slim_query"], []).append(item.id)

@@ -12,7 +12,7 @@ from copilot.errors import UserError
 from copilot.features.adaptive import NOT_LOOKED_UP, stream_adaptive
 from copilot.features.chat_view import SourceView
 from copilot.services import Services
-from copilot.ui.chat.render import answer_text_html, notice_html
+from copilot.ui.chat.render import answer_text_html, notice_html, numbered_by_use
 from copilot.ui.common import arxiv_link, escape, user_within_rate
 
 STREAM_EVERY_S = 0.15
@@ -31,9 +31,12 @@ SLIM_NO_SOURCES = ("Answered from the model's own knowledge, without sources: th
 
 def slim_html(trace: dict) -> tuple[str, str]:
     """(answer, decision trace) HTML of an adaptive-retrieval (SlimPLM) question, live or finished."""
-    items = trace["items"]
     done = trace["step"] == "answered"
-    body = answer_text_html(trace["answer"], _as_sources(items), reveal=True) if trace["answer"] else ""
+    # labelled in the order the answer cites them (the table ranks its rows by the question, not by retrieval)
+    text, sources = numbered_by_use(trace["answer"], _as_sources(trace["items"]))
+    by_id = {item["id"]: item for item in trace["items"]}
+    items = [{**by_id[source.id], "label": n} for n, source in enumerate(sources, 1)]
+    body = answer_text_html(text, sources, reveal=True) if trace["answer"] else ""
     if not done:
         body += ' <span class="chat-writing">writing…</span>' if trace["answer"] else \
             f'<span class="chat-writing">deciding… ({escape(trace["step"])})</span>'
@@ -96,9 +99,9 @@ def _proxy_words_html(trace: dict) -> str:
             + "</details></li>")
 
 
-def _as_sources(items: list[dict]) -> list[SourceView]:
-    return [SourceView(id=i["id"], kind=i.get("kind", "paper"), title=i.get("title") or "", preview="", score=0.0)
-            for i in items]
+def _as_sources(items: list[dict]) -> tuple[SourceView, ...]:
+    return tuple(SourceView(id=i["id"], kind=i.get("kind", "paper"), title=i.get("title") or "", preview="",
+                            score=0.0) for i in items)
 
 
 def _weight(p_unknown: float | None) -> str:

@@ -11,10 +11,12 @@ import gradio as gr
 from copilot.errors import UserError
 from copilot.features.answers import table_exports
 from copilot.features.chat import chat_for
+from copilot.features.followups import own_words
 from copilot.features.memory import thought_lineage
 from copilot.services import Services
 from copilot.ui.chat import deep
 from copilot.ui.chat.render import (
+    ASK_ALONE,
     history_choices,
     notice_html,
     recent_html,
@@ -54,6 +56,22 @@ def ask_view(services: Services, question: str, personalize: bool, previous_turn
     final = turn.view()
     outputs = columns(turn_outputs(final, turn.notice, thought_lineage(services, final, user)))
     yield *outputs, gr.update(visible=final.votable), "", turn.id, recent_html(chat.recent_turns(user))
+
+
+def ask_alone_view(services: Services, personalize: bool, turn_id: str | None,
+                   request: gr.Request | None) -> Iterator[tuple]:
+    """"Ask it on its own": the shown turn's question in the user's own words, asked again with no previous turn
+    (a standalone question the follow-up rule misread). → the outputs of `ask_view`."""
+    words = own_words(services, turn_id, current_user(request))
+    if not words:
+        yield notice_html("Only a question read as a follow-up can be asked on its own."), *([gr.update()] * 6)
+        return
+    yield from ask_view(services, words, personalize, None, request)
+
+
+def alone_shown(services: Services, turn_id: str | None, request: gr.Request | None) -> dict:
+    """The "Ask it on its own" button shows while the turn shown was read as a follow-up."""
+    return gr.update(visible=bool(own_words(services, turn_id, current_user(request))))
 
 
 def columns(outputs: tuple[str, str, str]) -> tuple:
@@ -156,6 +174,7 @@ def build(services: Services) -> gr.Textbox:
         ask_button = gr.Button("Ask", variant="primary", elem_id="chat-ask")
         deep_button = gr.Button("Deep answer (RAT)", visible=services.model_profile.writes, elem_id="chat-deep")
     notice = gr.HTML(elem_id="chat-notice")
+    alone = gr.Button(ASK_ALONE, size="sm", visible=False, elem_id="chat-ask-alone")
     with gr.Row(equal_height=False):
         answer_a, answer_b = gr.HTML(elem_id="chat-answer-a"), gr.HTML(elem_id="chat-answer-b")
     with gr.Row(visible=False, elem_id="chat-vote-row") as vote_row:
@@ -184,10 +203,25 @@ def build(services: Services) -> gr.Textbox:
     for trigger in (ask_button.click, question.submit):    # the turn shown is what a follow-up refers to
         trigger(ask, [question, personalize, turn_state], ask_outputs, concurrency_limit=at_once,
                 concurrency_id=queue).then(refresh_history, None, [history])
+    _wire_alone(services, alone, personalize, turn_state, ask_outputs, (at_once, queue), (refresh_history, history))
     deep.wire(services, deep_button, question, turn_state, deep_parts, asks_at_once(services))
     return _wire_rest(services, question, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
                       (turn_bib, turn_bib_note, turn_bib_file), history,
                       [notice, answer_a, answer_b, vote_row, vote_status, turn_state], recent)
+
+
+def _wire_alone(services: Services, alone, personalize, turn_state, ask_outputs, admission, refresh) -> None:
+    """"Ask it on its own": shown while the turn shown was read as a follow-up; asks it as a new question."""
+    def ask_alone(personalize: bool, turn_id: str | None, request: gr.Request):
+        yield from ask_alone_view(services, personalize, turn_id, request)
+
+    def show_alone(turn_id: str | None, request: gr.Request):
+        return alone_shown(services, turn_id, request)
+
+    (at_once, queue), (refresh_history, history) = admission, refresh
+    alone.click(ask_alone, [personalize, turn_state], ask_outputs, concurrency_limit=at_once,
+                concurrency_id=queue).then(refresh_history, None, [history])
+    turn_state.change(show_alone, [turn_state], [alone])
 
 
 def _wire_rest(services: Services, question, vote_buttons, turn_state, vote_outputs, bib_parts, history,

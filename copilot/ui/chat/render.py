@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 from copilot.features.chat_view import AnswerView, SourceView, TurnView
+from copilot.features.followups import asked_words
 from copilot.grounding import ids_to_labels
 from copilot.ui.common import arxiv_link, escape
 
@@ -177,10 +178,16 @@ def _total_time_html(view: TurnView) -> str:
     return f'<div class="chat-time">Answered in {seconds_text(view.total_seconds)}</div>'
 
 
+ASK_ALONE = "Ask it on its own"
+ALONE_HINT = f"Not a follow-up? \u201c{ASK_ALONE}\u201d asks your words alone."
+
+
 def _question_html(view: TurnView) -> str:
-    if view.asked:
-        return (f'<div class="chat-question">You asked: <q>{escape(view.asked)}</q> — a follow-up, '
-                f'answered as: <q>{escape(view.question)}</q></div>')
+    asked = view.asked or asked_words(view.question)       # a reopened turn keeps the question as answered
+    if asked:
+        return (f'<div class="chat-question chat-follow-up">You asked <q>{escape(asked)}</q>. It was read as a '
+                f"follow-up to your previous question and answered as <q>{escape(view.question)}</q>. "
+                f"{escape(ALONE_HINT)}</div>")
     return f'<div class="chat-question">Question: <q>{escape(view.question)}</q></div>'
 
 
