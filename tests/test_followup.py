@@ -62,6 +62,9 @@ def test_a_follow_up_in_chat_retrieves_for_the_paper_it_refers_to(settings):
     assert cited_title in follow.question
     assert follow.answers[0].sources[0].title == cited_title        # retrieval used the rewritten question
     assert follow.view().asked == follow.asked
+    for _ in chat.stream(follow):
+        pass
+    assert chat.view(follow.id, "local").asked == follow.asked      # reopened, the turn keeps the user's words
     other_user = chat.prepare("Can you say more about the first paper you mentioned?", "mallory",
                               previous_turn=first.id)
     assert other_user.asked == "" and cited_title not in other_user.question   # another user's turn is not read

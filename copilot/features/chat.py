@@ -156,7 +156,7 @@ class Chat(TurnVotes):
             comparison=comparison, side_a=side_a, backend=info["backend"], model=info["model"],
             embedder=self.services.embedder.name, personalized=bool(turn.reader), retrieval_s=retrieval_s,
             raw_sources=tuple(SourceRecord.of(e) for e in found.raw),
-            thoughts_sources=tuple(SourceRecord.of(e) for e in found.augmented)))
+            thoughts_sources=tuple(SourceRecord.of(e) for e in found.augmented), asked=asked))
         return turn
 
     def _retrieve(self, question: str, embedding, user: str, ranking: list[tuple[str, float]], writes: bool = False):
@@ -273,6 +273,7 @@ class Chat(TurnVotes):
         vote = self.log.vote(turn.id)
         return TurnView(turn_id=turn.id, user=turn.user, question=turn.question, comparison=turn.comparison,
                         answers=tuple(answers), retrieval_s=turn.retrieval_s, created_at=turn.created_at,
+                        asked=turn.asked,
                         vote=VoteView(vote.choice, vote.label, vote.changes) if vote else None,
                         thought_jobs=tuple(self.thought_jobs(turn.id)),
                         models={"backend": turn.backend, "model": turn.model, "embedder": turn.embedder})

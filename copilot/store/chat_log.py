@@ -63,6 +63,7 @@ class NewTurn:
     retrieval_s: float
     raw_sources: tuple[SourceRecord, ...]
     thoughts_sources: tuple[SourceRecord, ...]
+    asked: str = ""                # the user's own words when `question` is their follow-up made standalone
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class StoredTurn:
     raw: StoredAnswer
     thoughts: StoredAnswer
     revealed_at: float | None = None   # when the sides were first shown (the vote, or a command printing them)
+    asked: str = ""                # the user's own words when `question` is their follow-up made standalone
 
     def answer(self, kind: str) -> StoredAnswer:
         if kind == RAW:
@@ -193,7 +195,7 @@ def _turn(row) -> StoredTurn:
                          EvidenceTable.from_json(row["raw_table"])),
         thoughts=StoredAnswer(row["thoughts_answer"], row["thoughts_error"], row["thoughts_s"],
                               _sources(row["thoughts_sources"]), EvidenceTable.from_json(row["thoughts_table"])),
-        revealed_at=row["revealed_at"])
+        revealed_at=row["revealed_at"], asked=row["asked"] or "")
 
 
 _VOTE_COLUMNS = "turn_id, user, choice, label, voted_at, changes, first_choice, blind"
@@ -217,11 +219,11 @@ class ChatLog:
     def add_turn(self, turn: NewTurn) -> None:
         self.db.execute(
             "INSERT INTO chat_turns (id, user, created_at, question, question_chars, comparison, side_a, backend,"
-            " model, embedder, personalized, retrieval_s, raw_sources, thoughts_sources)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " model, embedder, personalized, retrieval_s, raw_sources, thoughts_sources, asked)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (turn.id, turn.user, turn.created_at, turn.question, turn.question_chars, turn.comparison, turn.side_a,
              turn.backend, turn.model, turn.embedder, int(turn.personalized), turn.retrieval_s,
-             _sources_json(turn.raw_sources), _sources_json(turn.thoughts_sources)))
+             _sources_json(turn.raw_sources), _sources_json(turn.thoughts_sources), turn.asked))
 
     def finish_turn(self, turn_id: str, comparison: str, raw: AnswerOutcome | None,
                     thoughts: AnswerOutcome | None, at: float | None = None) -> None:

@@ -340,4 +340,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         "ALTER TABLE chat_turns ADD COLUMN raw_table TEXT",
         "ALTER TABLE chat_turns ADD COLUMN thoughts_table TEXT",
     ]),
+    # Issue #49: a question read as a follow-up keeps the user's own words, so a reopened turn can offer to ask them
+    # on their own ('' for every other turn, and for turns stored before)
+    ("chat_0003_asked", ["ALTER TABLE chat_turns ADD COLUMN asked TEXT NOT NULL DEFAULT ''"]),
 ]
