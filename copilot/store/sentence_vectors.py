@@ -137,6 +137,10 @@ class SentenceVectors:
                     return fallback
         return fallback
 
+    def close(self) -> None:
+        """Close this thread's connection (the next use opens it again)."""
+        self._drop_connection()
+
     def _drop_connection(self) -> None:
         conn = getattr(self._local, "conn", None)
         self._local.conn = None
@@ -174,7 +178,7 @@ class SentenceVectors:
             except OSError as error:
                 log.warning("could not move the corrupt %s aside: %s", self.path, error)
                 return False
-        log.warning("moved the corrupt %s aside to %s.corrupt; it is made anew", self.path, self.path.name)
+        log.info("moved the corrupt %s aside to %s.corrupt; it is made anew", self.path, self.path.name)
         return True
 
     def get(self, model: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
