@@ -185,3 +185,27 @@ def test_a_restore_that_failed_halfway_is_tried_again_at_the_next_start(tmp_path
     assert counts(Services(fresh))["papers"] == 5
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("fresh.before-restore-")]   # moved aside, kept
     assert B.restore_at_start(fresh, api=hub) is None                 # done: nothing is restored over it again
+
+
+def test_a_restore_past_its_deadline_leaves_no_temporary_directory(tmp_path, monkeypatch):
+    """The download went on after the deadline and wrote the snapshot into the temporary directory the restore had
+    already removed, so each slow restore left a directory holding a whole snapshot behind."""
+    import tempfile
+    import threading
+    import time
+
+    hub = FakeHub(tmp_path / "hub")
+    live = Services(settings_for(tmp_path / "live"))
+    import_papers(live, 3)
+    assert B.backup_now(live, api=hub)["status"] == "ok"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    slow = FakeHub(tmp_path / "hub", delay=1.0)          # each call: the pointer, then the snapshot
+    result = B.restore(settings_for(tmp_path / "fresh", hub_timeout=1.5), api=slow)
+    assert result["status"] == "failed" and "did not finish" in result["error"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(t.name.startswith("hub-transfer") for t in threading.enumerate()):
+        time.sleep(0.2)                                  # the download finishes late, into the scratch dir
+    assert not any(t.name.startswith("hub-transfer") for t in threading.enumerate())
+    assert list(scratch.iterdir()) == []

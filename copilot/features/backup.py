@@ -10,6 +10,7 @@ backup and restore has a deadline for the whole call (COPILOT_HUB_TIMEOUT), uplo
 from __future__ import annotations
 
 import logging
+import shutil
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -64,14 +65,17 @@ def _with_hub_requests(work):
         return work()
 
 
-def _within_deadline(settings: Settings, work):
-    """Run `work()` with a deadline for the whole of it; the worker is left to finish in the background."""
+def _within_deadline(settings: Settings, work, after_late=None):
+    """Run `work()` with a deadline for the whole of it; the worker is left to finish in the background, and
+    `after_late()` runs when it does (a late download still writes its files: they are removed then)."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hub-transfer")
     future = pool.submit(_with_hub_requests, work)
     pool.shutdown(wait=False)
     try:
         return future.result(timeout=settings.hub_timeout)
     except DeadlineExceeded:
+        if after_late is not None:
+            future.add_done_callback(lambda _: after_late())
         raise BackupError(f"the Hub did not finish within {settings.hub_timeout:g} s") from None
 
 
@@ -126,19 +130,22 @@ def restore(settings: Settings, force: bool = False, api=None) -> dict:
     (data_dir / RESTORE_PENDING).write_text("a restore began and has not finished; the next start tries it again\n",
                                             encoding="utf-8")
     snapshots = HubSnapshots(api or hub_api(settings), settings.hub_backup)
+    tmp = Path(tempfile.mkdtemp(prefix="copilot-restore-"))
     try:
-        with tempfile.TemporaryDirectory(prefix="copilot-restore-") as tmp:
-            found = _within_deadline(settings, lambda: snapshots.download_latest(Path(tmp)))
-            if found is None:
-                result = {"status": "empty", "repository": settings.hub_backup,
-                          "message": "the repository holds no snapshot yet"}
-            else:
-                archive, name = found
-                extract_snapshot(archive, data_dir)
-                rebuilt = rebuild_vectors(settings)
-                result = {"status": "ok", "snapshot": name, "repository": settings.hub_backup, **rebuilt}
+        found = _within_deadline(settings, lambda: snapshots.download_latest(tmp),
+                                 after_late=lambda: shutil.rmtree(tmp, ignore_errors=True))
+        if found is None:
+            result = {"status": "empty", "repository": settings.hub_backup,
+                      "message": "the repository holds no snapshot yet"}
+        else:
+            archive, name = found
+            extract_snapshot(archive, data_dir)
+            rebuilt = rebuild_vectors(settings)
+            result = {"status": "ok", "snapshot": name, "repository": settings.hub_backup, **rebuilt}
     except Exception as error:      # noqa: BLE001 - reported; at start-up the app then starts empty
         result = {"status": "failed", "error": _reason(settings, error), "repository": settings.hub_backup}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     if result["status"] != "failed":
         (data_dir / RESTORE_PENDING).unlink(missing_ok=True)
     log_run = BackupLog(Database(settings.db_path))
