@@ -109,3 +109,15 @@ def test_a_broken_weights_file_is_said_once_and_answers_use_the_cue_roles(embed,
     said = [r.getMessage() for r in caplog.records if r.name == "copilot.methods.sentence_roles"]
     assert len(said) == 1 and str(broken) in said[0] and "cue phrases" in said[0]
     assert sentence_roles.weights_problem() == sentence_roles.weights_problem(broken) == said[0].split("; answers")[0]
+
+
+def test_a_one_sentence_abstract_is_not_its_own_background(embed):
+    """A lone sentence sat at position 0, the opening of an abstract, and the classifier called every such sentence
+    background: a one-sentence abstract could never be quoted once learned roles were on (issue #47)."""
+    from copilot.methods.evidence import roles_of
+
+    lone = ["We propose SlimCache, which quantizes the key-value cache to two bits per value and cuts memory by 72%.",
+            "This paper studies retrieval-augmented generation with a sparse key-value cache for long documents."]
+    for sentence in lone:
+        assert sentence_roles.classify([sentence], embed=embed) != ["background"]
+        assert roles_of([sentence], embed([sentence])) != ["background"]

@@ -85,9 +85,12 @@ def hand_features(sentences: Sequence[str], positions: Sequence[float]) -> np.nd
     return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(HAND_FEATURES))
 
 
+LONE_POSITION = 0.5     # a one-sentence abstract is all of it: not its opening setting (at 0 it was always background)
+
+
 def relative_positions(count: int) -> list[float]:
-    """Positions 0..1 of `count` sentences of one abstract, in order (a lone sentence is at 0)."""
-    return [n / (count - 1) if count > 1 else 0.0 for n in range(count)]
+    """Positions 0..1 of `count` sentences of one abstract, in order (a lone sentence: LONE_POSITION)."""
+    return [n / (count - 1) if count > 1 else LONE_POSITION for n in range(count)]
 
 
 @dataclass(frozen=True)
