@@ -142,7 +142,8 @@ class Embedder:
         disk, see store.sentence_vectors), which also keeps what had to be embedded: the sentences of a stored
         abstract are embedded once, not once per answer. A quoted answer embeds the candidate sentences of its ~12
         sources, and the two sides and the next users' questions mostly share them: 20 users asking at once were
-        CPU-bound on those repeats (issue #41 item 7)."""
+        CPU-bound on those repeats (issue #41 item 7). `stored` never fails the call: a broken file reads as
+        empty and keeps nothing, so what it misses is embedded here (issue #47 item 6)."""
         cache = self.__dict__.setdefault("_sentence_cache", OrderedDict())
         lock = self.__dict__.setdefault("_sentence_lock", threading.Lock())
         with lock:

@@ -30,8 +30,9 @@ from copilot.store.gor_cache import GoRCache
 from copilot.store.lexical import LexicalIndex
 from copilot.store.profiles import ProfileStore
 from copilot.store.runs import RunLog
+from copilot.store.sentence_vectors import ANSWER_BUSY_S, SentenceVectors
+from copilot.store.sentence_vectors import FAILURE_KIND as SENTENCE_FAILURE
 from copilot.store.sentence_vectors import FILE_NAME as SENTENCE_VECTORS_FILE
-from copilot.store.sentence_vectors import SentenceVectors
 from copilot.store.slim_log import SlimLog
 from copilot.store.thoughts import ThoughtStore
 from copilot.store.vectors import VectorStore, chroma_client, reopened_client
@@ -166,7 +167,12 @@ class Services:
 
     @cached_property
     def sentence_vectors(self) -> SentenceVectors:
-        return SentenceVectors(self.settings.data_dir / SENTENCE_VECTORS_FILE)
+        """The answers' sentence store: waits briefly for a lock, and a broken file is recorded in `failures`."""
+        return self.sentence_store(ANSWER_BUSY_S)
+
+    def sentence_store(self, busy_timeout: float) -> SentenceVectors:
+        return SentenceVectors(self.settings.data_dir / SENTENCE_VECTORS_FILE, busy_timeout,
+                               on_failure=lambda kind, reason: self.failures.record(SENTENCE_FAILURE, reason))
 
     def embed_sentences(self, texts: list[str]) -> np.ndarray:
         """Vectors of abstracts' sentences: from memory, then the data dir's sentence store, embedding (and keeping)

@@ -155,3 +155,57 @@ def test_a_configured_push_reaches_the_hub_although_the_app_defaults_to_offline(
         _within_deadline(settings, lambda: api.create_repo("someone/backup", repo_type="dataset", exist_ok=True))
     assert "offline mode" not in str(raised.value).lower() and type(raised.value).__name__ != "OfflineModeIsEnabled"
     assert constants.HF_HUB_OFFLINE is True                        # lifted for the push alone
+
+
+def test_a_restore_that_failed_halfway_is_tried_again_at_the_next_start(tmp_path):
+    """A snapshot whose rows could not be rebuilt left its database unpacked: the data dir was no longer empty, so no
+    later start restored again and the app ran on half a library. Now the next start moves that aside and restores."""
+    hub = FakeHub(tmp_path / "hub")
+    live = Services(settings_for(tmp_path / "live"))
+    import_papers(live, 5)
+    name = B.backup_now(live, api=hub)["snapshot"]
+    served = tmp_path / "hub" / REPO.replace("/", "--") / "snapshots" / name
+    good = served.read_bytes()
+    with tarfile.open(served) as tar:                    # the same snapshot with its vector rows damaged
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    with tarfile.open(served, "w:gz") as tar:
+        for member, data in members.items():
+            data = b"\0" * len(data) if member == "vectors.sqlite3" else data
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+    fresh = settings_for(tmp_path / "fresh")
+    first = B.restore_at_start(fresh, api=hub)
+    assert first["status"] == "failed" and (tmp_path / "fresh" / "copilot.db").exists()     # half restored
+    assert Services(fresh).db.query_one("SELECT COUNT(*) AS n FROM hub_backups")["n"] >= 1     # the app started on it
+    served.write_bytes(good)                             # the Hub serves a whole snapshot again
+    again = B.restore_at_start(fresh, api=hub)
+    assert again is not None and again["status"] == "ok", again
+    assert counts(Services(fresh))["papers"] == 5
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("fresh.before-restore-")]   # moved aside, kept
+    assert B.restore_at_start(fresh, api=hub) is None                 # done: nothing is restored over it again
+
+
+def test_a_restore_past_its_deadline_leaves_no_temporary_directory(tmp_path, monkeypatch):
+    """The download went on after the deadline and wrote the snapshot into the temporary directory the restore had
+    already removed, so each slow restore left a directory holding a whole snapshot behind."""
+    import tempfile
+    import threading
+    import time
+
+    hub = FakeHub(tmp_path / "hub")
+    live = Services(settings_for(tmp_path / "live"))
+    import_papers(live, 3)
+    assert B.backup_now(live, api=hub)["status"] == "ok"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    slow = FakeHub(tmp_path / "hub", delay=1.0)          # each call: the pointer, then the snapshot
+    result = B.restore(settings_for(tmp_path / "fresh", hub_timeout=1.5), api=slow)
+    assert result["status"] == "failed" and "did not finish" in result["error"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(t.name.startswith("hub-transfer") for t in threading.enumerate()):
+        time.sleep(0.2)                                  # the download finishes late, into the scratch dir
+    assert not any(t.name.startswith("hub-transfer") for t in threading.enumerate())
+    assert list(scratch.iterdir()) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 
 import pytest
 from tqdm.auto import tqdm
@@ -178,6 +179,9 @@ def test_the_status_shows_the_profile_and_the_speed_measured_from_the_call_log(t
     (lambda data: data[:-1000], "it is cut short: 98,361,432 bytes, while its tensors need 98,362,432"),
     (lambda data: data[:4] + b"\x03\x00\x00\x00" + b"\xff" * 64, "its header lists"),
     (lambda data: data[:200_000], "cut short|ends early"),
+    # an array of 2^59 eight-byte values: skipping it made `seek` raise OSError, which nobody caught (issue #47)
+    (lambda data: data[:4] + struct.pack("<IQQQ", 3, 1, 1, 3) + b"abc" + struct.pack("<IIQ", 9, 10, 1 << 59)
+     + b"\0" * 64, "ends early"),
 ])
 def test_a_download_that_only_starts_like_a_model_is_refused_and_deleted(tmp_path, damage, message):
     """The Hub's checksum matches what it serves, so a file uploaded cut short (or a non-model renamed .gguf with

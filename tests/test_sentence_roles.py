@@ -85,3 +85,39 @@ def test_eval_roles_refuses_a_file_that_is_not_csabstruct(tmp_path, monkeypatch,
     bad.write_text('{"text": "no sentences here"}\n', encoding="utf-8")
     code, report, err = run_cli_in_process(capsys, "eval", "roles", "--data", str(bad), "--json")
     assert code == 2 and report is None and "is not a CSAbstruct row" in err
+
+
+@pytest.mark.parametrize("damage", [lambda data: data[:4000],                       # cut short: not a zip
+                                    lambda data: b"\x93NUMPY" + data[6:]])           # not an npz at all
+def test_a_broken_weights_file_is_said_once_and_answers_use_the_cue_roles(embed, tmp_path, monkeypatch, caplog,
+                                                                          damage):
+    """A damaged `sentence_roles.npz` made learned roles silently fall back to cue phrases (or, cut short, fail
+    every answer with BadZipFile); now it is logged once, with the file and why, and the cue roles are used."""
+    import logging
+
+    from copilot.methods.evidence import cue_role, roles_of
+
+    broken = tmp_path / "sentence_roles.npz"
+    broken.write_bytes(damage(sentence_roles.WEIGHTS_PATH.read_bytes()))
+    monkeypatch.setattr(sentence_roles, "WEIGHTS_PATH", broken)
+    sentences = ["Results show a 3x speed-up over the baseline.", "Deep learning has become ubiquitous."]
+    caplog.set_level(logging.WARNING)
+    for _ in range(3):
+        assert roles_of(sentences, embed(sentences), [1.0, 0.0]) == [cue_role(sentences[0], False),
+                                                                      cue_role(sentences[1], True)]
+        assert not sentence_roles.trained_for("sentence-transformers/all-MiniLM-L6-v2")
+    said = [r.getMessage() for r in caplog.records if r.name == "copilot.methods.sentence_roles"]
+    assert len(said) == 1 and str(broken) in said[0] and "cue phrases" in said[0]
+    assert sentence_roles.weights_problem() == sentence_roles.weights_problem(broken) == said[0].split("; answers")[0]
+
+
+def test_a_one_sentence_abstract_is_not_its_own_background(embed):
+    """A lone sentence sat at position 0, the opening of an abstract, and the classifier called every such sentence
+    background: a one-sentence abstract could never be quoted once learned roles were on (issue #47)."""
+    from copilot.methods.evidence import roles_of
+
+    lone = ["We propose SlimCache, which quantizes the key-value cache to two bits per value and cuts memory by 72%.",
+            "This paper studies retrieval-augmented generation with a sparse key-value cache for long documents."]
+    for sentence in lone:
+        assert sentence_roles.classify([sentence], embed=embed) != ["background"]
+        assert roles_of([sentence], embed([sentence])) != ["background"]

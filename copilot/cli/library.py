@@ -70,12 +70,11 @@ def cmd_sentences(args: argparse.Namespace) -> int:
     if args.background:
         os.nice(19)          # only what the app's asks and pages leave
     services = Services()
-    with sentence_prefill.only_one(services) as alone:
-        if not alone:
-            if not args.background:
-                raise UserError("another process is filling this library's sentence vectors; try again later")
-            return 0
-        counts = sentence_prefill.fill(services, stop=(lambda: os.getppid() != parent) if args.background else None)
+    counts = sentence_prefill.run(services, stop=(lambda: os.getppid() != parent) if args.background else None)
+    if counts is None:         # the running one was told to look again before it ends
+        if not args.background:
+            raise UserError("another process is filling this library's sentence vectors; it fills these papers too")
+        return 0
     result = counts.as_dict()
     if args.json:
         print_json(result)

@@ -10,6 +10,7 @@ backup and restore has a deadline for the whole call (COPILOT_HUB_TIMEOUT), uplo
 from __future__ import annotations
 
 import logging
+import shutil
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +36,7 @@ from copilot.store.backup import (
     write_snapshot,
 )
 from copilot.store.db import Database
-from copilot.store.vectors import PAPERS, THOUGHTS, VectorStore, chroma_client
+from copilot.store.vectors import PAPERS, THOUGHTS, VectorStore, reopened_client
 
 log = logging.getLogger(__name__)
 _one_at_a_time = threading.Lock()
@@ -44,6 +45,7 @@ _one_at_a_time = threading.Lock()
 # hand (`python -m copilot restore --force` / `backup`).
 _scheduled_paused: list[str] = []
 PAUSE_INGESTION_S = 120.0       # how long a backup waits for a running ingestion before copying the stores
+RESTORE_PENDING = "restore-pending"     # in the data dir while a restore has not finished
 
 
 def hub_api(settings: Settings):
@@ -63,14 +65,17 @@ def _with_hub_requests(work):
         return work()
 
 
-def _within_deadline(settings: Settings, work):
-    """Run `work()` with a deadline for the whole of it; the worker is left to finish in the background."""
+def _within_deadline(settings: Settings, work, after_late=None):
+    """Run `work()` with a deadline for the whole of it; the worker is left to finish in the background, and
+    `after_late()` runs when it does (a late download still writes its files: they are removed then)."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hub-transfer")
     future = pool.submit(_with_hub_requests, work)
     pool.shutdown(wait=False)
     try:
         return future.result(timeout=settings.hub_timeout)
     except DeadlineExceeded:
+        if after_late is not None:
+            future.add_done_callback(lambda _: after_late())
         raise BackupError(f"the Hub did not finish within {settings.hub_timeout:g} s") from None
 
 
@@ -99,6 +104,7 @@ def backup_now(services: Services, api=None) -> dict:
             snapshots = HubSnapshots(api or hub_api(settings), settings.hub_backup)
             _within_deadline(settings, lambda: snapshots.upload(archive, name))
         services.backups.finish(run_id, "ok", snapshot=name, size=size)
+        (settings.data_dir / RESTORE_PENDING).unlink(missing_ok=True)     # this state is the one to keep now
         return {"status": "ok", "snapshot": name, "size": size, "repository": settings.hub_backup}
     except Exception as error:      # noqa: BLE001 - the app keeps serving; the Library tab shows the error
         reason = _reason(settings, error)
@@ -115,30 +121,44 @@ def restore(settings: Settings, force: bool = False, api=None) -> dict:
     _configured(settings)
     data_dir = Path(settings.data_dir)
     if not data_dir_is_empty(data_dir):
-        if not force:
+        if not (force or restore_pending(data_dir)):
             raise UserError(f"{data_dir} already holds data; restore refuses to overwrite it (use --force to move it "
                             "aside first)")
         aside = data_dir.with_name(f"{data_dir.name}.before-restore-{datetime.now():%Y%m%d%H%M%S}")
         data_dir.rename(aside)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / RESTORE_PENDING).write_text("a restore began and has not finished; the next start tries it again\n",
+                                            encoding="utf-8")
     snapshots = HubSnapshots(api or hub_api(settings), settings.hub_backup)
+    tmp = Path(tempfile.mkdtemp(prefix="copilot-restore-"))
     try:
-        with tempfile.TemporaryDirectory(prefix="copilot-restore-") as tmp:
-            found = _within_deadline(settings, lambda: snapshots.download_latest(Path(tmp)))
-            if found is None:
-                result = {"status": "empty", "repository": settings.hub_backup,
-                          "message": "the repository holds no snapshot yet"}
-            else:
-                archive, name = found
-                extract_snapshot(archive, data_dir)
-                rebuilt = rebuild_vectors(settings)
-                result = {"status": "ok", "snapshot": name, "repository": settings.hub_backup, **rebuilt}
+        found = _within_deadline(settings, lambda: snapshots.download_latest(tmp),
+                                 after_late=lambda: shutil.rmtree(tmp, ignore_errors=True))
+        if found is None:
+            result = {"status": "empty", "repository": settings.hub_backup,
+                      "message": "the repository holds no snapshot yet"}
+        else:
+            archive, name = found
+            extract_snapshot(archive, data_dir)
+            rebuilt = rebuild_vectors(settings)
+            result = {"status": "ok", "snapshot": name, "repository": settings.hub_backup, **rebuilt}
     except Exception as error:      # noqa: BLE001 - reported; at start-up the app then starts empty
         result = {"status": "failed", "error": _reason(settings, error), "repository": settings.hub_backup}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if result["status"] != "failed":
+        (data_dir / RESTORE_PENDING).unlink(missing_ok=True)
     log_run = BackupLog(Database(settings.db_path))
     run_id = log_run.start("restore")
     log_run.finish(run_id, result["status"] if result["status"] != "empty" else "ok",
                    snapshot=result.get("snapshot"), error=result.get("error") or result.get("message"))
     return result
+
+
+def restore_pending(data_dir: Path) -> bool:
+    """Whether a restore into `data_dir` began and did not finish (a half-unpacked snapshot, the Hub gone midway):
+    the next start restores again, instead of taking what is there for the app's own data."""
+    return (Path(data_dir) / RESTORE_PENDING).exists()
 
 
 def rebuild_vectors(settings: Settings) -> dict:
@@ -147,7 +167,7 @@ def rebuild_vectors(settings: Settings) -> dict:
     rows = Path(settings.data_dir) / VECTORS_FILE
     if not rows.is_file():
         return {}
-    store = VectorStore(chroma_client(settings))
+    store = VectorStore(reopened_client(settings))     # not a client of a data dir moved aside in this process
     counts = {}
     for name, kind in ((PAPERS, "paper"), (THOUGHTS, "thought")):
         counts[name] = 0
@@ -160,8 +180,10 @@ def rebuild_vectors(settings: Settings) -> dict:
 
 
 def restore_at_start(settings: Settings, api=None) -> dict | None:
-    """At start-up: the newest snapshot when a backup repository is set and the data dir is empty, else None."""
-    if not settings.hub_backup or not data_dir_is_empty(Path(settings.data_dir)):
+    """At start-up: the newest snapshot when a backup repository is set and the data dir is empty or an earlier
+    restore did not finish (what it left, and what the app wrote since, is moved aside), else None."""
+    data_dir = Path(settings.data_dir)
+    if not settings.hub_backup or not (data_dir_is_empty(data_dir) or restore_pending(data_dir)):
         return None
     result = restore(settings, api=api)
     log.warning("restore from %s at start: %s", settings.hub_backup, result)

@@ -5,6 +5,7 @@ relevance floor (features.answers, methods.evidence).
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -16,6 +17,7 @@ from copilot.features.search import MAX_QUERY_CHARS, search_papers
 from copilot.records import number_to_date
 from copilot.services import Services
 
+log = logging.getLogger(__name__)
 RECENT_DAYS = 365          # "recent" / "latest": the library's last year
 FILTERED_FLOOR = 0.40      # the filtered papers' best cosine must reach the table's floor (evidence.ROW_FLOOR)
 _RECENT = re.compile(r"\b(?:recent(?:ly)?|latest|newest|lately|nowadays|these days|current(?:ly)?)\b", re.I)
@@ -73,7 +75,8 @@ def _fused_hits(services: Services, query: str, embedding: np.ndarray, k: int,
                 filters: Filters) -> list[tuple[str, float]]:
     try:
         hits = search_papers(services, query, filters.date_from, filters.date_to, filters.categories, limit=k).hits
-    except UserError:
+    except UserError as error:      # the table is then made without these papers: said in the log, not hidden
+        log.warning("the evidence table's paper search failed (%s); it has no papers from it", error)
         hits = []
     ids = [hit.paper.id for hit in hits]
     if not ids:

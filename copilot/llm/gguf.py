@@ -21,6 +21,15 @@ def _read(stream: BinaryIO, fmt: str):
     return struct.unpack(fmt, data)[0]
 
 
+def _skip(stream: BinaryIO, size: int) -> None:
+    """Past `size` bytes that must lie inside the file (a count of 2^59 made `seek` raise OSError, issue #47)."""
+    here = stream.tell()
+    end = stream.seek(0, 2)
+    if size > end - here:
+        raise ValueError("the GGUF header ends early")
+    stream.seek(here + size)
+
+
 def _string(stream: BinaryIO) -> str:
     length = _read(stream, "<Q")
     if length > 1 << 24:
@@ -38,7 +47,7 @@ def _value(stream: BinaryIO, kind: int, depth: int = 0):
             raise ValueError(f"the GGUF header nests arrays more than {MAX_NESTING} deep")
         item_kind, count = _read(stream, "<I"), _read(stream, "<Q")
         if item_kind in _SCALARS:           # e.g. token scores: skipped, not read one by one
-            stream.seek(struct.calcsize(_SCALARS[item_kind]) * count, 1)
+            _skip(stream, struct.calcsize(_SCALARS[item_kind]) * count)
             return None
         for _ in range(count):
             _value(stream, item_kind, depth + 1)
@@ -103,7 +112,7 @@ def gguf_layout_problem(path: Path) -> str | None:
                 per_block, block_bytes = _BLOCKS.get(kind, (1, 0))
                 ends.append(offset + -(-elements // per_block) * block_bytes)
             data_start = -(-stream.tell() // alignment) * alignment
-    except ValueError as error:
+    except (ValueError, OSError, OverflowError) as error:      # whatever else a hostile header makes of a read
         return str(error)
     needed = data_start + max(ends)
     if needed > size:

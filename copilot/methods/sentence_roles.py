@@ -12,8 +12,10 @@ format. Inference is one matrix product: about 0.1 ms for 64 sentences once thei
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ import numpy as np
 ROLES = ("background", "objective", "method", "result", "other")
 QUOTABLE = frozenset({"objective", "method", "result"})   # what a paper does or finds
 WEIGHTS_PATH = Path(__file__).with_name("sentence_roles.npz")
+log = logging.getLogger(__name__)
 
 Embed = Callable[[list[str]], np.ndarray]
 
@@ -82,9 +85,12 @@ def hand_features(sentences: Sequence[str], positions: Sequence[float]) -> np.nd
     return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(HAND_FEATURES))
 
 
+LONE_POSITION = 0.5     # a one-sentence abstract is all of it: not its opening setting (at 0 it was always background)
+
+
 def relative_positions(count: int) -> list[float]:
-    """Positions 0..1 of `count` sentences of one abstract, in order (a lone sentence is at 0)."""
-    return [n / (count - 1) if count > 1 else 0.0 for n in range(count)]
+    """Positions 0..1 of `count` sentences of one abstract, in order (a lone sentence: LONE_POSITION)."""
+    return [n / (count - 1) if count > 1 else LONE_POSITION for n in range(count)]
 
 
 @dataclass(frozen=True)
@@ -122,26 +128,48 @@ class RoleModelError(RuntimeError):
 
 
 _loaded: dict[Path, RoleModel] = {}
+_broken: dict[Path, str] = {}        # weights that could not be read, and why: read and logged once per process
 _lock = threading.Lock()
 
 
 def load_model(path: Path | None = None) -> RoleModel:
-    """The shipped weights (or those at `path`), read once per process."""
+    """The shipped weights (or those at `path`), read once per process; a file that cannot be read raises
+    RoleModelError each time, and is read and logged once."""
     path = Path(path or WEIGHTS_PATH)
     with _lock:
+        if path in _broken:
+            raise RoleModelError(_broken[path])
         if path not in _loaded:
             try:
-                with np.load(path) as data:
-                    features = tuple(str(f) for f in data["features"])
-                    if features != HAND_FEATURES:
-                        raise RoleModelError(f"{path} was trained with other features; retrain it with "
-                                             "`python -m copilot train-roles`")
-                    _loaded[path] = RoleModel(data["weights"], data["bias"], data["mean"], data["scale"],
-                                              tuple(str(r) for r in data["roles"]))
-            except (OSError, KeyError, ValueError) as error:
-                raise RoleModelError(f"cannot read the sentence-role weights at {path}: {error}; retrain them "
-                                     "with `python -m copilot train-roles --data DIR`") from None
+                _loaded[path] = _read(path)
+            except RoleModelError as error:
+                _broken[path] = str(error)
+                log.warning("%s; answers tell sentences' roles by cue phrases until then", error)
+                raise
         return _loaded[path]
+
+
+def _read(path: Path) -> RoleModel:
+    try:
+        with np.load(path) as data:
+            features = tuple(str(f) for f in data["features"])
+            if features != HAND_FEATURES:
+                raise RoleModelError(f"the sentence-role weights at {path} were trained with other features; "
+                                     "retrain them with `python -m copilot train-roles`")
+            return RoleModel(data["weights"], data["bias"], data["mean"], data["scale"],
+                             tuple(str(r) for r in data["roles"]))
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as error:
+        raise RoleModelError(f"cannot read the sentence-role weights at {path}: {error}; retrain them "
+                             "with `python -m copilot train-roles --data DIR`") from None
+
+
+def weights_problem(path: Path | None = None) -> str | None:
+    """Why the weights cannot be used (None: they can); the reason is logged once."""
+    try:
+        load_model(path)
+    except RoleModelError as error:
+        return str(error)
+    return None
 
 
 def metadata(path: Path | None = None) -> dict[str, str]:
@@ -194,10 +222,13 @@ def fits(vectors: np.ndarray) -> bool:
 
 
 def trained_for(embedder_name: str) -> bool:
-    """Whether the shipped weights were trained on vectors of this embedder (or its ONNX copy)."""
+    """Whether the shipped weights were trained on vectors of this embedder (or its ONNX copy); False, and logged
+    once, when they cannot be read."""
+    if weights_problem() is not None:
+        return False
     try:
         return embedder_name.startswith(metadata().get("embedder") or "\0")
-    except (OSError, KeyError, ValueError):
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):
         return False
 
 
