@@ -121,3 +121,15 @@ def test_a_one_sentence_abstract_is_not_its_own_background(embed):
     for sentence in lone:
         assert sentence_roles.classify([sentence], embed=embed) != ["background"]
         assert roles_of([sentence], embed([sentence])) != ["background"]
+
+
+def test_a_one_sentence_abstract_can_be_a_row(embed):
+    """The table placed a lone sentence at 0 too (evidence.candidate_spans), so its learned role was background and
+    the paper never became a row; placed at LONE_POSITION it is quoted (issue #47)."""
+    from copilot.methods.evidence import Source, build_rows
+
+    abstract = "We propose SlimCache, which quantizes the key-value cache to two bits per value and cuts memory by 72%."
+    question = "Which methods compress the key-value cache to save memory?"
+    paper = Source("2505.00001", "SlimCache", ("A. Author",), "2025-05-01", abstract, 0.6)
+    rows, _ = build_rows(question, embed([question])[0], [paper], embed, floor=0.2, learned_roles=True)
+    assert [row.source.paper_id for row in rows] == ["2505.00001"]

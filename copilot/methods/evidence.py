@@ -294,7 +294,8 @@ def candidate_spans(abstract: str, limits: re.Pattern | None = None) -> list[tup
     if limits:
         kept += [(span, "limitation") for span, role in zip(spans, roles)
                  if role == "background" and quotable(span) and states(limits, span.text)][:MAX_LIMIT_SPANS]
-    return [(span, role, span.position / max(len(spans) - 1, 1)) for span, role in kept]
+    places = sentence_roles.relative_positions(len(spans))        # a lone sentence is not an opening one
+    return [(span, role, places[span.position]) for span, role in kept]
 
 
 def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Source],
