@@ -163,6 +163,18 @@ def test_lookup_groups_a_namesake_apart(svc, fake_arxiv):
     assert "different people" in result.message
 
 
+def test_library_paper_whose_author_string_holds_a_semicolon_is_not_a_candidate(svc, fake_arxiv):
+    """The catalog splits stored authors at every ';', the stored paper at '; ': a snapshot author written
+    'Al Smith;Bert Jones' is found by the catalog under Bert Jones but does not name him; it used to become a
+    candidate written as None."""
+    joined, plain = sample_papers(2)
+    joined.authors, plain.authors = ["Al Smith;Bert Jones"], ["Bert Jones"]
+    svc.store.upsert_papers([joined, plain], svc.embedder.embed([joined.document, plain.document]))
+    fake_arxiv.fail_next(10, status=503)
+    result = L.lookup_author(svc, "Bert Jones", max_results=10)
+    assert [(c.paper.id, c.written_as) for c in result.candidates] == [(plain.id, "Bert Jones")]
+
+
 # --- papers by id -----------------------------------------------------------------------------------------------
 def test_papers_from_ids_and_links(svc, fake_arxiv):
     papers, note = P.papers_from_ids(svc, "0808.05394, https://arxiv.org/abs/1707.08567\nnot-an-id")

@@ -24,10 +24,12 @@ import time
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from copilot.eval.bench_store import PERTURB_SIGMA, THOUGHT_SOURCES, Spec
+from copilot.records import Paper
 from copilot.store.vectors import HNSW
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +38,7 @@ CSFCUBE = ROOT.parent / "shared" / "data" / "csfcube"
 PARTS = ("ingestion", "retrieval", "chat", "quality", "answers", "related")
 DEFAULT_PARTS = ("ingestion", "retrieval", "chat", "quality")   # `answers` runs the local model: ask for it
 THOUGHTS_PER_PAPER = 0.1      # 100,000 papers come with 10,000 thoughts
-HNSW_EF_SEARCH = HNSW["ef_search"]
+HNSW_EF_SEARCH = int(HNSW["ef_search"])
 TARGETS = {"retrieval_p95_ms": 20, "recall_at_8": 0.95, "peak_rss_mb": 1536, "chat_overhead_p95_ms": 150,
            "fast_ingest_papers_per_s": 200, "fast_ndcg_relative_loss": 0.05}
 
@@ -49,7 +51,7 @@ def log(message: str) -> None:
 def read_papers(path: Path, limit: int | None = None) -> list:
     from copilot.sources.snapshot import paper_from_row
 
-    papers = []
+    papers: list[Paper] = []
     with path.open(encoding="utf-8") as lines:
         for line in lines:
             if limit is not None and len(papers) >= limit:
@@ -196,8 +198,10 @@ def _built(spec: Spec, directory: Path) -> dict:
 
 def store_unique(store, papers: list, vectors: np.ndarray, batch: int = 4000) -> None:
     """Upsert papers with precomputed vectors, first occurrence of each id only, in Chroma-sized batches."""
-    seen: set[str] = set()
-    rows = [i for i, paper in enumerate(papers) if not (paper.id in seen or seen.add(paper.id))]
+    first: dict[str, int] = {}
+    for i, paper in enumerate(papers):
+        first.setdefault(paper.id, i)
+    rows = list(first.values())
     for start in range(0, len(rows), batch):
         chunk = rows[start:start + batch]
         store.upsert_papers([papers[i] for i in chunk], vectors[chunk])
@@ -214,7 +218,7 @@ def quality(services, fast_model: str | None, cache_dir: Path) -> dict:
             return cached_vectors(embedder, texts, cache_dir, f"csfcube{digest}")
         return embed
 
-    result = {"dataset": "CSFCube dev fold, abstract vs abstract", services.embedder.name:
+    result: dict[str, Any] = {"dataset": "CSFCube dev fold, abstract vs abstract", services.embedder.name:
               csfcube_ndcg(cached(services.embedder), CSFCUBE)}
     if fast_model:
         fast = Embedder(fast_model)

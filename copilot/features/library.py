@@ -86,7 +86,7 @@ def import_ids(services: Services, text: str, progress: Progress | None = None) 
     except IngestBusy as error:
         raise UserError(f"{error}; nothing was imported — try again when it is done") from None
     found = {paper.id for paper in papers}
-    missing = [token for token in wanted if parse_arxiv_id(token)[0] not in found]
+    missing = [token for token in wanted if (parsed := parse_arxiv_id(token)) is None or parsed[0] not in found]
     notes = [f"not arXiv ids, ignored: {', '.join(bad[:5])}"] if bad else []
     if missing:
         notes.append(f"not found on arXiv: {', '.join(missing[:10])}")

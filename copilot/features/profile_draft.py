@@ -226,7 +226,7 @@ def finalize_draft(raw: str, papers: Sequence[Paper], pasted: str = "") -> Draft
     if text and not re.search(r"\b(I|my|me|My)\b", text):
         notes.append("the model's text is not in the first person; please rewrite it")
     if len(text.split()) < MIN_WORDS and papers:
-        added = []
+        added: list[str] = []
         for paper in sorted(papers, key=lambda p: p.id in cited):
             if len(text.split()) + sum(len(s.split()) for s in added) >= MIN_WORDS:
                 break
@@ -329,11 +329,9 @@ def _key_sentences(services: Services, papers: Sequence[Paper], pasted: str) -> 
     words: all of it may be quoted)."""
     texts = [f"{p.title}\n{p.abstract}" for p in papers]
     stored = services.store.paper_embeddings([p.id for p in papers])
-    targets = [stored.get(p.id) for p in papers]
-    missing = [n for n, v in enumerate(targets) if v is None]
-    if missing:
-        for n, vector in zip(missing, services.embedder.embed([texts[n] for n in missing])):
-            targets[n] = vector
+    missing = [n for n, p in enumerate(papers) if p.id not in stored]
+    fresh = dict(zip(missing, services.embedder.embed([texts[n] for n in missing]))) if missing else {}
+    targets = [stored[p.id] if p.id in stored else fresh[n] for n, p in enumerate(papers)]
     found = evidence.key_findings(np.vstack(targets), texts, services.embedder.embed,
                                   sentence_roles.trained_for(services.embedder.name)) if texts else []
     pairs = [(p.id, sentence) for p, sentence in zip(papers, found) if sentence]

@@ -101,7 +101,8 @@ def _from_arxiv(services: Services, target: AuthorName, limit: int,
                 progress: Callable[[int], None] | None) -> tuple[list[tuple[Paper, str]], str, int, str]:
     """(papers with the name as written, the query that found them, dropped, warning). The full name first, read
     to the end; only when it finds nothing, the broader queries (surname and initial, then the surname)."""
-    kept, dropped, warning, query = [], 0, "", ""
+    kept: list[tuple[Paper, str]] = []
+    dropped, warning, query = 0, "", ""
     full = full_name_query(target)
     if full:
         found, warning = _fetch(services, full, MAX_OWN_PAPERS, progress)
@@ -123,7 +124,7 @@ def _from_library(services: Services, target: AuthorName) -> list[tuple[Paper, s
     """The library's papers with an author of this name (same normalisation as the arXiv path)."""
     ids = [row.id for row in services.catalog.rows() if matching_author(target, row.authors) is not None]
     papers = services.store.get_papers(ids[:MAX_OWN_PAPERS])
-    return [(paper, matching_author(target, paper.authors)) for paper in papers]
+    return [(paper, written) for paper in papers if (written := matching_author(target, paper.authors)) is not None]
 
 
 def _rare(services: Services, target: AuthorName) -> bool:

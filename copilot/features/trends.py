@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -92,7 +93,7 @@ class TrendsOptions:
     def for_writer(cls, plan: Generation, **overrides) -> TrendsOptions:
         """Token budgets of the generation plan, bounded by its answer length (COPILOT_ANSWER_MAX_TOKENS)."""
         most, summary = plan.answer_tokens, plan.summary_tokens
-        values = dict(summary_tokens=min(summary, most), draft_tokens=min(summary * 5 // 3, 2 * most),
+        values: dict[str, Any] = dict(summary_tokens=min(summary, most), draft_tokens=min(summary * 5 // 3, 2 * most),
                       revise_tokens=min(summary * 2, 2 * most))
         values.update(overrides)
         return cls(**values)
@@ -356,7 +357,7 @@ def _select_and_cluster(services: Services, report: TrendsReport, profile, opts:
 
 
 def _summaries(services: Services, report: TrendsReport, papers: dict[str, Paper], opts: TrendsOptions,
-               lineage: list) -> Iterator[TrendsReport]:
+               lineage: list) -> Generator[TrendsReport, None, bool]:
     """The summaries stage (yields the report per step; returns whether a model call failed)."""
     failed = False
     shown = min(opts.summarized_topics, len(report.topics))
@@ -461,4 +462,5 @@ def run_trends(services: Services, start: date, end: date, categories: Sequence[
     for report in iter_trends(services, start, end, categories, user, opts, refresh):
         if on_stage:
             on_stage(report)
+    assert report is not None           # iter_trends yields at least once or raises
     return report

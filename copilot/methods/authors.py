@@ -270,8 +270,8 @@ def group_namesakes(papers: Sequence[Paper], target: AuthorName, small_group: in
     target_key = target.key
     coauthor_keys: list[set[str]] = []
     for paper in papers:
-        keys = {_author_key(a) for a in paper.authors if not name_matches(target, a)}
-        coauthor_keys.append({k for k in keys if k and k != target_key})
+        named = {_author_key(a) for a in paper.authors if not name_matches(target, a)}
+        coauthor_keys.append({k for k in named if k and k != target_key})
     groups = _Groups([_given_of(target, p.authors) for p in papers])
     first_with: dict[str, int] = {}
     for i, keys in enumerate(coauthor_keys):          # 1) shared co-authors

@@ -134,14 +134,14 @@ def paper_from_row(row: dict) -> Paper:
             comment=_text(row, "comment")))
     version, first, last = _kaggle_versions(row)
     try:
-        updated = datetime.strptime(str(row.get("update_date")), "%Y-%m-%d").date()
+        updated: date | None = datetime.strptime(str(row.get("update_date")), "%Y-%m-%d").date()
     except ValueError:
         updated = last
-    published = _checked_date(first or updated, "first version date")
-    if published is None:
+    first_day = _checked_date(first or updated, "first version date")
+    if first_day is None:
         raise SnapshotError("no date (versions or update_date)")
     return _within_limits(Paper(id=paper_id, title=title, abstract=abstract, authors=_kaggle_authors(row),
-                                categories=list(categories), published=published, version=version_in_id or version,
+                                categories=list(categories), published=first_day, version=version_in_id or version,
                                 updated=_checked_date(last or updated, "update_date"), comment=_text(row, "comments")))
 
 

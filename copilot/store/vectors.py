@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 PAPERS = "papers"
 THOUGHTS = "thoughts"
-HNSW = {"space": "cosine", "ef_construction": 200, "ef_search": 100, "max_neighbors": 32}
+HNSW: dict[str, str | int] = {"space": "cosine", "ef_construction": 200, "ef_search": 100, "max_neighbors": 32}
 
 
 class VectorStoreError(RuntimeError):

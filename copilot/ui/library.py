@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -245,7 +246,8 @@ def fetch_view(services: Services, text, request: gr.Request | None, progress) -
         return f'<div class="chat-notice">{escape(error)}</div>'
 
 
-def build(services: Services, scheduler: IngestScheduler | None) -> None:
+def build(services: Services, scheduler: IngestScheduler | None
+          ) -> tuple[Callable[[], tuple[str, pd.DataFrame]], gr.Markdown, gr.Dataframe]:
     status = gr.Markdown(elem_id="library-status")
     with gr.Row():
         run_now = gr.Button("Run ingestion now", variant="primary", interactive=scheduler is not None)
@@ -269,7 +271,7 @@ def build(services: Services, scheduler: IngestScheduler | None) -> None:
                            max_height=420, elem_id="library-history")
     timer = gr.Timer(3.0)
 
-    def show():
+    def show() -> tuple[str, pd.DataFrame]:
         return status_markdown(services, scheduler), history_frame(services)
 
     def trigger(request: gr.Request):
