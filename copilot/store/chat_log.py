@@ -123,6 +123,8 @@ class ComparisonVote:
     voted_at: float
     user: str
     side_a: str
+    model: str = ""                # the turn's model, and its papers-only answer: which policy wrote the pair
+    raw_answer: str = ""
 
 
 @dataclass(frozen=True)
@@ -296,7 +298,8 @@ class ChatLog:
     def comparison_votes(self) -> list[ComparisonVote]:
         """The first vote of each finished comparison, oldest first, unless it was cast after the sides were shown
         (a later change, or a vote after a reveal, never enters the experiment)."""
-        rows = self.db.query("SELECT COALESCE(v.first_choice, v.choice) AS choice, v.voted_at, v.user, t.side_a"
+        rows = self.db.query("SELECT COALESCE(v.first_choice, v.choice) AS choice, v.voted_at, v.user, t.side_a,"
+                             " t.model, COALESCE(t.raw_answer, '') AS raw_answer"
                              " FROM chat_votes v JOIN chat_turns t ON t.id = v.turn_id"
                              " WHERE t.comparison = 'yes' AND v.blind IS NOT 0 ORDER BY v.voted_at")
         return [ComparisonVote(**row) for row in rows]
