@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from copilot.records import Evidence
@@ -123,8 +123,9 @@ class ComparisonVote:
     voted_at: float
     user: str
     side_a: str
-    model: str = ""                # the turn's model, and its papers-only answer: which policy wrote the pair
-    raw_answer: str = ""
+    # the turn's model and its papers-only answer, for which policy wrote the pair (not part of the vote's identity)
+    model: str = field(default="", compare=False)
+    raw_answer: str = field(default="", compare=False, repr=False)
 
 
 @dataclass(frozen=True)
