@@ -74,7 +74,9 @@ class TurnThoughts:
 
     def _after_choice(self, job_id: int | None, retracted: list[str], writer: Writer | None = None) -> Future | None:
         self.memory.drop_vectors(retracted)   # after the commit: a crash before this is fixed by memory.repair
-        return self._submit(job_id, writer) if job_id else None
+        if not job_id:
+            return None
+        return self._submit(job_id, writer) if writer is not None else self._submit(job_id)
 
     def _submit(self, job_id: int, writer: Writer | None = None) -> Future:
         return self.jobs.submit(job_id, self._run_thought_job, job_id, writer)
