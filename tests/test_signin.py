@@ -291,3 +291,18 @@ def test_the_cli_answers_as_the_signed_in_visitor_whose_token_the_variable_holds
     monkeypatch.delenv("VISITOR_TOKEN")
     code, _, err = run_cli_in_process(capsys, "ask", QUESTION, "--hf-token-env", "VISITOR_TOKEN")
     assert code != 0 and "VISITOR_TOKEN" in err
+
+
+def test_a_vote_without_the_visitors_sign_in_makes_the_thought_from_the_written_answers_table(chat, world):
+    """A thought job with no writer (resumed after a restart, swept, or a vote from a script without the token): the
+    tiny model never drafts from a capable model's words; the thought is the answer's table rows."""
+    services, double = world
+    seed_thought(chat)
+    turn, _ = run(chat, ANN)
+    assert turn.comparison == "yes"
+    chat.vote(turn.id, "A", "ann")
+    [job] = [j for j in chat.wait_for_thoughts(turn.id, timeout=60) if j["superseded_at"] is None]
+    assert job["status"] == "stored", job
+    thought = services.thoughts.get(job["thought_id"], include_hidden=True)
+    assert thought.origin == "chat" and "Written for ann" not in thought.text
+    assert [s.kind for s in double.seen] == ["answer", "answer"]

@@ -128,7 +128,7 @@ class TurnThoughts:
         # the thought is the table's rows
         drafts = usable is not None or self.services.model_profile.writes
         table = answer.table if answer.table and (not words or not drafts) else None
-        text = words or answer.text or ""
+        text = (answer.text or "")[len(words):].strip() if table is not None else words or answer.text or ""
         # the words cite [n] labels of the answer's sources; a thought outlives the turn, so it keeps real ids
         shown = [Evidence(id=s.id, kind=s.kind, title=s.title, text="", score=s.score)
                  for s in shown_sources(answer.table, answer.sources)]
