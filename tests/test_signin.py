@@ -21,6 +21,7 @@ from copilot.features.signin import visitor_writer as make_writer
 from copilot.features.stats import chat_stats
 from copilot.llm import router
 from copilot.methods.evidence_text import render_table
+from copilot.methods.thought_drafts import is_row_thought
 from copilot.services import Services
 from copilot.ui.chat.ask import ask_view, vote_view
 from copilot.ui.chat.render import turn_outputs
@@ -302,7 +303,11 @@ def test_a_vote_without_the_visitors_sign_in_makes_the_thought_from_the_written_
     assert turn.comparison == "yes"
     chat.vote(turn.id, "A", "ann")
     [job] = [j for j in chat.wait_for_thoughts(turn.id, timeout=60) if j["superseded_at"] is None]
-    assert job["status"] == "stored", job
-    thought = services.thoughts.get(job["thought_id"], include_hidden=True)
-    assert thought.origin == "chat" and "Written for ann" not in thought.text
+    # the table's rows close enough to the question make the thought; on these 40 papers there may be none
+    assert job["status"] in ("stored", "not_an_answer"), job
+    if job["status"] == "stored":
+        thought = services.thoughts.get(job["thought_id"], include_hidden=True)
+        assert thought.origin == "chat" and is_row_thought(thought.text)
     assert [s.kind for s in double.seen] == ["answer", "answer"]
+    called = {row["backend"] for row in services.db.query("SELECT backend FROM llm_calls")}
+    assert called == {"hf-router"}, "another model drafted from the written answer"
