@@ -198,6 +198,17 @@ class Settings(BaseSettings):
         None, validation_alias=_env("OAUTH_CLIENT_ID"), description="Set by Hugging Face Spaces when the Space "
         "enables sign-in (OAUTH_CLIENT_ID); the page then shows a sign-in button.")
 
+    # --- a signed-in visitor's own model (Hugging Face sign-in with the `inference-api` scope; docs/signin.md)
+    hf_router_url: str = Field(
+        "https://router.huggingface.co/v1", description="OpenAI-compatible endpoint a signed-in visitor's answers are "
+        "written through, with the visitor's own token as the key (Hugging Face's inference router).")
+    hf_model: str = Field(
+        "Qwen/Qwen3-235B-A22B-Instruct-2507", description="Model that writes a signed-in visitor's answers and "
+        "thoughts through COPILOT_HF_ROUTER_URL: an open instruct model without a thinking phase, so the first words "
+        "come at once (docs/signin.md says why this one).")
+    hf_timeout: float = Field(60.0, gt=0, le=600, description="Seconds one written answer through the router may "
+                              "take, first token to last; past it the answer is stopped and the evidence table shown.")
+
     # --- backup to a Hugging Face dataset (a free Space's disk is wiped on restart)
     hub_backup: str | None = Field(
         None, pattern=r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from copilot.cli.output import print_json
@@ -11,6 +12,7 @@ from copilot.features.adaptive import ask_adaptive
 from copilot.features.chat import VOTE_CHOICES, ChatError, chat_for
 from copilot.features.chat_view import job_record
 from copilot.features.deep import ask_deep
+from copilot.features.signin import Writer, visitor_writer
 from copilot.features.stats import chat_stats
 from copilot.services import Services
 
@@ -20,9 +22,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
         return ask_slim(args)
     if args.mode == "deep":
         return ask_deep_answer(args)
+    services = Services()
     try:
-        record = chat_for(Services()).ask(args.question, args.user, personalize=args.personalize, vote=args.vote,
-                                          previous_turn=args.after, reveal=args.reveal)
+        record = chat_for(services).ask(args.question, args.user, personalize=args.personalize, vote=args.vote,
+                                        previous_turn=args.after, reveal=args.reveal,
+                                        writer=token_writer(services, args.hf_token_env))
     except ChatError as error:
         raise UserError(str(error)) from None
     if args.json:
@@ -40,6 +44,18 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if record.get("sides_hidden"):
         print(f"\n{BLIND_HINT.format(turn=record['turn_id'])}")
     return 0
+
+
+def token_writer(services: Services, variable: str | None) -> Writer | None:
+    """A signed-in visitor's model from a token in the environment variable `variable` (`--hf-token-env`): the
+    command answers as that visitor would on the page. The variable's name is given, never the token (a command
+    line is visible to every process of the machine)."""
+    if not variable:
+        return None
+    token = os.environ.get(variable, "").strip()
+    if not token:
+        raise UserError(f"--hf-token-env {variable}: that environment variable is not set or empty")
+    return visitor_writer(services, token)
 
 
 BLIND_HINT = ("Sources, and which answer used thoughts, stay hidden until you vote: python -m copilot vote {turn} "
@@ -88,9 +104,10 @@ def ask_deep_answer(args: argparse.Namespace) -> int:
 
 
 def cmd_vote(args: argparse.Namespace) -> int:
-    chat = chat_for(Services())
+    services = Services()
+    chat = chat_for(services)
     try:
-        result = chat.vote(args.turn_id, args.choice, args.user)
+        result = chat.vote(args.turn_id, args.choice, args.user, writer=token_writer(services, args.hf_token_env))
     except ChatError as error:
         raise UserError(str(error)) from None
     result["thought_jobs"] = [job_record(job) for job in chat.wait_for_thoughts(args.turn_id)]
@@ -141,6 +158,9 @@ def add_chat_commands(sub: argparse._SubParsersAction) -> None:
                    "blind and stays out of the statistics (without it the sides stay hidden until `vote`)")
     p.add_argument("--no-thought", action="store_true",
                    help="--mode deep: do not turn the finished answer into a thought")
+    p.add_argument("--hf-token-env", default=None, metavar="NAME",
+                   help="answer as a signed-in visitor: the Hugging Face token in environment variable NAME has "
+                   "COPILOT_HF_MODEL write both answers through COPILOT_HF_ROUTER_URL, billed to that account")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_ask)
 
@@ -149,6 +169,9 @@ def add_chat_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("choice", choices=VOTE_CHOICES, help="thoughts = the thought-augmented answer was better; "
                    "A/B = the side as shown; bad = both bad (no thought)")
     p.add_argument("--user", default="local", help="user id the turn belongs to (default: local)")
+    p.add_argument("--hf-token-env", default=None, metavar="NAME",
+                   help="the voter's Hugging Face token is in environment variable NAME: their model writes the "
+                   "thought made from a preferred written answer (without it, the thought is the answer's table)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_vote)
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from copilot.features.evidence_search import table_paper_hits
+from copilot.features.signin import Writer
 from copilot.llm import Usage
 from copilot.methods import evidence, evidence_text, quotes, sentence_roles
 from copilot.methods.thought_retriever import stream_answer
@@ -162,10 +163,17 @@ def table_text(table: EvidenceTable, items: Sequence[Evidence]) -> str:
 
 
 def stream_reply(services: Services, question: str, items: Sequence[Evidence], table: EvidenceTable,
-                 reader: str = "", usage: Usage | None = None, writes: bool | None = None) -> Iterator[str]:
+                 reader: str = "", usage: Usage | None = None, writes: bool | None = None,
+                 writer: Writer | None = None) -> Iterator[str]:
     """The answer's text in pieces, as the model profile allows (`writes`: the turn's choice, else the profile's):
     the model's own words (writing; the caller adds the table under them once the words are checked,
-    `with_table`), or the table (tiny)."""
+    `with_table`), or the table (tiny). `writer`: a signed-in visitor's model writes them (features.signin); after
+    its first failure in the turn it is not called again (the error is raised at once)."""
+    if writer is not None:
+        if writer.failure is not None:
+            raise writer.failure
+        yield from stream_answer(writer.llm, question, items, writer.plan.answer_tokens, reader, usage=usage)
+        return
     if services.model_profile.writes if writes is None else writes:
         yield from stream_answer(services.llm, question, items, services.generation.answer_tokens, reader, usage=usage)
         return

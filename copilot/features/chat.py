@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 
-from copilot.features.answers import answer_tables, question_ranking, stream_reply, with_table
+from copilot.features.answers import answer_tables, question_ranking, stream_reply, table_text, with_table
 from copilot.features.chat_thoughts import SWEEP_AFTER_S, THOUGHT_FROM  # noqa: F401  (re-exported)
 from copilot.features.chat_view import (
     ONE_ANSWER,
@@ -27,6 +27,7 @@ from copilot.features.chat_view import (
 )
 from copilot.features.chat_votes import CHOICES, VOTE_CHOICES, ChatError, TurnVotes  # noqa: F401  (re-exported)
 from copilot.features.profile import reader_text
+from copilot.features.signin import Writer
 from copilot.grounding import ids_to_labels
 from copilot.llm import LLMError, Usage
 from copilot.methods.followup import PreviousTurn, standalone_question
@@ -80,6 +81,7 @@ class Turn:
     asked: str = ""                # the user's own words when `question` is their follow-up made standalone
     ranking: list[tuple[str, float]] = field(default_factory=list)   # Search's fused ranking, made once per turn
     writes: bool = False           # the model profile's policy, chosen once per turn: a model writes (else: the table)
+    writer: Writer | None = field(default=None, repr=False)   # a signed-in visitor's model, this turn only (#50)
 
     @property
     def done(self) -> bool:
@@ -93,7 +95,7 @@ class Turn:
                                    table=a.table) for a in self.answers)
         return TurnView(turn_id=self.id, user=self.user, question=self.question, comparison=self.comparison,
                         answers=answers, retrieval_s=self.retrieval_s, notice=self.notice, asked=self.asked,
-                        created_at=self.created_at)
+                        created_at=self.created_at, models=self.writer.info if self.writer else {})
 
 
 def clean_question(question: str | None, max_chars: int) -> tuple[str, str]:
@@ -119,9 +121,10 @@ class Chat(TurnVotes):
 
     # --- a turn
     def prepare(self, question: str | None, user: str, personalize: bool = False,
-                previous_turn: str | None = None) -> Turn:
+                previous_turn: str | None = None, writer: Writer | None = None) -> Turn:
         """Validate, retrieve both ways, assign sides at random, record the turn. No LLM call yet.
-        With `previous_turn` (the same chat's last turn), a follow-up is rewritten into a standalone question."""
+        With `previous_turn` (the same chat's last turn), a follow-up is rewritten into a standalone question.
+        `writer`: a signed-in visitor's model (features.signin) writes this turn's answers."""
         text, notice = clean_question(question, self.settings.max_input_chars)
         asked = ""
         rewrite = standalone_question(text, self._previous(previous_turn, user))
@@ -133,8 +136,8 @@ class Chat(TurnVotes):
         started = time.perf_counter()
         embedding = self.services.embedder.embed_cached([text])[0]    # retrieval and the table embed it once
         ranking = question_ranking(self.services, text, embedding, round(TABLE_POOL_FACTOR * self.settings.top_k))
-        writes = self.services.model_profile.writes
-        found = self._retrieve(text, embedding, user, ranking, writes)
+        writes = writer is not None or self.services.model_profile.writes
+        found = self._retrieve(text, embedding, user, ranking, writes, writer.plan if writer else None)
         retrieval_s = time.perf_counter() - started
         side_a = _sides.choice((THOUGHTS, RAW))
         if found.same_items:
@@ -149,8 +152,8 @@ class Chat(TurnVotes):
         turn = Turn(id=uuid.uuid4().hex[:12], user=user, question=text,
                     notice=" ".join(n for n in (notice, profile_notice) if n), comparison=comparison,
                     answers=answers, retrieval_s=retrieval_s, reader=reader, asked=asked, ranking=ranking,
-                    writes=writes)
-        info = self.services.llm_info()
+                    writes=writes, writer=writer)
+        info = writer.info if writer else self.services.llm_info()
         self.log.add_turn(NewTurn(
             id=turn.id, user=user, created_at=turn.created_at, question=text, question_chars=len(question or ""),
             comparison=comparison, side_a=side_a, backend=info["backend"], model=info["model"],
@@ -159,11 +162,12 @@ class Chat(TurnVotes):
             thoughts_sources=tuple(SourceRecord.of(e) for e in found.augmented), asked=asked))
         return turn
 
-    def _retrieve(self, question: str, embedding, user: str, ranking: list[tuple[str, float]], writes: bool = False):
+    def _retrieve(self, question: str, embedding, user: str, ranking: list[tuple[str, float]], writes: bool = False,
+                  plan=None):
         """Both retrievals. The tiny profile answers with the evidence table: a deeper pool of papers, the first of
         `ranking` (Search's fused order: meaning and words, the filters the question implies); the table reads each
         paper's whole abstract from the store, so no token budget cuts the pool."""
-        plan = self.services.generation
+        plan = plan or self.services.generation
         where = self.memory.visible_where(user)
         if writes:
             return retrieve_both(self.services.store, embedding, self.settings.top_k, plan.source_budget, where,
@@ -195,12 +199,15 @@ class Chat(TurnVotes):
                 answer.usage = Usage()
                 try:
                     for piece in stream_reply(self.services, turn.question, answer.sources, table, turn.reader,
-                                              usage=answer.usage, writes=turn.writes):
+                                              usage=answer.usage, writes=turn.writes, writer=turn.writer):
                         answer.text += piece
                         yield turn
                 except LLMError as error:
                     answer.error = str(error)
-                self._check(answer, turn.writes)
+                    if turn.writer is not None:       # the router failed: its sentence, and the table instead
+                        answer.text = table_text(table, answer.sources)
+                self._check(answer, turn.writes and not (turn.writer and answer.error),
+                            turn.writer.plan.answer_tokens if turn.writer else None)
                 answer.seconds = time.perf_counter() - started
                 answer.done = True
                 yield turn
@@ -208,7 +215,7 @@ class Chat(TurnVotes):
             self._finish(turn)
         yield turn
 
-    def _check(self, answer: AnswerState, writes: bool) -> None:
+    def _check(self, answer: AnswerState, writes: bool, answer_tokens: int | None = None) -> None:
         """Run the output checks on a writing profile's finished words (a table's quotes are slices of their papers,
         checked where they are made, and never edited), put its table under them, and its labels in the order the
         page counts its sources (`shown_sources`); what the checks removed becomes a note under it."""
@@ -223,7 +230,7 @@ class Chat(TurnVotes):
             answer.text = CANNOT_ANSWER
             answer.notes.append("Nothing was left of the answer after the checks.")
         elif (answer.usage and answer.usage.completion_tokens and not answer.error
-              and answer.usage.completion_tokens >= self.services.generation.answer_tokens):
+              and answer.usage.completion_tokens >= (answer_tokens or self.services.generation.answer_tokens)):
             answer.notes.append("The answer reached its length limit and may stop mid-sentence.")
 
     def _finish(self, turn: Turn) -> None:
@@ -244,12 +251,12 @@ class Chat(TurnVotes):
             usable = [a for a in turn.answers if not a.error and a.text]
             if usable:
                 best = next((a for a in usable if a.kind == THOUGHTS), usable[0])
-                self.request_thought(turn.id, best.kind, "no_comparison")
+                self.request_thought(turn.id, best.kind, "no_comparison", writer=turn.writer)
         if turn.comparison == "same_answer":      # both are kept in the log; the page shows one
             turn.answers = [replace(next(a for a in turn.answers if a.kind == RAW), label="A")]
         # after this turn's answers, not before: a thought job uses the one local model, and one started when the
         # question was asked made the first answer wait for it (about 1 s of a 2 s first token, docs/performance.md)
-        self.sweep_unvoted(turn.user, keep=turn.id)
+        self.sweep_unvoted(turn.user, keep=turn.id, writer=turn.writer)
 
     # --- reading
     def view(self, turn_id: str | None, user: str | None = None) -> TurnView | None:
@@ -288,18 +295,19 @@ class Chat(TurnVotes):
         return [asdict(summary) for summary in self.log.recent_turns(user, limit)]
 
     def ask(self, question: str, user: str, personalize: bool = False, wait: bool = True,
-            vote: str | None = None, previous_turn: str | None = None, reveal: bool = False) -> dict:
+            vote: str | None = None, previous_turn: str | None = None, reveal: bool = False,
+            writer: Writer | None = None) -> dict:
         """The whole turn without a UI. A comparison gets no thought here: `vote` (for scripts) decides it as a
         user's would; without, it waits for a vote or its grace period (`sweep_unvoted`). One answer gets its thought
         at once; `wait` blocks until the thought job is done. An unvoted comparison's record is blind (the answers'
         words only) unless `reveal`, which shows its sides and records that: a later vote is not blind, not counted."""
-        turn = self.prepare(question, user, personalize, previous_turn=previous_turn)
+        turn = self.prepare(question, user, personalize, previous_turn=previous_turn, writer=writer)
         for _ in self.stream(turn):
             pass
         voted = None
         if vote is not None:
             try:
-                voted = self.vote(turn.id, vote, user)
+                voted = self.vote(turn.id, vote, user, writer=writer)
             except ChatError as error:   # e.g. one answer only: the answers stand, the vote is refused
                 voted = {"recorded": False, "error": str(error)}
         if reveal and turn.comparison == "yes":

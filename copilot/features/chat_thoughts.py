@@ -13,6 +13,7 @@ from copilot.features.answers import words_of
 from copilot.features.chat_view import shown_sources
 from copilot.features.job_runner import runner as _runner
 from copilot.features.job_runner import runner_alive as _runner_alive
+from copilot.features.signin import Writer
 from copilot.methods.thought_retriever import labels_to_ids, new_thought_id, think
 from copilot.records import Evidence
 from copilot.services import BackgroundJobs, Services
@@ -40,11 +41,14 @@ class TurnThoughts:
     def db(self):
         return self.services.db
 
-    def request_thought(self, turn_id: str, answer: str | None, trigger: str) -> Future | None:
-        """Make `answer` the source of the turn's one thought (None: no thought); never waits for the job."""
+    def request_thought(self, turn_id: str, answer: str | None, trigger: str,
+                        writer: Writer | None = None) -> Future | None:
+        """Make `answer` the source of the turn's one thought (None: no thought); never waits for the job. `writer`:
+        the signed-in visitor's model, which drafts a thought from a written answer (held by the job in memory only;
+        a job resumed after a restart has none, features.signin)."""
         with self.db.transaction():
             job_id, retracted = self._choose_thought(turn_id, answer, trigger)
-        return self._after_choice(job_id, retracted)
+        return self._after_choice(job_id, retracted, writer)
 
     def _choose_thought(self, turn_id: str, answer: str | None, trigger: str) -> tuple[int | None, list[str]]:
         """Inside the caller's transaction: make `answer` (THOUGHTS, RAW, or None) the source of the turn's one
@@ -68,12 +72,14 @@ class TurnThoughts:
             return None, retracted
         return self.log.queue_job(turn_id, answer, trigger, new_thought_id(), _runner(), now), retracted
 
-    def _after_choice(self, job_id: int | None, retracted: list[str]) -> Future | None:
+    def _after_choice(self, job_id: int | None, retracted: list[str], writer: Writer | None = None) -> Future | None:
         self.memory.drop_vectors(retracted)   # after the commit: a crash before this is fixed by memory.repair
-        return self._submit(job_id) if job_id else None
+        if not job_id:
+            return None
+        return self._submit(job_id, writer) if writer is not None else self._submit(job_id)
 
-    def _submit(self, job_id: int) -> Future:
-        return self.jobs.submit(job_id, self._run_thought_job, job_id)
+    def _submit(self, job_id: int, writer: Writer | None = None) -> Future:
+        return self.jobs.submit(job_id, self._run_thought_job, job_id, writer)
 
     def _claim(self, job_id: int) -> ThoughtJob | None:
         """Take a job to run: a queued one of this process, or one whose process has stopped."""
@@ -86,7 +92,7 @@ class TurnThoughts:
                     return None
             return self.log.start_job(job_id, _runner(), new_thought_id())
 
-    def _run_thought_job(self, job_id: int) -> str:
+    def _run_thought_job(self, job_id: int, writer: Writer | None = None) -> str:
         try:
             job = self._claim(job_id)
         except Exception:  # e.g. the database stayed locked: the job stays queued, resumable later
@@ -102,7 +108,7 @@ class TurnThoughts:
             elif job.superseded_at is not None:
                 outcome = replace(outcome, status="cancelled")                     # its vote changed while it was down
             else:
-                outcome = self._make_thought(job)
+                outcome = self._make_thought(job, writer)
         except Exception as error:  # the job fails alone: logged, the turn and its vote stay
             log.exception("thought job %s for turn %s failed", job_id, job.turn_id)
             outcome = replace(outcome, error=f"{type(error).__name__}: {error}"[:500])
@@ -110,20 +116,27 @@ class TurnThoughts:
             self.memory.drop_vectors([planned])   # an attempt killed between its two writes may have left one
         return self._settle(job_id, outcome)
 
-    def _make_thought(self, job: ThoughtJob) -> JobOutcome:
+    def _make_thought(self, job: ThoughtJob, writer: Writer | None = None) -> JobOutcome:
         turn = self.log.turn(job.turn_id)
         if turn is None:
             raise LookupError(f"turn {job.turn_id} is no longer stored")
         answer = turn.answer(job.answer)
         sources = [Evidence(id=s.id, kind=s.kind, title=s.title, text="", score=s.score) for s in answer.sources]
         words = words_of(answer.text or "", answer.table)
-        table = answer.table if answer.table and not words else None     # a table alone: the thought is its rows
-        text = words or answer.text or ""
+        usable = writer if writer is not None and writer.failure is None else None
+        # a table alone, or written words no model here may draft from (a signed-in visitor's, without their sign-in):
+        # the thought is the table's rows
+        drafts = usable is not None or self.services.model_profile.writes
+        table = answer.table if answer.table and (not words or not drafts) else None
+        text = (answer.text or "")[len(words):].strip() if table is not None else words or answer.text or ""
         # the words cite [n] labels of the answer's sources; a thought outlives the turn, so it keeps real ids
         shown = [Evidence(id=s.id, kind=s.kind, title=s.title, text="", score=s.score)
                  for s in shown_sources(answer.table, answer.sources)]
-        made = think(self.services.llm, self.memory, turn.question, labels_to_ids(text, shown), sources,
-                     origin="chat", user=turn.user, max_tokens=self.services.generation.answer_tokens,
+        llm, plan = (usable.llm, usable.plan) if usable and table is None else (self.services.llm,
+                                                                                  self.services.generation)
+        origin = f"chat, written by {usable.model}" if usable and table is None else "chat"
+        made = think(llm, self.memory, turn.question, labels_to_ids(text, shown), sources,
+                     origin=origin, user=turn.user, max_tokens=plan.answer_tokens,
                      thought_id=job.planned_thought_id, table=table)
         return JobOutcome(status=made.status, thought_id=made.thought_id, similarity=made.similarity, error=None,
                           reason=made.draft.reason or None)
@@ -166,7 +179,7 @@ class TurnThoughts:
         """Every job of the turn, oldest first; the current one has `superseded_at` None."""
         return [job.as_dict() for job in self.log.jobs_of(turn_id)]
 
-    def sweep_unvoted(self, user: str | None, keep: str | None = None) -> int:
+    def sweep_unvoted(self, user: str | None, keep: str | None = None, writer: Writer | None = None) -> int:
         """Unvoted comparison turns get their thought from the thought-augmented answer (Algorithm 1's own) once
         their grace period is over: SWEEP_AFTER_S for anyone's turn; for `user`'s own turns, when the answers to
         their next question are done (`keep`, that question's turn, still waits for its vote). A later vote still
@@ -174,6 +187,6 @@ class TurnThoughts:
         turn_ids = [turn_id for turn_id in self.log.unvoted_comparisons(user, time.time() - SWEEP_AFTER_S)
                     if turn_id != keep]
         for turn_id in turn_ids:
-            self.request_thought(turn_id, THOUGHTS, "no_vote")
+            self.request_thought(turn_id, THOUGHTS, "no_vote", writer=writer)
         return len(turn_ids)
 

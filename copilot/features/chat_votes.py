@@ -9,6 +9,7 @@ import time
 from copilot.errors import UserError
 from copilot.features.chat_thoughts import THOUGHT_FROM, TurnThoughts
 from copilot.features.limits import check_rate
+from copilot.features.signin import Writer
 from copilot.records import storable_text
 from copilot.store.chat_log import RAW, THOUGHTS
 
@@ -23,7 +24,7 @@ class ChatError(UserError, ValueError):
 class TurnVotes(TurnThoughts):
     """The vote of a turn (part of features.chat.Chat)."""
 
-    def vote(self, turn_id: str, choice: str, user: str) -> dict:
+    def vote(self, turn_id: str, choice: str, user: str, writer: Writer | None = None) -> dict:
         """Record (or change) the user's vote; committed before returning, and every vote logged (two tabs voting
         at once leave one final vote and two log rows). In the same transaction the vote decides the turn's one
         thought (`_choose_thought`); the thought job runs in the background."""
@@ -49,7 +50,7 @@ class TurnVotes(TurnThoughts):
         with self.db.transaction():   # the vote, its log row and the turn's thought commit together
             previous = self.log.record_vote(turn_id, user, choice, label, now)
             job_id, retracted = self._choose_thought(turn_id, THOUGHT_FROM[choice], "vote")
-        self._after_choice(job_id, retracted)
+        self._after_choice(job_id, retracted, writer)     # a signed-in voter's model drafts the thought
         return {"turn_id": turn_id, "choice": choice, "label": label, "previous": previous,
                 "changed": previous is not None and previous != choice, "recorded": True,
                 "counted": counted and previous is None}

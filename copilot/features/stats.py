@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from copilot.features.preferences import policy_of
 from copilot.methods.ab_stats import Z95, cluster_bootstrap, sequential_test, wilson_interval
 from copilot.services import Services
 from copilot.store.chat_log import ChatLog, ComparisonVote
@@ -188,6 +189,10 @@ def chat_stats(db: Database) -> dict:
         "decisive_votes_per_user": per_user,
         "top_voter_share": per_user[0] / decisive if decisive else None,
         "by_user": {user: _rate(group) for user, group in sorted(by_user.items())},
+        # written (`model:<name>`, e.g. a signed-in visitor's router model) and quoted (`extractive`) comparisons
+        # test different things: each policy's votes apart (issue #50)
+        "by_policy": {policy: _rate(group) for policy, group in
+                      sorted(_grouped(votes, lambda v: policy_of(v.raw_answer, v.model)).items())},
         "by_day": [{"day": day, **_rate(group)} for day, group in _grouped(votes, lambda v: _day(v.voted_at)).items()],
         "over_time": _over_time(decisive_votes, evalues),
     }

@@ -53,6 +53,10 @@ class OpenAIBackend:
             return LLMError(f"the LLM endpoint failed (HTTP {error.status_code})", retryable=True)
         return LLMError(f"the LLM endpoint refused the request: {text[:300]}")
 
+    def _late(self) -> LLMError:
+        """The error of a call past its deadline (a stall, or an answer dripped too slowly)."""
+        return LLMError(f"the LLM endpoint did not finish within {self.timeout:.0f} s")
+
     def stream(self, messages, max_tokens, temperature, usage, grammar=None):
         """The answer in pieces, within one deadline of `timeout` seconds for the whole call — connecting, the status
         line and headers, keep-alive comments, the body (issue #34: an endpoint sending only `: keepalive` held each
@@ -72,7 +76,7 @@ class OpenAIBackend:
                 try:
                     kind, value = feed.get(timeout=max(remaining, 0.0))
                 except queue.Empty:
-                    raise LLMError(f"the LLM endpoint did not finish within {self.timeout:.0f} s") from None
+                    raise self._late() from None
                 if kind == "end":
                     return
                 if kind == "error":

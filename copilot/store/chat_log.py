@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from copilot.records import Evidence
@@ -125,6 +125,9 @@ class ComparisonVote:
     voted_at: float
     user: str
     side_a: str
+    # the turn's model and its papers-only answer, for which policy wrote the pair (not part of the vote's identity)
+    model: str = field(default="", compare=False)
+    raw_answer: str = field(default="", compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -298,7 +301,8 @@ class ChatLog:
     def comparison_votes(self) -> list[ComparisonVote]:
         """The first vote of each finished comparison, oldest first, unless it was cast after the sides were shown
         (a later change, or a vote after a reveal, never enters the experiment)."""
-        rows = self.db.query("SELECT COALESCE(v.first_choice, v.choice) AS choice, v.voted_at, v.user, t.side_a"
+        rows = self.db.query("SELECT COALESCE(v.first_choice, v.choice) AS choice, v.voted_at, v.user, t.side_a,"
+                             " t.model, COALESCE(t.raw_answer, '') AS raw_answer"
                              " FROM chat_votes v JOIN chat_turns t ON t.id = v.turn_id"
                              " WHERE t.comparison = 'yes' AND v.blind IS NOT 0 ORDER BY v.voted_at")
         return [ComparisonVote(**row) for row in rows]

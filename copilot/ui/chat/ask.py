@@ -13,6 +13,7 @@ from copilot.features.answers import table_exports
 from copilot.features.chat import chat_for
 from copilot.features.followups import own_words
 from copilot.features.memory import thought_lineage
+from copilot.features.signin import oauth_writer, sign_in_note
 from copilot.services import Services
 from copilot.ui.chat import deep
 from copilot.ui.chat.render import (
@@ -37,13 +38,15 @@ INTRO = ("Each question is answered twice: once from papers only, once from pape
 
 
 def ask_view(services: Services, question: str, personalize: bool, previous_turn: str | None,
-             request: gr.Request | None) -> Iterator[tuple]:
-    """→ (notice, answer A, answer B, vote row, vote status, turn id, recent) as the turn is answered."""
+             request: gr.Request | None, oauth_token: gr.OAuthToken | None = None) -> Iterator[tuple]:
+    """→ (notice, answer A, answer B, vote row, vote status, turn id, recent) as the turn is answered. A signed-in
+    visitor's token (this event's only) has their own model write the answers (features.signin)."""
     chat = chat_for(services)
     hidden = gr.update(visible=False)
     try:
         user = user_within_rate(services, request, "asking")
-        turn = chat.prepare(question, user, personalize, previous_turn=previous_turn)
+        turn = chat.prepare(question, user, personalize, previous_turn=previous_turn,
+                            writer=oauth_writer(services, oauth_token))
     except UserError as error:
         yield notice_html(error), "", "", hidden, "", None, gr.update()
         return
@@ -81,14 +84,15 @@ def columns(outputs: tuple[str, str, str]) -> tuple:
     return notice, a, gr.update(value=b, visible=bool(b))
 
 
-def vote_view(services: Services, choice: str, turn_id: str | None, request: gr.Request | None) -> tuple:
-    """→ (vote status, answer A, answer B, recent)."""
+def vote_view(services: Services, choice: str, turn_id: str | None, request: gr.Request | None,
+              oauth_token: gr.OAuthToken | None = None) -> tuple:
+    """→ (vote status, answer A, answer B, recent). A signed-in voter's model drafts the preferred answer's thought."""
     user = current_user(request)
     if not turn_id:
         return notice_html("Ask a question first."), gr.update(), gr.update(), gr.update()
     chat = chat_for(services)
     try:
-        result = chat.vote(turn_id, choice, user)
+        result = chat.vote(turn_id, choice, user, writer=oauth_writer(services, oauth_token))
     except UserError as error:
         return f'<div class="chat-error">{escape(error)}</div>', gr.update(), gr.update(), gr.update()
     view = chat.view(turn_id, user)
@@ -167,6 +171,7 @@ def ask_admission(services: Services) -> tuple[int, str]:
 def build(services: Services) -> gr.Textbox:
     """The Ask sub-tab's layout and events; returns the question box (Search's "Ask about this paper" fills it)."""
     gr.Markdown(INTRO)
+    sign_in = gr.Markdown(elem_id="chat-sign-in-note", visible=bool(services.settings.oauth_client_id))
     question = gr.Textbox(label="Question", lines=2, elem_id="chat-question",
                           placeholder="e.g. How are retrieval-augmented models evaluated?")
     with gr.Row():
@@ -192,8 +197,12 @@ def build(services: Services) -> gr.Textbox:
                           value=None, allow_custom_value=True, elem_id="chat-history")
     recent, turn_state = gr.HTML(elem_id="chat-recent"), gr.State(None)
 
-    def ask(question: str, personalize: bool, previous_turn: str | None, request: gr.Request):
-        yield from ask_view(services, question, personalize, previous_turn, request)
+    def ask(question: str, personalize: bool, previous_turn: str | None, request: gr.Request,
+            oauth_token: gr.OAuthToken | None):
+        yield from ask_view(services, question, personalize, previous_turn, request, oauth_token)
+
+    def sign_in_view(oauth_token: gr.OAuthToken | None):
+        return sign_in_note(services, oauth_token)
 
     def refresh_history(request: gr.Request):
         return history_view(services, request)
@@ -205,6 +214,8 @@ def build(services: Services) -> gr.Textbox:
                 concurrency_id=queue).then(refresh_history, None, [history])
     _wire_alone(services, alone, personalize, turn_state, ask_outputs, (at_once, queue), (refresh_history, history))
     deep.wire(services, deep_button, question, turn_state, deep_parts, asks_at_once(services))
+    if services.settings.oauth_client_id:      # what signing in adds, or where a signed-in visitor's words go
+        on_page_load(sign_in_view, [sign_in])
     return _wire_rest(services, question, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
                       (turn_bib, turn_bib_note, turn_bib_file), history,
                       [notice, answer_a, answer_b, vote_row, vote_status, turn_state], recent)
@@ -247,8 +258,9 @@ def _wire_rest(services: Services, question, vote_buttons, turn_state, vote_outp
 
 
 def _bind_choice(services: Services, choice: str):
-    def handler(turn_id: str | None, request: gr.Request):     # API name /handler: scripts and tests call it
-        return vote_view(services, choice, turn_id, request)
+    def handler(turn_id: str | None, request: gr.Request,     # API name /handler: scripts and tests call it
+                oauth_token: gr.OAuthToken | None):
+        return vote_view(services, choice, turn_id, request, oauth_token)
 
     return handler
 

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 
 from copilot.features.chat_view import AnswerView, SourceView, TurnView
 from copilot.features.followups import asked_words
+from copilot.features.signin import written_where
 from copilot.grounding import ids_to_labels
 from copilot.ui.common import arxiv_link, escape
 
@@ -196,6 +197,8 @@ def turn_outputs(view: TurnView, notice: str = "", lineage: Lineage | None = Non
     reveal = view.revealed
     parts = [f'<div class="chat-notice">{escape(notice)}</div>'] if notice else []
     parts.append(_question_html(view))
+    if where := written_where(view.models):      # a signed-in visitor's turn: its model and where it ran (#50)
+        parts.append(f'<div class="chat-notice chat-written-by">{escape(where)}</div>')
     if view.comparison == "same_items":
         parts.append(f'<div class="chat-notice chat-no-comparison">{escape(NO_COMPARISON)}</div>')
     elif view.comparison == "same_answer":
