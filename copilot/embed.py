@@ -17,7 +17,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -445,7 +445,9 @@ def distill_static(out_dir: Path, corpus: list[str], source: str | None = None, 
 
     source_path = Path(source) if source else packaged_minilm()
     model = SentenceTransformer(str(source_path), device="cpu")
-    transformer, tokenizer = model[0].auto_model, model.tokenizer
+    # torch types any attribute of a module as `Tensor | Module`: the Hugging Face model under it is taken as it is
+    transformer: Any = model[0].auto_model
+    tokenizer = model.tokenizer
     size = len(tokenizer.get_vocab())
     raw = np.zeros((size, transformer.config.hidden_size), dtype=np.float32)
     with torch.inference_mode():

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as DeadlineExceeded
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,9 +56,11 @@ def hub_api(settings: Settings):
     return HfApi(endpoint=settings.hub_endpoint or None, token=token)
 
 
-def _configured(settings: Settings) -> None:
+def _configured(settings: Settings) -> str:
+    """The backup repository; UserError when none is set."""
     if not settings.hub_backup:
         raise UserError("no backup repository: set COPILOT_HUB_BACKUP=<user>/<dataset> and a write token in HF_TOKEN")
+    return settings.hub_backup
 
 
 def _with_hub_requests(work):
@@ -88,7 +91,7 @@ def backup_now(services: Services, api=None) -> dict:
     """One snapshot to the Hub, recorded in the backup log. Raises UserError when not configured or when another
     backup is running; a Hub failure is recorded and returned, not raised."""
     settings = services.settings
-    _configured(settings)
+    repository = _configured(settings)
     if not _one_at_a_time.acquire(blocking=False):
         raise UserError("a backup is already running")
     run_id = services.backups.start("backup")
@@ -101,7 +104,7 @@ def backup_now(services: Services, api=None) -> dict:
                     name: services.store.collection(kind) for name, kind in ((PAPERS, "paper"), (THOUGHTS, "thought"))}
                 write_snapshot(settings.data_dir, archive, collections)
             size = archive.stat().st_size
-            snapshots = HubSnapshots(api or hub_api(settings), settings.hub_backup)
+            snapshots = HubSnapshots(api or hub_api(settings), repository)
             _within_deadline(settings, lambda: snapshots.upload(archive, name))
         services.backups.finish(run_id, "ok", snapshot=name, size=size)
         (settings.data_dir / RESTORE_PENDING).unlink(missing_ok=True)     # this state is the one to keep now
@@ -118,7 +121,7 @@ def backup_now(services: Services, api=None) -> dict:
 def restore(settings: Settings, force: bool = False, api=None) -> dict:
     """The newest snapshot into the data dir, which must be empty unless `force` (then it is moved aside first).
     Recorded in the backup log of the restored database."""
-    _configured(settings)
+    repository = _configured(settings)
     data_dir = Path(settings.data_dir)
     if not data_dir_is_empty(data_dir):
         if not (force or restore_pending(data_dir)):
@@ -129,8 +132,9 @@ def restore(settings: Settings, force: bool = False, api=None) -> dict:
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / RESTORE_PENDING).write_text("a restore began and has not finished; the next start tries it again\n",
                                             encoding="utf-8")
-    snapshots = HubSnapshots(api or hub_api(settings), settings.hub_backup)
+    snapshots = HubSnapshots(api or hub_api(settings), repository)
     tmp = Path(tempfile.mkdtemp(prefix="copilot-restore-"))
+    result: dict[str, Any]
     try:
         found = _within_deadline(settings, lambda: snapshots.download_latest(tmp),
                                  after_late=lambda: shutil.rmtree(tmp, ignore_errors=True))

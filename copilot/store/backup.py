@@ -62,8 +62,10 @@ class BackupLog:
 
     def start(self, kind: str) -> int:
         with self.db.transaction() as tx:
-            return tx.execute("INSERT INTO hub_backups (kind, started_at, status) VALUES (?, ?, 'running')",
-                              (kind, time.time())).lastrowid
+            run_id = tx.execute("INSERT INTO hub_backups (kind, started_at, status) VALUES (?, ?, 'running')",
+                                (kind, time.time())).lastrowid
+            assert run_id is not None        # an INSERT into a rowid table always has one
+            return run_id
 
     def finish(self, run_id: int, status: str, snapshot: str | None = None, size: int | None = None,
                error: str | None = None) -> None:
@@ -198,8 +200,9 @@ class HubSnapshots:
         existing = sorted(f for f in self.api.list_repo_files(self.repo_id, repo_type="dataset")
                           if f.startswith(f"{FOLDER}/") and f.endswith(".tar.gz"))
         path = f"{FOLDER}/{name}"
-        operations = [CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(archive)),
-                      CommitOperationAdd(path_in_repo=LATEST, path_or_fileobj=io.BytesIO(path.encode()))]
+        operations: list[CommitOperationAdd | CommitOperationDelete] = [
+            CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(archive)),
+            CommitOperationAdd(path_in_repo=LATEST, path_or_fileobj=io.BytesIO(path.encode()))]
         keep = [f for f in existing if f != path][-(KEEP - 1):] if KEEP > 1 else []
         operations += [CommitOperationDelete(path_in_repo=f) for f in existing if f != path and f not in keep]
         self.api.create_commit(self.repo_id, operations=operations, repo_type="dataset",

@@ -52,7 +52,7 @@ def status_html(report: trends.TrendsReport) -> str:
 def topics_html(report: trends.TrendsReport) -> str:
     rows = []
     for topic in report.topics:
-        trend = {True: "▲ rising", False: "steady"}.get(topic.rising, "n/a")
+        trend = "n/a" if topic.rising is None else "▲ rising" if topic.rising else "steady"
         if topic.falling:
             trend = "▼ falling"
         links = ", ".join(arxiv_link(pid, report.titles.get(pid) or pid) for pid in topic.paper_ids[:3])
@@ -116,7 +116,7 @@ def movers_figure(report: trends.TrendsReport) -> go.Figure:
     topics = report.topics[:MAX_PLOTTED]
     figure = go.Figure()
     if topics and topics[0].change is not None:
-        values = [100 * t.change for t in topics]
+        values = [100 * (t.change or 0.0) for t in topics]
         colors = ["#2e7d32" if t.rising else "#c62828" if t.falling else "#9e9e9e" for t in topics]
         figure.add_trace(go.Bar(x=values, y=[t.label for t in topics], orientation="h", marker_color=colors))
         title = "Rising (green) vs falling (red): change in share, points vs the previous window"
@@ -183,7 +183,7 @@ def _scope_from_inputs(services: Services, range_name, first, last, cats):
     return gor_period.scope_for(begin, finish, cats or [])
 
 
-def ask_view(services: Services, user: str, scope_key: str, text, range_name, first, last, cats):
+def ask_view(services: Services, user: str, scope_key: str | None, text, range_name, first, last, cats):
     """Answer at once (GoR's choice if trained, else plain retrieval); never starts a training."""
     try:
         check_rate(services, user, scope_key, "a question about the period")
@@ -258,7 +258,7 @@ def topic_bibtex_view(services: Services, label, ids_by_topic):
 SCOPES = {"The field (the whole period, sampled evenly)": False, "For me (ranked by my profile)": True}
 
 
-def show_view(services: Services, user: str, scope_key: str, range_name, first, last, cats, n_summaries, n_ideas,
+def show_view(services: Services, user: str, scope_key: str | None, range_name, first, last, cats, n_summaries, n_ideas,
               refresh_now: bool, progress, scope: str | None = None):
     """The report as it grows (one tuple of outputs per stage)."""
     try:
