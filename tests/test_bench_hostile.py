@@ -30,7 +30,7 @@ def test_the_sweep_finds_the_products_patterns_with_their_lines():
     line = int(where.rsplit(":", 1)[1])
     assert "_WS = re.compile" in (ROOT / "copilot" / "records.py").read_text().splitlines()[line - 1]
     assert not any(w.startswith(("copilot/eval/", "copilot/cli/")) for w in found)
-    assert any(w.startswith("copilot/methods/evidence.py:") and found[w]["name"] == "_TEXTBOOK" for w in found)
+    assert any(w.startswith("copilot/methods/evidence_text.py:") and found[w]["name"] == "_TEXTBOOK" for w in found)
 
 
 def test_the_bench_runs_and_prints_its_table(tmp_path):
