@@ -29,8 +29,14 @@ SENTENCES = ["We propose a sparse cache for key-value states.", "It saves 80% of
              "Results hold on four question answering tasks.", "Graphs link papers to their citations."]
 
 
+def _items(services: Services):
+    """The papers-only pool Chat retrieves for QUESTION."""
+    vector = services.embedder.embed_one(QUESTION)
+    return Chat(services)._retrieve(QUESTION, vector, "u", answers.question_ranking(services, QUESTION, vector)).raw
+
+
 def _table(services: Services, items) -> str:
-    return "".join(answers.quoted_answer(services, QUESTION, items))
+    return answers.table_text(answers.answer_tables(services, QUESTION, [items])[0], items)
 
 
 def _warnings(caplog, words: str) -> list[str]:
@@ -45,7 +51,7 @@ def kept(tmp_path_factory):
     settings = make_settings(tmp_path_factory.mktemp("derived") / "data")
     first = Services(settings)
     import_papers(first, 40)
-    items = Chat(first)._retrieve(QUESTION, first.embedder.embed_one(QUESTION), "u").raw
+    items = _items(first)
     table = _table(first, items)
     assert "Evidence from" in table and first.sentence_vectors.count(first.embedder.name) > 0
     return settings, items, table
@@ -93,7 +99,7 @@ def test_a_file_that_is_not_a_database_at_all_is_made_anew(tmp_path, caplog):
 def test_a_held_write_lock_costs_an_answer_no_wait_and_is_recorded_once(tmp_path, caplog):
     services = Services(make_settings(tmp_path / "data"))
     import_papers(services, 40)
-    items = Chat(services)._retrieve(QUESTION, services.embedder.embed_one(QUESTION), "u").raw
+    items = _items(services)
     path = services.settings.data_dir / FILE_NAME
     SentenceVectors(path).count("any")          # the file exists; nothing is kept in it yet
     holder = sqlite3.connect(path, isolation_level=None)
