@@ -198,7 +198,7 @@ def build(services: Services) -> gr.Textbox:
     recent, turn_state = gr.HTML(elem_id="chat-recent"), gr.State(None)
 
     def ask(question: str, personalize: bool, previous_turn: str | None, request: gr.Request,
-            oauth_token: gr.OAuthToken | None):
+            oauth_token: gr.OAuthToken | None = None):      # Gradio passes it by its type; None: not signed in
         yield from ask_view(services, question, personalize, previous_turn, request, oauth_token)
 
     def sign_in_view(oauth_token: gr.OAuthToken | None):
@@ -259,7 +259,7 @@ def _wire_rest(services: Services, question, vote_buttons, turn_state, vote_outp
 
 def _bind_choice(services: Services, choice: str):
     def handler(turn_id: str | None, request: gr.Request,     # API name /handler: scripts and tests call it
-                oauth_token: gr.OAuthToken | None):
+                oauth_token: gr.OAuthToken | None = None):
         return vote_view(services, choice, turn_id, request, oauth_token)
 
     return handler
