@@ -159,6 +159,12 @@ def read_until(proc: subprocess.Popen, lines: list[str], done) -> None:
         lines.append(line.split())
 
 
+def lines_left(proc: subprocess.Popen) -> list[list[str]]:
+    """The whole lines a killed worker had flushed; the kill may have cut its last line short."""
+    rest = proc.stdout.read()
+    return [line.split() for line in rest[:rest.rfind("\n") + 1].splitlines() if line.strip()]
+
+
 def test_burst_of_votes_killed_then_every_confirmed_vote_is_present(chat_dir, tmp_path):
     import shutil
 
@@ -182,7 +188,7 @@ def test_burst_of_votes_killed_then_every_confirmed_vote_is_present(chat_dir, tm
     read_until(proc, lines, lambda: sum(1 for x in lines if x[0] == "confirmed") >= 3 * len(turns))
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    lines += [line.split() for line in proc.stdout.read().splitlines() if line.strip()]  # flushed before the kill
+    lines += lines_left(proc)
 
     confirmed: dict[str, str] = {}
     attempts: dict[str, list[str]] = {}
@@ -220,7 +226,7 @@ def test_burst_of_questions_killed_leaves_no_half_written_turn(chat_dir, tmp_pat
     time.sleep(0.5)  # inside the streaming of the next turn's answers
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    lines += [line.split() for line in proc.stdout.read().splitlines() if line.strip()]
+    lines += lines_left(proc)
     finished = {x[1] for x in lines if x[0] == "finished"}
     prepared = [x[1] for x in lines if x[0] == "prepared"]
 

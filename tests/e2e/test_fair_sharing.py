@@ -86,7 +86,7 @@ def test_a_client_that_goes_away_stops_the_model(app_server, preloaded, tmp_path
     assert response.status == 200
     while b"process_generating" not in response.readline():                   # the first answer is being written
         pass
-    time.sleep(1.0)
+    time.sleep(1.0)                                         # the model is called (sooner, it is never reached)
     conn.sock.close()                                                           # the page is closed
     conn.close()
     left = time.time()
@@ -97,12 +97,15 @@ def test_a_client_that_goes_away_stops_the_model(app_server, preloaded, tmp_path
     assert "process_completed" in _read_events(bob, url, "bob-stays", timeout=600)
 
     with sqlite3.connect(data_dir / "copilot.db") as db:
-        calls = db.execute("SELECT started_at + latency_s FROM llm_calls WHERE prompt LIKE ? ORDER BY id",
-                           (f"%{question}%",)).fetchall()
+        calls = db.execute("SELECT started_at + latency_s, completion_tokens FROM llm_calls WHERE prompt LIKE ? "
+                           "ORDER BY id", (f"%{question}%",)).fetchall()
     assert len(calls) == 1, "the second answer of the abandoned comparison must never start"
-    stopped_after = calls[0][0] - left
-    print(f"\nabandoned answer stopped {stopped_after:.1f} s after the client left")
-    assert stopped_after < 10
+    stopped_after, tokens = calls[0][0] - left, calls[0][1]
+    print(f"\nabandoned answer stopped {stopped_after:.1f} s after the client left, after {tokens} token(s)")
+    # the prompt's evaluation is not cut short (seconds on one loaded core), the writing is: it stops at the next
+    # token, where an answer left alone runs to ~50
+    assert tokens < 10
+    assert stopped_after < 60
 
 
 def test_a_client_that_leaves_while_waiting_never_reaches_the_model(app_server, preloaded, tmp_path):
