@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("models and text rules", ("copilot.llm", "copilot.embed", "copilot.model_profile", "copilot.grounding",
                                "copilot.repetition", "copilot.prompt_template", "copilot.prompts")),
     ("stores and sources", ("copilot.store", "copilot.sources")),
-    ("foundation", ("copilot", "copilot.config", "copilot.secrets", "copilot.records", "copilot.table",
+    ("foundation", ("copilot", "copilot.config", "copilot.secrets", "copilot.records", "copilot.table", "copilot.body",
                     "copilot.errors", "copilot.readable")),
 ]
 

@@ -1,0 +1,59 @@
+"""A paper's full text as the copilot keeps it (issue #48): its body as one plain text, cut into passages, each in a
+section. Made by copilot.sources.fulltext_html (arXiv's LaTeXML pages) or fulltext_pdf (the PDF, when a paper has no
+HTML), split into sentences by the methods layer, kept by copilot.store.fulltext. A body quote is a slice of `text`
+(copilot.table.Quote with source BODY), so `text` is never edited once stored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+BODY = "body"
+PASSAGE_KINDS = ("paragraph", "item", "caption", "table_row", "footnote")
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str        # as the paper numbers it: "4.2 Ablations", "Appendix B Prompts", "Limitations"
+    anchor: str       # the element id on arXiv's HTML page ("S4.SS2"), "" when there is none (a PDF)
+    top: str          # its top-level section's title ("4 Experiments"): what the role rules read
+
+
+@dataclass(frozen=True)
+class Passage:
+    start: int        # offsets into Body.text
+    end: int
+    section: int      # index into Body.sections; -1 before the first section
+    kind: str         # one of PASSAGE_KINDS; a table row is its cells joined by " | "
+
+
+@dataclass(frozen=True)
+class Body:
+    paper_id: str     # base arXiv id
+    version: str      # "v2", "" when the page did not say
+    source: str       # "html" or "pdf"
+    text: str         # the passages in reading order, "\n\n" between them
+    sections: tuple[Section, ...]
+    passages: tuple[Passage, ...]
+
+    def section_of(self, passage: Passage) -> Section | None:
+        return self.sections[passage.section] if 0 <= passage.section < len(self.sections) else None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Body:
+        data = json.loads(text)
+        return cls(data["paper_id"], data["version"], data["source"], data["text"],
+                   tuple(Section(**s) for s in data["sections"]), tuple(Passage(**p) for p in data["passages"]))
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What reading one page or file gave: a body, or why there is none."""
+    status: str               # "ok", "no_html" (arXiv's page for a paper without HTML), "failed" (the conversion
+                              # failed), "wrong_paper", "empty", "unreadable" (malformed, encrypted, image-only, …)
+    body: Body | None = None
+    message: str = ""         # for a reader: what happened, in a sentence
