@@ -26,6 +26,8 @@ from copilot.store.chat_log import ChatLog
 from copilot.store.db import Database
 from copilot.store.failures import FailureLog
 from copilot.store.feed import FeedStore
+from copilot.store.fulltext import FILE_NAME as FULLTEXT_FILE
+from copilot.store.fulltext import FulltextStore
 from copilot.store.gor_cache import GoRCache
 from copilot.store.lexical import LexicalIndex
 from copilot.store.profiles import ProfileStore
@@ -173,6 +175,11 @@ class Services:
     def sentence_store(self, busy_timeout: float) -> SentenceVectors:
         return SentenceVectors(self.settings.data_dir / SENTENCE_VECTORS_FILE, busy_timeout,
                                on_failure=lambda kind, reason: self.failures.record(SENTENCE_FAILURE, reason))
+
+    @cached_property
+    def fulltext(self) -> FulltextStore:
+        """Papers' full texts, their sentences and vectors (derived from arXiv; not in backups)."""
+        return FulltextStore(self.settings.data_dir / FULLTEXT_FILE)
 
     def embed_sentences(self, texts: list[str]) -> np.ndarray:
         """Vectors of abstracts' sentences: from memory, then the data dir's sentence store, embedding (and keeping)

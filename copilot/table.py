@@ -3,8 +3,10 @@
 a preferred answer becomes, the comparison of the two sides and the evaluations. Text is made from it only at the
 edge (`methods.evidence_text.render_table`); nothing reads a rendered table back.
 
-A quote is a slice of a stored text: `source` names the text ("abstract" today), `start`/`end` are offsets into it,
-and `text` is that slice as it stood when the row was made. `verbatim` checks the two still agree.
+A quote is a slice of a stored text: `source` names the text (the abstract, or the body of the paper's full text,
+copilot.body), `start`/`end` are offsets into it, and `text` is that slice as it stood when the row was made.
+`verbatim` checks the two still agree. A body quote also names its section and the section's anchor on arXiv's
+HTML page.
 """
 
 from __future__ import annotations
@@ -14,17 +16,20 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 ABSTRACT = "abstract"
+BODY = "body"                    # copilot.body.BODY
 
 
 @dataclass(frozen=True)
 class Quote:
-    source: str                  # which stored text of the paper: ABSTRACT
+    source: str                  # which stored text of the paper: ABSTRACT or BODY
     start: int                   # offsets into that text
     end: int
     text: str                    # the slice text[start:end]
     role: str = ""               # background, objective, method, result, other, limitation
     cut_before: bool = False     # a bounded piece of a longer sentence: the sentence goes on before it
     cut_after: bool = False
+    section: str = ""            # a body quote's section as the paper numbers it: "4.2 Ablations"
+    anchor: str = ""             # that section's id on arXiv's HTML page: "S4.SS2"
 
     @property
     def shown(self) -> str:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from copilot.methods import evidence, evidence_text, quotes
-from copilot.methods.evidence import Source, build_rows, cue_roles, group_rows
+from copilot.methods.evidence import Source, build_rows, cue_roles
+from copilot.methods.evidence_groups import group_rows
 from copilot.methods.slim import check_main_answer
 from copilot.methods.thought_drafts import table_thought
 from copilot.methods.thought_retriever import check_answer

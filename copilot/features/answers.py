@@ -16,7 +16,7 @@ import numpy as np
 from copilot.features.evidence_search import table_paper_hits
 from copilot.features.signin import Writer
 from copilot.llm import Usage
-from copilot.methods import evidence, evidence_text, quotes, sentence_roles
+from copilot.methods import evidence, evidence_groups, evidence_text, quotes, sentence_roles
 from copilot.methods.thought_retriever import stream_answer
 from copilot.records import ARXIV_ID, Evidence
 from copilot.services import Services
@@ -104,8 +104,10 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str, 
         ranks = {pid: order.get(pid, -1.0) for pid in via}      # a paper the question names by id comes first
         scores.update((pid, cosine) for pid, cosine in ranking if pid in via)     # closeness to the question
     papers = services.store.get_papers(list(via))
+    bodies = services.fulltext.get([p.id for p in papers], services.embedder.name)
     return [evidence.Source(p.id, p.title, tuple(p.authors), p.published.isoformat(), p.abstract, scores[p.id],
-                            p.id in named, ranks[p.id], via[p.id], f"v{p.version}") for p in papers]
+                            p.id in named, ranks[p.id], via[p.id], f"v{p.version}", bodies.get(p.id))
+            for p in papers]
 
 
 def answer_tables(services: Services, question: str, sides: Sequence[Sequence[Evidence]],
@@ -132,7 +134,7 @@ def answer_tables(services: Services, question: str, sides: Sequence[Sequence[Ev
     for rows, vectors in built:
         chosen = no_displacing(rows, budget)
         kept = [rows[n] for n in chosen]
-        evidence.group_rows(kept, None if vectors is None else vectors[chosen], question)
+        evidence_groups.group_rows(kept, None if vectors is None else vectors[chosen], question)
         tables.append(evidence.make_table(kept, question))
     return tables
 

@@ -15,8 +15,10 @@ its abstract that say what it does or finds about the question (issue #39).
      not adjacent are joined with "…" (each part is a verbatim substring of the one abstract). A question about
      what goes wrong ("What are the limits of …?") or why gets the paper's sentence that states a limitation or a
      cause, even from its setting, when one is close enough to the question (`limit_cue`);
-  5. rows that fall into clearly separate groups are grouped (`group_rows`), each group headed by a phrase that
-     occurs verbatim in its rows and in no other group's.
+  5. rows that fall into clearly separate groups are grouped (evidence_groups.group_rows), each group headed by a
+     phrase that occurs verbatim in its rows and in no other group's;
+  6. a paper whose full text the library holds (issue #48) also offers its body sentences closest to the question
+     (`body_candidates`), scored alike, quoted with their section.
 
 Nothing here writes a sentence of its own: the table is the papers' own words under their titles.
 """
@@ -31,11 +33,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from copilot import table
-from copilot.methods import quotes, sentence_roles
+from copilot.methods import body_text, quotes, sentence_roles
 from copilot.methods.evidence_text import (  # is_textbook re-exported: Chat and the tests ask it here
     is_textbook,
     quote_text,
 )
+from copilot.store.fulltext import StoredBody
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,6 @@ ROLE_BONUS = {"result": 0.05, "method": 0.04, "objective": 0.03, "other": 0.0}
 CONTRIBUTION_BONUS = {"objective": 0.06, "method": 0.06, "result": 0.02, "other": 0.0}
 NUMBER_BONUS = 0.06           # for a how-much / how-well question, a sentence that states a number
 ROLES = ("background", "objective", "method", "result", "other")
-GROUP_MIN_ROWS = 4
 # Spans of one abstract embedded at most (results, methods, objectives first): the sentence embeddings are most of
 # an answer's time (about 10 ms a sentence on 2 busy cores), and an abstract states its findings in a few.
 MAX_SPANS_PER_PAPER = 6
@@ -118,6 +120,14 @@ MAX_LIMIT_SPANS = 2           # background spans that state a limitation, kept p
 # close to the question (MiniLM ranks "RAG systems often struggle to handle multi-hop question-answering …" at 0.39
 # for "What are the limits of RAG for multi-hop QA?", under the paper's result sentences)
 LIMIT_FLOOR = 0.30
+# a paper's full text (issue #48): its sentences closest to the question that are scanned, and kept as candidates
+BODY_SCAN = 60
+BODY_CANDIDATES = 4
+BODY_POSITIONS = 1_000_000    # body spans' positions start here: never adjacent to an abstract's
+# a row of a paper with full text also quotes its best body sentence when that is this close to the row's best
+# sentence's score and at least BODY_FLOOR close to the question (a named paper's row: whenever it clears the floor)
+BODY_WITHIN = 0.12
+BODY_FLOOR = 0.30
 _CITATION_BRACKET = re.compile(r"\[\s*\d{1,3}(?:\s*[,;\u2013-]\s*\d{1,3})*\s*\]")
 
 
@@ -184,6 +194,7 @@ class Source:
     rank: float = 0.0         # its place in the retrieval's order (Search's fused ranking); rows keep that order
     via: str = ""             # the retrieved thought it was reached through ("" for a retrieved paper)
     version: str = ""         # "v2", when the library knows it
+    body: StoredBody | None = None     # its full text, when the library holds it (issue #48)
 
 
 @dataclass
@@ -191,9 +202,12 @@ class Span:
     text: str                 # white space folded
     cut_before: bool          # a bounded span of a longer sentence: text precedes it in that sentence
     cut_after: bool
-    position: int             # its index among the abstract's spans
-    start: int = 0            # offsets into the abstract as stored
+    position: int             # its index among the abstract's spans; a body span's is BODY_POSITIONS + 2 × its index
+    start: int = 0            # offsets into the abstract (or the body) as stored
     end: int = 0
+    origin: str = table.ABSTRACT      # which text: table.ABSTRACT or table.BODY
+    section: str = ""         # a body span's section ("4.2 Ablations") and its anchor on arXiv's page
+    anchor: str = ""
 
 
 @dataclass
@@ -206,24 +220,32 @@ class Row:
     group: str = ""
 
     def quotes(self) -> list[table.Quote]:
-        """The row's quotes: slices of the abstract, adjacent spans as one slice, others apart."""
+        """The row's quotes: slices of the abstract or the body, adjacent spans of the abstract as one slice,
+        others apart."""
         found: list[table.Quote] = []
-        abstract = self.source.abstract
         for n, span in enumerate(self.spans):
             role = self.roles[n] if n < len(self.roles) else ""
+            text = source_text(self.source, span.origin)
             if found and span.position == self.spans[n - 1].position + 1:     # only white space between them
                 last = found.pop()
-                found.append(replace(last, end=span.end, text=abstract[last.start:span.end],
+                found.append(replace(last, end=span.end, text=text[last.start:span.end],
                                      cut_after=span.cut_after))
                 continue
-            found.append(table.Quote(table.ABSTRACT, span.start, span.end, abstract[span.start:span.end], role,
-                                     span.cut_before, span.cut_after))
+            found.append(table.Quote(span.origin, span.start, span.end, text[span.start:span.end], role,
+                                     span.cut_before, span.cut_after, span.section, span.anchor))
         return found
 
     @property
     def quote(self) -> str:
         """The row's quoted words, "…" where text of the abstract was left out (no quotation marks)."""
         return quote_text(self.quotes(), marks=False)
+
+
+def source_text(source: Source, origin: str) -> str:
+    """The stored text a quote of `source` slices."""
+    if origin == table.BODY:
+        return source.body.body.text if source.body is not None else ""
+    return source.abstract
 
 
 def spans_of(abstract: str) -> list[Span]:
@@ -298,6 +320,60 @@ def candidate_spans(abstract: str, limits: re.Pattern | None = None) -> list[tup
     return [(span, role, places[span.position]) for span, role in kept]
 
 
+def body_candidates(source: Source, question_vector: np.ndarray,
+                    limits: re.Pattern | None = None) -> list[tuple[Span, str, np.ndarray]]:
+    """The spans of a paper's full text a row may quote for the question, with their cue role and stored vector:
+    its BODY_CANDIDATES closest to the question that may state the paper's finding (body_text.may_state_finding)
+    and are quotable and not background by their cues (with `limits`, a background span that states a limitation
+    stays, role "limitation")."""
+    stored = source.body
+    if stored is None or not len(stored.vectors) or stored.vectors.shape[1] != len(question_vector):
+        return []
+    body = stored.body
+    closeness = stored.vectors @ np.asarray(question_vector, dtype=np.float32)
+    found: list[tuple[Span, str, np.ndarray]] = []
+    for n in np.argsort(-closeness)[:BODY_SCAN]:
+        start, end, passage, cut_before, cut_after = stored.sentences[int(n)]
+        sentence = body_text.BodySentence(start, end, passage, cut_before, cut_after)
+        if not body_text.may_state_finding(body, sentence):
+            continue
+        section = body.section_of(body.passages[passage])
+        span = Span(" ".join(body.text[start:end].split()), cut_before, cut_after, BODY_POSITIONS + 2 * int(n),
+                    start, end, table.BODY, section.title if section else "", section.anchor if section else "")
+        role = cue_role(span.text, False)
+        if role == "background":
+            if not (limits and states(limits, span.text)):
+                continue
+            role = "limitation"
+        if quotable(span):
+            found.append((span, role, stored.vectors[int(n)]))
+        if len(found) >= BODY_CANDIDATES:
+            break
+    return found
+
+
+def _abstract_spans(sources: Sequence[Source], limits: re.Pattern | None, embed: Callable[[list[str]], np.ndarray],
+                    learned_roles: bool) -> tuple[list[tuple[int, Span, str]], np.ndarray]:
+    """The abstracts' candidate spans (source index, span, role) and their vectors, background dropped by the
+    learned roles where they may be read."""
+    owned: list[tuple[int, Span, str]] = []
+    places: list[float] = []
+    for index, source in enumerate(sources):
+        for span, role, place in candidate_spans(source.abstract, limits):
+            owned.append((index, span, role))
+            places.append(place)
+    if not owned:
+        return [], np.zeros((0, 0), dtype=np.float32)
+    vectors = np.asarray(embed([span.text for _, span, _ in owned]), dtype=np.float32)
+    if learned_roles and sentence_roles.fits(vectors):      # the learned roles, from the vectors just made
+        learned = roles_of([span.text for _, span, _ in owned], vectors, places)
+        learned = ["limitation" if role == "limitation" else learned[n] for n, (_, _, role) in enumerate(owned)]
+        keep = [n for n, role in enumerate(learned) if role != "background"]
+        owned = [(owned[n][0], owned[n][1], learned[n]) for n in keep]
+        vectors = vectors[keep]
+    return owned, vectors
+
+
 def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Source],
                embed: Callable[[list[str]], np.ndarray], max_rows: int = MAX_ROWS,
                floor: float = ROW_FLOOR, learned_roles: bool = True,
@@ -306,23 +382,18 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     `learned_roles`: the sentence-role classifier may read `embed`'s vectors (they come from its embedder)."""
     unique = list({s.paper_id: s for s in reversed(sources)}.values())[::-1]     # a paper's first place wins
     limits = limit_cue(question)
-    owned: list[tuple[int, Span, str]] = []
-    places: list[float] = []
+    owned, vectors = _abstract_spans(unique, limits, embed, learned_roles)
+    body_owned: list[tuple[int, Span, str]] = []
+    body_vectors: list[np.ndarray] = []
     for index, source in enumerate(unique):
-        for span, role, place in candidate_spans(source.abstract, limits):
-            owned.append((index, span, role))
-            places.append(place)
+        for span, role, vector in body_candidates(source, question_vector, limits):
+            body_owned.append((index, span, role))
+            body_vectors.append(vector)
+    if body_owned:
+        owned = owned + body_owned
+        vectors = np.vstack([vectors, np.vstack(body_vectors)]) if len(vectors) else np.vstack(body_vectors)
     if not owned:
         return [], None
-    vectors = np.asarray(embed([span.text for _, span, _ in owned]), dtype=np.float32)
-    if learned_roles and sentence_roles.fits(vectors):      # the learned roles, from the vectors just made
-        learned = roles_of([span.text for _, span, _ in owned], vectors, places)
-        learned = ["limitation" if role == "limitation" else learned[n] for n, (_, _, role) in enumerate(owned)]
-        keep = [n for n, role in enumerate(learned) if role != "background"]
-        owned = [(owned[n][0], owned[n][1], learned[n]) for n in keep]
-        vectors = vectors[keep]
-        if not owned:
-            return [], None
     relevance = vectors @ np.asarray(question_vector, dtype=np.float32)
     numbers = asks_how_much(question)
     bonus = CONTRIBUTION_BONUS if asks_contribution(question) and not numbers else ROLE_BONUS
@@ -345,6 +416,10 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
             chosen = [best] + [n for n in mine[1:2] if owned[n][2] == "result" and owned[best][2] != "result"
                                and scores[n] >= scores[best] - SECOND_WITHIN
                                and float(vectors[n] @ vectors[best]) < 0.9]
+        body = [n for n in mine if owned[n][1].origin == table.BODY]
+        if body and not any(owned[n][1].origin == table.BODY for n in chosen) and relevance[body[0]] >= BODY_FLOOR \
+                and (names_paper(question, source) or scores[body[0]] >= scores[best] - BODY_WITHIN):
+            chosen.append(body[0])        # what its full text says closest to the question
         chosen.sort(key=lambda n: owned[n][1].position)
         rows.append(Row(source, [owned[n][1] for n in chosen], float(relevance[best]),
                         scores[best], [owned[n][2] for n in chosen]))
@@ -361,87 +436,6 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     return [rows[n] for n in order], (np.vstack([row_vectors[n] for n in order]) if order else None)
 
 
-# --- groups -----------------------------------------------------------------------------------------------------
-def _two_means(vectors: np.ndarray) -> list[int]:
-    """Two clusters of unit vectors: seeded by the most distant pair, a few rounds of assignment."""
-    sims = vectors @ vectors.T
-    a, b = np.unravel_index(int(np.argmin(sims)), sims.shape)
-    centres = vectors[[a, b]]
-    assign = [0] * len(vectors)
-    for _ in range(5):
-        assign = [int(np.argmax(centres @ v)) for v in vectors]
-        for k in (0, 1):
-            members = vectors[[n for n, g in enumerate(assign) if g == k]]
-            if len(members):
-                centre = members.mean(axis=0)
-                centres[k] = centre / (np.linalg.norm(centre) or 1.0)
-    return assign
-
-
-_GENERIC = frozenset("""outperforms outperform existing achieves achieve achieving propose proposed proposes novel
-approach approaches method methods model models framework frameworks performance results result show shows demonstrate
-demonstrates based using state art baseline baselines experiments experimental significantly significant extensive
-introduce introduces present presents new first work paper study our their its can also while both further
-comprehensive effective efficient various different several across compared""".split())
-
-
-def _phrases(text: str, question_words: set[str]) -> dict[str, str]:
-    """Lower-cased 2- and 3-word runs of a quote (→ as written), each with a content word the question lacks and
-    none of the generic words of an abstract ("outperforms existing" heads nothing)."""
-    words = re.findall(r"[A-Za-z0-9][A-Za-z0-9\-]*", text)
-    found: dict[str, str] = {}
-    for size in (3, 2):
-        for start in range(len(words) - size + 1):
-            run = words[start:start + size]
-            lower = [w.lower() for w in run]
-            if lower[0] in quotes._STOP or lower[-1] in quotes._STOP:
-                continue
-            if any(w in _GENERIC for w in lower) or not any(
-                    w not in quotes._STOP and w not in question_words and len(w) > 2 for w in lower):
-                continue
-            written = " ".join(run)
-            if re.search(re.escape(written), text):          # the run as it stands in the quote (one space apart)
-                found.setdefault(" ".join(lower), written)
-    return found
-
-
-def group_rows(rows: list[Row], vectors: np.ndarray | None, question: str, max_similarity: float = 0.55) -> bool:
-    """Split the rows into two groups when they fall apart clearly: each group at least two rows, the groups'
-    centres less similar than `max_similarity`, and each group sharing a phrase (in at least two of its rows,
-    in none of the other group's). Sets each row's `group` to that phrase; False (rows unchanged) otherwise."""
-    if vectors is None or len(rows) < GROUP_MIN_ROWS:
-        return False
-    assign = _two_means(vectors)
-    members = [[n for n, g in enumerate(assign) if g == k] for k in (0, 1)]
-    if min(len(m) for m in members) < 2:
-        return False
-    centres = [vectors[m].mean(axis=0) for m in members]
-    centres = [c / (np.linalg.norm(c) or 1.0) for c in centres]
-    if float(centres[0] @ centres[1]) >= max_similarity:
-        return False
-    asked = quotes._content(question)
-    found = [_phrases(row.quote, asked) for row in rows]
-    heads = []
-    for k in (0, 1):
-        other = set().union(*(found[n] for n in members[1 - k]))
-        counts: dict[str, int] = {}
-        for n in members[k]:
-            for key in found[n]:
-                if key not in other:
-                    counts[key] = counts.get(key, 0) + 1
-        shared = [key for key, c in counts.items() if c >= 2]
-        if not shared:
-            return False
-        key = max(shared, key=lambda p: (counts[p], len(p.split()), p))
-        heads.append(next(found[n][key] for n in members[k] if key in found[n]))
-    for k in (0, 1):
-        for n in members[k]:
-            rows[n].group = heads[k]
-    first = rows[0].group
-    rows.sort(key=lambda r: r.group != first)     # the best row's group first; ranks kept within each
-    return True
-
-
 # --- the answer's text ------------------------------------------------------------------------------------------
 def _clean_title(title: str) -> str:
     return " ".join(re.sub(r"[\[\]]", lambda m: "(" if m.group(0) == "[" else ")",
@@ -455,8 +449,8 @@ def make_table(rows: Sequence[Row], question: str) -> table.EvidenceTable:
     made: list[table.Row] = []
     for row in rows:
         found = row.quotes()
-        if not found or not all(table.verbatim(quote, row.source.abstract) for quote in found):
-            log.error("evidence row for %s dropped: a quote is not a slice of its abstract", row.source.paper_id)
+        if not found or not all(table.verbatim(quote, source_text(row.source, quote.source)) for quote in found):
+            log.error("evidence row for %s dropped: a quote is not a slice of its text", row.source.paper_id)
             continue
         source = row.source
         made.append(table.Row(str(len(made) + 1), source.paper_id, source.version, _clean_title(source.title),

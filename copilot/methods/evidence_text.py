@@ -4,7 +4,9 @@ and the table as downloads. Nothing here imports methods.quotes, which tells tab
 
 A table is an intro line, then per row a header line — `[label] title · first authors (et al.) · date ·
 arXiv:id` — and the row's quotes on the next line, each inside quotation marks, "…" between two and where a
-quote is a piece of a longer sentence; rows of a group follow a line `Group: “phrase”`.
+quote is a piece of a longer sentence, a quote from the paper's full text followed by its section and the section's
+address on arXiv — `(§4.2 Ablations · arxiv.org/html/<id>#S4.SS2)`; rows of a group follow a line
+`Group: “phrase”`.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ GROUP_PREFIX = "Group: "
 _ARXIV_TAIL = " \u00b7 arXiv:"
 
 
+SECTION_SIGN = "\u00a7"
+SECTION_HOST = "arxiv.org/html/"
 _ROW = re.compile(rf"^\[[^\[\]\n]{{1,40}}\] [^\n]*{re.escape(_ARXIV_TAIL)}[^\s]+\n"
-                  rf"(?:{ELLIPSIS} )?{OPEN_QUOTE}[^\n]*{CLOSE_QUOTE}(?: {ELLIPSIS})?$", re.M)
+                  rf"(?:{ELLIPSIS} )?{OPEN_QUOTE}[^\n]*(?:{CLOSE_QUOTE}|{ELLIPSIS}|\))$", re.M)
 _GROUP_LINE = re.compile(rf"^{GROUP_PREFIX}{OPEN_QUOTE}[^\n]*{CLOSE_QUOTE}$", re.M)
 
 
@@ -60,14 +64,32 @@ def is_textbook(question: str) -> bool:
     return len(text) <= TEXTBOOK_MAX_CHARS and bool(_TEXTBOOK.match(text))
 
 
-def quote_text(found: Sequence[table.Quote], marks: bool = True) -> str:
-    """Quotes as a row shows them: each inside quotation marks, "…" where text of the abstract was left out."""
+def quote_text(found: Sequence[table.Quote], marks: bool = True, row: table.Row | None = None) -> str:
+    """Quotes as a row shows them: each inside quotation marks, "…" where text of the paper was left out; with
+    `row`, a quote of the full text followed by its section (`section_note`)."""
     opening, closing = (OPEN_QUOTE, CLOSE_QUOTE) if marks else ("", "")
     text = ""
     for n, quote in enumerate(found):
         lead = f"{ELLIPSIS} " if n or quote.cut_before else ""
-        text += (" " if n else "") + lead + f"{opening}{quote.shown}{closing}"
-    return text + (f" {ELLIPSIS}" if found and found[-1].cut_after else "")
+        tail = f" {ELLIPSIS}" if n == len(found) - 1 and quote.cut_after else ""
+        note = section_note(quote, row) if row is not None else ""
+        text += (" " if n else "") + lead + f"{opening}{quote.shown}{closing}" + tail + note
+    return text
+
+
+def section_address(quote: table.Quote, row: table.Row) -> str:
+    """Where a full-text quote's section is on arXiv's HTML page ("" when its page gave no anchor)."""
+    return f"{SECTION_HOST}{row.paper_id}{row.version}#{quote.anchor}" if quote.anchor else ""
+
+
+def section_note(quote: table.Quote, row: table.Row) -> str:
+    """After a quote of the paper's full text: " (§4.2 Ablations · arxiv.org/html/<id>#S4.SS2)"; "" for an
+    abstract's."""
+    if quote.source != table.BODY:
+        return ""
+    where = f"{SECTION_SIGN}{quote.section}" if quote.section else "full text"
+    address = section_address(quote, row)
+    return f" ({where}{' · ' + address if address else ''})"
 
 
 def row_header(row: table.Row) -> str:
@@ -84,12 +106,12 @@ def render_table(evidence: table.EvidenceTable) -> Iterator[str]:
         if row.group and row.group != group:
             group = row.group
             yield f"\n\n{GROUP_PREFIX}{OPEN_QUOTE}{group}{CLOSE_QUOTE}"
-        yield f"\n\n{row_header(row)}\n{quote_text(row.quotes)}"
+        yield f"\n\n{row_header(row)}\n{quote_text(row.quotes, row=row)}"
 
 
 # --- downloads --------------------------------------------------------------------------------------------------
 def _quotes(row: table.Row) -> str:
-    return f" {ELLIPSIS} ".join(quote.shown for quote in row.quotes)
+    return f" {ELLIPSIS} ".join(quote.shown + section_note(quote, row) for quote in row.quotes)
 
 
 def byline(row: table.Row) -> str:
@@ -117,6 +139,20 @@ def table_markdown(question: str, evidence: table.EvidenceTable) -> str:
     for row in evidence.rows:
         group = f"*{cell(row.group)}* · " if row.group else ""
         paper = f"[{cell(row.title)}](https://arxiv.org/abs/{row.paper_id}) — {cell(byline(row))}"
-        quoted = f" {ELLIPSIS} ".join(f"\u201c{cell(quote.shown)}\u201d" for quote in row.quotes)
+        quoted = f" {ELLIPSIS} ".join(f"\u201c{cell(quote.shown)}\u201d{_markdown_section(quote, row)}"
+                                      for quote in row.quotes)
         lines.append(f"| {row.label} | {group}{paper} | {quoted} |")
     return "\n".join(lines) + "\n"
+
+
+def _markdown_section(quote: table.Quote, row: table.Row) -> str:
+    if quote.source != table.BODY:
+        return ""
+    where = f"{SECTION_SIGN}{quote.section}" if quote.section else "full text"
+    address = section_address(quote, row)
+    return f" ([{cell_text(where)}](https://{address}))" if address else f" ({cell_text(where)})"
+
+
+def cell_text(text: str) -> str:
+    """Text inside a Markdown table cell or link label."""
+    return " ".join(text.split()).replace("|", "\\|").replace("[", "(").replace("]", ")")

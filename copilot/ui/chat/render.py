@@ -31,6 +31,9 @@ _LABEL = re.compile(r"\[(\d{1,3})\]")                        # a neutral citatio
 # of item an answer drew on, so it is dropped (the same rule on both sides); after the vote it stays.
 # the arXiv id that ends an evidence table row's header line (methods.evidence_text.row_header)
 _ROW_ID = re.compile(r" \u00b7 arXiv:(?P<id>\d{4}\.\d{4,5}(?:v\d+)?)$", re.M)
+# a full-text quote's section address (methods.evidence_text.section_note): a link after the vote, like the row's id
+_SECTION_ADDRESS = re.compile(r"\((?P<where>[^()\n]{1,300}) \u00b7 (?P<address>arxiv\.org/html/\d{4}\.\d{4,5}(?:v\d+)?"
+                              r"#[A-Za-z0-9._-]{1,60})\)")
 _RAW_ID = re.compile(r"\s?\[(?:\d{4}\.\d{4,5}(?:v\d+)?|T[0-9a-z]{6,}|\d{5,})\]")
 SOURCES_AFTER_VOTE = "Shown when you vote: before it, which sources an answer used would tell the two answers apart."
 WRITING_BOTH = "Writing both answers… they are shown together, so that neither one's timing gives it away."
@@ -73,9 +76,12 @@ def answer_text_html(text: str, sources: tuple[SourceView, ...] | list[SourceVie
     neutral = ids_to_labels(text, [source.id for source in sources])
     if not reveal:
         neutral = _RAW_ID.sub("", _ROW_ID.sub("", neutral))    # a table row's paper id: its link comes with the vote
+        neutral = _SECTION_ADDRESS.sub(lambda m: f"({m.group('where')})", neutral)
     marked = _LABEL.sub(cite, escape(neutral))
     if reveal:
         marked = _ROW_ID.sub(lambda m: f" \u00b7 {arxiv_link(m.group('id'), 'arXiv:' + m.group('id'))}", marked)
+        marked = _SECTION_ADDRESS.sub(lambda m: f'(<a href="https://{m.group("address")}" target="_blank" '
+                                                f'rel="noopener">{m.group("where")}</a>)', marked)
     return marked.replace("\n", "<br>")
 
 

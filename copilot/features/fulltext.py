@@ -1,0 +1,198 @@
+"""Reading papers' full text (issue #48): fetch a paper's arXiv HTML page (its PDF when there is none) or take a
+file a researcher downloaded, parse it into a body (copilot.body), split the body into the sentences a row may
+quote, embed them, and keep all of it in the full-text store, in one step that either stores the whole body or
+nothing. `FulltextReader` does this in the background, one paper at a time, questions' papers before the papers
+read ahead of time (votes, "More like this", Profile, feed), so no one waits for the network.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from copilot.body import Parsed
+from copilot.methods import body_text
+from copilot.services import Services
+
+log = logging.getLogger(__name__)
+
+NOW, SOON, AHEAD = 0, 1, 2          # priorities: a question waiting on it, a vote or "More like this", read-ahead
+RETRY_AFTER_S = 6 * 3600.0          # a paper whose reading failed is not asked for again sooner (arXiv is polite)
+MAX_QUEUE = 500
+
+
+@dataclass(frozen=True)
+class Outcome:
+    paper_id: str
+    status: str                      # "ok" or why there is no body
+    source: str                      # "html", "pdf", "file" or ""
+    message: str
+    sentences: int = 0
+    parse_s: float = 0.0
+    embed_s: float = 0.0
+    fetch_s: float = 0.0
+
+
+def keep_parsed(services: Services, parsed: Parsed, source: str, fetch_s: float = 0.0,
+                parse_s: float = 0.0) -> Outcome:
+    """Store a parsed body with its sentences and their vectors (all or nothing); record why there is none."""
+    body = parsed.body
+    if parsed.status != "ok" or body is None:
+        paper_id = body.paper_id if body is not None else ""
+        return Outcome(paper_id, parsed.status, source, parsed.message, fetch_s=fetch_s, parse_s=parse_s)
+    sentences = body_text.body_sentences(body)
+    if not sentences:
+        message = "The text holds no sentence to quote."
+        services.fulltext.note(body.paper_id, "empty", source, message)
+        return Outcome(body.paper_id, "empty", source, message, fetch_s=fetch_s, parse_s=parse_s)
+    started = time.perf_counter()
+    vectors = services.embedder.embed([" ".join(body.text[s.start:s.end].split()) for s in sentences])
+    embed_s = time.perf_counter() - started
+    services.fulltext.put(body, [(s.start, s.end, s.passage, s.cut_before, s.cut_after) for s in sentences],
+                          services.embedder.name, vectors, source)
+    return Outcome(body.paper_id, "ok", source, f"{len(sentences)} sentences from {len(body.sections)} sections.",
+                   len(sentences), parse_s, embed_s, fetch_s)
+
+
+def _library_version(services: Services, paper_id: str) -> str:
+    papers = services.store.get_papers([paper_id])
+    return f"v{papers[0].version}" if papers and papers[0].version else ""
+
+
+def read_paper(services: Services, paper_id: str) -> Outcome:
+    """Fetch, parse and keep one paper's full text, at the version the library holds; never raises for a network
+    or content problem (the outcome says what happened)."""
+    started = time.perf_counter()
+    fetched = fulltext_source(services).fetch(paper_id, _library_version(services, paper_id))
+    fetch_s = time.perf_counter() - started
+    if fetched.parsed is None or fetched.status != "ok":
+        services.fulltext.note(paper_id, fetched.status, fetched.source, fetched.message)
+        return Outcome(paper_id, fetched.status, fetched.source, fetched.message, fetch_s=fetch_s)
+    return keep_parsed(services, fetched.parsed, fetched.source, fetch_s=fetch_s,
+                       parse_s=getattr(fetched, "parse_s", 0.0))
+
+
+def fulltext_source(services: Services):
+    """The process's full-text client (one request at a time, politely spaced)."""
+    from copilot.sources.arxiv_fulltext import FulltextSource
+    from copilot.sources.fulltext_html import parse_html
+    from copilot.sources.fulltext_pdf import parse_pdf
+
+    with _SOURCE_LOCK:
+        client = _SOURCES.get(id(services))
+        if client is None:
+            client = _SOURCES[id(services)] = FulltextSource(services.settings, parse_html=parse_html,
+                                                             parse_pdf=parse_pdf)
+        return client
+
+
+_SOURCE_LOCK = threading.Lock()
+_SOURCES: dict[int, object] = {}
+
+
+def import_files(services: Services, folder: Path) -> list[Outcome]:
+    """`fulltext import DIR`: HTML or PDF files named by arXiv id (a researcher's own downloads)."""
+    from copilot.sources.arxiv_fulltext import import_dir
+
+    outcomes = []
+    for fetched in import_dir(folder, parse_html=_parse_html(), parse_pdf=_parse_pdf()):
+        if fetched.parsed is None or fetched.status != "ok":
+            if fetched.paper_id:
+                services.fulltext.note(fetched.paper_id, fetched.status, "file", fetched.message)
+            outcomes.append(Outcome(fetched.paper_id, fetched.status, "file", fetched.message))
+            continue
+        outcomes.append(keep_parsed(services, fetched.parsed, "file"))
+    return outcomes
+
+
+def _parse_html():
+    from copilot.sources.fulltext_html import parse_html
+    return parse_html
+
+
+def _parse_pdf():
+    from copilot.sources.fulltext_pdf import parse_pdf
+    return parse_pdf
+
+
+def wanted(services: Services, paper_ids: Iterable[str], now: float | None = None) -> list[str]:
+    """Of these papers, those worth reading: no body stored, and no failed reading in the last RETRY_AFTER_S."""
+    ids = list(dict.fromkeys(paper_ids))
+    have = services.fulltext.with_text(ids)
+    readings = services.fulltext.readings(ids)
+    now = time.time() if now is None else now
+    return [pid for pid in ids if pid not in have
+            and not (pid in readings and now - readings[pid].tried_at < RETRY_AFTER_S)]
+
+
+class FulltextReader:
+    """One background thread reading papers' full text, most urgent first, each paper once; `wait` lets a caller
+    (the CLI, a test, Chat's "answer from full text") wait for some papers with a deadline."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self._queue: list[tuple[int, int, str]] = []
+        self._queued: dict[str, int] = {}
+        self._done: dict[str, Outcome] = {}
+        self._order = itertools.count()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def request(self, paper_ids: Sequence[str], priority: int = AHEAD) -> list[str]:
+        """Queue the papers that are worth reading (`wanted`); returns those queued or already queued."""
+        queued = []
+        with self._cond:
+            for pid in wanted(self.services, paper_ids):
+                if pid in self._queued and self._queued[pid] <= priority:
+                    queued.append(pid)
+                    continue
+                if len(self._queue) >= MAX_QUEUE:
+                    break
+                self._queued[pid] = priority
+                self._done.pop(pid, None)
+                heapq.heappush(self._queue, (priority, next(self._order), pid))
+                queued.append(pid)
+            if queued and (self._thread is None or not self._thread.is_alive()):
+                self._thread = threading.Thread(target=self._run, name="fulltext-reader", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+        return queued
+
+    def wait(self, paper_ids: Sequence[str], timeout: float) -> dict[str, Outcome]:
+        """The outcomes of these papers' readings that end within `timeout` seconds (a deadline for the whole
+        wait)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not all(pid in self._done for pid in paper_ids):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return {pid: self._done[pid] for pid in paper_ids if pid in self._done}
+
+    def _next(self) -> str | None:
+        with self._cond:
+            while self._queue:
+                priority, _, pid = heapq.heappop(self._queue)
+                if self._queued.get(pid) == priority:
+                    return pid
+            return None
+
+    def _run(self) -> None:
+        while (pid := self._next()) is not None:
+            try:
+                outcome = read_paper(self.services, pid)
+            except Exception as error:          # a bug must not end the reader: the paper is reported, not lost
+                log.exception("full text of %s not read", pid)
+                outcome = Outcome(pid, "error", "", f"Reading failed: {type(error).__name__}.")
+                self.services.fulltext.note(pid, "error", "", outcome.message)
+            with self._cond:
+                self._queued.pop(pid, None)
+                self._done[pid] = outcome
+                self._cond.notify_all()

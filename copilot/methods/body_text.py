@@ -1,0 +1,71 @@
+"""The sentences of a paper's full text (copilot.body) that a table row may quote, and the rule for which of them may
+stand for the paper's own work (issue #48).
+
+A paragraph, list item or footnote is split like an abstract (quotes.sentence_bounds: "et al.", "e.g.", "Fig. 3",
+"Eq. (2)" and decimals do not end a sentence), a sentence too long to quote cut into bounded spans; a table row or a
+caption is one span (bounded the same way). What the related work or the background says is other papers' work,
+never this paper's finding: those sections are not quoted, nor the introduction's sentences that do not speak in
+the paper's own voice.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from copilot.body import Body
+from copilot.methods import quotes
+
+MIN_WORDS = quotes.MIN_QUOTE_WORDS
+MAX_SENTENCES = 4000          # a body's spans kept at most (a 30-page paper has ~600)
+
+# sections that report other work, the setting, or no finding at all
+_NOT_FINDINGS = re.compile(r"\b(?:related\s+work|prior\s+work|previous\s+work|literature|background|preliminar\w*"
+                           r"|acknowledge?ments?|funding|competing\s+interests|ethic\w*|impact\s+statement"
+                           r"|author\s+contributions?|table\s+of\s+contents|references|bibliography"
+                           r"|broader\s+impacts?|datasheet)\b", re.I)
+_INTRODUCTION = re.compile(r"\bintroduction\b", re.I)
+_OWN_VOICE = re.compile(r"\b(?:we|our|us|this\s+(?:paper|work|study|article))\b", re.I)
+
+
+@dataclass(frozen=True)
+class BodySentence:
+    start: int                # offsets into Body.text
+    end: int
+    passage: int              # index into Body.passages
+    cut_before: bool = False  # a bounded piece of a longer sentence
+    cut_after: bool = False
+
+
+def body_sentences(body: Body) -> list[BodySentence]:
+    """Every span of the body a quote may be, in reading order (offsets into `body.text`)."""
+    found: list[BodySentence] = []
+    text = body.text
+    for index, passage in enumerate(body.passages):
+        if passage.kind in ("table_row", "caption"):
+            bounds = [(passage.start, passage.end)]
+        else:
+            bounds = [(passage.start + a, passage.start + b)
+                      for a, b in quotes.sentence_bounds(text[passage.start:passage.end])]
+        for start, end in bounds:
+            pieces = quotes.bounded_bounds(text, start, end, quotes.MAX_SPAN_WORDS)
+            for n, (a, b) in enumerate(pieces):
+                if len(re.findall(r"[A-Za-z]{2,}", text[a:b])) >= MIN_WORDS:
+                    found.append(BodySentence(a, b, index, n > 0, n < len(pieces) - 1))
+                if len(found) >= MAX_SENTENCES:
+                    return found
+    return found
+
+
+def may_state_finding(body: Body, sentence: BodySentence) -> bool:
+    """Whether the sentence may be quoted as what the paper does or finds: not from related work, background,
+    acknowledgements and the like; from the introduction only in the paper's own voice ("we show …")."""
+    section = body.section_of(body.passages[sentence.passage])
+    if section is None:
+        return False          # before the first section: title and author blocks
+    top = section.top or section.title
+    if _NOT_FINDINGS.search(top) or _NOT_FINDINGS.search(section.title):
+        return False
+    if _INTRODUCTION.search(top):
+        return bool(_OWN_VOICE.search(body.text[sentence.start:sentence.end]))
+    return True

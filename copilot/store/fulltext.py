@@ -1,0 +1,182 @@
+"""Papers' full texts (issue #48): the one owner of body text, its sentences and their vectors, and of each paper's
+last reading status.
+
+A body is derived from arXiv (its HTML page or PDF, or a file a researcher imported), so it lives in its own file,
+`fulltext.sqlite3`, outside what a backup uploads (store.backup copies `copilot.db` and the vector store only), and
+is read again on demand. One row per paper: a new version replaces the old, body, sentences and vectors in one
+transaction, so a reader never sees half of one. Being derived, the file never fails an answer: a read that fails
+finds nothing (the answer quotes abstracts) and is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from copilot.body import Body
+
+log = logging.getLogger(__name__)
+FILE_NAME = "fulltext.sqlite3"
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS bodies (paper_id TEXT PRIMARY KEY, version TEXT NOT NULL, source TEXT NOT NULL,"
+    " stored_at REAL NOT NULL, body TEXT NOT NULL, sentences TEXT NOT NULL, model TEXT NOT NULL,"
+    " vectors BLOB NOT NULL, dim INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS readings (paper_id TEXT PRIMARY KEY, status TEXT NOT NULL, source TEXT NOT NULL,"
+    " message TEXT NOT NULL, tried_at REAL NOT NULL);")
+_CHUNK = 400
+
+
+@dataclass(frozen=True)
+class StoredBody:
+    body: Body
+    sentences: tuple[tuple[int, int, int, bool, bool], ...]   # (start, end, passage, cut_before, cut_after)
+    model: str                                                # the embedder the vectors come from
+    vectors: np.ndarray                                       # one unit row per sentence, float32
+
+
+@dataclass(frozen=True)
+class Reading:
+    paper_id: str
+    status: str               # "ok" or why there is no body (copilot.body.Parsed, the fetch's statuses)
+    source: str               # "html", "pdf", "file" or ""
+    message: str
+    tried_at: float
+
+
+class FulltextStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._ready = False
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=5.0)
+        if not self._ready:
+            with self._lock:
+                conn.executescript(_SCHEMA)
+                self._ready = True
+        return conn
+
+    def put(self, body: Body, sentences: Sequence[tuple[int, int, int, bool, bool]], model: str,
+            vectors: np.ndarray, source: str) -> None:
+        """Keep a paper's body (replacing any earlier version) and mark its reading ok, in one transaction."""
+        matrix = np.asarray(vectors, dtype=np.float16)
+        if len(matrix) != len(sentences):
+            raise ValueError("one vector per sentence")
+        now = time.time()
+        conn = self._connect()
+        try:
+            with conn:
+                conn.execute("INSERT OR REPLACE INTO bodies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (body.paper_id, body.version, body.source, now, body.to_json(),
+                              json.dumps([list(s) for s in sentences]), model, matrix.tobytes(),
+                              int(matrix.shape[1]) if matrix.ndim == 2 else 0))
+                conn.execute("INSERT OR REPLACE INTO readings VALUES (?, 'ok', ?, '', ?)",
+                             (body.paper_id, source, now))
+        finally:
+            conn.close()
+
+    def note(self, paper_id: str, status: str, source: str, message: str) -> None:
+        """Record a reading that gave no body; a body already stored stays (an older version still answers)."""
+        try:
+            conn = self._connect()
+            try:
+                with conn:
+                    conn.execute("INSERT OR REPLACE INTO readings VALUES (?, ?, ?, ?, ?)",
+                                 (paper_id, status, source, message[:500], time.time()))
+            finally:
+                conn.close()
+        except sqlite3.Error as error:
+            log.warning("full-text store: reading of %s not recorded: %s", paper_id, error)
+
+    def get(self, paper_ids: Iterable[str], model: str) -> dict[str, StoredBody]:
+        """The stored bodies of these papers whose vectors come from `model`; nothing on any failure."""
+        ids = list(dict.fromkeys(paper_ids))
+        found: dict[str, StoredBody] = {}
+        if not ids or not self.path.exists():
+            return found
+        try:
+            conn = self._connect()
+            try:
+                for n in range(0, len(ids), _CHUNK):
+                    chunk = ids[n:n + _CHUNK]
+                    rows = conn.execute(f"SELECT body, sentences, model, vectors, dim FROM bodies WHERE model = ? "
+                                        f"AND paper_id IN ({','.join('?' * len(chunk))})", (model, *chunk))
+                    for body_json, sentences_json, row_model, blob, dim in rows:
+                        body = Body.from_json(body_json)
+                        sentences = tuple(tuple(s) for s in json.loads(sentences_json))
+                        vectors = np.frombuffer(blob, dtype=np.float16).reshape(-1, dim).astype(np.float32) \
+                            if dim else np.zeros((0, 0), dtype=np.float32)
+                        found[body.paper_id] = StoredBody(body, sentences, row_model, vectors)  # type: ignore[arg-type]
+            finally:
+                conn.close()
+        except (sqlite3.Error, ValueError, KeyError, TypeError) as error:
+            log.warning("full-text store unreadable, answering from abstracts: %s", error)
+            return {}
+        return found
+
+    def with_text(self, paper_ids: Iterable[str]) -> set[str]:
+        """Which of these papers have a stored body."""
+        ids = list(dict.fromkeys(paper_ids))
+        if not ids or not self.path.exists():
+            return set()
+        try:
+            conn = self._connect()
+            try:
+                have: set[str] = set()
+                for n in range(0, len(ids), _CHUNK):
+                    chunk = ids[n:n + _CHUNK]
+                    have.update(r[0] for r in conn.execute(
+                        f"SELECT paper_id FROM bodies WHERE paper_id IN ({','.join('?' * len(chunk))})", chunk))
+                return have
+            finally:
+                conn.close()
+        except sqlite3.Error as error:
+            log.warning("full-text store unreadable: %s", error)
+            return set()
+
+    def readings(self, paper_ids: Iterable[str]) -> dict[str, Reading]:
+        ids = list(dict.fromkeys(paper_ids))
+        if not ids or not self.path.exists():
+            return {}
+        try:
+            conn = self._connect()
+            try:
+                found: dict[str, Reading] = {}
+                for n in range(0, len(ids), _CHUNK):
+                    chunk = ids[n:n + _CHUNK]
+                    for row in conn.execute(f"SELECT * FROM readings WHERE paper_id IN ({','.join('?' * len(chunk))})",
+                                            chunk):
+                        found[row[0]] = Reading(*row)
+                return found
+            finally:
+                conn.close()
+        except sqlite3.Error as error:
+            log.warning("full-text store unreadable: %s", error)
+            return {}
+
+    def counts(self) -> dict[str, int]:
+        """How many papers have a body ("ok"), and of the papers without one, how many readings ended in each other
+        status."""
+        if not self.path.exists():
+            return {}
+        try:
+            conn = self._connect()
+            try:
+                found = {"ok": conn.execute("SELECT COUNT(*) FROM bodies").fetchone()[0]}
+                found.update(conn.execute("SELECT status, COUNT(*) FROM readings WHERE status != 'ok' AND paper_id "
+                                          "NOT IN (SELECT paper_id FROM bodies) GROUP BY status").fetchall())
+                return found
+            finally:
+                conn.close()
+        except sqlite3.Error as error:
+            log.warning("full-text store unreadable: %s", error)
+            return {}

@@ -1,0 +1,148 @@
+"""A paper's full text in the evidence table (issue #48), unit tier: the body's sentences, which of them may stand
+for the paper's finding, the store (one body per paper, replaced whole, derived data that fails soft), rows that
+quote the body with its section, and how the section and its link are shown. A bag-of-words stand-in for the
+embedder (tests/test_quotes.embed). The real pages, parser and embedder: test_fulltext_parse.py and
+test_fulltext_answers.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from copilot import table
+from copilot.body import Body, Passage, Section
+from copilot.methods import body_text, evidence, evidence_text
+from copilot.methods.evidence import Source, build_rows
+from copilot.store.fulltext import FulltextStore, StoredBody
+from copilot.ui.chat.render import answer_text_html
+from tests.test_quotes import embed
+
+pytestmark = pytest.mark.unit
+
+PASSAGES = [
+    ("1 Introduction", "S1", "1 Introduction",
+     "Speech translation systems have long struggled with rare terms (Smith et al., 2020). "
+     "We show that retrieval of glossary terms fixes most of these errors."),
+    ("2 Related Work", "S2", "2 Related Work",
+     "Prior systems retrieve glossary terms with a cascade and reach 40% term accuracy."),
+    ("4.2 Ablations", "S4.SS2", "4 Experiments",
+     "Removing the sliding window drops term accuracy from 81.2% to 64.0%, e.g. on the En-De direction. "
+     "The retriever was trained for 3 epochs with a learning rate of 1e-4 on 8 GPUs."),
+    ("4.2 Ablations", "S4.SS2", "4 Experiments", "Window size | Term accuracy | Latency"),
+    ("4.2 Ablations", "S4.SS2", "4 Experiments", "1.92 s | 81.2 | 1.4"),
+]
+
+
+def make_body(paper_id: str = "2601.22777", version: str = "v1") -> Body:
+    sections: list[Section] = []
+    passages: list[Passage] = []
+    text = ""
+    for title, anchor, top, words in PASSAGES:
+        if not sections or sections[-1].title != title:
+            sections.append(Section(title, anchor, top))
+        start = len(text) + (2 if text else 0)
+        text += ("\n\n" if text else "") + words
+        kind = "table_row" if " | " in words else "paragraph"
+        passages.append(Passage(start, len(text), len(sections) - 1, kind))
+    return Body(paper_id, version, "html", text, tuple(sections), tuple(passages))
+
+
+def stored(body: Body) -> StoredBody:
+    sentences = body_text.body_sentences(body)
+    vectors = embed([" ".join(body.text[s.start:s.end].split()) for s in sentences])
+    return StoredBody(body, tuple((s.start, s.end, s.passage, s.cut_before, s.cut_after) for s in sentences),
+                      "bag-of-words", vectors)
+
+
+PAPER = Source("2601.22777", "RASST: retrieval-augmented simultaneous speech translation", ("Ann Lee",), "2026-01-30",
+               "Simultaneous speech translation produces text from partial speech. We propose RASST, which retrieves "
+               "terms for a speech LLM while it translates. RASST improves terminology accuracy by up to 16 points.",
+               0.6, version="v1")
+
+
+def test_body_sentences_are_slices_split_at_ends_not_at_abbreviations():
+    body = make_body()
+    found = [body.text[s.start:s.end] for s in body_text.body_sentences(body)]
+    assert "Removing the sliding window drops term accuracy from 81.2% to 64.0%, e.g. on the En-De direction." in found
+    assert "Speech translation systems have long struggled with rare terms (Smith et al., 2020)." in found
+    assert "Window size | Term accuracy | Latency" in found          # a table row is one span
+
+
+def test_related_work_and_the_introductions_background_never_stand_for_the_finding():
+    body = make_body()
+    allowed = {body.text[s.start:s.end] for s in body_text.body_sentences(body) if body_text.may_state_finding(body, s)}
+    assert "We show that retrieval of glossary terms fixes most of these errors." in allowed
+    assert not any("Prior systems" in s or "have long struggled" in s for s in allowed)
+    assert any(s.startswith("Removing the sliding window") for s in allowed)
+
+
+def test_a_row_quotes_the_body_sentence_that_answers_with_its_section():
+    question = "How much does removing the sliding window drop RASST's term accuracy?"
+    with_body = replace(PAPER, body=stored(make_body()))
+    rows = build_rows(question, embed([question])[0], [with_body], embed, floor=0.2)[0]
+    made = evidence.make_table(rows, question)
+    quotes = made.rows[0].quotes
+    body_quotes = [q for q in quotes if q.source == table.BODY]
+    assert body_quotes and body_quotes[0].text.startswith("Removing the sliding window")
+    assert (body_quotes[0].section, body_quotes[0].anchor) == ("4.2 Ablations", "S4.SS2")
+    assert table.verbatim(body_quotes[0], with_body.body.body.text)
+    # the same paper without its full text quotes only its abstract
+    plain = build_rows(question, embed([question])[0], [PAPER], embed, floor=0.2)[0]
+    assert all(q.source == table.ABSTRACT for q in evidence.make_table(plain, question).rows[0].quotes)
+
+
+def test_a_body_quote_that_is_not_a_slice_of_the_body_drops_the_row():
+    question = "How much does removing the sliding window drop RASST's term accuracy?"
+    body = make_body()
+    with_body = replace(PAPER, body=stored(body))
+    rows = build_rows(question, embed([question])[0], [with_body], embed, floor=0.2)[0]
+    edited = replace(body, text=body.text[:body.text.index("Removing")])     # the stored text changed under it
+    rows[0].source = replace(with_body, body=replace(with_body.body, body=edited))
+    assert not evidence.make_table(rows, question).rows
+
+
+def test_the_section_is_shown_and_linked_only_after_the_vote():
+    question = "How much does removing the sliding window drop RASST's term accuracy?"
+    rows = build_rows(question, embed([question])[0], [replace(PAPER, body=stored(make_body()))], embed,
+                      floor=0.2)[0]
+    made = evidence.make_table(rows, question)
+    text = "".join(evidence_text.render_table(made))
+    assert "(\u00a74.2 Ablations \u00b7 arxiv.org/html/2601.22777v1#S4.SS2)" in text
+    assert evidence_text.is_table(text)
+    before = answer_text_html(text, [], reveal=False)
+    assert "\u00a74.2 Ablations" in before and "arxiv.org/html" not in before
+    after = answer_text_html(text, [], reveal=True)
+    assert '<a href="https://arxiv.org/html/2601.22777v1#S4.SS2"' in after
+    assert "[\u00a74.2 Ablations](https://arxiv.org/html/2601.22777v1#S4.SS2)" in evidence_text.table_markdown(
+        question, made)
+    assert table.EvidenceTable.from_json(made.to_json()) == made
+
+
+def test_the_store_keeps_one_body_per_paper_and_a_new_version_replaces_it(tmp_path):
+    store = FulltextStore(tmp_path / "fulltext.sqlite3")
+    first = stored(make_body(version="v1"))
+    store.put(first.body, first.sentences, "m", first.vectors, "html")
+    second = stored(make_body(version="v2"))
+    store.put(second.body, second.sentences, "m", second.vectors, "html")
+    got = store.get(["2601.22777", "2601.00000"], "m")
+    assert list(got) == ["2601.22777"] and got["2601.22777"].body.version == "v2"
+    assert got["2601.22777"].sentences == second.sentences
+    assert np.allclose(got["2601.22777"].vectors, second.vectors, atol=1e-3)
+    assert store.get(["2601.22777"], "another embedder") == {}
+    store.note("2601.00000", "no_html", "html", "arXiv has no HTML page for this paper.")
+    store.note("2601.22777", "timeout", "html", "slow")            # a stored body stays through a failed re-read
+    assert store.with_text(["2601.22777", "2601.00000"]) == {"2601.22777"}
+    assert store.counts() == {"ok": 1, "no_html": 1}
+    with pytest.raises(ValueError):
+        store.put(first.body, first.sentences[:-1], "m", first.vectors, "html")   # all or nothing
+    assert store.get(["2601.22777"], "m")["2601.22777"].body.version == "v2"
+
+
+def test_a_broken_store_file_finds_nothing_and_the_answer_quotes_abstracts(tmp_path):
+    path = tmp_path / "fulltext.sqlite3"
+    path.write_bytes(b"this is not a database" * 100)
+    store = FulltextStore(path)
+    assert store.get(["2601.22777"], "m") == {} and store.with_text(["2601.22777"]) == set()
+    assert store.counts() == {}
