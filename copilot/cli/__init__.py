@@ -20,6 +20,7 @@ from copilot.cli.chat import add_chat_commands
 from copilot.cli.evals import add_eval_commands
 from copilot.cli.export import add_export_commands
 from copilot.cli.feed import add_feed_commands
+from copilot.cli.fulltext import add_fulltext_commands
 from copilot.cli.library import add_library_commands
 from copilot.cli.memory import add_memory_commands
 from copilot.cli.profile import add_profile_commands
@@ -32,6 +33,7 @@ from copilot.errors import UserError
 
 COMMAND_GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_library_commands,       # import, ingest, status
+    add_fulltext_commands,      # fulltext import|fetch|status
     add_feed_commands,          # feed
     add_search_commands,        # search
     add_related_commands,       # related

@@ -211,6 +211,7 @@ def status(services: Services, next_ingest: datetime | None = None) -> dict:
         "embedder": services.embedder.name,
         "categories": services.settings.categories,
         "failures": failure_counts(services),
+        "full_text": services.fulltext.counts(),
     }
 
 
