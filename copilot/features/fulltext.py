@@ -98,16 +98,28 @@ _SOURCES: dict[int, object] = {}
 
 def import_files(services: Services, folder: Path) -> list[Outcome]:
     """`fulltext import DIR`: HTML or PDF files named by arXiv id (a researcher's own downloads)."""
-    from copilot.sources.arxiv_fulltext import import_dir
+    return import_paths(services, sorted(p for p in folder.iterdir() if p.is_file()))
+
+
+def import_paths(services: Services, paths: Sequence[Path]) -> list[Outcome]:
+    """Read these files (named by arXiv id) into the full-text store; a paper the library does not hold is
+    reported, not stored (its rows could never show)."""
+    from copilot.sources.arxiv_fulltext import import_file
 
     outcomes = []
-    for fetched in import_dir(folder, parse_html=_parse_html(), parse_pdf=_parse_pdf()):
+    for path in paths:
+        started = time.perf_counter()
+        fetched = import_file(path, parse_html=_parse_html(), parse_pdf=_parse_pdf())
+        parse_s = time.perf_counter() - started
         if fetched.parsed is None or fetched.status != "ok":
             if fetched.paper_id:
                 services.fulltext.note(fetched.paper_id, fetched.status, "file", fetched.message)
-            outcomes.append(Outcome(fetched.paper_id, fetched.status, "file", fetched.message))
-            continue
-        outcomes.append(keep_parsed(services, fetched.parsed, "file"))
+            outcomes.append(Outcome(fetched.paper_id, fetched.status, "file", fetched.message, parse_s=parse_s))
+        elif not services.store.get_papers([fetched.paper_id]):
+            outcomes.append(Outcome(fetched.paper_id, "not_in_library", "file",
+                                    "The library does not hold this paper; import or ingest it first."))
+        else:
+            outcomes.append(keep_parsed(services, fetched.parsed, "file", parse_s=parse_s))
     return outcomes
 
 

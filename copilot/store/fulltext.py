@@ -97,6 +97,18 @@ class FulltextStore:
         except sqlite3.Error as error:
             log.warning("full-text store: reading of %s not recorded: %s", paper_id, error)
 
+    def delete(self, paper_id: str) -> None:
+        """Forget a paper's body and reading (an evaluation reads it again cold)."""
+        if not self.path.exists():
+            return
+        conn = self._connect()
+        try:
+            with conn:
+                conn.execute("DELETE FROM bodies WHERE paper_id = ?", (paper_id,))
+                conn.execute("DELETE FROM readings WHERE paper_id = ?", (paper_id,))
+        finally:
+            conn.close()
+
     def get(self, paper_ids: Iterable[str], model: str) -> dict[str, StoredBody]:
         """The stored bodies of these papers whose vectors come from `model`; nothing on any failure."""
         ids = list(dict.fromkeys(paper_ids))

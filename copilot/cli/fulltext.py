@@ -1,0 +1,86 @@
+"""`fulltext import|fetch|status`: papers' full text (issue #48), read now rather than in the app's background."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from copilot.cli.output import print_json
+from copilot.errors import UserError
+from copilot.features import fulltext
+from copilot.services import Services
+
+
+def _report(outcomes: list[fulltext.Outcome], as_json: bool) -> int:
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    if as_json:
+        print_json({"counts": counts, "papers": [
+            {"id": o.paper_id, "status": o.status, "source": o.source, "message": o.message, "sentences": o.sentences,
+             "fetch_s": round(o.fetch_s, 3), "parse_s": round(o.parse_s, 3), "embed_s": round(o.embed_s, 3)}
+            for o in outcomes]})
+    else:
+        for o in outcomes:
+            print(f"{o.paper_id or '?'}: {o.status} ({o.source or '-'}) {o.message}")
+        print(", ".join(f"{status} {n}" for status, n in sorted(counts.items())) or "nothing to read")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    folder = Path(args.dir)
+    if not folder.is_dir():
+        raise UserError(f"no such folder: {folder}")
+    return _report(fulltext.import_files(Services(), folder), args.json)
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    services = Services()
+    if args.ids:
+        ids = [i.strip() for part in args.ids for i in part.split(",") if i.strip()]
+    elif args.feed:
+        from copilot.features.feed import feed_for
+
+        ids = [item.paper.id for item in feed_for(services, args.feed, visit=False).items[:args.limit]]
+    else:
+        rows = sorted(services.catalog.rows(), key=lambda row: -row.date)
+        ids = [row.id for row in rows[:args.top]]
+    known = {p.id for p in services.store.get_papers(ids)}
+    unknown = [pid for pid in ids if pid not in known]
+    for pid in unknown:
+        print(f"{pid}: not in the library (import or ingest it first)", file=sys.stderr)
+    todo = [pid for pid in ids if pid in known]
+    if not args.again:
+        todo = fulltext.wanted(services, todo)
+    return _report([fulltext.read_paper(services, pid) for pid in todo], args.json)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    counts = Services().fulltext.counts()
+    print_json({"full_text": counts}) if args.json else print(
+        ", ".join(f"{status} {n}" for status, n in sorted(counts.items())) or "no paper read yet")
+    return 0
+
+
+def add_fulltext_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fulltext", help="papers' full text: import files, fetch from arXiv, status")
+    inner = p.add_subparsers(dest="fulltext_command", required=True)
+    q = inner.add_parser("import", help="HTML or PDF files named by arXiv id (e.g. 2601.22777.html)")
+    q.add_argument("dir", help="the folder of files")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.set_defaults(func=cmd_import)
+
+    q = inner.add_parser("fetch", help="read papers' full text from arXiv's HTML (the PDF where there is none)")
+    which = q.add_mutually_exclusive_group(required=True)
+    which.add_argument("--ids", nargs="+", help="arXiv ids (space- or comma-separated)")
+    which.add_argument("--feed", metavar="USER", help="the top of this user's feed")
+    which.add_argument("--top", type=int, metavar="N", help="the library's N newest papers")
+    q.add_argument("--limit", type=int, default=10, help="with --feed: how many of its papers (default 10)")
+    q.add_argument("--again", action="store_true", help="read papers again even if stored or recently failed")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.set_defaults(func=cmd_fetch)
+
+    q = inner.add_parser("status", help="how many papers have full text, and why the others have none")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.set_defaults(func=cmd_status)
