@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from copilot.cli.fulltext import add_fulltext_eval
 from copilot.cli.output import print_json
 from copilot.cli.roles import add_roles_evals
 from copilot.config import load_settings
@@ -268,6 +269,7 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     _add_related_work(names)
     _add_slim_questions(names)
     add_roles_evals(names)        # eval roles, eval answers (issue #39): their own module
+    add_fulltext_eval(names)      # eval fulltext (issue #48)
 
 
 def _add_csfcube(names: argparse._SubParsersAction) -> None:

@@ -84,3 +84,58 @@ def add_fulltext_commands(sub: argparse._SubParsersAction) -> None:
     q = inner.add_parser("status", help="how many papers have full text, and why the others have none")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(func=cmd_status)
+
+
+def cmd_eval_fulltext(args: argparse.Namespace) -> int:
+    import hashlib
+    import json
+
+    from copilot.cli.roles import _corpus, _eval_library, _report, _to_stderr
+    from copilot.config import load_settings
+    from copilot.eval import fulltext_eval
+    from copilot.features.library import ingestor
+    from copilot.sources.snapshot import paper_from_row
+
+    try:
+        questions = fulltext_eval.read_questions(Path(args.questions), args.limit)
+    except fulltext_eval.FulltextDataError as error:
+        raise UserError(str(error)) from None
+    pages = Path(args.pages) if args.pages else None
+    if pages is not None and not pages.is_dir():
+        raise UserError(f"no such folder: {pages}")
+    wanted = sorted({row["paper"] for row in questions})
+    settings = load_settings()
+    services = _eval_library(settings, _corpus(args), args.papers, wanted, prefix="fulltext-")
+    missing = set(wanted) - {p.id for p in services.store.get_papers(wanted)}
+    if missing and Path(args.question_papers).is_file():
+        rows = [json.loads(line) for line in Path(args.question_papers).read_text(encoding="utf-8").splitlines()
+                if line.strip()]
+        ingestor(services).run("eval fulltext", [paper_from_row(r) for r in rows if r.get("id") in missing])
+    report = fulltext_eval.evaluate(services, questions, pages, progress=_to_stderr)
+    report["meta"].update(questions=str(args.questions), pages=str(pages or ""),
+                          questions_sha1=hashlib.sha1(Path(args.questions).read_bytes()).hexdigest()[:12],
+                          first_papers=args.papers)
+    return _report(report, fulltext_eval, settings.data_dir / "eval",
+                   f"fulltext-{Path(args.questions).stem}-n{len(questions)}", args.json)
+
+
+def add_fulltext_eval(names: argparse._SubParsersAction) -> None:
+    """`eval fulltext` (issue #48)."""
+    from copilot.cli.roles import REPO, SHARED
+
+    p = names.add_parser("fulltext", help="do answers quote what a paper's body says? per question, ask before and "
+                         "after reading the paper: the answer's sentence quoted, its section named, times")
+    p.add_argument("--questions", default=str(REPO / "tests" / "data" / "fulltext-questions.jsonl"),
+                   help="JSON lines {paper, question, patterns, kind, section} (default "
+                   "tests/data/fulltext-questions.jsonl)")
+    p.add_argument("--pages", default=None, help="read the papers from this folder of HTML/PDF files named by id "
+                   "(e.g. ../shared/data/arxiv-html); default: fetch from COPILOT_ARXIV_HTML_URL")
+    p.add_argument("--corpus", default=str(SHARED / "arxiv-cs-2025-2026" / "papers.jsonl"),
+                   help="JSON-lines papers (default ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
+    p.add_argument("--question-papers", default=str(SHARED / "arxiv-html" / "papers.jsonl"),
+                   help="JSON-lines records of the questions' papers the corpus lacks (default "
+                   "../shared/data/arxiv-html/papers.jsonl)")
+    p.add_argument("--papers", type=int, default=2000, help="the corpus's first N papers form the library")
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    p.add_argument("--json", action="store_true", help="print one JSON object: summary, readings, per_question")
+    p.set_defaults(func=cmd_eval_fulltext)
