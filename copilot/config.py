@@ -124,6 +124,9 @@ class Settings(BaseSettings):
     sentence_prefill: bool = Field(
         True, description="The app embeds the papers' quotable sentences in the background, at the lowest CPU "
         "priority, at start and after each ingestion, so an answer looks them up (`python -m copilot sentences`).")
+    fulltext_reading: bool = Field(
+        True, description="Chat reads the full text of the papers its answers show (arXiv's HTML page, else the PDF) "
+        "in the background, one at a time, so later answers quote their bodies (`python -m copilot fulltext`).")
 
     # --- chat and retrieval
     top_k: int = Field(8, ge=1, le=100, description="Items retrieved per question (Thought-Retriever K).")

@@ -51,7 +51,7 @@ TIERS = ("unit", "integration", "browser")
 
 def make_settings(data_dir: Path, **overrides):
     values = dict(data_dir=data_dir, llm="local", scheduler=False, arxiv_delay=0.0, arxiv_retries=1,
-                  arxiv_timeout=5.0, answer_max_tokens=96, local_threads=1)
+                  arxiv_timeout=5.0, answer_max_tokens=96, local_threads=1, fulltext_reading=False)
     values.update(overrides)
     return load_settings(**values)
 

@@ -40,9 +40,12 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, *more: str) -> None:
 
 
 def subprocess_env(data_dir: Path, strip: tuple[str, ...] = PROJECT_PREFIXES, **values: str) -> dict[str, str]:
-    """This process's environment without variables starting with `strip`, then COPILOT_DATA_DIR and `values`."""
+    """This process's environment without variables starting with `strip`, then COPILOT_DATA_DIR, no full-text
+    reading, and `values`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(strip)}
-    env.update(COPILOT_DATA_DIR=str(data_dir), **values)
+    # no background reading of full text from arXiv, unless a test turns it on (tests/test_fulltext_answers.py)
+    env.update(COPILOT_DATA_DIR=str(data_dir), COPILOT_FULLTEXT_READING="false")
+    env.update(values)
     return env
 
 

@@ -192,6 +192,9 @@ class Chat(TurnVotes):
             started = time.perf_counter()
             tables = answer_tables(self.services, turn.question, [a.sources for a in turn.answers], turn.ranking)
             table_s = (time.perf_counter() - started) / len(turn.answers)    # an even share of it to each answer
+            reading = fulltext.reading_line(len(fulltext.read_soon(
+                self.services, list(dict.fromkeys(row.paper_id for table in tables for row in table.rows)))))
+            turn.notice = " ".join(part for part in (turn.notice, reading) if part)
             for answer, table in zip(turn.answers, tables):
                 started = time.perf_counter() - table_s
                 answer.table = table

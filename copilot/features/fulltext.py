@@ -208,3 +208,36 @@ class FulltextReader:
                 self._queued.pop(pid, None)
                 self._done[pid] = outcome
                 self._cond.notify_all()
+
+
+_READERS: dict[int, FulltextReader] = {}
+
+
+def reader_for(services: Services) -> FulltextReader:
+    """The process's background reader for these services."""
+    with _SOURCE_LOCK:
+        reader = _READERS.get(id(services))
+        if reader is None:
+            reader = _READERS[id(services)] = FulltextReader(services)
+        return reader
+
+
+def read_soon(services: Services, paper_ids: Sequence[str], priority: int = NOW) -> list[str]:
+    """Queue these papers' full text for reading in the background (when the settings allow); returns the papers
+    queued. Never waits and never raises: an answer does not depend on it."""
+    if not services.settings.fulltext_reading or not paper_ids:
+        return []
+    try:
+        return reader_for(services).request(list(paper_ids), priority)
+    except Exception:          # the store or a thread could not start: reading is an extra, never the answer's fault
+        log.exception("full text reading not queued")
+        return []
+
+
+def reading_line(count: int) -> str:
+    """What the page says while papers of an answer are being read."""
+    if not count:
+        return ""
+    papers = "paper" if count == 1 else "papers"
+    return (f"Reading the full text of {count} {papers} in these answers (arXiv's HTML page, in the background): "
+            "ask again in a minute and the rows quote their bodies, with the section.")
