@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 
+from copilot.features import fulltext
 from copilot.features.answers import answer_tables, question_ranking, stream_reply, table_text, with_table
 from copilot.features.chat_thoughts import SWEEP_AFTER_S, THOUGHT_FROM  # noqa: F401  (re-exported)
 from copilot.features.chat_view import (
