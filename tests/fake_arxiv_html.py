@@ -3,7 +3,8 @@
 as arXiv answers), and `/pdf/<id>[vN]` the PDFs a test hands it (`.pdfs[id] = bytes`; `minimal_pdf` makes one).
 
 Hostile answers, per id (`.hostile[id] = mode`, for both the HTML and the PDF path unless the mode says which):
-`huge` (50 MB with its Content-Length), `huge_unsized` (50 MB without a length), `drip` (the page one byte a second),
+`huge` (50 MB with its Content-Length), `huge_unsized` (50 MB without a length), `drip` (the page one byte a second;
+`drip_pdf` the PDF only),
 `other` (another paper's page), `failed` (a failed conversion: LaTeXML's empty "Untitled Document"), `error` (HTTP
 500), `cut` (the connection closes halfway through the promised length), `missing` (404), `redirect_other` (302 to
 another paper's page), `redirect_away` (302 to another host).
@@ -104,7 +105,8 @@ class FakeArxivHtml:
         self.port = self.server.server_address[1]
         self.base = f"https://{host}:{self.port}"
         self.html_url, self.pdf_url = f"{self.base}/html/", f"{self.base}/pdf/"
-        self._thread = threading.Thread(target=self.server.serve_forever, name="fake-arxiv-html", daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-arxiv-html", daemon=True)
 
     def __enter__(self) -> FakeArxivHtml:
         self._thread.start()
@@ -139,7 +141,7 @@ class FakeArxivHtml:
         body = page.read_bytes() if page.is_file() else self.pdfs.get(base, b"x" * 4096)
         if mode == "huge" or mode == "huge_unsized":
             self._huge(handler, sized=mode == "huge")
-        elif mode == "drip":
+        elif mode == "drip" or (mode == "drip_pdf" and kind == "pdf"):
             self._drip(handler, body)
         elif mode == "other" and kind == "html":
             self._send(handler, 200, (HTML_DIR / f"{OTHER_ID}.html").read_bytes(), "text/html; charset=utf-8")

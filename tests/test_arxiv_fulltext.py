@@ -153,6 +153,15 @@ def test_a_drip_ends_at_the_deadline(fake_arxiv_html, tmp_path):
     assert fake_arxiv_html.paths() == [f"/html/{PAGE_ID}"]
 
 
+def test_a_dripping_pdf_after_the_no_html_page_ends_at_its_deadline_and_says_both(fake_arxiv_html, tmp_path):
+    fake_arxiv_html.hostile[NO_HTML_ID] = "drip_pdf"
+    fake_arxiv_html.pdfs[NO_HTML_ID] = minimal_pdf("never read in full")
+    got, took = timed(lambda: source(fake_arxiv_html, tmp_path, Reader(), arxiv_timeout=1.5).fetch(NO_HTML_ID), 8)
+    assert got is not None and (got.status, got.source) == ("timeout", "pdf"), got
+    assert 1.4 < took < 2.5
+    assert "no HTML page" in got.message and "Its PDF: arXiv did not send it within 1.5 s" in got.message
+
+
 def test_another_papers_page_is_not_used(fake_arxiv_html, tmp_path):
     fake_arxiv_html.hostile[PAGE_ID] = "other"
     fake_arxiv_html.pdfs[PAGE_ID] = minimal_pdf("never read")
