@@ -99,6 +99,13 @@ def test_the_no_html_page_falls_back_to_the_pdf(fake_arxiv_html, tmp_path):
     assert [ua.user_agent for ua in fake_arxiv_html.seen] == [USER_AGENT, USER_AGENT]
 
 
+def test_an_old_style_id_keeps_its_archive_in_the_url(fake_arxiv_html, tmp_path):
+    fake_arxiv_html.pdfs["hep-th/9901001"] = minimal_pdf("An old paper.")
+    got = source(fake_arxiv_html, tmp_path, Reader()).fetch("hep-th/9901001v2")
+    assert (got.paper_id, got.status, got.source) == ("hep-th/9901001", "ok", "pdf")
+    assert fake_arxiv_html.paths() == ["/html/hep-th/9901001v2", "/pdf/hep-th/9901001v2"]
+
+
 def test_no_html_and_no_pdf_says_both(fake_arxiv_html, tmp_path):
     got = source(fake_arxiv_html, tmp_path, Reader()).fetch(NO_HTML_ID)
     assert got.status == "not_found" and got.parsed is None
@@ -203,6 +210,17 @@ def test_a_parser_that_raises_is_unreadable_not_an_exception(fake_arxiv_html, tm
                                        arxiv_pdf_url=fake_arxiv_html.pdf_url, fulltext_delay=0.0),
                          parse_html=broken, parse_pdf=Reader().parse_pdf).fetch(PAGE_ID)
     assert got.status == "not_found" and "RecursionError" in got.message     # fell back; no PDF there
+
+
+@pytest.mark.parametrize("said", [Parsed("ok"), Parsed("fine", Body(PAGE_ID, "", "html", "x", (), ()))])
+def test_a_parser_breaking_its_contract_is_unreadable(tmp_path, said):
+    page = tmp_path / f"{PAGE_ID}.html"
+    shutil.copy(HTML_DIR / page.name, page)
+    fulltext = FulltextSource(make_settings(tmp_path / "data"), parse_html=lambda data, paper_id: said,
+                              parse_pdf=Reader().parse_pdf)
+    got = fulltext.import_file(page)
+    assert (got.status, got.source) == ("unreadable", "html") and got.parsed is not None
+    assert got.parsed.body is None
 
 
 def test_not_an_id_and_an_unreachable_arxiv(tmp_path):

@@ -92,7 +92,7 @@ def _version(text: str | int | None) -> str:
 
 def identify(paper_id: str, version: str | int | None = "") -> tuple[str, str] | None:
     """(base id, "vN" or "") for an arXiv id or link, the explicit `version` winning over one inside the id."""
-    parsed = parse_arxiv_id(paper_id)
+    parsed = parse_arxiv_id(paper_id[:300])
     if parsed is None:
         return None
     return parsed[0], _version(version) or _version(parsed[1])
@@ -127,7 +127,7 @@ def _parse(parser: Callable[[bytes, str], Parsed], data: bytes, paper_id: str, w
     except Exception as error:  # any failure of a parser is this paper's problem only
         log.exception("reading the %s of %s failed", what, paper_id)
         return Parsed("unreadable", message=f"The {what} could not be read ({type(error).__name__}).")
-    if parsed.status not in STATUSES:
+    if parsed.status not in STATUSES or (parsed.status == "ok") != (parsed.body is not None):
         return Parsed("unreadable", message=f"The {what} could not be read (the reader said {parsed.status[:40]!r}).")
     return parsed
 
@@ -193,13 +193,18 @@ class FulltextSource:
         if answer.code != 200:
             return replace(done, status="unreachable", message=f"arXiv answered HTTP {answer.code} for the HTML page "
                            f"of {base}{version}; try again later.")
-        landed = identify(urlsplit(answer.url).path.rstrip("/").rsplit("/", 1)[-1])
+        landed = self._landed(answer.url)
         if landed and landed[0] != base:
             return replace(done, status="wrong_paper", message=f"Asked for the HTML page of {base}, arXiv sent the one "
                            f"of {landed[0]}; nothing from it was used.")
         parsed = _parse(self.parse_html, answer.content, base, "HTML page")
         return replace(done, status=parsed.status, parsed=parsed,
                        message=parsed.message or _said(parsed.status, f"The HTML page of {base}{version}"))
+
+    def _landed(self, url: str) -> tuple[str, str] | None:
+        """The paper a redirect ended on, when it stayed under the HTML base ('/html/hep-th/9901001v2')."""
+        path, under = urlsplit(url).path, urlsplit(self.html_url).path
+        return identify(path[len(under):].strip("/")) if path.startswith(under) else None
 
     def _fetch_pdf(self, base: str, version: str) -> Fetched:
         answer = self._get(f"{self.pdf_url}{base}{version}")
