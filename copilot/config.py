@@ -115,6 +115,17 @@ class Settings(BaseSettings):
     arxiv_delay: float = Field(3.0, ge=0, description="Seconds between arXiv API requests (the API's politeness "
                                "delay).")
     arxiv_retries: int = Field(3, ge=0, le=10, description="Retries of a failed arXiv request.")
+    arxiv_html_url: str = Field(
+        "https://arxiv.org/html/", description="Where a paper's full text is read as HTML: `<this><id><version>` "
+        "(arXiv's LaTeXML pages; tests point it at a loopback server); COPILOT_ARXIV_TIMEOUT bounds each request.")
+    arxiv_pdf_url: str = Field(
+        "https://arxiv.org/pdf/", description="Where a paper's PDF is read when it has no HTML page: "
+        "`<this><id><version>`.")
+    fulltext_delay: float = Field(3.0, ge=0, le=600, description="Seconds between two requests for full text (HTML "
+                                  "or PDF), one at a time in the whole process: arXiv asks robots for one request "
+                                  "every few seconds.")
+    fulltext_max_mb: float = Field(20.0, gt=0, le=1000, description="Largest HTML page or PDF read, in MB (a "
+                                   "download or an imported file); a larger one is refused and not read on.")
     categories: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(DEFAULT_CATEGORIES), description="arXiv categories ingested, comma-separated.")
     ingest_cron: str = Field("0 6 * * *", description="When the daily ingestion runs (crontab, UTC).")

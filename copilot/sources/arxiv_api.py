@@ -31,6 +31,10 @@ class ArxivSourceError(RuntimeError):
     """arXiv could not be queried; the message says what happened."""
 
 
+class AnswerTooLarge(ArxivSourceError):
+    """An answer over the session's size cap: refused, not read on."""
+
+
 class _Watched(threading.local):
     """The connections the current thread's request is using (the pool adds each one it hands out), shared with
     that request's watchdog."""
@@ -92,9 +96,10 @@ class _TimeoutSession(requests.Session):
     line and headers dripped at 1 byte/s held an action 95 s at a 10 s timeout). At the deadline a watchdog shuts the
     socket. The last response body is kept for strict checks and error messages."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, max_bytes: int = MAX_ANSWER_BYTES) -> None:
         super().__init__()
         self.timeout = timeout
+        self.max_bytes = max_bytes
         self.last_content: bytes = b""
         for prefix in ("http://", "https://"):
             self.mount(prefix, _WatchedAdapter())
@@ -129,14 +134,16 @@ class _TimeoutSession(requests.Session):
         response = super().request(*args, **kwargs)
         chunks, size = [], 0
         try:
+            length = response.headers.get("Content-Length", "")
+            if length.isdigit() and int(length) > self.max_bytes:     # refused before a byte of it is read
+                raise self._too_large()
             while chunk := response.raw.read1(65536, decode_content=True):   # whatever has arrived, at once
                 chunks.append(chunk)
                 size += len(chunk)
                 if missed.is_set():
                     raise requests.exceptions.Timeout(f"the answer took longer than {self.timeout:g} s in all")
-                if size > MAX_ANSWER_BYTES:
-                    raise ArxivSourceError(f"arXiv's answer was larger than {MAX_ANSWER_BYTES // 2 ** 20} MB; "
-                                           "it was not read further and nothing from it was used")
+                if size > self.max_bytes:
+                    raise self._too_large()
         except urllib3.exceptions.ReadTimeoutError as error:
             raise requests.exceptions.Timeout(str(error)) from None
         finally:
@@ -145,6 +152,10 @@ class _TimeoutSession(requests.Session):
             raise requests.exceptions.Timeout(f"the answer took longer than {self.timeout:g} s in all")
         response._content = self.last_content = b"".join(chunks)
         return response
+
+    def _too_large(self) -> AnswerTooLarge:
+        return AnswerTooLarge(f"arXiv's answer was larger than {self.max_bytes / 2 ** 20:g} MB; "
+                              "it was not read further and nothing from it was used")
 
 
 def _xml_problem(content: bytes) -> str | None:
