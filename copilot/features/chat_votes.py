@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from copilot.errors import UserError
+from copilot.features import fulltext
 from copilot.features.chat_thoughts import THOUGHT_FROM, TurnThoughts
 from copilot.features.limits import check_rate
 from copilot.features.signin import Writer
@@ -51,6 +52,9 @@ class TurnVotes(TurnThoughts):
             previous = self.log.record_vote(turn_id, user, choice, label, now)
             job_id, retracted = self._choose_thought(turn_id, THOUGHT_FROM[choice], "vote")
         self._after_choice(job_id, retracted, writer)     # a signed-in voter's model drafts the thought
+        liked = [a for kind, a in ((RAW, turn.raw), (THOUGHTS, turn.thoughts)) if choice in (kind, "tie")]
+        fulltext.read_soon(self.services, [row.paper_id for a in liked if a.table for row in a.table.rows],
+                           fulltext.SOON)             # papers a researcher found useful: read them ahead
         return {"turn_id": turn_id, "choice": choice, "label": label, "previous": previous,
                 "changed": previous is not None and previous != choice, "recorded": True,
                 "counted": counted and previous is None}

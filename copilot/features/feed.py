@@ -209,6 +209,10 @@ def give_feedback(services: Services, user: str, paper_id: str, verdict: str) ->
     if not services.store.get_papers([parsed[0]]):
         raise UserError(f"{parsed[0]} is not in the library")
     services.feed.set_feedback(user, parsed[0], verdict)
+    if verdict == MORE:
+        from copilot.features.fulltext import SOON, read_soon
+
+        read_soon(services, [parsed[0]], SOON)
     return parsed[0]
 
 

@@ -79,16 +79,13 @@ def read_paper(services: Services, paper_id: str) -> Outcome:
 
 
 def fulltext_source(services: Services):
-    """The process's full-text client (one request at a time, politely spaced)."""
+    """The process's full-text client (one request at a time, politely spaced; parsers loaded on first use)."""
     from copilot.sources.arxiv_fulltext import FulltextSource
-    from copilot.sources.fulltext_html import parse_html
-    from copilot.sources.fulltext_pdf import parse_pdf
 
     with _SOURCE_LOCK:
         client = _SOURCES.get(id(services))
         if client is None:
-            client = _SOURCES[id(services)] = FulltextSource(services.settings, parse_html=parse_html,
-                                                             parse_pdf=parse_pdf)
+            client = _SOURCES[id(services)] = FulltextSource(services.settings)
         return client
 
 
@@ -104,12 +101,11 @@ def import_files(services: Services, folder: Path) -> list[Outcome]:
 def import_paths(services: Services, paths: Sequence[Path]) -> list[Outcome]:
     """Read these files (named by arXiv id) into the full-text store; a paper the library does not hold is
     reported, not stored (its rows could never show)."""
-    from copilot.sources.arxiv_fulltext import import_file
-
+    client = fulltext_source(services)
     outcomes = []
     for path in paths:
         started = time.perf_counter()
-        fetched = import_file(path, parse_html=_parse_html(), parse_pdf=_parse_pdf())
+        fetched = client.import_file(path)
         parse_s = time.perf_counter() - started
         if fetched.parsed is None or fetched.status != "ok":
             if fetched.paper_id:
@@ -121,16 +117,6 @@ def import_paths(services: Services, paths: Sequence[Path]) -> list[Outcome]:
         else:
             outcomes.append(keep_parsed(services, fetched.parsed, "file", parse_s=parse_s))
     return outcomes
-
-
-def _parse_html():
-    from copilot.sources.fulltext_html import parse_html
-    return parse_html
-
-
-def _parse_pdf():
-    from copilot.sources.fulltext_pdf import parse_pdf
-    return parse_pdf
 
 
 def wanted(services: Services, paper_ids: Iterable[str], now: float | None = None) -> list[str]:

@@ -142,6 +142,10 @@ def save_profile(services: Services, user: str, text: str, keywords: Sequence[st
             notice = failure_sentence("Saved, but your papers could not be added to the library now", error,
                                       "They stay listed in your profile; save again later to add them.")
     profile = services.profiles.save(user, text, words, ids)
+    if ids and not notice:
+        from copilot.features.fulltext import AHEAD, read_soon
+
+        read_soon(services, ids, AHEAD)          # their own papers: what they ask about first
     return replace(profile, notice=notice)
 
 
