@@ -65,6 +65,9 @@ class Feed:
                 "papers": [item.as_dict() for item in self.items]}
 
 
+FEED_READ_AHEAD = 5           # papers at the top of a personalised feed whose full text is read ahead
+
+
 def _when(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -150,6 +153,10 @@ def feed_for(services: Services, user: str, since: date | str | None = None, lim
     base.items = [FeedItem(by_id[pid], score, _best_ranks(ranks), reason_of(ranks, titles))
                   for pid, score, ranks in fused if pid in by_id]
     base.personalized = True
+    if visit:                                    # the top of a researcher's feed, read ahead at low priority
+        from copilot.features.fulltext import AHEAD, read_soon
+
+        read_soon(services, [item.paper.id for item in base.items[:FEED_READ_AHEAD]], AHEAD)
     return base
 
 
