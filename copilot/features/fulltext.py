@@ -119,6 +119,11 @@ def import_paths(services: Services, paths: Sequence[Path]) -> list[Outcome]:
     return outcomes
 
 
+def papers_read(services: Services, paper_ids: Iterable[str]) -> frozenset[str]:
+    """Which of these papers the library holds the full text of (Search and Related cards say so)."""
+    return frozenset(services.fulltext.with_text(paper_ids))
+
+
 def wanted(services: Services, paper_ids: Iterable[str], now: float | None = None) -> list[str]:
     """Of these papers, those worth reading: no body stored, and no failed reading in the last RETRY_AFTER_S."""
     ids = list(dict.fromkeys(paper_ids))

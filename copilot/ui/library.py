@@ -89,6 +89,21 @@ def model_line(model: dict) -> str:
     return line
 
 
+FULL_TEXT_WHY = {"no_html": "no HTML page", "failed": "conversion failed", "not_found": "not found",
+                 "too_large": "too large", "timeout": "arXiv too slow", "unreachable": "arXiv unreachable",
+                 "unreadable": "unreadable", "empty": "no text", "wrong_paper": "another paper's page"}
+
+
+def full_text_line(counts: dict[str, int]) -> str:
+    """How many papers the library holds the full text of, and why others have none."""
+    have = counts.get("ok", 0)
+    others = [f"{n} {FULL_TEXT_WHY.get(status, status.replace('_', ' '))}" for status, n in sorted(counts.items())
+              if status != "ok" and n]
+    tail = f" · not read: {escape(', '.join(others))}" if others else ""
+    return (f"**Full text:** <span id='fulltext-count'>{have}</span> paper{'' if have == 1 else 's'} read "
+            f"(quoted with their sections){tail}")
+
+
 def status_markdown(services: Services, scheduler: IngestScheduler | None) -> str:
     info = library.status(services, scheduler.next_run() if scheduler else None)
     last = info["last_ingest"]
@@ -109,6 +124,7 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
         f"{escape(', '.join(info['categories']))})",
         model_line(info["model"]),          # the language model in words; its file name is said there once
         f"**Embedding model:** {escape(info['embedder'])}",
+        full_text_line(info["full_text"]),
     ]
     backup = library.backup_line(services)
     if backup:

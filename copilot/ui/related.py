@@ -11,6 +11,7 @@ import gradio as gr
 from copilot.errors import UserError
 from copilot.features import related
 from copilot.features.bibtex import bibtex_for_ids
+from copilot.features.fulltext import papers_read
 from copilot.features.limits import RateLimited, check_rate
 from copilot.readable import readable
 from copilot.services import Services
@@ -48,7 +49,7 @@ def query_html(result: related.RelatedResult) -> str:
     return "\n".join(lines)
 
 
-def results_html(rows: list[dict]) -> str:
+def results_html(rows: list[dict], read: frozenset[str] = frozenset()) -> str:
     if not rows:
         return "<p>No related papers found.</p>"
     columns = [c for c in RANK_COLUMNS if any(c in row["ranks"] for row in rows)]   # no column that is all "–"
@@ -62,7 +63,9 @@ def results_html(rows: list[dict]) -> str:
         why = "; ".join(f"#{rank} by {related.QUERY_LABELS.get(name, name).lower()}" for name, rank in best)
         body.append(f"<tr class='related-row'><td>{n}</td><td>{arxiv_link(row['id'], row['title'])}"
                     f"<br><small class='related-byline'>{byline}</small>"
-                    + (f"<br><small class='related-why'>why: {escape(why)}</small>" if why else "") + "</td>"
+                    + (f"<br><small class='related-why'>why: {escape(why)}</small>" if why else "")
+                    + ("<br><small class='full-text-mark'>full text read</small>" if row["id"] in read else "")
+                    + "</td>"
                     f"<td style='white-space:nowrap'>{escape(row['date'] or '')}</td>"
                     f"<td>{row['score']:.4f}</td>{ranks}</tr>")
     return (f"<table id='related-table'><thead><tr><th>#</th><th>Title</th><th>Date</th><th>Fused score</th>"
@@ -128,7 +131,8 @@ def related_view(services: Services, user: str, scope: str | None, reference_tex
         return
     result = outcome["result"]
     bibtex = bibtex_for_ids(services, [row["id"] for row in result.results]) if result.results else ""
-    yield (query_html(result), results_html(result.results), baseline_html(result.baseline), aspects_html(result),
+    read = papers_read(services, [row["id"] for row in result.results])
+    yield (query_html(result), results_html(result.results, read), baseline_html(result.baseline), aspects_html(result),
            shown_file(write_bibtex(bibtex, f"related-to-{query.paper.id or query.paper.title or 'paper'}")))
 
 

@@ -10,6 +10,7 @@ import gradio as gr
 
 from copilot.errors import UserError
 from copilot.features.bibtex import bibtex_text
+from copilot.features.fulltext import papers_read
 from copilot.features.limits import RateLimited
 from copilot.features.search import SORTS, Hit, SearchResult, query_words, question_about, search_papers
 from copilot.readable import readable
@@ -43,7 +44,10 @@ def snippet(abstract: str, words: list[str]) -> str:
     return ("… " if start else "") + cut + (" …" if start + SNIPPET_CHARS < len(text) else "")
 
 
-def card_html(n: int, hit: Hit, words: list[str]) -> str:
+FULL_TEXT_MARK = ' · <span class="full-text-mark" title="answers quote its body, with sections">full text read</span>'
+
+
+def card_html(n: int, hit: Hit, words: list[str], read: frozenset[str] = frozenset()) -> str:
     p = hit.paper
     authors = ", ".join(p.authors[:AUTHORS_SHOWN]) + (f" and {len(p.authors) - AUTHORS_SHOWN} more"
                                                       if len(p.authors) > AUTHORS_SHOWN else "")
@@ -56,16 +60,17 @@ def card_html(n: int, hit: Hit, words: list[str]) -> str:
             f'<div class="search-snippet">{highlighted(snippet(readable(p.abstract), words), words)}</div>'
             f'<div class="search-links"><a href="{escape(p.abs_url)}" target="_blank" rel="noopener">abs</a> · '
             f'<a href="{escape(p.pdf_url)}" target="_blank" rel="noopener">PDF</a>'
+            + (FULL_TEXT_MARK if p.id in read else "")
             + (f' <span class="search-why">matched by {escape(why)}</span>' if why else "") + "</div></li>")
 
 
-def results_html(result: SearchResult) -> str:
+def results_html(result: SearchResult, read: frozenset[str] = frozenset()) -> str:
     if not result.hits:
         return f'<p class="search-empty">{escape(result.message or "No results.")}</p>'
     words = query_words(result.query)
     count = (f"{len(result.hits)} results" + (f" among {result.matched} papers matching the filters"
                                              if result.matched is not None else ""))
-    cards = "".join(card_html(n, hit, words) for n, hit in enumerate(result.hits, start=1))
+    cards = "".join(card_html(n, hit, words, read) for n, hit in enumerate(result.hits, start=1))
     return f'<p class="search-count">{escape(count)}</p><ol class="search-results">{cards}</ol>'
 
 
@@ -112,7 +117,8 @@ def build(services: Services) -> SearchTab:
                     gr.update(visible=False))
         choices = [(f"{readable(hit.paper.title)[:90]} ({hit.paper.id})", hit.paper.id) for hit in result.hits]
         bibtex = bibtex_text([hit.paper for hit in result.hits])
-        return (results_html(result), gr.update(choices=choices, value=choices[0][1] if choices else None),
+        read = papers_read(services, [hit.paper.id for hit in result.hits])
+        return (results_html(result, read), gr.update(choices=choices, value=choices[0][1] if choices else None),
                 shown_file(write_bibtex(bibtex, f"search-{result.query or 'filtered'}")),
                 gr.update(visible=bool(choices)))
 
