@@ -1,0 +1,125 @@
+"""Full text through the product (issue #48), integration tier: the real parser, the real embedder, Chat, the
+stores and the CLI, against a loopback HTTPS arXiv serving the shared LaTeXML pages (tests/fake_arxiv_html.py).
+
+A question about a paper's body is answered from abstracts at once while the paper is read in the background; asked
+again, the paper's row quotes the body sentence that answers, with its section and anchor, a slice of the stored
+body. A page that cannot be read leaves a status, no body, and the abstract answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tarfile
+
+import pytest
+
+from copilot.features import fulltext
+from copilot.features.answers import answer_tables
+from copilot.features.chat import Chat
+from copilot.features.library import ingestor
+from copilot.methods import evidence_text
+from copilot.services import Services
+from copilot.sources.snapshot import paper_from_row
+from copilot.store.backup import write_snapshot
+from copilot.table import BODY, verbatim
+from tests.conftest import make_settings
+from tests.fake_arxiv_html import HTML_DIR, FakeArxivHtml, fake_arxiv_html  # noqa: F401
+from tests.helpers import PAPERS_JSONL, run_cli_in_process
+from tests.tls import tls_cert  # noqa: F401 (fixture)
+
+RASST = "2601.22777"
+QUESTION = "How many unique terms does the ACL 60/60 glossary that RASST retrieves from contain?"
+ANSWER = re.compile(r"238\s+unique\s+terms")
+DISTRACTORS = 120
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    """The ten shared papers and the corpus's first DISTRACTORS papers, embedded once."""
+    data_dir = tmp_path_factory.mktemp("fulltext-library")
+    rows = [json.loads(line) for line in (HTML_DIR / "papers.jsonl").read_text(encoding="utf-8").splitlines()]
+    with PAPERS_JSONL.open(encoding="utf-8") as lines:
+        rows += [json.loads(next(lines)) for _ in range(DISTRACTORS)]
+    services = Services(make_settings(data_dir))
+    ingestor(services).run("test fulltext", [paper_from_row(row) for row in rows])
+    return data_dir
+
+
+def services_over(library, tmp_path, fake: FakeArxivHtml | None = None, **overrides) -> Services:
+    data_dir = tmp_path / "data"
+    shutil.copytree(library, data_dir)
+    urls = dict(arxiv_html_url=fake.html_url, arxiv_pdf_url=fake.pdf_url) if fake else {}
+    return Services(make_settings(data_dir, fulltext_delay=0.0, fulltext_reading=True, **urls, **overrides))
+
+
+def rasst_row(services: Services, chat: Chat, question: str = QUESTION):
+    turn = chat.prepare(question, "ann")
+    tables = answer_tables(services, turn.question, [a.sources for a in turn.answers], turn.ranking)
+    rows = [row for row in tables[0].rows if row.paper_id == RASST]
+    return turn, tables, rows[0] if rows else None
+
+
+def test_a_question_is_answered_from_abstracts_at_once_then_from_the_body_once_read(library, tmp_path,
+                                                                                     fake_arxiv_html):
+    services = services_over(library, tmp_path, fake_arxiv_html)
+    chat = Chat(services)
+    turn = chat.prepare(QUESTION, "ann")
+    for _ in chat.stream(turn):
+        pass
+    assert "Reading the full text of" in turn.notice
+    first = next(a for a in turn.answers if a.table is not None and a.table.rows)
+    assert all(q.source != BODY for row in first.table.rows for q in row.quotes)
+    assert RASST in first.table.paper_ids, "the paper is among the rows from its abstract"
+
+    outcomes = fulltext.reader_for(services).wait([RASST], timeout=120)
+    assert outcomes[RASST].status == "ok", outcomes[RASST]
+    assert f"/html/{RASST}v" in " ".join(fake_arxiv_html.paths())         # at the library's version
+
+    _, tables, row = rasst_row(services, chat)
+    assert row is not None
+    body_quotes = [q for q in row.quotes if q.source == BODY]
+    assert body_quotes and any(ANSWER.search(q.shown) for q in body_quotes), [q.shown for q in row.quotes]
+    quote = next(q for q in body_quotes if ANSWER.search(q.shown))
+    assert quote.section.startswith("4.1") and quote.anchor.startswith("S4")
+    stored = services.fulltext.get([RASST], services.embedder.name)[RASST]
+    assert verbatim(quote, stored.body.text)
+    text = "".join(evidence_text.render_table(tables[0]))
+    assert f"\u00a7{quote.section} \u00b7 arxiv.org/html/{RASST}" in text
+
+
+def test_a_page_that_cannot_be_read_leaves_a_status_no_body_and_the_abstract_answer(library, tmp_path,
+                                                                                      fake_arxiv_html):
+    fake_arxiv_html.hostile[RASST] = "failed"           # a failed conversion, and no PDF either
+    services = services_over(library, tmp_path, fake_arxiv_html)
+    outcome = fulltext.read_paper(services, RASST)
+    assert outcome.status != "ok" and outcome.message
+    assert services.fulltext.with_text([RASST]) == set()
+    assert services.fulltext.readings([RASST])[RASST].status == outcome.status
+    assert fulltext.wanted(services, [RASST]) == [], "not asked for again at once"
+    _, _, row = rasst_row(services, Chat(services))
+    assert row is not None and all(q.source != BODY for q in row.quotes)
+
+
+def test_import_from_a_folder_status_and_no_full_text_in_backups(library, tmp_path, capsys, monkeypatch):
+    services = services_over(library, tmp_path)
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    shutil.copy(HTML_DIR / f"{RASST}.html", folder / f"{RASST}.html")
+    (folder / "2601.00001.pdf").write_bytes(b"%PDF-1.4 not really")
+    (folder / "notes.txt").write_text("my notes")
+    monkeypatch.setenv("COPILOT_DATA_DIR", str(services.settings.data_dir))
+    monkeypatch.setenv("COPILOT_FULLTEXT_READING", "false")
+    code, report, _ = run_cli_in_process(capsys, "fulltext", "import", str(folder), "--json")
+    assert code == 0 and report is not None
+    by_id = {p["id"]: p for p in report["papers"]}
+    assert by_id[RASST]["status"] == "ok" and by_id[RASST]["sentences"] > 100
+    assert by_id["2601.00001"]["status"] != "ok"
+    assert any(p["status"] != "ok" and not p["id"] for p in report["papers"]), "a file not named by an id"
+    code, status, _ = run_cli_in_process(capsys, "fulltext", "status", "--json")
+    assert status is not None and status["full_text"]["ok"] == 1
+
+    archive = write_snapshot(services.settings.data_dir, tmp_path / "snapshot.tar.gz")
+    with tarfile.open(archive) as tar:
+        assert not any("fulltext" in name for name in tar.getnames())
