@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from copilot.body import Body
+from copilot.body import Body, Section
 from copilot.methods import quotes
 
 MIN_WORDS = quotes.MIN_QUOTE_WORDS
@@ -25,6 +25,8 @@ _NOT_FINDINGS = re.compile(r"\b(?:related\s+work|prior\s+work|previous\s+work|li
                            r"|author\s+contributions?|table\s+of\s+contents|references|bibliography"
                            r"|broader\s+impacts?|datasheet)\b", re.I)
 _INTRODUCTION = re.compile(r"\bintroduction\b", re.I)
+# a section title that carries its number: "4.2 Ablations", "III-B3 Training", "A Proofs", "Appendix B Prompts"
+_NUMBERED = re.compile(r"^(?:Appendix\s+)?(?:\d+|[A-Z]|[IVXLC]+)(?:[.\-]\w+)*\s")
 _OWN_VOICE = re.compile(r"\b(?:we|our|us|this\s+(?:paper|work|study|article))\b", re.I)
 
 
@@ -69,3 +71,17 @@ def may_state_finding(body: Body, sentence: BodySentence) -> bool:
     if _INTRODUCTION.search(top):
         return bool(_OWN_VOICE.search(body.text[sentence.start:sentence.end]))
     return True
+
+
+def section_label(body: Body, section: Section) -> str:
+    """A section as a quote names it: its numbered title, or for an unnumbered heading (LaTeX's \\paragraph) the
+    numbered section it sits in first: "4.1 Datasets › Evaluation"."""
+    if _NUMBERED.match(section.title + " ") or not section.anchor:
+        return section.title
+    parts = section.anchor.split(".")
+    by_anchor = {s.anchor: s for s in body.sections if s.anchor}
+    for n in range(len(parts) - 1, 0, -1):
+        parent = by_anchor.get(".".join(parts[:n]))
+        if parent is not None and _NUMBERED.match(parent.title + " "):
+            return f"{parent.title} \u203a {section.title}"
+    return section.title

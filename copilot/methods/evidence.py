@@ -339,7 +339,8 @@ def body_candidates(source: Source, question_vector: np.ndarray,
             continue
         section = body.section_of(body.passages[passage])
         span = Span(" ".join(body.text[start:end].split()), cut_before, cut_after, BODY_POSITIONS + 2 * int(n),
-                    start, end, table.BODY, section.title if section else "", section.anchor if section else "")
+                    start, end, table.BODY, body_text.section_label(body, section) if section else "",
+                    section.anchor if section else "")
         role = cue_role(span.text, False)
         if role == "background":
             if not (limits and states(limits, span.text)):
