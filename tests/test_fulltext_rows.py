@@ -51,9 +51,9 @@ def make_body(paper_id: str = "2601.22777", version: str = "v1") -> Body:
 
 def stored(body: Body) -> StoredBody:
     sentences = body_text.body_sentences(body)
-    vectors = embed([" ".join(body.text[s.start:s.end].split()) for s in sentences])
+    texts = [" ".join(body.text[s.start:s.end].split()) for s in sentences]
     return StoredBody(body, tuple((s.start, s.end, s.passage, s.cut_before, s.cut_after) for s in sentences),
-                      "bag-of-words", vectors)
+                      "bag-of-words", embed(texts), tuple(frozenset(t) for t in body_text.sentence_terms(texts)))
 
 
 PAPER = Source("2601.22777", "RASST: retrieval-augmented simultaneous speech translation", ("Ann Lee",), "2026-01-30",
@@ -76,6 +76,16 @@ def test_related_work_and_the_introductions_background_never_stand_for_the_findi
     assert "We show that retrieval of glossary terms fixes most of these errors." in allowed
     assert not any("Prior systems" in s or "have long struggled" in s for s in allowed)
     assert any(s.startswith("Removing the sliding window") for s in allowed)
+
+
+def test_a_rare_word_of_the_question_counts_for_more_than_the_papers_own_name():
+    body = make_body()
+    texts = [body.text[s.start:s.end] for s in body_text.body_sentences(body)]
+    terms = [frozenset(t) for t in body_text.sentence_terms(texts)]
+    shares = body_text.word_shares("Which learning rate trained the retriever of the sliding window model?", terms)
+    best = texts[int(shares.argmax())]
+    assert best.startswith("The retriever was trained for 3 epochs with a learning rate")
+    assert body_text.word_shares("banana bread", terms).max() == 0.0
 
 
 def test_a_row_quotes_the_body_sentence_that_answers_with_its_section():
@@ -123,12 +133,12 @@ def test_the_section_is_shown_and_linked_only_after_the_vote():
 def test_the_store_keeps_one_body_per_paper_and_a_new_version_replaces_it(tmp_path):
     store = FulltextStore(tmp_path / "fulltext.sqlite3")
     first = stored(make_body(version="v1"))
-    store.put(first.body, first.sentences, "m", first.vectors, "html")
+    store.put(first.body, first.sentences, "m", first.vectors, "html", first.terms)
     second = stored(make_body(version="v2"))
-    store.put(second.body, second.sentences, "m", second.vectors, "html")
+    store.put(second.body, second.sentences, "m", second.vectors, "html", second.terms)
     got = store.get(["2601.22777", "2601.00000"], "m")
     assert list(got) == ["2601.22777"] and got["2601.22777"].body.version == "v2"
-    assert got["2601.22777"].sentences == second.sentences
+    assert got["2601.22777"].sentences == second.sentences and got["2601.22777"].terms == second.terms
     assert np.allclose(got["2601.22777"].vectors, second.vectors, atol=1e-3)
     assert store.get(["2601.22777"], "another embedder") == {}
     store.note("2601.00000", "no_html", "html", "arXiv has no HTML page for this paper.")

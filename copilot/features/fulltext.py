@@ -51,11 +51,12 @@ def keep_parsed(services: Services, parsed: Parsed, source: str, fetch_s: float 
         message = "The text holds no sentence to quote."
         services.fulltext.note(body.paper_id, "empty", source, message)
         return Outcome(body.paper_id, "empty", source, message, fetch_s=fetch_s, parse_s=parse_s)
+    texts = [" ".join(body.text[s.start:s.end].split()) for s in sentences]
     started = time.perf_counter()
-    vectors = services.embedder.embed([" ".join(body.text[s.start:s.end].split()) for s in sentences])
+    vectors = services.embedder.embed(texts)
     embed_s = time.perf_counter() - started
     services.fulltext.put(body, [(s.start, s.end, s.passage, s.cut_before, s.cut_after) for s in sentences],
-                          services.embedder.name, vectors, source)
+                          services.embedder.name, vectors, source, body_text.sentence_terms(texts))
     return Outcome(body.paper_id, "ok", source, f"{len(sentences)} sentences from {len(body.sections)} sections.",
                    len(sentences), parse_s, embed_s, fetch_s)
 

@@ -10,11 +10,16 @@ the paper's own voice.
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from copilot.body import Body, Section
 from copilot.methods import quotes
+from copilot.store import lexical
 
 MIN_WORDS = quotes.MIN_QUOTE_WORDS
 MAX_SENTENCES = 4000          # a body's spans kept at most (a 30-page paper has ~600)
@@ -85,3 +90,26 @@ def section_label(body: Body, section: Section) -> str:
         if parent is not None and _NUMBERED.match(parent.title + " "):
             return f"{parent.title} \u203a {section.title}"
     return section.title
+
+
+def sentence_terms(texts: Sequence[str]) -> list[list[str]]:
+    """Each text's word stems without stop words (the library's BM25 tokens), kept with a body's sentences."""
+    return lexical.tokenize(texts) if texts else []
+
+
+def word_shares(question: str, terms: Sequence[frozenset[str]]) -> np.ndarray:
+    """For each sentence, the share of the question's words it holds, each word weighted by how rare it is in the
+    body (its inverse sentence frequency): "weight decay" counts for more than the paper's own name, which most of
+    its sentences hold. 0 for all when the body holds none of the question's words."""
+    asked = set(sentence_terms([question])[0]) if question.strip() else set()
+    shares = np.zeros(len(terms), dtype=np.float32)
+    if not asked or not terms:
+        return shares
+    counts = {word: sum(1 for t in terms if word in t) for word in asked}
+    weights = {word: math.log((len(terms) + 1) / (n + 0.5)) for word, n in counts.items() if n}
+    total = sum(weights.values())
+    if total <= 0:
+        return shares
+    for n, held in enumerate(terms):
+        shares[n] = sum(w for word, w in weights.items() if word in held) / total
+    return shares

@@ -123,6 +123,7 @@ LIMIT_FLOOR = 0.30
 # a paper's full text (issue #48): its sentences closest to the question that are scanned, and kept as candidates
 BODY_SCAN = 60
 BODY_CANDIDATES = 4
+WORDS_WEIGHT = 0.5            # a body sentence's bonus for holding all of the question's words (weighted by rarity)
 BODY_POSITIONS = 1_000_000    # body spans' positions start here: never adjacent to an abstract's
 # a row of a paper with full text also quotes its best body sentence when that is this close to the row's best
 # sentence's score and at least BODY_FLOOR close to the question (a named paper's row: whenever it clears the floor)
@@ -320,18 +321,22 @@ def candidate_spans(abstract: str, limits: re.Pattern | None = None) -> list[tup
     return [(span, role, places[span.position]) for span, role in kept]
 
 
-def body_candidates(source: Source, question_vector: np.ndarray,
-                    limits: re.Pattern | None = None) -> list[tuple[Span, str, np.ndarray]]:
-    """The spans of a paper's full text a row may quote for the question, with their cue role and stored vector:
-    its BODY_CANDIDATES closest to the question that may state the paper's finding (body_text.may_state_finding)
-    and are quotable and not background by their cues (with `limits`, a background span that states a limitation
-    stays, role "limitation")."""
+def body_candidates(source: Source, question: str, question_vector: np.ndarray,
+                    limits: re.Pattern | None = None) -> list[tuple[Span, str, np.ndarray, float]]:
+    """The spans of a paper's full text a row may quote for the question, with their cue role, stored vector and
+    word bonus: its BODY_CANDIDATES closest to the question — by cosine plus WORDS_WEIGHT × the share of the
+    question's rarer words it holds (an embedding of a long question misses the sentence that states "learning rate
+    1e-4, weight decay 0.01") — that may state the paper's finding (body_text.may_state_finding) and are quotable
+    and not background by their cues (with `limits`, a background span that states a limitation stays, role
+    "limitation")."""
     stored = source.body
     if stored is None or not len(stored.vectors) or stored.vectors.shape[1] != len(question_vector):
         return []
     body = stored.body
-    closeness = stored.vectors @ np.asarray(question_vector, dtype=np.float32)
-    found: list[tuple[Span, str, np.ndarray]] = []
+    bonus = WORDS_WEIGHT * body_text.word_shares(question, stored.terms) if len(stored.terms) == len(
+        stored.sentences) else np.zeros(len(stored.sentences), dtype=np.float32)
+    closeness = stored.vectors @ np.asarray(question_vector, dtype=np.float32) + bonus
+    found: list[tuple[Span, str, np.ndarray, float]] = []
     for n in np.argsort(-closeness)[:BODY_SCAN]:
         start, end, passage, cut_before, cut_after = stored.sentences[int(n)]
         sentence = body_text.BodySentence(start, end, passage, cut_before, cut_after)
@@ -347,7 +352,7 @@ def body_candidates(source: Source, question_vector: np.ndarray,
                 continue
             role = "limitation"
         if quotable(span):
-            found.append((span, role, stored.vectors[int(n)]))
+            found.append((span, role, stored.vectors[int(n)], float(bonus[int(n)])))
         if len(found) >= BODY_CANDIDATES:
             break
     return found
@@ -386,8 +391,10 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     owned, vectors = _abstract_spans(unique, limits, embed, learned_roles)
     body_owned: list[tuple[int, Span, str]] = []
     body_vectors: list[np.ndarray] = []
+    word_bonus: dict[int, float] = {}         # a body span's place in `owned` → its WORDS_WEIGHT bonus
     for index, source in enumerate(unique):
-        for span, role, vector in body_candidates(source, question_vector, limits):
+        for span, role, vector, extra in body_candidates(source, question, question_vector, limits):
+            word_bonus[len(owned) + len(body_owned)] = extra
             body_owned.append((index, span, role))
             body_vectors.append(vector)
     if body_owned:
@@ -399,7 +406,7 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     numbers = asks_how_much(question)
     bonus = CONTRIBUTION_BONUS if asks_contribution(question) and not numbers else ROLE_BONUS
     scores = [float(r) + bonus.get(role, 0.0) + (NUMBER_BONUS if numbers and _NUMBER.search(span.text) else 0.0)
-              for r, (_, span, role) in zip(relevance, owned)]
+              + word_bonus.get(n, 0.0) for n, (r, (_, span, role)) in enumerate(zip(relevance, owned))]
     rows, row_vectors = [], []
     for index, source in enumerate(unique):
         mine = sorted((n for n, (i, _, _) in enumerate(owned) if i == index), key=lambda n: -scores[n])

@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 FILE_NAME = "fulltext.sqlite3"
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS bodies (paper_id TEXT PRIMARY KEY, version TEXT NOT NULL, source TEXT NOT NULL,"
-    " stored_at REAL NOT NULL, body TEXT NOT NULL, sentences TEXT NOT NULL, model TEXT NOT NULL,"
-    " vectors BLOB NOT NULL, dim INTEGER NOT NULL);"
+    " stored_at REAL NOT NULL, body TEXT NOT NULL, sentences TEXT NOT NULL, terms TEXT NOT NULL,"
+    " model TEXT NOT NULL, vectors BLOB NOT NULL, dim INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS readings (paper_id TEXT PRIMARY KEY, status TEXT NOT NULL, source TEXT NOT NULL,"
     " message TEXT NOT NULL, tried_at REAL NOT NULL);")
 _CHUNK = 400
@@ -40,6 +40,7 @@ class StoredBody:
     sentences: tuple[tuple[int, int, int, bool, bool], ...]   # (start, end, passage, cut_before, cut_after)
     model: str                                                # the embedder the vectors come from
     vectors: np.ndarray                                       # one unit row per sentence, float32
+    terms: tuple[frozenset[str], ...] = ()                    # each sentence's word stems (store.lexical.tokenize)
 
 
 @dataclass(frozen=True)
@@ -66,18 +67,19 @@ class FulltextStore:
         return conn
 
     def put(self, body: Body, sentences: Sequence[tuple[int, int, int, bool, bool]], model: str,
-            vectors: np.ndarray, source: str) -> None:
+            vectors: np.ndarray, source: str, terms: Sequence[Iterable[str]] = ()) -> None:
         """Keep a paper's body (replacing any earlier version) and mark its reading ok, in one transaction."""
         matrix = np.asarray(vectors, dtype=np.float16)
-        if len(matrix) != len(sentences):
-            raise ValueError("one vector per sentence")
+        if len(matrix) != len(sentences) or (terms and len(terms) != len(sentences)):
+            raise ValueError("one vector (and one list of terms) per sentence")
         now = time.time()
         conn = self._connect()
         try:
             with conn:
-                conn.execute("INSERT OR REPLACE INTO bodies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                conn.execute("INSERT OR REPLACE INTO bodies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              (body.paper_id, body.version, body.source, now, body.to_json(),
-                              json.dumps([list(s) for s in sentences]), model, matrix.tobytes(),
+                              json.dumps([list(s) for s in sentences]), json.dumps([sorted(set(t)) for t in terms]),
+                              model, matrix.tobytes(),
                               int(matrix.shape[1]) if matrix.ndim == 2 else 0))
                 conn.execute("INSERT OR REPLACE INTO readings VALUES (?, 'ok', ?, '', ?)",
                              (body.paper_id, source, now))
@@ -120,14 +122,16 @@ class FulltextStore:
             try:
                 for n in range(0, len(ids), _CHUNK):
                     chunk = ids[n:n + _CHUNK]
-                    rows = conn.execute(f"SELECT body, sentences, model, vectors, dim FROM bodies WHERE model = ? "
-                                        f"AND paper_id IN ({','.join('?' * len(chunk))})", (model, *chunk))
-                    for body_json, sentences_json, row_model, blob, dim in rows:
+                    rows = conn.execute(f"SELECT body, sentences, terms, model, vectors, dim FROM bodies WHERE "
+                                        f"model = ? AND paper_id IN ({','.join('?' * len(chunk))})", (model, *chunk))
+                    for body_json, sentences_json, terms_json, row_model, blob, dim in rows:
                         body = Body.from_json(body_json)
                         sentences = tuple(tuple(s) for s in json.loads(sentences_json))
                         vectors = np.frombuffer(blob, dtype=np.float16).reshape(-1, dim).astype(np.float32) \
                             if dim else np.zeros((0, 0), dtype=np.float32)
-                        found[body.paper_id] = StoredBody(body, sentences, row_model, vectors)  # type: ignore[arg-type]
+                        terms = tuple(frozenset(t) for t in json.loads(terms_json))
+                        found[body.paper_id] = StoredBody(body, sentences, row_model, vectors,  # type: ignore[arg-type]
+                                                          terms)
             finally:
                 conn.close()
         except (sqlite3.Error, ValueError, KeyError, TypeError) as error:
