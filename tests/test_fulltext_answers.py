@@ -66,16 +66,22 @@ def test_a_question_is_answered_from_abstracts_at_once_then_from_the_body_once_r
     services = services_over(library, tmp_path, fake_arxiv_html)
     chat = Chat(services)
     turn = chat.prepare(QUESTION, "ann")
-    for _ in chat.stream(turn):
-        pass
-    assert "Reading the full text of" in turn.notice
-    first = next(a for a in turn.answers if a.table is not None and a.table.rows)
-    assert all(q.source != BODY for row in first.table.rows for q in row.quotes)
-    assert RASST in first.table.paper_ids, "the paper is among the rows from its abstract"
-
-    outcomes = fulltext.reader_for(services).wait([RASST], timeout=120)
-    assert outcomes[RASST].status == "ok", outcomes[RASST]
+    finished = []                     # (tables, notice) each time both answers are done
+    for live in chat.stream(turn):
+        if live.done:
+            finished.append(([a.table for a in live.answers], live.notice))
+    tables, notice = finished[0]       # shown at once: from abstracts, the papers being read
+    assert "Reading the full text of" in notice
+    assert all(q.source != BODY for table in tables if table for row in table.rows for q in row.quotes)
+    assert any(table and RASST in table.paper_ids for table in tables), "the paper is a row from its abstract"
+    tables, notice = finished[-1]      # then updated in place, both sides alike
+    assert "Read the full text of" in notice, notice
     assert f"/html/{RASST}v" in " ".join(fake_arxiv_html.paths())         # at the library's version
+    updated = [row for table in tables if table for row in table.rows if row.paper_id == RASST]
+    assert updated and all(any(q.source == BODY and ANSWER.search(q.shown) for q in row.quotes) for row in updated)
+    stored_turn = services.chat_log.turn(turn.id)
+    assert stored_turn is not None and stored_turn.raw.table is not None
+    assert any(q.source == BODY for row in stored_turn.raw.table.rows for q in row.quotes), "the turn keeps it"
 
     _, tables, row = rasst_row(services, chat)
     assert row is not None

@@ -193,9 +193,10 @@ class Chat(TurnVotes):
             started = time.perf_counter()
             tables = answer_tables(self.services, turn.question, [a.sources for a in turn.answers], turn.ranking)
             table_s = (time.perf_counter() - started) / len(turn.answers)    # an even share of it to each answer
-            reading = fulltext.reading_line(len(fulltext.read_soon(
-                self.services, list(dict.fromkeys(row.paper_id for table in tables for row in table.rows)))))
-            turn.notice = " ".join(part for part in (turn.notice, reading) if part)
+            reading = fulltext.read_soon(self.services, list(dict.fromkeys(
+                row.paper_id for table in tables for row in table.rows)))
+            asked_notice = turn.notice
+            turn.notice = " ".join(part for part in (asked_notice, fulltext.reading_line(len(reading))) if part)
             for answer, table in zip(turn.answers, tables):
                 started = time.perf_counter() - table_s
                 answer.table = table
@@ -215,9 +216,27 @@ class Chat(TurnVotes):
                 answer.seconds = time.perf_counter() - started
                 answer.done = True
                 yield turn
+            if reading and not turn.writes:
+                self._with_full_text(turn, reading, asked_notice)
+                yield turn
         finally:
             self._finish(turn)
         yield turn
+
+    def _with_full_text(self, turn: Turn, reading: list[str], asked_notice: str) -> None:
+        """The quoted answers again once the papers being read are (waiting at most fulltext.WAIT_S): both sides'
+        tables are made anew, so a row whose body answers better quotes it, the same way on both sides. A model's
+        words are never redone (they cite the rows they were written over)."""
+        outcomes = fulltext.reader_for(self.services).wait(reading, fulltext.WAIT_S)
+        read = [pid for pid, outcome in outcomes.items() if outcome.status == "ok"]
+        if read:
+            tables = answer_tables(self.services, turn.question, [a.sources for a in turn.answers], turn.ranking)
+            for answer, table in zip(turn.answers, tables):
+                if not answer.error:
+                    answer.table = table
+                    answer.text = "".join(stream_reply(self.services, turn.question, answer.sources, table,
+                                                       turn.reader, writes=False))
+        turn.notice = " ".join(part for part in (asked_notice, fulltext.read_line(len(read), len(reading))) if part)
 
     def _check(self, answer: AnswerState, writes: bool, answer_tokens: int | None = None) -> None:
         """Run the output checks on a writing profile's finished words (a table's quotes are slices of their papers,

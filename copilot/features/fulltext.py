@@ -23,6 +23,7 @@ from copilot.services import Services
 log = logging.getLogger(__name__)
 
 NOW, SOON, AHEAD = 0, 1, 2          # priorities: a question waiting on it, a vote or "More like this", read-ahead
+WAIT_S = 10.0                       # a quoted answer waits this long for its papers' full text, then shows what it has
 RETRY_AFTER_S = 6 * 3600.0          # a paper whose reading failed is not asked for again sooner (arXiv is polite)
 MAX_QUEUE = 500
 
@@ -231,5 +232,15 @@ def reading_line(count: int) -> str:
     if not count:
         return ""
     papers = "paper" if count == 1 else "papers"
-    return (f"Reading the full text of {count} {papers} in these answers (arXiv's HTML page, in the background): "
-            "ask again in a minute and the rows quote their bodies, with the section.")
+    return f"Reading the full text of {count} {papers} in these answers (arXiv's HTML page)…"
+
+
+def read_line(read: int, asked: int) -> str:
+    """What the page says once the wait for an answer's papers is over."""
+    if read == asked:
+        return (f"Read the full text of {read} paper{'' if read == 1 else 's'} in these answers: their rows quote "
+                "the body where it answers, with the section.")
+    left = asked - read
+    done = f"Read {read} of {asked} papers in full; the rows quote their bodies. " if read else ""
+    return (f"{done}{left} paper{'' if left == 1 else 's'} could not be read yet (still reading, or no full text); "
+            "ask again later to quote more.")
