@@ -35,8 +35,9 @@ from copilot.store.vectors import HNSW
 ROOT = Path(__file__).resolve().parents[2]
 PAPERS_JSONL = ROOT.parent / "shared" / "data" / "arxiv-cs-2025-2026" / "papers.jsonl"
 CSFCUBE = ROOT.parent / "shared" / "data" / "csfcube"
-PARTS = ("ingestion", "retrieval", "chat", "quality", "answers", "related")
+PARTS = ("ingestion", "retrieval", "chat", "quality", "answers", "related", "fulltext")
 DEFAULT_PARTS = ("ingestion", "retrieval", "chat", "quality")   # `answers` runs the local model: ask for it
+FULLTEXT_QUESTION = "Which optimizer and learning rate train the RASST speech-text retriever?"
 THOUGHTS_PER_PAPER = 0.1      # 100,000 papers come with 10,000 thoughts
 HNSW_EF_SEARCH = int(HNSW["ef_search"])
 TARGETS = {"retrieval_p95_ms": 20, "recall_at_8": 0.95, "peak_rss_mb": 1536, "chat_overhead_p95_ms": 150,
@@ -321,6 +322,16 @@ def run(services, args: argparse.Namespace) -> dict:
             answer_services = _fresh_services(work, **_llm_settings(settings))
             result["answers"] = answers_bench(answer_services, QUESTIONS[:6] if quick_answers(p) else QUESTIONS,
                                               all_papers[:count])
+        if "fulltext" in p["parts"]:
+            from copilot.eval.bench_fulltext import fulltext_bench
+
+            pages = PAPERS_JSONL.parents[1] / "arxiv-html"
+            log(f"full text: the pages of {pages}, in a library of 2,000 papers and theirs")
+            text_services = _fresh_services(work)
+            store_unique(text_services.store, all_papers[:2000], cached_vectors(
+                services.embedder, [x.document for x in all_papers[:2000]], cache_dir, "papers"))
+            result["fulltext"] = fulltext_bench(text_services, pages, pages / "papers.jsonl", FULLTEXT_QUESTION,
+                                                "2601.22777")
         if p["quality"]:
             log("embedding quality on CSFCube")
             result["quality"] = quality(services, fast_model, cache_dir)
@@ -375,6 +386,10 @@ def to_markdown(result: dict) -> str:
         from copilot.eval import bench_answers
 
         lines += ["", bench_answers.to_markdown(result["answers"]).rstrip()]
+    if "fulltext" in result:
+        from copilot.eval import bench_fulltext
+
+        lines += ["", *bench_fulltext.markdown(result["fulltext"])]
     if result["retrieval_notes"]:
         lines += ["", result["retrieval_notes"]]
     return "\n".join(lines) + "\n"
