@@ -380,6 +380,24 @@ def _abstract_spans(sources: Sequence[Source], limits: re.Pattern | None, embed:
     return owned, vectors
 
 
+def _abstract_choice(question: str, source: Source, mine: list[int], owned: list[tuple[int, Span, str]],
+                     scores: list[float], relevance: np.ndarray, vectors: np.ndarray,
+                     limits: re.Pattern | None) -> list[int]:
+    """Which of a paper's abstract spans (`mine`, best score first) its row quotes: for a paper the question names,
+    what it does and then what it finds; for a question about limits or causes, the sentence that states one; else
+    the best, and a result close behind it."""
+    best = mine[0]
+    if names_paper(question, source):     # the paper asked about: what it does, then what it finds
+        does = (sorted((n for n in mine if _CONTRIBUTES.search(owned[n][1].text)),
+                       key=lambda n: owned[n][1].position)[:1]      # its first "we propose …" sentence
+                or [n for n in mine if owned[n][2] in ("objective", "method")][:1])
+        return (does + [n for n in mine if owned[n][2] == "result" and n not in does][:1]) or [best]
+    if limits and (says := [n for n in mine if relevance[n] >= LIMIT_FLOOR and states(limits, owned[n][1].text)]):
+        return says[:1]         # what goes wrong, or why: the sentence that says so
+    return [best] + [n for n in mine[1:2] if owned[n][2] == "result" and owned[best][2] != "result"
+                     and scores[n] >= scores[best] - SECOND_WITHIN and float(vectors[n] @ vectors[best]) < 0.9]
+
+
 def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Source],
                embed: Callable[[list[str]], np.ndarray], max_rows: int = MAX_ROWS,
                floor: float = ROW_FLOOR, learned_roles: bool = True,
@@ -409,25 +427,20 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
               + word_bonus.get(n, 0.0) for n, (r, (_, span, role)) in enumerate(zip(relevance, owned))]
     rows, row_vectors = [], []
     for index, source in enumerate(unique):
-        mine = sorted((n for n, (i, _, _) in enumerate(owned) if i == index), key=lambda n: -scores[n])
-        if not mine:
+        ranked = sorted((n for n, (i, _, _) in enumerate(owned) if i == index), key=lambda n: -scores[n])
+        mine = [n for n in ranked if owned[n][1].origin == table.ABSTRACT]
+        body = [n for n in ranked if owned[n][1].origin == table.BODY]
+        if not mine and not body:
             continue
-        best = mine[0]
-        if names_paper(question, source):     # the paper asked about: what it does, then what it finds
-            does = (sorted((n for n in mine if _CONTRIBUTES.search(owned[n][1].text)),
-                           key=lambda n: owned[n][1].position)[:1]      # its first "we propose …" sentence
-                    or [n for n in mine if owned[n][2] in ("objective", "method")][:1])
-            chosen = (does + [n for n in mine if owned[n][2] == "result" and n not in does][:1]) or [best]
-        elif limits and (says := [n for n in mine if relevance[n] >= LIMIT_FLOOR and states(limits, owned[n][1].text)]):
-            chosen = says[:1]         # what goes wrong, or why: the sentence that says so
-        else:
-            chosen = [best] + [n for n in mine[1:2] if owned[n][2] == "result" and owned[best][2] != "result"
-                               and scores[n] >= scores[best] - SECOND_WITHIN
-                               and float(vectors[n] @ vectors[best]) < 0.9]
-        body = [n for n in mine if owned[n][1].origin == table.BODY]
-        if body and not any(owned[n][1].origin == table.BODY for n in chosen) and relevance[body[0]] >= BODY_FLOOR \
-                and (names_paper(question, source) or scores[body[0]] >= scores[best] - BODY_WITHIN):
+        chosen = _abstract_choice(question, source, mine, owned, scores, relevance, vectors, limits) if mine else []
+        best = mine[0] if mine else body[0]
+        if body and relevance[body[0]] >= BODY_FLOOR and (
+                not mine or names_paper(question, source) or scores[body[0]] >= scores[best] - BODY_WITHIN):
             chosen.append(body[0])        # what its full text says closest to the question
+            if scores[body[0]] > scores[best]:
+                best = body[0]
+        if not chosen:
+            continue
         chosen.sort(key=lambda n: owned[n][1].position)
         rows.append(Row(source, [owned[n][1] for n in chosen], float(relevance[best]),
                         scores[best], [owned[n][2] for n in chosen]))
