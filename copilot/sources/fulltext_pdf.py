@@ -1,0 +1,185 @@
+"""A paper's body from its PDF, for a paper arXiv has no HTML page for (issue #48): the text layer read with pypdf,
+cut into paragraphs, placed in the sections its numbered heading lines open; the references and all after them
+dropped. A PDF has no element ids, so a section's anchor is "".
+
+pypdf: pure Python (no native code to build or to crash the process), BSD-licensed, actively released, and it reads
+the text layer without rendering. Its text has no layout, so paragraphs come from heuristics (blank lines, a short
+line ending a sentence) and a heading is a numbered line whose number follows the last one; an unusual layout (two
+columns read across, tables) gives rougher passages than the HTML page does.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from copilot.body import Body, Parsed, Passage, Section
+
+MAX_PDF_BYTES = 50 * 1024 * 1024
+MAX_PAGES = 80
+MAX_PAGE_CHARS = 200_000            # a page's text beyond this is not a paper's page
+
+# "4.2 Ablations", "3. Method", "A.1 Prompts": a number (or appendix letter), a title that starts with a capital.
+_HEADING = re.compile(r"(?:(\d{1,2}(?:\.\d{1,2}){0,3})|([A-H](?:\.\d{1,2}){1,3}))\.?\s+([A-Z][^.!?]{0,90})")
+_UNNUMBERED = frozenset({"introduction", "conclusion", "conclusions", "related work", "limitations",
+                         "acknowledgements", "acknowledgments", "discussion", "ethics statement",
+                         "ethical considerations", "appendix"})
+_END = frozenset({"references", "bibliography", "reference"})
+_SENTENCE_END = (".", "!", "?", ":", ".\u201d", ".\"")
+_HYPHEN_BREAK = re.compile(r"(?<![-\w])([a-z]{2,})-$")
+
+logging.getLogger("pypdf").setLevel(logging.ERROR)
+
+
+@dataclass
+class _Doc:
+    parts: list[str] = field(default_factory=list)
+    passages: list[Passage] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)
+    end: int = 0
+    number: tuple[int, ...] = ()        # the last heading's number, to accept only the next one
+
+    def add(self, lines: list[str], section: int) -> None:
+        text = " ".join(" ".join(lines).split())
+        lines.clear()
+        if not text:
+            return
+        start = self.end + 2 if self.parts else 0
+        self.parts.append(text)
+        self.end = start + len(text)
+        self.passages.append(Passage(start, self.end, section, "paragraph"))
+
+
+def _page_texts(data: bytes) -> tuple[list[str], int, str]:
+    """The text of each page read (up to MAX_PAGES), the page count, and an error message instead when unreadable."""
+    from pypdf import PdfReader
+
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        # An owner-password-only PDF (empty user password) opens for reading; any other is "encrypted".
+        if reader.is_encrypted and not reader.decrypt(""):
+            return [], 0, "encrypted"
+        count = len(reader.pages)
+        texts = []
+        for page in reader.pages[:MAX_PAGES]:
+            texts.append((page.extract_text() or "")[:MAX_PAGE_CHARS])
+    except Exception as exc:  # noqa: BLE001 - any failure inside a hostile file is "unreadable", never a crash
+        return [], 0, f"{type(exc).__name__}: {exc}"[:200]
+    return texts, count, ""
+
+
+def _clean_lines(pages: list[str]) -> list[str]:
+    """All pages' lines in order, without page numbers and running heads (a line on at least half of 3+ pages)."""
+    per_page = [[" ".join(line.split()) for line in text.splitlines()] for text in pages]
+    seen = Counter(line for lines in per_page for line in set(lines) if line)
+    repeated = {line for line, n in seen.items() if len(pages) >= 3 and n >= max(3, len(pages) // 2)}
+    out: list[str] = []
+    for lines in per_page:
+        for line in lines:
+            if line.isdigit() or line in repeated:
+                continue
+            out.append(line)
+        out.append("")
+    return out
+
+
+def _heading(line: str, last: tuple[int, ...]) -> tuple[str, tuple[int, ...], bool] | None:
+    """(title, number, top-level?) when `line` is a heading that can follow heading number `last`, else None; the
+    references heading gives an empty title."""
+    lowered = line.lower().rstrip(":")
+    if lowered in _END:
+        return "", (), True
+    if lowered in _UNNUMBERED:
+        return line, last, True
+    match = _HEADING.fullmatch(line)
+    if not match or len(match.group(3).split()) > 12 or sum(ch.isdigit() for ch in match.group(3)) > 4:
+        return None
+    if match.group(2):                                  # "A.1 ...": an appendix subsection keeps the numbering
+        return line, last, False
+    number = tuple(int(n) for n in match.group(1).split("."))
+    if not _follows(number, last):
+        return None
+    title = " ".join(line.replace(match.group(1) + ".", match.group(1), 1).split())
+    return title, number, len(number) == 1
+
+
+def _follows(number: tuple[int, ...], last: tuple[int, ...]) -> bool:
+    """Whether `number` may come after `last`: the next top-level number, or a child or next sibling below it."""
+    if len(number) == 1:
+        return number[0] == (last[0] + 1 if last else 1) or (not last and number[0] <= 2)
+    if not last or number[:-1] != last[: len(number) - 1]:
+        return False
+    below = last[len(number) - 1] if len(last) >= len(number) else 0
+    return number[-1] == below + 1
+
+
+def _join(prev: str, line: str) -> tuple[str, str]:
+    """De-hyphenate "exam-" + "ple" when safe: a lowercase word broken at a line end, continued in lowercase."""
+    match = _HYPHEN_BREAK.search(prev)
+    if match and line[:1].islower():
+        word, _, rest = line.partition(" ")
+        return prev[: match.start()] + match.group(1) + word, rest
+    return prev, line
+
+
+def _typical_width(lines: list[str]) -> int:
+    widths = sorted(len(line) for line in lines if len(line) > 20)
+    return widths[len(widths) * 3 // 4] if widths else 80
+
+
+def _assemble(lines: list[str]) -> _Doc:
+    """Lines into sections and paragraphs; nothing before the first heading, nothing from the references on."""
+    doc, lead = _Doc(), _Doc()
+    width = _typical_width(lines)
+    section, top, buffer = -1, "", list[str]()
+    for line in lines:
+        found = _heading(line, doc.number) if line and len(line) < 120 else None
+        if found is not None:
+            (doc if section >= 0 else lead).add(buffer, section)
+            title, number, is_top = found
+            if not title:                                       # the references: the body ends here
+                break
+            top = title if is_top or not top else top
+            doc.number = number
+            doc.sections.append(Section(title=title, anchor="", top=top))
+            section = len(doc.sections) - 1
+            continue
+        if not line:
+            (doc if section >= 0 else lead).add(buffer, section)
+            continue
+        if buffer:
+            buffer[-1], line = _join(buffer[-1], line)
+        if line:
+            buffer.append(line)
+        if line.endswith(_SENTENCE_END) and len(line) < 0.8 * width:
+            (doc if section >= 0 else lead).add(buffer, section)
+    (doc if section >= 0 else lead).add(buffer, section)
+    return doc if doc.sections else lead
+
+
+def parse_pdf(data: bytes, paper_id: str) -> Parsed:
+    """Read a paper's PDF into a Body, or say why not (encrypted, no text layer, broken). Never raises on a file."""
+    wanted = re.sub(r"v\d+$", "", paper_id.strip())
+    if len(data) > MAX_PDF_BYTES:
+        return Parsed("unreadable", message=(f"The PDF of {wanted} is {len(data) / 2**20:.1f} MiB, over the "
+                                             f"{MAX_PDF_BYTES // 2**20} MiB limit; not read."))
+    if not data.lstrip()[:1024].startswith(b"%PDF") and b"%PDF-" not in data[:1024]:
+        return Parsed("unreadable", message=f"The file for {wanted} is not a PDF.")
+    pages, count, error = _page_texts(data)
+    if error == "encrypted":
+        return Parsed("unreadable", message=f"The PDF of {wanted} is encrypted; its text cannot be read.")
+    if error:
+        return Parsed("unreadable", message=f"The PDF of {wanted} could not be read ({error}).")
+    if not any(text.strip() for text in pages):
+        return Parsed("empty", message=(f"The PDF of {wanted} has no text layer (image-only or scanned pages); "
+                                        f"nothing to read without OCR."))
+    doc = _assemble(_clean_lines(pages))
+    if not doc.passages:
+        return Parsed("empty", message=f"The PDF of {wanted} has no body text before its references.")
+    body = Body(paper_id=wanted, version="", source="pdf", text="\n\n".join(doc.parts),
+                sections=tuple(doc.sections), passages=tuple(doc.passages))
+    capped = f" (first {MAX_PAGES} of {count} pages)" if count > MAX_PAGES else ""
+    return Parsed("ok", body=body, message=f"{len(doc.passages)} passages in {len(doc.sections)} sections{capped}.")
