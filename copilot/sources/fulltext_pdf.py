@@ -15,6 +15,7 @@ import logging
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 
 from copilot.body import Body, Parsed, Passage, Section
 
@@ -53,8 +54,9 @@ class _Doc:
         self.passages.append(Passage(start, self.end, section, "paragraph"))
 
 
-def _page_texts(data: bytes) -> tuple[list[str], int, str]:
-    """The text of each page read (up to MAX_PAGES), the page count, and an error message instead when unreadable."""
+def _page_texts(data: bytes) -> tuple[list[list[tuple[str, bool]]], int, str]:
+    """Each page's lines (up to MAX_PAGES) with whether a paragraph starts there, the page count, and an error message
+    instead when the file is unreadable."""
     from pypdf import PdfReader
 
     try:
@@ -63,27 +65,51 @@ def _page_texts(data: bytes) -> tuple[list[str], int, str]:
         if reader.is_encrypted and not reader.decrypt(""):
             return [], 0, "encrypted"
         count = len(reader.pages)
-        texts = []
+        pages = []
         for page in reader.pages[:MAX_PAGES]:
-            texts.append((page.extract_text() or "")[:MAX_PAGE_CHARS])
+            starts: list[tuple[float, float]] = []
+            text = page.extract_text(visitor_text=partial(_line_start, starts)) or ""
+            pages.append(_paragraph_starts(text[:MAX_PAGE_CHARS].splitlines(), starts))
     except Exception as exc:  # noqa: BLE001 - any failure inside a hostile file is "unreadable", never a crash
         return [], 0, f"{type(exc).__name__}: {exc}"[:200]
-    return texts, count, ""
+    return pages, count, ""
 
 
-def _clean_lines(pages: list[str]) -> list[str]:
-    """All pages' lines in order, without page numbers and running heads (a line on at least half of 3+ pages)."""
-    per_page = [[" ".join(line.split()) for line in text.splitlines()] for text in pages]
-    seen = Counter(line for lines in per_page for line in set(lines) if line)
-    repeated = {line for line, n in seen.items() if len(pages) >= 3 and n >= max(3, len(pages) // 2)}
-    out: list[str] = []
-    for lines in per_page:
-        for line in lines:
-            if line.isdigit() or line in repeated:
-                continue
-            out.append(line)
-        out.append("")
+def _line_start(starts: list[tuple[float, float]], text: str, cm: list[float], tm: list[float], *_: object) -> None:
+    """Where each text line begins on the page (x, y): a fragment whose baseline differs from the last one's."""
+    if text.strip():
+        x, y = tm[4] * cm[0] + cm[4], tm[5] * cm[3] + cm[5]
+        if not starts or abs(starts[-1][1] - y) > 1.0:
+            starts.append((x, y))
+
+
+def _paragraph_starts(lines: list[str], starts: list[tuple[float, float]]) -> list[tuple[str, bool]]:
+    """Lines marked where a paragraph starts: after a blank line, or (when the line positions match the lines) after
+    a gap taller than 1.4 lines or at an indented line."""
+    lines = [" ".join(line.split()) for line in lines]
+    kept = [line for line in lines if line]
+    geometry = len(starts) == len(kept)
+    gaps = sorted(a[1] - b[1] for a, b in zip(starts, starts[1:]) if a[1] > b[1]) if geometry else []
+    step = gaps[len(gaps) // 2] if gaps else 0.0
+    out, blank, k = [], False, 0
+    for line in lines:
+        if not line:
+            blank = True
+            continue
+        new = blank
+        if geometry and k > 0 and step:
+            (px, py), (x, y) = starts[k - 1], starts[k]
+            new = new or py - y > 1.4 * step or 3.0 < x - px < 40.0
+        out.append((line, new))
+        blank, k = False, k + 1
     return out
+
+
+def _clean_lines(pages: list[list[tuple[str, bool]]]) -> list[tuple[str, bool]]:
+    """All pages' lines in order, without page numbers and running heads (a line on at least half of 3+ pages)."""
+    seen = Counter(line for lines in pages for line in {line for line, _ in lines})
+    repeated = {line for line, n in seen.items() if len(pages) >= 3 and n >= max(3, len(pages) // 2)}
+    return [(line, new) for lines in pages for line, new in lines if not line.isdigit() and line not in repeated]
 
 
 def _heading(line: str, last: tuple[int, ...]) -> tuple[str, tuple[int, ...], bool] | None:
@@ -117,12 +143,15 @@ def _follows(number: tuple[int, ...], last: tuple[int, ...]) -> bool:
 
 
 def _join(prev: str, line: str) -> tuple[str, str]:
-    """De-hyphenate "exam-" + "ple" when safe: a lowercase word broken at a line end, continued in lowercase."""
+    """A word broken at a line end ("exam-" + "ple ...") joins without a space; its hyphen goes only when safe: a
+    lowercase word that is no compound ("state-of-the-" + "art" keeps it), continued in lowercase."""
+    if not prev.endswith("-") or not line[:1].isalnum():
+        return prev, line
+    word, _, rest = line.partition(" ")
     match = _HYPHEN_BREAK.search(prev)
-    if match and line[:1].islower():
-        word, _, rest = line.partition(" ")
+    if match and word[:1].islower():
         return prev[: match.start()] + match.group(1) + word, rest
-    return prev, line
+    return prev + word, rest
 
 
 def _typical_width(lines: list[str]) -> int:
@@ -130,15 +159,16 @@ def _typical_width(lines: list[str]) -> int:
     return widths[len(widths) * 3 // 4] if widths else 80
 
 
-def _assemble(lines: list[str]) -> _Doc:
+def _assemble(lines: list[tuple[str, bool]]) -> _Doc:
     """Lines into sections and paragraphs; nothing before the first heading, nothing from the references on."""
     doc, lead = _Doc(), _Doc()
-    width = _typical_width(lines)
+    width = _typical_width([line for line, _ in lines])
     section, top, buffer = -1, "", list[str]()
-    for line in lines:
-        found = _heading(line, doc.number) if line and len(line) < 120 else None
+    for line, new in lines:
+        target = doc if section >= 0 else lead
+        found = _heading(line, doc.number) if len(line) < 120 else None
         if found is not None:
-            (doc if section >= 0 else lead).add(buffer, section)
+            target.add(buffer, section)
             title, number, is_top = found
             if not title:                                       # the references: the body ends here
                 break
@@ -147,15 +177,14 @@ def _assemble(lines: list[str]) -> _Doc:
             doc.sections.append(Section(title=title, anchor="", top=top))
             section = len(doc.sections) - 1
             continue
-        if not line:
-            (doc if section >= 0 else lead).add(buffer, section)
-            continue
+        if new:
+            target.add(buffer, section)
         if buffer:
             buffer[-1], line = _join(buffer[-1], line)
         if line:
             buffer.append(line)
         if line.endswith(_SENTENCE_END) and len(line) < 0.8 * width:
-            (doc if section >= 0 else lead).add(buffer, section)
+            target.add(buffer, section)
     (doc if section >= 0 else lead).add(buffer, section)
     return doc if doc.sections else lead
 
@@ -173,7 +202,7 @@ def parse_pdf(data: bytes, paper_id: str) -> Parsed:
         return Parsed("unreadable", message=f"The PDF of {wanted} is encrypted; its text cannot be read.")
     if error:
         return Parsed("unreadable", message=f"The PDF of {wanted} could not be read ({error}).")
-    if not any(text.strip() for text in pages):
+    if not any(lines for lines in pages):
         return Parsed("empty", message=(f"The PDF of {wanted} has no text layer (image-only or scanned pages); "
                                         f"nothing to read without OCR."))
     doc = _assemble(_clean_lines(pages))
