@@ -378,6 +378,7 @@ def test_broken_and_oversized_pdfs_are_statuses_not_exceptions() -> None:
         assert parse_pdf(broken, "x").status == "unreadable"
     many = parse_pdf(make_pdf(PAPER_LINES[4:8], pages=MAX_PAGES + 5), "x")
     assert many.status == "ok" and f"first {MAX_PAGES} of {MAX_PAGES + 5} pages" in many.message
+    assert many.body is not None and f"({MAX_PAGES - 1})" in many.body.text and f"({MAX_PAGES})" not in many.body.text
 
 
 def test_an_indented_line_starts_a_paragraph() -> None:
