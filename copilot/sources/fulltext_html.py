@@ -287,8 +287,8 @@ def parse_html(page: bytes | str, paper_id: str) -> Parsed:
     """Read one arXiv HTML page of `paper_id` into a Body, or say why not. Never raises on what a page holds."""
     size = len(page) if isinstance(page, bytes) or len(page) > MAX_PAGE_BYTES else len(page.encode("utf-8", "replace"))
     if size > MAX_PAGE_BYTES:
-        return Parsed("unreadable", message=(f"The HTML page of {paper_id} is {size / 1e6:.1f} MB, over the "
-                                             f"{MAX_PAGE_BYTES / 1e6:.0f} MB limit; not read."))
+        return Parsed("unreadable", message=(f"The HTML page of {paper_id} is {size / 2**20:.1f} MiB, over the "
+                                             f"{MAX_PAGE_BYTES // 2**20} MiB limit; not read."))
     text = _decode(page)
     if text is None:
         return Parsed("unreadable", message=f"The page for {paper_id} is not HTML text (binary or garbled bytes).")
@@ -301,6 +301,10 @@ def parse_html(page: bytes | str, paper_id: str) -> Parsed:
         return Parsed("unreadable", message=f"The page for {paper_id} could not be parsed as HTML ({exc}).")
     if tree is None:
         return Parsed("empty", message=f"The page for {paper_id} holds no HTML elements.")
+    if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):
+        # libxml2 stops at 256 levels of nesting and keeps only what came before: a cut page is not stored
+        return Parsed("unreadable", message=(f"The page for {paper_id} nests elements deeper than the HTML "
+                                             f"parser's limit; not read."))
     return _read_tree(tree, paper_id)
 
 
