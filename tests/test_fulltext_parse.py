@@ -172,6 +172,7 @@ def test_numeric_citations_leave_the_sentence_author_year_ones_stay() -> None:
     assert "ReAct interleaves reasoning and acting" in text
     assert not re.search(r"\[\d+(?:, \d+)*\]", text)
     assert "Reasoning models advance every few months" in body("2606.24470").text
+    assert "in a race won on coding and agentic tool use, not real-time interaction." in body("2606.24470").text
     assert "Lian et al. quantify the BPE-side fraction" in body("2607.05691").text      # citet: the names stay
     assert "(Aroyo and Welty, 2015; Plank, 2022)" in body("2503.15484").text
 
@@ -276,6 +277,16 @@ def test_a_page_over_the_limit_is_refused_quickly() -> None:
     assert result.status == "unreadable" and "limit" in result.message
     assert time.perf_counter() - start < 0.5
     assert parse_html(huge.decode(), "2401.00001").status == "unreadable"
+
+
+def test_long_runs_of_space_and_brackets_stay_linear() -> None:
+    # a regex that backtracks over a run of white space (" *X" searched where no X follows) takes ~8 s here
+    para = ("Text" + " " * 100_000 + "middle" + " " * 100 + '<cite class="ltx_cite">[<a>1</a>]</cite> after. ['
+            + "1, " * 300_000)
+    start = time.perf_counter()
+    result = parse_html(page(section(1, para)), "x")
+    assert time.perf_counter() - start < 2.0
+    assert result.body is not None and result.body.text.startswith("Text middle after. [1, 1,")
 
 
 def test_binary_garbage_and_empty_input_are_statuses() -> None:

@@ -33,8 +33,6 @@ _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _CELL_CLASSES = frozenset({"ltx_td", "ltx_th", "ltx_tr"})
 # A numeric bracket citation as LaTeXML prints it inside <cite>: "[12]", "[3, 4]", "[5–7]".
 _NUMERIC_CITE = re.compile(r"\[\s*\d+(?:\s*[,;\u2013-]\s*\d+)*\s*\]")
-_CITE_GONE = "\x00"                 # where a dropped citation stood: the space before it goes too
-_CITE_GAP = re.compile(r" *\x00")
 _INVISIBLE = dict.fromkeys(map(ord, "\u2061\u2062\u2063\u2064\u00ad\u200b\ufeff"), None)
 _WATERMARK_ID = re.compile(r"arXiv:\s*(\d{4}\.\d{4,5}|[a-z-]+(?:\.[A-Z]{2})?/\d{7})(v\d+)?")
 _NO_HTML_SIGNS = ("No HTML for", "HTML is not available for the source")
@@ -78,8 +76,7 @@ class _Doc:
 
 
 def _fold(text: str) -> str:
-    text = _CITE_GAP.sub("", text.translate(_INVISIBLE))
-    return " ".join(text.split())
+    return " ".join(text.translate(_INVISIBLE).split())
 
 
 _NO_CLASS: frozenset[str] = frozenset()
@@ -152,8 +149,15 @@ def _close(found: _Inline, kind: str, start: int) -> None:
         if note:
             found.notes.append(note)
     elif kind == "cite":
-        kept = _NUMERIC_CITE.sub("", text)
-        found.parts.append(kept if kept.strip() else _CITE_GONE)
+        kept = _NUMERIC_CITE.sub("", text) if len(text) <= 2000 else text
+        if kept.strip():
+            found.parts.append(kept)
+            return
+        # the citation leaves with the white space before it: "use [31], not" reads "use, not"
+        while found.parts and not found.parts[-1].strip():
+            found.parts.pop()
+        if found.parts:
+            found.parts[-1] = found.parts[-1].rstrip()
 
 
 def _heading(section: lxml.etree._Element) -> lxml.etree._Element | None:
@@ -245,7 +249,7 @@ def _page_id(tree: lxml.etree._Element) -> tuple[str, str]:
     when it does not say, as LaTeXML's own output does not."""
     for el in tree.iter("div", "span"):
         if el.get("id") == "watermark-tr":
-            match = _WATERMARK_ID.search(" ".join(el.itertext()))
+            match = _WATERMARK_ID.search(" ".join(el.itertext())[:500])
             if match:
                 return match.group(1), match.group(2) or ""
     return "", ""

@@ -148,9 +148,9 @@ def _join(prev: str, line: str) -> tuple[str, str]:
     if not prev.endswith("-") or not line[:1].isalnum():
         return prev, line
     word, _, rest = line.partition(" ")
-    match = _HYPHEN_BREAK.search(prev)
+    match = _HYPHEN_BREAK.search(prev[-64:])
     if match and word[:1].islower():
-        return prev[: match.start()] + match.group(1) + word, rest
+        return prev[:-1] + word, rest
     return prev + word, rest
 
 
