@@ -369,6 +369,33 @@ def test_a_numbered_line_out_of_sequence_is_not_a_heading() -> None:
     assert "8 GPUs Were Used and the run finished in time." in result.body.text
 
 
+def test_headings_with_dots_or_questions_and_list_items() -> None:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=10)
+    pdf.add_page()
+    rows = [(0, "1 Introduction"), (0, "The main features are:"),
+            (0, "- On-line ASN.1 structure management that does not require any generated C code in"),
+            (4, "the program that uses it."), (0, "- No limits for integer values."),
+            (0, "Text after the list goes on here without a blank line and is long enough to fill."),
+            (0, "1.1 What is this spec?"), (0, "It is a short one, v0.21."),
+            (0, "2 ASN.1 structure handling"), (0, "The structures are described in a file and read at run time."),
+            (0, "3 GPUs were used for the"), (0, "training run of the final model.")]
+    for indent, line in rows:
+        pdf.set_x(pdf.l_margin + indent)
+        pdf.cell(0, 5, line, new_x="LMARGIN", new_y="NEXT")
+    result = parse_pdf(bytes(pdf.output()), "x")
+    assert result.body is not None
+    b = result.body
+    assert [s.title for s in b.sections] == ["1 Introduction", "1.1 What is this spec?", "2 ASN.1 structure handling"]
+    items = passage_texts(b, "item")
+    assert items == ["On-line ASN.1 structure management that does not require any generated C code in the program "
+                     "that uses it.", "No limits for integer values."]
+    assert "Text after the list goes on here" in passage_texts(b, "paragraph")[1]
+    assert "3 GPUs were used for the training run of the final model." in b.text
+
+
 def test_an_encrypted_pdf_is_unreadable_and_says_so() -> None:
     result = parse_pdf(make_pdf(PAPER_LINES, password="secret"), "2401.00001")
     assert (result.status, result.body) == ("unreadable", None) and "encrypted" in result.message

@@ -24,7 +24,10 @@ MAX_PAGES = 80
 MAX_PAGE_CHARS = 200_000            # a page's text beyond this is not a paper's page
 
 # "4.2 Ablations", "3. Method", "A.1 Prompts": a number (or appendix letter), a title that starts with a capital.
-_HEADING = re.compile(r"(?:(\d{1,2}(?:\.\d{1,2}){0,3})|([A-H](?:\.\d{1,2}){1,3}))\.?\s+([A-Z][^.!?]{0,90})")
+_HEADING = re.compile(r"(?:(\d{1,2}(?:\.\d{1,2}){0,3})|([A-H](?:\.\d{1,2}){1,3}))\.?\s+([A-Z].{0,90})")
+# A numbered line that ends like a sentence or mid-phrase ("3 GPUs were used for the") is text, not a heading.
+_NOT_A_TITLE_END = re.compile(r"(?:[.,;:]|\b(?:the|a|an|and|or|of|to|in|for|with|on|by|is|are|we))$")
+_BULLETS = ("\u2022", "\u25e6", "\u25aa", "\u2023", "\u2013 ", "- ", "* ")
 _UNNUMBERED = frozenset({"introduction", "conclusion", "conclusions", "related work", "limitations",
                          "acknowledgements", "acknowledgments", "discussion", "ethics statement",
                          "ethical considerations", "appendix"})
@@ -46,12 +49,17 @@ class _Doc:
     def add(self, lines: list[str], section: int) -> None:
         text = " ".join(" ".join(lines).split())
         lines.clear()
+        kind = "paragraph"
+        for bullet in _BULLETS:
+            if text.startswith(bullet):
+                text, kind = text[len(bullet):].strip(), "item"
+                break
         if not text:
             return
         start = self.end + 2 if self.parts else 0
         self.parts.append(text)
         self.end = start + len(text)
-        self.passages.append(Passage(start, self.end, section, "paragraph"))
+        self.passages.append(Passage(start, self.end, section, kind))
 
 
 def _page_texts(data: bytes) -> tuple[list[list[tuple[str, bool]]], int, str]:
@@ -91,15 +99,21 @@ def _paragraph_starts(lines: list[str], starts: list[tuple[float, float]]) -> li
     geometry = len(starts) == len(kept)
     gaps = sorted(a[1] - b[1] for a, b in zip(starts, starts[1:]) if a[1] > b[1]) if geometry else []
     step = gaps[len(gaps) // 2] if gaps else 0.0
-    out, blank, k = [], False, 0
+    out, blank, k, item_x = [], False, 0, None
     for line in lines:
         if not line:
             blank = True
             continue
-        new = blank
+        bullet = line.startswith(_BULLETS)
+        new = blank or bullet
         if geometry and k > 0 and step:
             (px, py), (x, y) = starts[k - 1], starts[k]
-            new = new or py - y > 1.4 * step or 3.0 < x - px < 40.0
+            new = new or py - y > 1.4 * step
+            if item_x is not None and not bullet:       # a list item's wrapped lines sit right of its bullet
+                new, item_x = (new, item_x) if x > item_x + 3.0 else (True, None)
+            elif not bullet:
+                new = new or 3.0 < x - px < 40.0
+            item_x = x if bullet else item_x
         out.append((line, new))
         blank, k = False, k + 1
     return out
@@ -121,7 +135,8 @@ def _heading(line: str, last: tuple[int, ...]) -> tuple[str, tuple[int, ...], bo
     if lowered in _UNNUMBERED:
         return line, last, True
     match = _HEADING.fullmatch(line)
-    if not match or len(match.group(3).split()) > 12 or sum(ch.isdigit() for ch in match.group(3)) > 4:
+    if (not match or len(match.group(3).split()) > 12 or sum(ch.isdigit() for ch in match.group(3)) > 4
+            or _NOT_A_TITLE_END.search(match.group(3))):
         return None
     if match.group(2):                                  # "A.1 ...": an appendix subsection keeps the numbering
         return line, last, False
