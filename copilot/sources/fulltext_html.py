@@ -35,6 +35,7 @@ _CELL_CLASSES = frozenset({"ltx_td", "ltx_th", "ltx_tr"})
 _NUMERIC_CITE = re.compile(r"\[\s*\d+(?:\s*[,;\u2013-]\s*\d+)*\s*\]")
 _INVISIBLE = dict.fromkeys(map(ord, "\u2061\u2062\u2063\u2064\u00ad\u200b\ufeff"), None)
 _WATERMARK_ID = re.compile(r"arXiv:\s*(\d{4}\.\d{4,5}|[a-z-]+(?:\.[A-Z]{2})?/\d{7})(v\d+)?")
+_NOT_TEXT = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\ufffd]")
 _NO_HTML_SIGNS = ("No HTML for", "HTML is not available for the source")
 
 
@@ -238,8 +239,7 @@ def _decode(page: bytes | str) -> str | None:
     sample = text[:65536]
     if not sample.strip() and not text.strip():
         return ""
-    bad = sum(1 for ch in sample if ch == "\ufffd" or (ch < " " and ch not in "\t\n\r\f"))
-    if bad > len(sample) // 100:
+    if len(_NOT_TEXT.findall(sample)) > len(sample) // 100:
         return None
     return text.replace("\x00", "")
 
@@ -247,11 +247,10 @@ def _decode(page: bytes | str) -> str | None:
 def _page_id(tree: lxml.etree._Element) -> tuple[str, str]:
     """The arXiv id and version the page says it is (arXiv's watermark "arXiv:2402.08954v1 [cs.DL] ..."); ("", "")
     when it does not say, as LaTeXML's own output does not."""
-    for el in tree.iter("div", "span"):
-        if el.get("id") == "watermark-tr":
-            match = _WATERMARK_ID.search(" ".join(el.itertext())[:500])
-            if match:
-                return match.group(1), match.group(2) or ""
+    for el in tree.xpath('//*[@id="watermark-tr"]'):
+        match = _WATERMARK_ID.search(" ".join(el.itertext())[:500])
+        if match:
+            return match.group(1), match.group(2) or ""
     return "", ""
 
 
