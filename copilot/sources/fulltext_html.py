@@ -1,9 +1,11 @@
 """A paper's body from arXiv's HTML page (LaTeXML): sections, paragraphs, list items, captions, table rows and
 footnotes as one plain text cut into passages (copilot.body), or a status saying why there is none (issue #48).
 
-The walk over the tree is iterative (an explicit stack), so a page of any nesting depth cannot overflow Python's
-stack; libxml2 itself parses in linear time and caps the depth it builds. Math never reaches the text as MathML
-glyphs: an inline formula becomes its TeX when short, else a marker; display equations are skipped.
+The walk over the tree is iterative (an explicit stack), so no nesting depth can overflow Python's stack; libxml2
+parses in linear time, and a page nested past its depth limit (where it stops reading) is refused, not stored cut.
+Math never reaches the text as MathML glyphs: an inline formula becomes its TeX when short, else a marker; display
+equations are skipped. Whether a page is the paper asked for can only be checked where arXiv's watermark
+("arXiv:2402.08954v1 [cs.DL] ...") names it; LaTeXML's own output carries no id.
 """
 
 from __future__ import annotations
