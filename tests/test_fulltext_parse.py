@@ -113,6 +113,8 @@ def test_inline_math_is_its_tex_once_not_its_glyphs() -> None:
     tex = r"\mathcal{R}=\{r_{1},r_{2},\ldots,r_{N_{R}}\}"
     assert f"Let {tex} be the raters who we wish to model," in text
     assert text.count(tex) == 1
+    # a long inline formula is a marker, not 100 characters of TeX in a quote
+    assert "No information about r. In this case, [formula], or the label distribution" in text
 
 
 @pytest.mark.parametrize("paper_id", IDS)
@@ -294,6 +296,7 @@ def test_binary_garbage_and_empty_input_are_statuses() -> None:
     assert parse_html(noise, "x").status == "unreadable"
     assert parse_html(b"\x00" * 1000, "x").status == "unreadable"
     assert parse_html(b"", "x").status == "empty"
+    assert parse_html("\ud800<html><body><p>lone surrogate</p></body></html>", "x").status == "unreadable"
     assert parse_html("   \n ", "x").status == "empty"
     assert parse_html(page(section(1)), "x").status == "empty"
 
