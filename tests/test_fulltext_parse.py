@@ -198,6 +198,19 @@ def test_a_footnote_is_its_own_passage_after_its_paragraph() -> None:
     assert not any(note in t for t in texts[:i] + texts[i + 1:])
 
 
+def test_a_display_equation_inside_a_sentence_is_one_marker() -> None:
+    text = body("2605.25931").text
+    assert "is not binding (i.e., A_{E}(\\pi)\\geq H_{E}/1.15). Then [equation] is maximized when" in text
+    assert "\\text{RHAE}(\\pi,E)=\\left(" not in text
+
+
+def test_a_paragraph_laid_out_as_spans_is_read() -> None:
+    b = body("2502.07870")
+    found = [p for p in b.passages if b.text[p.start:p.end].startswith('"I have a scene description T and OCR text O.')]
+    assert len(found) == 1 and found[0].kind == "paragraph"
+    assert b.sections[found[0].section].title == "G.3 Template Generation Details"
+
+
 def test_a_list_item_is_an_item() -> None:
     items = passage_texts(body("2503.15484"), "item")
     assert any(t.startswith("D: Demographic information about r.") for t in items)

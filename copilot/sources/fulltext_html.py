@@ -33,6 +33,7 @@ _DROP_CLASSES = frozenset({"ltx_bibliography", "ltx_abstract", "ltx_authors", "l
                            "ltx_tag_note", "ltx_tag_item", "ltx_role_footnotemark"})
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _CELL_CLASSES = frozenset({"ltx_td", "ltx_th", "ltx_tr"})
+_EQUATION_CLASSES = frozenset({"ltx_equation", "ltx_equationgroup"})
 # A numeric bracket citation as LaTeXML prints it inside <cite>: "[12]", "[3, 4]", "[5–7]".
 _NUMERIC_CITE = re.compile(r"\[\s*\d+(?:\s*[,;\u2013-]\s*\d+)*\s*\]")
 _INVISIBLE = dict.fromkeys(map(ord, "\u2061\u2062\u2063\u2064\u00ad\u200b\ufeff"), None)
@@ -124,6 +125,9 @@ def _inline(root: lxml.etree._Element) -> _Inline:
         if not isinstance(tag, str):
             continue
         classes = _classes(item)
+        if classes & _EQUATION_CLASSES:                 # a display equation inside a sentence ("Then [equation]
+            out.append(" [equation] ")                  # is maximized"); between paragraphs it is skipped
+            continue
         if tag in _DROP_TAGS or classes & _DROP_CLASSES:
             if "ltx_ERROR" in classes:
                 found.errors.append((item.text or "").strip())
@@ -218,7 +222,7 @@ def _walk(doc: _Doc, start: list[lxml.etree._Element], section: int) -> None:
         elif tag == "table" and "ltx_tabular" in classes:
             _table_rows(doc, el, sec)
             continue
-        elif tag == "p":
+        elif tag == "p" or "ltx_p" in classes:
             doc.add_block(_inline(el), sec, kind)
             continue
         elif tag == "li":
