@@ -456,3 +456,34 @@ def test_an_indented_line_starts_a_paragraph() -> None:
     assert result.body is not None
     assert passage_texts(result.body) == [
         " ".join(line for _, line in rows[1:3]), " ".join(line for _, line in rows[3:])]
+
+
+def bomb_pdf(expanded: int) -> bytes:
+    """A one-page PDF whose content stream inflates to `expanded` bytes (written by hand: fpdf2 compresses nothing
+    this large)."""
+    import zlib
+
+    payload = zlib.compress(b"BT /F1 12 Tf 72 720 Td (x) Tj ET\n" + b" " * expanded, 9)
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+               b"/Resources << /Font << /F1 5 0 R >> >> >>",
+               b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(payload) + payload + b"\nendstream",
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, obj in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + obj + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def test_a_decompression_bomb_is_unreadable_and_quick() -> None:
+    small = parse_pdf(bomb_pdf(1000), "x")                          # the same file, small: read
+    assert small.body is not None and small.body.text == "x"
+    start = time.perf_counter()
+    result = parse_pdf(bomb_pdf(80_000_000), "x")                   # inflates past pypdf's 75 MB stream limit
+    assert result.status == "unreadable" and "Limit" in result.message
+    assert time.perf_counter() - start < 3.0

@@ -5,7 +5,8 @@ dropped. A PDF has no element ids, so a section's anchor is "".
 pypdf: pure Python (no native code to build or to crash the process), BSD-licensed, actively released, and it reads
 the text layer without rendering. Its text has no layout, so paragraphs come from heuristics (blank lines, a short
 line ending a sentence) and a heading is a numbered line whose number follows the last one; an unusual layout (two
-columns read across, tables) gives rougher passages than the HTML page does.
+columns read across, tables) gives rougher passages than the HTML page does. The work is bounded by the file size
+and page caps below and by pypdf's own cap on an inflated stream (75 MB), so a decompression bomb is "unreadable".
 """
 
 from __future__ import annotations
