@@ -211,7 +211,7 @@ def parse_pdf(data: bytes, paper_id: str) -> Parsed:
     if len(data) > MAX_PDF_BYTES:
         return Parsed("unreadable", message=(f"The PDF of {wanted} is {len(data) / 2**20:.1f} MiB, over the "
                                              f"{MAX_PDF_BYTES // 2**20} MiB limit; not read."))
-    if not data.lstrip()[:1024].startswith(b"%PDF") and b"%PDF-" not in data[:1024]:
+    if b"%PDF-" not in data[:1024]:
         return Parsed("unreadable", message=f"The file for {wanted} is not a PDF.")
     pages, count, error = _page_texts(data)
     if error == "encrypted":
