@@ -323,15 +323,7 @@ def run(services, args: argparse.Namespace) -> dict:
             result["answers"] = answers_bench(answer_services, QUESTIONS[:6] if quick_answers(p) else QUESTIONS,
                                               all_papers[:count])
         if "fulltext" in p["parts"]:
-            from copilot.eval.bench_fulltext import fulltext_bench
-
-            pages = PAPERS_JSONL.parents[1] / "arxiv-html"
-            log(f"full text: the pages of {pages}, in a library of 2,000 papers and theirs")
-            text_services = _fresh_services(work)
-            store_unique(text_services.store, all_papers[:2000], cached_vectors(
-                services.embedder, [x.document for x in all_papers[:2000]], cache_dir, "papers"))
-            result["fulltext"] = fulltext_bench(text_services, pages, pages / "papers.jsonl", FULLTEXT_QUESTION,
-                                                "2601.22777")
+            result["fulltext"] = _fulltext(services, work, all_papers, cache_dir)
         if p["quality"]:
             log("embedding quality on CSFCube")
             result["quality"] = quality(services, fast_model, cache_dir)
@@ -344,6 +336,17 @@ def run(services, args: argparse.Namespace) -> dict:
         (out_dir / f"{name}.md").write_text(markdown)
     result["written"] = str(out_dir / f"bench-{stamp}.json")
     return result
+
+
+def _fulltext(services, work: Path, all_papers: list, cache_dir: Path) -> dict:
+    from copilot.eval.bench_fulltext import fulltext_bench
+
+    pages = PAPERS_JSONL.parents[1] / "arxiv-html"
+    log(f"full text: the pages of {pages}, in a library of 2,000 papers and theirs")
+    text_services = _fresh_services(work)
+    store_unique(text_services.store, all_papers[:2000], cached_vectors(
+        services.embedder, [x.document for x in all_papers[:2000]], cache_dir, "papers"))
+    return fulltext_bench(text_services, pages, pages / "papers.jsonl", FULLTEXT_QUESTION, "2601.22777")
 
 
 def quick_answers(p: dict) -> bool:
