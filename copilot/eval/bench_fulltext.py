@@ -28,7 +28,7 @@ def _page_times(services, pages: Path, paper_id: str) -> dict:
     parse_s = time.perf_counter() - started
     if parsed.body is None:
         return {"paper": paper_id, "status": parsed.status}
-    sentences = body_text.body_sentences(parsed.body)
+    sentences = [s for s in body_text.body_sentences(parsed.body) if body_text.may_state_finding(parsed.body, s)]
     split_s = time.perf_counter() - started - parse_s
     texts = [" ".join(parsed.body.text[s.start:s.end].split()) for s in sentences]
     started = time.perf_counter()

@@ -47,7 +47,9 @@ def keep_parsed(services: Services, parsed: Parsed, source: str, fetch_s: float 
     if parsed.status != "ok" or body is None:
         paper_id = body.paper_id if body is not None else ""
         return Outcome(paper_id, parsed.status, source, parsed.message, fetch_s=fetch_s, parse_s=parse_s)
-    sentences = body_text.body_sentences(body)
+    # only what a row may quote is embedded and kept (related work, acknowledgements, … never are): embedding is
+    # most of a reading's time
+    sentences = [s for s in body_text.body_sentences(body) if body_text.may_state_finding(body, s)]
     if not sentences:
         message = "The text holds no sentence to quote."
         services.fulltext.note(body.paper_id, "empty", source, message)
