@@ -123,12 +123,14 @@ LIMIT_FLOOR = 0.30
 # a paper's full text (issue #48): its sentences closest to the question that are scanned, and kept as candidates
 BODY_SCAN = 60
 BODY_CANDIDATES = 4
-WORDS_WEIGHT = 0.5            # a body sentence's bonus for holding all of the question's words (weighted by rarity)
+CAPTION_PENALTY = 0.1         # a figure's caption describes the figure; the text states what it shows
+WORDS_WEIGHT = 1.0            # a body sentence's bonus for holding all of the question's words (weighted by rarity)
 BODY_POSITIONS = 1_000_000    # body spans' positions start here: never adjacent to an abstract's
 # a row of a paper with full text also quotes its best body sentence when that is this close to the row's best
 # sentence's score and at least BODY_FLOOR close to the question (a named paper's row: whenever it clears the floor)
 BODY_WITHIN = 0.12
 BODY_FLOOR = 0.30
+BODY_SECOND_WITHIN = 0.06     # a second body sentence is quoted when it scores at least the first's minus this
 _CITATION_BRACKET = re.compile(r"\[\s*\d{1,3}(?:\s*[,;\u2013-]\s*\d{1,3})*\s*\]")
 
 
@@ -335,6 +337,8 @@ def body_candidates(source: Source, question: str, question_vector: np.ndarray,
     body = stored.body
     bonus = WORDS_WEIGHT * body_text.word_shares(question, stored.terms) if len(stored.terms) == len(
         stored.sentences) else np.zeros(len(stored.sentences), dtype=np.float32)
+    bonus -= CAPTION_PENALTY * np.array([body.passages[s[2]].kind == "caption" for s in stored.sentences],
+                                        dtype=np.float32)
     closeness = stored.vectors @ np.asarray(question_vector, dtype=np.float32) + bonus
     found: list[tuple[Span, str, np.ndarray, float]] = []
     for n in np.argsort(-closeness)[:BODY_SCAN]:
@@ -347,10 +351,8 @@ def body_candidates(source: Source, question: str, question_vector: np.ndarray,
                     start, end, table.BODY, body_text.section_label(body, section) if section else "",
                     section.anchor if section else "")
         role = cue_role(span.text, False)
-        if role == "background":
-            if not (limits and states(limits, span.text)):
-                continue
-            role = "limitation"
+        if role == "background":          # the section rules decide what is background in a body ("Despite
+            role = "limitation" if limits and states(limits, span.text) else "other"   # converging, v1 failed …")
         if quotable(span):
             found.append((span, role, stored.vectors[int(n)], float(bonus[int(n)])))
         if len(found) >= BODY_CANDIDATES:
@@ -436,7 +438,9 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
         best = mine[0] if mine else body[0]
         if body and relevance[body[0]] >= BODY_FLOOR and (
                 not mine or names_paper(question, source) or scores[body[0]] >= scores[best] - BODY_WITHIN):
-            chosen.append(body[0])        # what its full text says closest to the question
+            # what its full text says closest to the question, and a second sentence nearly as close
+            chosen += [body[0]] + [n for n in body[1:2] if scores[n] >= scores[body[0]] - BODY_SECOND_WITHIN
+                                   and float(vectors[n] @ vectors[body[0]]) < 0.9]
             if scores[body[0]] > scores[best]:
                 best = body[0]
         if not chosen:
