@@ -1,0 +1,52 @@
+"""Full text in Chromium (issue #48): the app reads a paper's LaTeXML page from a loopback HTTPS arXiv while it
+answers; the answer on the page then quotes the body sentence that answers, with its section, linked to that
+section of arXiv's HTML page; Search marks the paper as read and the Library counts it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+from playwright.sync_api import expect
+
+from tests.fake_arxiv_html import HTML_DIR, FakeArxivHtml, fake_arxiv_html  # noqa: F401
+from tests.helpers import ROOT, app_env
+from tests.tls import tls_cert  # noqa: F401 (fixture)
+
+QUESTION = "How many unique terms does the ACL 60/60 glossary that RASST retrieves from contain?"
+RASST = "2601.22777"
+
+
+def test_a_body_quote_with_its_section_and_link(app_server, preloaded, tmp_path, page,
+                                                fake_arxiv_html: FakeArxivHtml):
+    data_dir = tmp_path / "fulltext-data"
+    shutil.copytree(preloaded(60), data_dir)
+    subprocess.run([sys.executable, "-m", "copilot", "import", str(HTML_DIR / "papers.jsonl")], cwd=ROOT,
+                   env=app_env(data_dir), check=True, capture_output=True, timeout=600)
+    url = app_server(env={"COPILOT_DATA_DIR": str(data_dir), "COPILOT_FULLTEXT_READING": "true",
+                          "COPILOT_ARXIV_HTML_URL": fake_arxiv_html.html_url,
+                          "COPILOT_ARXIV_PDF_URL": fake_arxiv_html.pdf_url, "COPILOT_FULLTEXT_DELAY": "0"})
+    page.goto(url)
+    page.get_by_role("tab", name="Chat").click()
+    page.locator("#chat-question textarea").fill(QUESTION)
+    page.locator("#chat-ask").click()
+
+    notice = page.locator("#chat-notice")
+    expect(notice).to_contain_text("Read the full text of", timeout=300_000)
+    answer = page.locator("#chat-answer-a")
+    expect(answer).to_contain_text("238 unique terms")
+    link = answer.locator(f'a[href^="https://arxiv.org/html/{RASST}"]')
+    expect(link.first).to_contain_text("\u00a74.1")
+    assert "#S4" in (link.first.get_attribute("href") or "")
+    page.screenshot(path=str(tmp_path / "fulltext-answer.png"), full_page=True)
+
+    page.get_by_role("tab", name="Search").click()
+    page.locator("#search-query textarea, #search-query input").first.fill("RASST simultaneous speech translation")
+    page.locator("#search-run").click()
+    card = page.locator(f'.search-card[data-id="{RASST}"]')
+    expect(card.locator(".full-text-mark")).to_be_visible(timeout=120_000)
+
+    page.goto(url)                                  # the Library's status as a page load shows it
+    page.get_by_role("tab", name="Library").click()
+    expect(page.locator("#fulltext-count")).to_have_text("1", timeout=60_000)
