@@ -46,6 +46,7 @@ UNIT_MODULES |= {"test_ab_stats", "test_preferences", "test_merge_privacy"}
 UNIT_MODULES |= {"test_thought_rows"}    # a thought of the table's rows, its vector text, eval thoughts-dev (issue #40)
 UNIT_MODULES |= {"test_linear_text"}     # hostile text read in linear time (issue #47)
 UNIT_MODULES |= {"test_fulltext_rows"}   # full text in the evidence table, its store and its section links (#48)
+UNIT_MODULES |= {"test_tex_text"}        # short inline TeX in characters (#49 item 4)
 TIERS = ("unit", "integration", "browser")
 
 
