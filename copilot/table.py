@@ -15,6 +15,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from copilot.tex_text import readable_math
+
 ABSTRACT = "abstract"
 BODY = "body"                    # copilot.body.BODY
 
@@ -33,8 +35,9 @@ class Quote:
 
     @property
     def shown(self) -> str:
-        """The slice as a reader sees it: white space folded (a line break in an abstract is a space)."""
-        return " ".join(self.text.split())
+        """The slice as a reader sees it: white space folded (a line break in an abstract is a space), a short
+        formula in characters where all of it is known ("$1,405$" is 1,405; copilot.tex_text)."""
+        return readable_math(" ".join(self.text.split()))
 
 
 @dataclass(frozen=True)

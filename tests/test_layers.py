@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                                "copilot.repetition", "copilot.prompt_template", "copilot.prompts")),
     ("stores and sources", ("copilot.store", "copilot.sources")),
     ("foundation", ("copilot", "copilot.config", "copilot.secrets", "copilot.records", "copilot.table", "copilot.body",
+                    "copilot.tex_text",
                     "copilot.errors", "copilot.readable")),
 ]
 

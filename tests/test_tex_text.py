@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from copilot.sources.tex_text import readable_tex
+from copilot.tex_text import readable_math, readable_tex
 
 pytestmark = pytest.mark.unit
 
@@ -37,3 +37,9 @@ def test_linear_on_hostile_input():
         started = time.perf_counter()
         readable_tex(tex)
         assert time.perf_counter() - started < 1.0
+
+
+def test_an_abstracts_formulas_are_shown_in_characters_where_known():
+    assert readable_math("costs $1,405$ GPU hours at $\\sim$3x, not $\\frac{a}{b}$") == \
+        "costs 1,405 GPU hours at ~3x, not $\\frac{a}{b}$"
+    assert readable_math("a price of $5 and $6") == "a price of $5 and $6"

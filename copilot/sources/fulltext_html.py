@@ -4,7 +4,7 @@ footnotes as one plain text cut into passages (copilot.body), or a status saying
 The walk over the tree is iterative (an explicit stack), so no nesting depth can overflow Python's stack; libxml2
 parses in linear time, and a page nested past its depth limit (where it stops reading) is refused, not stored cut.
 Math never reaches the text as MathML glyphs: a short inline formula becomes its TeX, in characters where every part
-of it is known (copilot.sources.tex_text: "1×10⁻⁴"), a long one a marker; display
+of it is known (copilot.tex_text: "1×10⁻⁴"), a long one a marker; display
 equations are skipped. Whether a page is the paper asked for can only be checked where arXiv's watermark
 ("arXiv:2402.08954v1 [cs.DL] ...") names it; LaTeXML's own output carries no id.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import lxml.etree
 
 from copilot.body import Body, Parsed, Passage, Section
-from copilot.sources.tex_text import readable_tex
+from copilot.tex_text import readable_tex
 
 MAX_PAGE_BYTES = 20 * 1024 * 1024
 MAX_INLINE_TEX = 60                 # longer inline TeX reads as noise in a quote: "[formula]" instead
