@@ -7,7 +7,7 @@ HTML), split into sentences by the methods layer, kept by copilot.store.fulltext
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 BODY = "body"
 PASSAGE_KINDS = ("paragraph", "item", "caption", "table_row", "footnote")
@@ -48,6 +48,27 @@ class Body:
         data = json.loads(text)
         return cls(data["paper_id"], data["version"], data["source"], data["text"],
                    tuple(Section(**s) for s in data["sections"]), tuple(Passage(**p) for p in data["passages"]))
+
+
+@dataclass
+class BodyText:
+    """A body being read (the HTML and PDF parsers): passages appended in reading order, "\n\n" between them."""
+    parts: list[str] = field(default_factory=list)
+    passages: list[Passage] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)
+    end: int = 0
+
+    def add(self, text: str, section: int, kind: str) -> None:
+        if not text:
+            return
+        start = self.end + 2 if self.parts else 0
+        self.parts.append(text)
+        self.end = start + len(text)
+        self.passages.append(Passage(start, self.end, section, kind))
+
+    def body(self, paper_id: str, version: str, source: str) -> Body:
+        return Body(paper_id=paper_id, version=version, source=source, text="\n\n".join(self.parts),
+                    sections=tuple(self.sections), passages=tuple(self.passages))
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import lxml.etree
 
-from copilot.body import Body, Parsed, Passage, Section
+from copilot.body import BodyText, Parsed, Section
 from copilot.tex_text import readable_tex
 
 MAX_PAGE_BYTES = 20 * 1024 * 1024
@@ -53,22 +53,10 @@ class _Inline:
 
 
 @dataclass
-class _Doc:
-    parts: list[str] = field(default_factory=list)
-    passages: list[Passage] = field(default_factory=list)
-    sections: list[Section] = field(default_factory=list)
-    end: int = 0
+class _Doc(BodyText):
     paragraphs: int = 0
     error_paragraphs: int = 0
     cite_errors: int = 0
-
-    def add(self, text: str, section: int, kind: str) -> None:
-        if not text:
-            return
-        start = self.end + 2 if self.parts else 0
-        self.parts.append(text)
-        self.end = start + len(text)
-        self.passages.append(Passage(start, self.end, section, kind))
 
     def add_block(self, found: _Inline, section: int, kind: str) -> None:
         """A block's text, then its footnotes, each its own passage right after it."""
@@ -332,9 +320,8 @@ def _read_tree(tree: lxml.etree._Element, paper_id: str) -> Parsed:
     bad = _verdict(doc, wanted)
     if bad is not None:
         return bad
-    body = Body(paper_id=wanted, version=version, source="html", text="\n\n".join(doc.parts),
-                sections=tuple(doc.sections), passages=tuple(doc.passages))
-    return Parsed("ok", body=body, message=f"{len(doc.passages)} passages in {len(doc.sections)} sections.")
+    return Parsed("ok", body=doc.body(wanted, version, "html"),
+                  message=f"{len(doc.passages)} passages in {len(doc.sections)} sections.")
 
 
 def _base_id(paper_id: str) -> str:

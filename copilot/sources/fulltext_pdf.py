@@ -15,10 +15,10 @@ import io
 import logging
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
-from copilot.body import Body, Parsed, Passage, Section
+from copilot.body import BodyText, Parsed, Section
 
 MAX_PDF_BYTES = 50 * 1024 * 1024
 MAX_PAGES = 80
@@ -40,14 +40,10 @@ logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
 @dataclass
-class _Doc:
-    parts: list[str] = field(default_factory=list)
-    passages: list[Passage] = field(default_factory=list)
-    sections: list[Section] = field(default_factory=list)
-    end: int = 0
+class _Doc(BodyText):
     number: tuple[int, ...] = ()        # the last heading's number, to accept only the next one
 
-    def add(self, lines: list[str], section: int) -> None:
+    def add_lines(self, lines: list[str], section: int) -> None:
         text = " ".join(" ".join(lines).split())
         lines.clear()
         kind = "paragraph"
@@ -55,12 +51,7 @@ class _Doc:
             if text.startswith(bullet):
                 text, kind = text[len(bullet):].strip(), "item"
                 break
-        if not text:
-            return
-        start = self.end + 2 if self.parts else 0
-        self.parts.append(text)
-        self.end = start + len(text)
-        self.passages.append(Passage(start, self.end, section, kind))
+        self.add(text, section, kind)
 
 
 def _page_texts(data: bytes) -> tuple[list[list[tuple[str, bool]]], int, str]:
@@ -184,7 +175,7 @@ def _assemble(lines: list[tuple[str, bool]]) -> _Doc:
         target = doc if section >= 0 else lead
         found = _heading(line, doc.number) if len(line) < 120 else None
         if found is not None:
-            target.add(buffer, section)
+            target.add_lines(buffer, section)
             title, number, is_top = found
             if not title:                                       # the references: the body ends here
                 break
@@ -194,14 +185,14 @@ def _assemble(lines: list[tuple[str, bool]]) -> _Doc:
             section = len(doc.sections) - 1
             continue
         if new:
-            target.add(buffer, section)
+            target.add_lines(buffer, section)
         if buffer:
             buffer[-1], line = _join(buffer[-1], line)
         if line:
             buffer.append(line)
         if line.endswith(_SENTENCE_END) and len(line) < 0.8 * width:
-            target.add(buffer, section)
-    (doc if section >= 0 else lead).add(buffer, section)
+            target.add_lines(buffer, section)
+    (doc if section >= 0 else lead).add_lines(buffer, section)
     return doc if doc.sections else lead
 
 
@@ -224,7 +215,6 @@ def parse_pdf(data: bytes, paper_id: str) -> Parsed:
     doc = _assemble(_clean_lines(pages))
     if not doc.passages:
         return Parsed("empty", message=f"The PDF of {wanted} has no body text before its references.")
-    body = Body(paper_id=wanted, version="", source="pdf", text="\n\n".join(doc.parts),
-                sections=tuple(doc.sections), passages=tuple(doc.passages))
+    body = doc.body(wanted, "", "pdf")
     capped = f" (first {MAX_PAGES} of {count} pages)" if count > MAX_PAGES else ""
     return Parsed("ok", body=body, message=f"{len(doc.passages)} passages in {len(doc.sections)} sections{capped}.")

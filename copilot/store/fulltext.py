@@ -15,9 +15,10 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -32,6 +33,7 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS readings (paper_id TEXT PRIMARY KEY, status TEXT NOT NULL, source TEXT NOT NULL,"
     " message TEXT NOT NULL, tried_at REAL NOT NULL);")
 _CHUNK = 400
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -111,88 +113,64 @@ class FulltextStore:
         finally:
             conn.close()
 
-    def get(self, paper_ids: Iterable[str], model: str) -> dict[str, StoredBody]:
-        """The stored bodies of these papers whose vectors come from `model`; nothing on any failure."""
-        ids = list(dict.fromkeys(paper_ids))
-        found: dict[str, StoredBody] = {}
-        if not ids or not self.path.exists():
-            return found
+    def _read(self, work: Callable[[sqlite3.Connection], T], empty: T) -> T:
+        """`work` over a connection; `empty` when the file is missing or any read fails (logged: derived data)."""
+        if not self.path.exists():
+            return empty
         try:
             conn = self._connect()
             try:
-                for n in range(0, len(ids), _CHUNK):
-                    chunk = ids[n:n + _CHUNK]
-                    rows = conn.execute(f"SELECT body, sentences, terms, model, vectors, dim FROM bodies WHERE "
-                                        f"model = ? AND paper_id IN ({','.join('?' * len(chunk))})", (model, *chunk))
-                    for body_json, sentences_json, terms_json, row_model, blob, dim in rows:
-                        body = Body.from_json(body_json)
-                        sentences = tuple(tuple(s) for s in json.loads(sentences_json))
-                        vectors = np.frombuffer(blob, dtype=np.float16).reshape(-1, dim).astype(np.float32) \
-                            if dim else np.zeros((0, 0), dtype=np.float32)
-                        terms = tuple(frozenset(t) for t in json.loads(terms_json))
-                        found[body.paper_id] = StoredBody(body, sentences, row_model, vectors,  # type: ignore[arg-type]
-                                                          terms)
+                return work(conn)
             finally:
                 conn.close()
         except (sqlite3.Error, ValueError, KeyError, TypeError) as error:
             log.warning("full-text store unreadable, answering from abstracts: %s", error)
-            return {}
-        return found
+            return empty
+
+    @staticmethod
+    def _chunks(conn: sqlite3.Connection, sql: str, ids: list[str], *first: object) -> Iterator[tuple]:
+        """The rows of `sql` (its ids as the last `IN ({})`) over `ids` a chunk at a time."""
+        for n in range(0, len(ids), _CHUNK):
+            chunk = ids[n:n + _CHUNK]
+            yield from conn.execute(sql.format(",".join("?" * len(chunk))), (*first, *chunk))
+
+    def get(self, paper_ids: Iterable[str], model: str) -> dict[str, StoredBody]:
+        """The stored bodies of these papers whose vectors come from `model`; nothing on any failure."""
+        ids = list(dict.fromkeys(paper_ids))
+
+        def work(conn: sqlite3.Connection) -> dict[str, StoredBody]:
+            found: dict[str, StoredBody] = {}
+            sql = ("SELECT body, sentences, terms, model, vectors, dim FROM bodies WHERE model = ? "
+                   "AND paper_id IN ({})")
+            for body_json, sentences_json, terms_json, row_model, blob, dim in self._chunks(conn, sql, ids, model):
+                body = Body.from_json(body_json)
+                sentences = tuple(tuple(s) for s in json.loads(sentences_json))
+                vectors = np.frombuffer(blob, dtype=np.float16).reshape(-1, dim).astype(np.float32) \
+                    if dim else np.zeros((0, 0), dtype=np.float32)
+                terms = tuple(frozenset(t) for t in json.loads(terms_json))
+                found[body.paper_id] = StoredBody(body, sentences, row_model, vectors, terms)  # type: ignore[arg-type]
+            return found
+
+        return self._read(work, {}) if ids else {}
 
     def with_text(self, paper_ids: Iterable[str]) -> set[str]:
         """Which of these papers have a stored body."""
         ids = list(dict.fromkeys(paper_ids))
-        if not ids or not self.path.exists():
-            return set()
-        try:
-            conn = self._connect()
-            try:
-                have: set[str] = set()
-                for n in range(0, len(ids), _CHUNK):
-                    chunk = ids[n:n + _CHUNK]
-                    have.update(r[0] for r in conn.execute(
-                        f"SELECT paper_id FROM bodies WHERE paper_id IN ({','.join('?' * len(chunk))})", chunk))
-                return have
-            finally:
-                conn.close()
-        except sqlite3.Error as error:
-            log.warning("full-text store unreadable: %s", error)
-            return set()
+        sql = "SELECT paper_id FROM bodies WHERE paper_id IN ({})"
+        return self._read(lambda conn: {r[0] for r in self._chunks(conn, sql, ids)}, set()) if ids else set()
 
     def readings(self, paper_ids: Iterable[str]) -> dict[str, Reading]:
         ids = list(dict.fromkeys(paper_ids))
-        if not ids or not self.path.exists():
-            return {}
-        try:
-            conn = self._connect()
-            try:
-                found: dict[str, Reading] = {}
-                for n in range(0, len(ids), _CHUNK):
-                    chunk = ids[n:n + _CHUNK]
-                    for row in conn.execute(f"SELECT * FROM readings WHERE paper_id IN ({','.join('?' * len(chunk))})",
-                                            chunk):
-                        found[row[0]] = Reading(*row)
-                return found
-            finally:
-                conn.close()
-        except sqlite3.Error as error:
-            log.warning("full-text store unreadable: %s", error)
-            return {}
+        sql = "SELECT * FROM readings WHERE paper_id IN ({})"
+        return self._read(lambda conn: {r[0]: Reading(*r) for r in self._chunks(conn, sql, ids)}, {}) if ids else {}
 
     def counts(self) -> dict[str, int]:
         """How many papers have a body ("ok"), and of the papers without one, how many readings ended in each other
         status."""
-        if not self.path.exists():
-            return {}
-        try:
-            conn = self._connect()
-            try:
-                found = {"ok": conn.execute("SELECT COUNT(*) FROM bodies").fetchone()[0]}
-                found.update(conn.execute("SELECT status, COUNT(*) FROM readings WHERE status != 'ok' AND paper_id "
-                                          "NOT IN (SELECT paper_id FROM bodies) GROUP BY status").fetchall())
-                return found
-            finally:
-                conn.close()
-        except sqlite3.Error as error:
-            log.warning("full-text store unreadable: %s", error)
-            return {}
+        def work(conn: sqlite3.Connection) -> dict[str, int]:
+            found = {"ok": conn.execute("SELECT COUNT(*) FROM bodies").fetchone()[0]}
+            found.update(conn.execute("SELECT status, COUNT(*) FROM readings WHERE status != 'ok' AND paper_id "
+                                      "NOT IN (SELECT paper_id FROM bodies) GROUP BY status").fetchall())
+            return found
+
+        return self._read(work, {})
