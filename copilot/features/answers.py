@@ -20,6 +20,7 @@ from copilot.methods import evidence, evidence_groups, evidence_text, quotes, se
 from copilot.methods.thought_retriever import stream_answer
 from copilot.records import ARXIV_ID, Evidence
 from copilot.services import Services
+from copilot.store.fulltext import StoredBody
 from copilot.table import EvidenceTable
 
 
@@ -67,13 +68,15 @@ def question_ranking(services: Services, question: str, question_vector: np.ndar
 
 
 def table_sources(services: Services, items: Sequence[Evidence], question: str, question_vector: np.ndarray,
-                  ranking: Ranking, by_question: bool = False) -> list[evidence.Source]:
+                  ranking: Ranking, by_question: bool = False,
+                  bodies: dict[str, StoredBody | None] | None = None) -> list[evidence.Source]:
     """The papers a table may quote: the retrieved papers, then the papers each retrieved thought rests on (a quote
     reached through a thought is the paper's words; `via` names the thought). A paper reached through a thought must
     be in `ranking` (`question_ranking`) and is ranked by its own relevance to the question, like any other (issue
     #40): it is placed before the first retrieved paper whose cosine it beats; a paper whose arXiv id the question
     holds is marked as named. `by_question`: the papers came from several queries (SlimPLM's, some made from a
-    draft), so they are ranked by `ranking`, and one it does not hold is left out (another query's topic)."""
+    draft), so they are ranked by `ranking`, and one it does not hold is left out (another query's topic).
+    `bodies`: the papers' full texts already read from the store this turn (those missing are read and added)."""
     via: dict[str, str] = {}
     scores: dict[str, float] = {}
     for item in items:
@@ -104,9 +107,13 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str, 
         ranks = {pid: order.get(pid, -1.0) for pid in via}      # a paper the question names by id comes first
         scores.update((pid, cosine) for pid, cosine in ranking if pid in via)     # closeness to the question
     papers = services.store.get_papers(list(via))
-    bodies = services.fulltext.get([p.id for p in papers], services.embedder.name)
+    bodies = {} if bodies is None else bodies
+    missing = [p.id for p in papers if p.id not in bodies]
+    if missing:
+        found = services.fulltext.get(missing, services.embedder.name)
+        bodies.update((pid, found.get(pid)) for pid in missing)
     return [evidence.Source(p.id, p.title, tuple(p.authors), p.published.isoformat(), p.abstract, scores[p.id],
-                            p.id in named, ranks[p.id], via[p.id], f"v{p.version}", bodies.get(p.id))
+                            p.id in named, ranks[p.id], via[p.id], f"v{p.version}", bodies[p.id])
             for p in papers]
 
 
@@ -122,8 +129,10 @@ def answer_tables(services: Services, question: str, sides: Sequence[Sequence[Ev
     if ranking is None:
         ranking = question_ranking(services, question, question_vector)
     built: list[tuple[list[evidence.Row], np.ndarray | None]] = []
+    bodies: dict[str, StoredBody | None] = {}        # each paper's full text read once for both sides
     for items in sides:
-        sources = table_sources(services, items, question, question_vector, ranking, by_question) if items else []
+        sources = table_sources(services, items, question, question_vector, ranking, by_question,
+                                bodies) if items else []
         # the sources are papers only: their sentences may be kept on disk (a question or a thought's text never is)
         built.append(evidence.build_rows(question, question_vector, sources, services.embed_sentences,
                                          learned_roles=sentence_roles.trained_for(services.embedder.name))

@@ -236,7 +236,7 @@ class Chat(TurnVotes):
                     answer.table = table
                     answer.text = "".join(stream_reply(self.services, turn.question, answer.sources, table,
                                                        turn.reader, writes=False))
-        turn.notice = " ".join(part for part in (asked_notice, fulltext.read_line(len(read), len(reading))) if part)
+        turn.notice = " ".join(part for part in (asked_notice, fulltext.read_line(outcomes, len(reading))) if part)
 
     def _check(self, answer: AnswerState, writes: bool, answer_tokens: int | None = None) -> None:
         """Run the output checks on a writing profile's finished words (a table's quotes are slices of their papers,

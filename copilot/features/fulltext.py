@@ -12,6 +12,7 @@ import itertools
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 from copilot.body import Parsed
 from copilot.methods import body_text
 from copilot.services import Services
+from copilot.sources.arxiv_fulltext import FulltextSource
 
 log = logging.getLogger(__name__)
 
@@ -82,19 +84,18 @@ def read_paper(services: Services, paper_id: str) -> Outcome:
                        parse_s=getattr(fetched, "parse_s", 0.0))
 
 
-def fulltext_source(services: Services):
-    """The process's full-text client (one request at a time, politely spaced; parsers loaded on first use)."""
-    from copilot.sources.arxiv_fulltext import FulltextSource
-
-    with _SOURCE_LOCK:
-        client = _SOURCES.get(id(services))
+def fulltext_source(services: Services) -> FulltextSource:
+    """The full-text client of these services (one request at a time process-wide, politely spaced)."""
+    with _LOCK:
+        client = _SOURCES.get(services)
         if client is None:
-            client = _SOURCES[id(services)] = FulltextSource(services.settings)
+            client = _SOURCES[services] = FulltextSource(services.settings)
         return client
 
 
-_SOURCE_LOCK = threading.Lock()
-_SOURCES: dict[int, object] = {}
+_LOCK = threading.Lock()
+# per Services object, gone with it (a Services made later never inherits another's reader or settings)
+_SOURCES: weakref.WeakKeyDictionary[Services, FulltextSource] = weakref.WeakKeyDictionary()
 
 
 def import_files(services: Services, folder: Path) -> list[Outcome]:
@@ -205,15 +206,15 @@ class FulltextReader:
                 self._cond.notify_all()
 
 
-_READERS: dict[int, FulltextReader] = {}
+_READERS: weakref.WeakKeyDictionary[Services, FulltextReader] = weakref.WeakKeyDictionary()
 
 
 def reader_for(services: Services) -> FulltextReader:
-    """The process's background reader for these services."""
-    with _SOURCE_LOCK:
-        reader = _READERS.get(id(services))
+    """The background reader of these services."""
+    with _LOCK:
+        reader = _READERS.get(services)
         if reader is None:
-            reader = _READERS[id(services)] = FulltextReader(services)
+            reader = _READERS[services] = FulltextReader(services)
         return reader
 
 
@@ -237,12 +238,30 @@ def reading_line(count: int) -> str:
     return f"Reading the full text of {count} {papers} in these answers (arXiv's HTML page)…"
 
 
-def read_line(read: int, asked: int) -> str:
-    """What the page says once the wait for an answer's papers is over."""
-    if read == asked:
-        return (f"Read the full text of {read} paper{'' if read == 1 else 's'} in these answers: their rows quote "
-                "the body where it answers, with the section.")
-    left = asked - read
-    done = f"Read {read} of {asked} papers in full; the rows quote their bodies. " if read else ""
-    return (f"{done}{left} paper{'' if left == 1 else 's'} could not be read yet (still reading, or no full text); "
-            "ask again later to quote more.")
+WHY_NOT_READ = {"no_html": "no HTML page", "failed": "conversion failed", "not_found": "not found",
+                "too_large": "too large", "timeout": "arXiv too slow", "unreachable": "arXiv unreachable",
+                "unreadable": "unreadable", "empty": "no text", "wrong_paper": "another paper's page",
+                "error": "reading failed"}
+
+
+def read_line(outcomes: dict[str, Outcome], asked: int) -> str:
+    """What the page says once the wait for an answer's papers is over: what was read, what could not be and why,
+    what is still being read."""
+    read = sum(1 for o in outcomes.values() if o.status == "ok")
+    failed: dict[str, int] = {}
+    for outcome in outcomes.values():
+        if outcome.status != "ok":
+            why = WHY_NOT_READ.get(outcome.status, outcome.status.replace("_", " "))
+            failed[why] = failed.get(why, 0) + 1
+    pending = asked - len(outcomes)
+    parts = []
+    if read:
+        parts.append(f"Read the full text of {read} paper{'' if read == 1 else 's'} in these answers: their rows "
+                     "quote the body where it answers, with the section.")
+    if failed:
+        parts.append(f"Not read: {', '.join(f'{n} ({why})' for why, n in failed.items())}; those rows quote the "
+                     "abstract.")
+    if pending:
+        parts.append(f"{pending} paper{'' if pending == 1 else 's'} still being read: ask again later to quote "
+                     f"{'it' if pending == 1 else 'them'}.")
+    return " ".join(parts)

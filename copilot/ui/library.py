@@ -13,6 +13,7 @@ import pandas as pd
 
 from copilot.errors import UserError, readable_failure
 from copilot.features import library
+from copilot.features.fulltext import WHY_NOT_READ
 from copilot.scheduler import IngestScheduler
 from copilot.services import Services
 from copilot.ui.common import current_user, escape, user_within_rate
@@ -89,15 +90,10 @@ def model_line(model: dict) -> str:
     return line
 
 
-FULL_TEXT_WHY = {"no_html": "no HTML page", "failed": "conversion failed", "not_found": "not found",
-                 "too_large": "too large", "timeout": "arXiv too slow", "unreachable": "arXiv unreachable",
-                 "unreadable": "unreadable", "empty": "no text", "wrong_paper": "another paper's page"}
-
-
 def full_text_line(counts: dict[str, int]) -> str:
     """How many papers the library holds the full text of, and why others have none."""
     have = counts.get("ok", 0)
-    others = [f"{n} {FULL_TEXT_WHY.get(status, status.replace('_', ' '))}" for status, n in sorted(counts.items())
+    others = [f"{n} {WHY_NOT_READ.get(status, status.replace('_', ' '))}" for status, n in sorted(counts.items())
               if status != "ok" and n]
     tail = f" · not read: {escape(', '.join(others))}" if others else ""
     return (f"**Full text:** <span id='fulltext-count'>{have}</span> paper{'' if have == 1 else 's'} read "
