@@ -50,6 +50,10 @@ CHAT_ANSWER = register(Prompt(
     user="{reader}Question: {question}\n\nSources:\n{sources}\n\nQuestion: {question}",
 ))
 
+# A paper whose row quotes its full text (issue #48): those sentences follow its abstract in its source block, each
+# after its section, so a model writes from what the table under its words shows
+BODY_SENTENCES_LEAD = "From the paper's full text"
+
 ANSWER_STATEMENTS = 2           # most statements in a grammar-constrained answer
 ANSWER_STATEMENT_CHARS = 200    # most characters of one statement after its opening
 ANSWER_VERBS = ("shows that", "reports that", "finds that", "proposes", "introduces", "studies", "describes")

@@ -10,9 +10,11 @@ made (`evidence.make_table`), and never edited.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 import numpy as np
 
+from copilot import prompts
 from copilot.features.evidence_search import table_paper_hits
 from copilot.features.signin import Writer
 from copilot.llm import Usage
@@ -21,7 +23,7 @@ from copilot.methods.thought_retriever import stream_answer
 from copilot.records import ARXIV_ID, Evidence
 from copilot.services import Services
 from copilot.store.fulltext import StoredBody
-from copilot.table import EvidenceTable
+from copilot.table import BODY, EvidenceTable
 
 
 def full_texts(services: Services, items: Sequence[Evidence]) -> list[str]:
@@ -173,6 +175,21 @@ def table_text(table: EvidenceTable, items: Sequence[Evidence]) -> str:
     return "".join(evidence_text.render_table(table))
 
 
+def with_body_sentences(items: Sequence[Evidence], table: EvidenceTable | None) -> list[Evidence]:
+    """The items a model writes from: a paper whose row in `table` quotes its full text gets those sentences after
+    its abstract, each after its section (issue #48), so a writing profile reads the body sentences the table under
+    its words shows, and the output checks hold its words against them too."""
+    body = {row.paper_id: [q for q in row.quotes if q.source == BODY] for row in table.rows} if table else {}
+    found = []
+    for item in items:
+        quoted = body.get(item.id) if item.kind == "paper" else None
+        if quoted:
+            sentences = " ".join(f"(\u00a7{q.section}) {q.shown}" if q.section else q.shown for q in quoted)
+            item = replace(item, text=f"{item.text}\n{prompts.BODY_SENTENCES_LEAD}: {sentences}")
+        found.append(item)
+    return found
+
+
 def stream_reply(services: Services, question: str, items: Sequence[Evidence], table: EvidenceTable,
                  reader: str = "", usage: Usage | None = None, writes: bool | None = None,
                  writer: Writer | None = None) -> Iterator[str]:
@@ -183,10 +200,12 @@ def stream_reply(services: Services, question: str, items: Sequence[Evidence], t
     if writer is not None:
         if writer.failure is not None:
             raise writer.failure
-        yield from stream_answer(writer.llm, question, items, writer.plan.answer_tokens, reader, usage=usage)
+        yield from stream_answer(writer.llm, question, with_body_sentences(items, table), writer.plan.answer_tokens,
+                                 reader, usage=usage)
         return
     if services.model_profile.writes if writes is None else writes:
-        yield from stream_answer(services.llm, question, items, services.generation.answer_tokens, reader, usage=usage)
+        yield from stream_answer(services.llm, question, with_body_sentences(items, table),
+                                 services.generation.answer_tokens, reader, usage=usage)
         return
     if items and table.rows:
         yield from evidence_text.render_table(table)

@@ -15,7 +15,14 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 
 from copilot.features import fulltext
-from copilot.features.answers import answer_tables, question_ranking, stream_reply, table_text, with_table
+from copilot.features.answers import (
+    answer_tables,
+    question_ranking,
+    stream_reply,
+    table_text,
+    with_body_sentences,
+    with_table,
+)
 from copilot.features.chat_thoughts import SWEEP_AFTER_S, THOUGHT_FROM  # noqa: F401  (re-exported)
 from copilot.features.chat_view import (
     ONE_ANSWER,
@@ -244,7 +251,7 @@ class Chat(TurnVotes):
         page counts its sources (`shown_sources`); what the checks removed becomes a note under it."""
         if not writes or not answer.text.strip():
             return
-        checked = check_answer(answer.text, answer.sources)
+        checked = check_answer(answer.text, with_body_sentences(answer.sources, answer.table))
         answer.notes += (answer.usage.notices if answer.usage else []) + checked.notes
         shown = shown_sources(answer.table, tuple(SourceRecord.of(e) for e in answer.sources))
         words = ids_to_labels(labels_to_ids(checked.text, answer.sources), [s.id for s in shown])
