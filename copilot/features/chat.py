@@ -200,10 +200,11 @@ class Chat(TurnVotes):
             started = time.perf_counter()
             tables = answer_tables(self.services, turn.question, [a.sources for a in turn.answers], turn.ranking)
             table_s = (time.perf_counter() - started) / len(turn.answers)    # an even share of it to each answer
-            reading = fulltext.read_soon(self.services, list(dict.fromkeys(
-                row.paper_id for table in tables for row in table.rows)))
+            papers = list(dict.fromkeys(row.paper_id for table in tables for row in table.rows))
+            reading = fulltext.read_soon(self.services, papers)
             asked_notice = turn.notice
-            turn.notice = " ".join(part for part in (asked_notice, fulltext.reading_line(len(reading))) if part)
+            turn.notice = " ".join(part for part in (
+                asked_notice, fulltext.reading_line(self.services, len(reading), papers)) if part)
             for answer, table in zip(turn.answers, tables):
                 started = time.perf_counter() - table_s
                 answer.table = table

@@ -28,6 +28,7 @@ NOW, SOON, AHEAD = 0, 1, 2          # priorities: a question waiting on it, a vo
 WAIT_S = 10.0                       # a quoted answer waits this long for its papers' full text, then shows what it has
 RETRY_AFTER_S = 6 * 3600.0          # a paper whose reading failed is not asked for again sooner (arXiv is polite)
 MAX_QUEUE = 500
+OFFLINE_PAUSE_S = 10 * 60.0         # once arXiv could not be reached, nothing is queued (or waited for) this long
 
 
 @dataclass(frozen=True)
@@ -130,13 +131,19 @@ def papers_read(services: Services, paper_ids: Iterable[str]) -> frozenset[str]:
 
 
 def wanted(services: Services, paper_ids: Iterable[str], now: float | None = None) -> list[str]:
-    """Of these papers, those worth reading: no body stored, and no failed reading in the last RETRY_AFTER_S."""
+    """Of these papers, those worth reading: no body stored, and no failed reading in the last RETRY_AFTER_S (in
+    the last OFFLINE_PAUSE_S when arXiv could not be reached: that was no fault of the paper's)."""
     ids = list(dict.fromkeys(paper_ids))
     have = services.fulltext.with_text(ids)
     readings = services.fulltext.readings(ids)
     now = time.time() if now is None else now
-    return [pid for pid in ids if pid not in have
-            and not (pid in readings and now - readings[pid].tried_at < RETRY_AFTER_S)]
+
+    def tried_lately(pid: str) -> bool:
+        reading = readings.get(pid)
+        wait = OFFLINE_PAUSE_S if reading is not None and reading.status == "unreachable" else RETRY_AFTER_S
+        return reading is not None and now - reading.tried_at < wait
+
+    return [pid for pid in ids if pid not in have and not tried_lately(pid)]
 
 
 class FulltextReader:
@@ -151,10 +158,18 @@ class FulltextReader:
         self._order = itertools.count()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._paused_until = 0.0
+
+    def paused(self) -> bool:
+        """Whether arXiv could not be reached a moment ago (OFFLINE_PAUSE_S): a question then neither queues its
+        papers nor waits for them (on a machine that cannot reach arXiv, every answer would wait WAIT_S)."""
+        return time.monotonic() < self._paused_until
 
     def request(self, paper_ids: Sequence[str], priority: int = AHEAD) -> list[str]:
         """Queue the papers that are worth reading (`wanted`); returns those queued or already queued."""
-        queued = []
+        queued: list[str] = []
+        if self.paused():
+            return queued
         with self._cond:
             for pid in wanted(self.services, paper_ids):
                 if pid in self._queued and self._queued[pid] <= priority:
@@ -203,7 +218,18 @@ class FulltextReader:
             with self._cond:
                 self._queued.pop(pid, None)
                 self._done[pid] = outcome
+                if outcome.status == "unreachable":
+                    self._pause()
                 self._cond.notify_all()
+
+    def _pause(self) -> None:
+        """Under the lock: stop reading for OFFLINE_PAUSE_S; the papers still queued end as unreachable now (not
+        stored as failed readings, so they are asked for again once arXiv answers)."""
+        self._paused_until = time.monotonic() + OFFLINE_PAUSE_S
+        for _, _, pid in self._queue:
+            self._done[pid] = Outcome(pid, "unreachable", "", "Not tried: arXiv could not be reached a moment ago.")
+        self._queue.clear()
+        self._queued.clear()
 
 
 _READERS: weakref.WeakKeyDictionary[Services, FulltextReader] = weakref.WeakKeyDictionary()
@@ -230,9 +256,14 @@ def read_soon(services: Services, paper_ids: Sequence[str], priority: int = NOW)
         return []
 
 
-def reading_line(count: int) -> str:
-    """What the page says while papers of an answer are being read."""
+def reading_line(services: Services, count: int, paper_ids: Sequence[str] = ()) -> str:
+    """What the page says while `count` papers of an answer are being read; none, while reading is paused and some
+    of `paper_ids` (the answer's) have no full text."""
     if not count:
+        if (services.settings.fulltext_reading and reader_for(services).paused()
+                and services.fulltext.with_text(paper_ids) != set(paper_ids)):
+            return ("Full text not read: arXiv could not be reached a few minutes ago, so these rows quote "
+                    "abstracts.")
         return ""
     papers = "paper" if count == 1 else "papers"
     return f"Reading the full text of {count} {papers} in these answers (arXiv's HTML page)…"
