@@ -4,6 +4,7 @@ section of arXiv's HTML page; Search marks the paper as read and the Library cou
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -28,14 +29,15 @@ def test_a_body_quote_with_its_section_and_link(app_server, preloaded, tmp_path,
                           "COPILOT_ARXIV_HTML_URL": fake_arxiv_html.html_url,
                           "COPILOT_ARXIV_PDF_URL": fake_arxiv_html.pdf_url, "COPILOT_FULLTEXT_DELAY": "0"})
     page.goto(url)
-    page.get_by_role("tab", name="Chat").click()
-    page.locator("#chat-question textarea").fill(QUESTION)
-    page.locator("#chat-ask").click()
-
+    ask(page)
     notice = page.locator("#chat-notice")
-    expect(notice).to_contain_text("Read the full text of", timeout=300_000)
+    expect(notice).to_contain_text(re.compile("Read the full text of|still being read"), timeout=300_000)
+    if "still being read" in notice.inner_text():   # under load the reading outlasted the answer's 10 s wait: once
+        library_counts_one(page, url)               # the Library counts it, the question quotes the body at once
+        page.goto(url)
+        ask(page)
     answer = page.locator("#chat-answer-a")
-    expect(answer).to_contain_text("238 unique terms")
+    expect(answer).to_contain_text("238 unique terms", timeout=120_000)
     link = answer.locator(f'a[href^="https://arxiv.org/html/{RASST}"]')
     expect(link.first).to_contain_text("\u00a74.1")
     assert "#S4" in (link.first.get_attribute("href") or "")
@@ -47,6 +49,16 @@ def test_a_body_quote_with_its_section_and_link(app_server, preloaded, tmp_path,
     card = page.locator(f'.search-card[data-id="{RASST}"]')
     expect(card.locator(".full-text-mark")).to_be_visible(timeout=120_000)
 
+    library_counts_one(page, url)
+
+
+def ask(page) -> None:
+    page.get_by_role("tab", name="Chat").click()
+    page.locator("#chat-question textarea").fill(QUESTION)
+    page.locator("#chat-ask").click()
+
+
+def library_counts_one(page, url: str) -> None:
     page.goto(url)                                  # the Library's status as a page load shows it
     page.get_by_role("tab", name="Library").click()
     expect(page.locator("#fulltext-count")).to_have_text("1", timeout=60_000)
