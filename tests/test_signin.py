@@ -12,11 +12,19 @@ import time
 import gradio as gr
 import pytest
 
+from copilot.errors import UserError
 from copilot.features import backup as B
 from copilot.features.answers import table_text
 from copilot.features.chat import Chat
 from copilot.features.preferences import export_preferences
-from copilot.features.signin import NO_INFERENCE_SCOPE, SIGN_IN_ADDS, WHERE_WORDS_GO, oauth_writer, sign_in_note
+from copilot.features.signin import (
+    NO_INFERENCE_SCOPE,
+    SIGN_IN_ADDS,
+    WHERE_WORDS_GO,
+    oauth_writer,
+    picker_shown,
+    sign_in_note,
+)
 from copilot.features.signin import visitor_writer as make_writer
 from copilot.features.stats import chat_stats
 from copilot.llm import router
@@ -143,7 +151,8 @@ def test_not_signed_in_or_without_the_inference_scope_is_the_tiny_turn_and_the_p
     assert sign_in_note(services, gr.OAuthToken(ANN, "openid profile", expires)) == NO_INFERENCE_SCOPE.format(
         model=model)
     said = sign_in_note(services, gr.OAuthToken(ANN, "openid profile inference-api", expires))
-    assert said == WHERE_WORDS_GO.format(model=model) and "Hugging Face's inference provider" in said
+    assert said == WHERE_WORDS_GO.format(model=f"{model} or the model you pick below")
+    assert "Hugging Face's inference provider" in said
     turn, _ = run(chat, None)
     first = turn.answers[0]
     assert double.seen == [] and not turn.writes and first.text == table_text(first.table, first.sources).strip()
@@ -311,3 +320,87 @@ def test_a_vote_without_the_visitors_sign_in_makes_the_thought_from_the_written_
     assert [s.kind for s in double.seen] == ["answer", "answer"]
     called = {row["backend"] for row in services.db.query("SELECT backend FROM llm_calls")}
     assert called == {"hf-router"}, "another model drafted from the written answer"
+
+
+# --- the short model list (a visitor picks which model writes)
+def test_two_visitors_picking_different_models_at_once_each_get_theirs_named_in_the_status_line(chat, world):
+    services, double = world
+    seed_thought(chat)
+    double.piece_delay = 0.03
+    default, other = services.settings.hf_model_choices()[:2]
+    picks = {"ann": (ANN, default), "bob": (BOB, other)}
+    turns: dict[str, object] = {}
+
+    def ask(user: str) -> None:
+        token, model = picks[user]
+        turn = chat.prepare(QUESTION, user, writer=make_writer(services, token, model=model))
+        for _ in chat.stream(turn):
+            pass
+        turns[user] = turn
+
+    threads = [threading.Thread(target=ask, args=(user,)) for user in picks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert {(s.token, s.model) for s in double.seen} == {(ANN, default), (BOB, other)} and len(double.seen) == 4
+    ann_first, bob_first = (next(s for s in double.seen if s.token == t) for t in (ANN, BOB))
+    assert max(ann_first.started, bob_first.started) < min(ann_first.ended, bob_first.ended), "not at once"
+    for user, (_, model) in picks.items():
+        assert services.chat_log.turn(turns[user].id).model == model
+        notice, _, _ = turn_outputs(chat.view(turns[user].id, user))
+        assert f"written by {model} on Hugging Face" in notice
+
+
+def test_a_model_not_offered_is_refused_with_a_sentence_and_nothing_is_sent(chat, world, monkeypatch, capsys):
+    services, double = world
+    token = gr.OAuthToken(token=ANN, scope="openid profile inference-api", expires_at=int(time.time()) + 3600)
+    notice, *_ = list(ask_view(services, QUESTION, False, None, None, token, "evil/any-model"))[-1]
+    assert "evil/any-model is not one of the models offered here" in notice
+    assert services.settings.hf_model in notice and double.seen == []
+    with pytest.raises(UserError, match="not one of the models offered"):
+        make_writer(services, None, model="x" * 5000)           # refused even without a token, and cut short
+    s = services.settings
+    for name, value in {"COPILOT_DATA_DIR": str(s.data_dir), "COPILOT_LLM": "local", "COPILOT_SCHEDULER": "false",
+                        "COPILOT_HF_ROUTER_URL": s.hf_router_url, "VISITOR_TOKEN": BOB}.items():
+        monkeypatch.setenv(name, value)
+    code, _, err = run_cli_in_process(capsys, "ask", QUESTION, "--hf-token-env", "VISITOR_TOKEN", "--hf-model",
+                                      "evil/any-model")
+    assert code != 0 and "evil/any-model is not one of the models offered here" in err and double.seen == []
+    code, _, err = run_cli_in_process(capsys, "ask", QUESTION, "--hf-model", s.hf_model_choices()[1])
+    assert code != 0 and "--hf-token-env" in err and double.seen == []
+
+
+def test_the_cli_and_the_page_send_the_picked_model_and_its_thought_is_drafted_by_it(chat, world, monkeypatch,
+                                                                                      capsys):
+    services, double = world
+    seed_thought(chat)
+    s = services.settings
+    other = s.hf_model_choices()[1]
+    for name, value in {"COPILOT_DATA_DIR": str(s.data_dir), "COPILOT_LLM": "local", "COPILOT_SCHEDULER": "false",
+                        "COPILOT_HF_ROUTER_URL": s.hf_router_url, "VISITOR_TOKEN": BOB}.items():
+        monkeypatch.setenv(name, value)
+    code, record, err = run_cli_in_process(capsys, "ask", QUESTION, "--user", "bob", "--hf-token-env",
+                                           "VISITOR_TOKEN", "--hf-model", other, "--json")
+    assert code == 0, err
+    assert record["models"]["model"] == other and {x.model for x in double.seen} == {other}
+    double.seen.clear()
+    token = gr.OAuthToken(token=ANN, scope="openid profile inference-api", expires_at=int(time.time()) + 3600)
+    notice, _, _, _, _, turn_id, _ = list(ask_view(services, QUESTION, False, None, None, token, other))[-1]
+    assert f"written by {other} on Hugging Face" in notice
+    status, *_ = vote_view(services, "A", turn_id, None, token)
+    assert "Vote recorded" in status
+    chat.wait_for_thoughts(turn_id, timeout=60)
+    assert [(x.kind, x.model) for x in double.seen] == [("answer", other), ("answer", other), ("thought", other)]
+
+
+def test_the_model_picker_shows_only_to_a_visitor_signed_in_with_inference(world):
+    services, _ = world
+    expires = int(time.time()) + 3600
+    assert not picker_shown(services, None)
+    assert not picker_shown(services, gr.OAuthToken(ANN, "openid profile", expires))
+    assert picker_shown(services, gr.OAuthToken(ANN, "openid profile inference-api", expires))
+    one = Services(services.settings.model_copy(update={"hf_models": []}))
+    assert not picker_shown(one, gr.OAuthToken(ANN, "openid profile inference-api", expires))   # nothing to pick
+    note = sign_in_note(services, gr.OAuthToken(ANN, "openid profile inference-api", expires))
+    assert "or the model you pick below" in note

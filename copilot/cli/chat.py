@@ -12,7 +12,7 @@ from copilot.features.adaptive import ask_adaptive
 from copilot.features.chat import VOTE_CHOICES, ChatError, chat_for
 from copilot.features.chat_view import job_record
 from copilot.features.deep import ask_deep
-from copilot.features.signin import Writer, visitor_writer
+from copilot.features.signin import Writer, picked_model, turn_model, visitor_writer
 from copilot.features.stats import chat_stats
 from copilot.services import Services
 
@@ -26,7 +26,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     try:
         record = chat_for(services).ask(args.question, args.user, personalize=args.personalize, vote=args.vote,
                                         previous_turn=args.after, reveal=args.reveal,
-                                        writer=token_writer(services, args.hf_token_env))
+                                        writer=token_writer(services, args.hf_token_env, args.hf_model))
     except ChatError as error:
         raise UserError(str(error)) from None
     if args.json:
@@ -46,16 +46,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-def token_writer(services: Services, variable: str | None) -> Writer | None:
+def token_writer(services: Services, variable: str | None, model: str | None = None) -> Writer | None:
     """A signed-in visitor's model from a token in the environment variable `variable` (`--hf-token-env`): the
-    command answers as that visitor would on the page. The variable's name is given, never the token (a command
-    line is visible to every process of the machine)."""
+    command answers as that visitor would on the page, with `model` (`--hf-model`, one of those offered; default
+    COPILOT_HF_MODEL). The variable's name is given, never the token (a command line is visible to every process
+    of the machine)."""
+    picked_model(services, model)
     if not variable:
+        if model:
+            raise UserError("--hf-model picks the model a signed-in visitor's answers are written by: give the "
+                            "token's variable with --hf-token-env too")
         return None
     token = os.environ.get(variable, "").strip()
     if not token:
         raise UserError(f"--hf-token-env {variable}: that environment variable is not set or empty")
-    return visitor_writer(services, token)
+    return visitor_writer(services, token, model=model)
 
 
 BLIND_HINT = ("Sources, and which answer used thoughts, stay hidden until you vote: python -m copilot vote {turn} "
@@ -107,7 +112,10 @@ def cmd_vote(args: argparse.Namespace) -> int:
     services = Services()
     chat = chat_for(services)
     try:
-        result = chat.vote(args.turn_id, args.choice, args.user, writer=token_writer(services, args.hf_token_env))
+        stored = services.chat_log.turn(args.turn_id)      # its thought is drafted by the model that wrote it
+        model = turn_model(services, {"backend": stored.backend, "model": stored.model}) if stored else None
+        result = chat.vote(args.turn_id, args.choice, args.user,
+                           writer=token_writer(services, args.hf_token_env, model))
     except ChatError as error:
         raise UserError(str(error)) from None
     result["thought_jobs"] = [job_record(job) for job in chat.wait_for_thoughts(args.turn_id)]
@@ -161,6 +169,8 @@ def add_chat_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hf-token-env", default=None, metavar="NAME",
                    help="answer as a signed-in visitor: the Hugging Face token in environment variable NAME has "
                    "COPILOT_HF_MODEL write both answers through COPILOT_HF_ROUTER_URL, billed to that account")
+    p.add_argument("--hf-model", default=None, metavar="NAME", help="with --hf-token-env: the model that writes "
+                   "them, one of COPILOT_HF_MODEL and COPILOT_HF_MODELS (another is refused)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_ask)
 
