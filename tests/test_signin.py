@@ -35,7 +35,7 @@ from copilot.ui.chat.ask import ask_view, vote_view
 from copilot.ui.chat.render import turn_outputs
 from tests.conftest import import_papers, make_settings
 from tests.doubles import FakeHub
-from tests.helpers import clean_env, run_cli_in_process
+from tests.helpers import PAPERS_JSONL, clean_env, run_cli_in_process
 from tests.router_double import RouterDouble, Visitor
 from tests.tls import make_certificate, trust_env
 
@@ -404,3 +404,62 @@ def test_the_model_picker_shows_only_to_a_visitor_signed_in_with_inference(world
     assert not picker_shown(one, gr.OAuthToken(ANN, "openid profile inference-api", expires))   # nothing to pick
     note = sign_in_note(services, gr.OAuthToken(ANN, "openid profile inference-api", expires))
     assert "or the model you pick below" in note
+
+
+# --- `eval answers` and `eval all` as a signed-in visitor (--hf-token-env, --hf-model)
+def _cli_env(monkeypatch, services, **more: str) -> None:
+    s = services.settings
+    for name, value in {"COPILOT_DATA_DIR": str(s.data_dir), "COPILOT_LLM": "local", "COPILOT_SCHEDULER": "false",
+                        "COPILOT_HF_ROUTER_URL": s.hf_router_url, **more}.items():
+        monkeypatch.setenv(name, value)
+
+
+def _holding(root, token: str) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+
+
+def test_eval_answers_is_written_by_the_visitors_picked_model_through_the_router(chat, world, monkeypatch, capsys,
+                                                                                 tmp_path):
+    services, double = world
+    other = services.settings.hf_model_choices()[1]
+    _cli_env(monkeypatch, services, VISITOR_TOKEN=BOB)
+    survey = tmp_path / "survey.jsonl"
+    survey.write_text(json.dumps({"question": QUESTION, "relevant": ["2503.12595"]}) + "\n", encoding="utf-8")
+    args = ["eval", "answers", "--questions", str(survey), "--paper-questions", "", "--corpus", str(PAPERS_JSONL),
+            "--papers", "40"]
+    code, _, err = run_cli_in_process(capsys, *args, "--hf-token-env", "NO_SUCH_VARIABLE")
+    assert code != 0 and "--hf-token-env NO_SUCH_VARIABLE" in err and double.seen == []
+    code, report, err = run_cli_in_process(capsys, *args, "--hf-token-env", "VISITOR_TOKEN", "--hf-model", other,
+                                           "--json")
+    assert code == 0, err
+    assert report["meta"]["written_by"] == {"backend": "hf-router", "model": other}
+    row = report["survey"][0]
+    assert row["answer"].startswith("Written for bob")
+    # written as on the page: the checked words, the evidence table under them (what the figures read)
+    assert row["quoted"] and all(q["quote"] in row["answer"] for q in row["quoted"])
+    assert [(s.token, s.model, s.kind) for s in double.seen] == [(BOB, other, "answer")]
+    assert _holding(services.settings.data_dir, BOB) == [] and BOB not in err + json.dumps(report)
+    double.visitors[BOB] = Visitor("bob", "429")
+    try:
+        code, _, err = run_cli_in_process(capsys, *args, "--hf-token-env", "VISITOR_TOKEN")
+    finally:
+        double.visitors[BOB] = Visitor("bob")
+    assert code != 0 and router.RATE_LIMITED in err and BOB not in err
+    assert len(double.seen) == 2, "a failure was retried"
+
+
+def test_eval_all_answers_and_judges_with_the_routers_model_as_that_visitor(chat, world, monkeypatch, capsys):
+    services, double = world
+    other = services.settings.hf_model_choices()[1]
+    _cli_env(monkeypatch, services, VISITOR_TOKEN=ANN)
+    code, report, err = run_cli_in_process(
+        capsys, "eval", "all", "--limit", "1", "--skip", "csfcube,thoughts,related-work,gor", "--corpus",
+        str(PAPERS_JSONL), "--hf-token-env", "VISITOR_TOKEN", "--hf-model", other, "--json")
+    assert code == 0, err
+    slim = next(p for p in report["parts"] if p["name"] == "slim")
+    assert slim["status"] == "ran", slim
+    assert slim["judge"] == f"judged by {other}" and report["meta"]["model"].startswith(f"{other} at https://127.0.0.1")
+    assert double.seen and {(s.token, s.model) for s in double.seen} == {(ANN, other)}
+    assert _holding(services.settings.data_dir, ANN) == [] and ANN not in err + json.dumps(report)
+    code, _, err = run_cli_in_process(capsys, "eval", "all", "--hf-model", other)
+    assert code != 0 and "--hf-token-env" in err

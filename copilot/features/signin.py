@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from copilot.config import Settings
 from copilot.errors import UserError
 from copilot.llm import LLM, LLMError
 from copilot.llm.router import ROUTER, WHERE, router_llm
@@ -60,10 +61,10 @@ def allows_inference(scope: str | None) -> bool:
     return scope is None or INFERENCE_SCOPE in scope.split()
 
 
-def picked_model(services: Services, model: str | None) -> str:
+def picked_model(settings: Settings, model: str | None) -> str:
     """The model a visitor picked, if it is one of those offered (COPILOT_HF_MODEL when none was picked). Anything
     else is refused: the page offers the list, but an API caller can send any text."""
-    choices = services.settings.hf_model_choices()
+    choices = settings.hf_model_choices()
     if model is None or not str(model).strip():
         return choices[0]
     name = str(model).strip()
@@ -77,7 +78,7 @@ def visitor_writer(services: Services, token: str | None, scope: str | None = No
                    model: str | None = None) -> Writer | None:
     """The writer for a visitor's turn, or None (not signed in, or a sign-in that does not allow inference).
     `model`: the visitor's pick (`picked_model`); a model not offered raises UserError even without a token."""
-    name = picked_model(services, model)
+    name = picked_model(services.settings, model)
     if not token or not token.strip() or not allows_inference(scope):
         return None
     s = services.settings
@@ -88,11 +89,19 @@ def visitor_writer(services: Services, token: str | None, scope: str | None = No
 
 def oauth_writer(services: Services, oauth_token, model: str | None = None) -> Writer | None:
     """The writer for a Gradio event's `gr.OAuthToken` and model pick (None when not signed in)."""
-    name = picked_model(services, model)
+    name = picked_model(services.settings, model)
     if oauth_token is None:
         return None
     return visitor_writer(services, getattr(oauth_token, "token", None), getattr(oauth_token, "scope", "") or "",
                           name)
+
+
+def routed_settings(settings: Settings, model: str) -> Settings:
+    """Settings naming the router's `model` as the configured one (an OpenAI-compatible endpoint), for a run whose
+    every model call goes through a visitor's router backend (`eval all --hf-token-env`): reports, judges and caches
+    name that model. No key: the backend passed to Services holds the visitor's token; nothing is built from these."""
+    return settings.model_copy(update={"llm": "openai", "llm_model": model, "openai_base_url": settings.hf_router_url,
+                                       "openai_api_key": None})
 
 
 def turn_model(services: Services, models: dict[str, str]) -> str | None:
