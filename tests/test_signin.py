@@ -463,3 +463,22 @@ def test_eval_all_answers_and_judges_with_the_routers_model_as_that_visitor(chat
     assert _holding(services.settings.data_dir, ANN) == [] and ANN not in err + json.dumps(report)
     code, _, err = run_cli_in_process(capsys, "eval", "all", "--hf-model", other)
     assert code != 0 and "--hf-token-env" in err
+
+
+def test_the_page_shows_the_picker_on_load_only_when_signed_in_with_inference_and_asks_with_its_value(world):
+    from copilot.ui.chat import ask as ask_tab
+
+    services, _ = world
+    with gr.Blocks() as page:      # the Ask tab alone: the page's LoginButton would ask the Hub who is logged in
+        ask_tab.build(Services(services.settings.model_copy(update={"oauth_client_id": "client-for-the-test"})))
+    picker = next(b for b in page.blocks.values() if getattr(b, "elem_id", None) == "chat-hf-model")
+    assert not picker.visible and picker.choices == [(m, m) for m in services.settings.hf_model_choices()]
+    [load] = [f for f in page.fns.values() if f.name == "sign_in_view"]
+    assert picker in load.outputs
+    expires = int(time.time()) + 3600
+    shown = {scope: load.fn(gr.OAuthToken(ANN, scope, expires))[1]["visible"]
+             for scope in ("openid profile", "openid profile inference-api")}
+    assert shown == {"openid profile": False, "openid profile inference-api": True}
+    assert load.fn(None)[1]["visible"] is False
+    asks = [f for f in page.fns.values() if f.name in ("ask", "ask_alone")]
+    assert len(asks) == 3 and all(picker in f.inputs for f in asks)
