@@ -5,12 +5,14 @@ that checks the bearer of every request. The Space's own model stays the package
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
 import time
 
 import gradio as gr
 import pytest
+from gradio.helpers import special_args
 
 from copilot.errors import UserError
 from copilot.features import backup as B
@@ -482,3 +484,9 @@ def test_the_page_shows_the_picker_on_load_only_when_signed_in_with_inference_an
     assert load.fn(None)[1]["visible"] is False
     asks = [f for f in page.fns.values() if f.name in ("ask", "ask_alone")]
     assert len(asks) == 3 and all(picker in f.inputs for f in asks)
+    token = gr.OAuthToken(ANN, "openid profile inference-api", expires)
+    for f in asks:
+        values = [f"value of {block.elem_id}" for block in f.inputs]
+        put = special_args(f.fn, values, None, token=token)[0]   # Gradio's own placing of inputs, request, token
+        called = dict(zip(inspect.signature(f.fn).parameters, put))
+        assert called["model"] == "value of chat-hf-model" and called["oauth_token"] is token

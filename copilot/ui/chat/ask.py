@@ -205,7 +205,8 @@ def build(services: Services) -> gr.Textbox:
                           value=None, allow_custom_value=True, elem_id="chat-history")
     recent, turn_state = gr.HTML(elem_id="chat-recent"), gr.State(None)
 
-    def ask(question: str, personalize: bool, previous_turn: str | None, model: str | None, request: gr.Request,
+    def ask(question: str, personalize: bool, previous_turn: str | None, request: gr.Request,
+            model: str | None = None,               # the picker's value (Gradio puts the request in by its type)
             oauth_token: gr.OAuthToken | None = None):      # Gradio passes it by its type; None: not signed in
         yield from ask_view(services, question, personalize, previous_turn, request, oauth_token, model)
 
@@ -232,7 +233,7 @@ def build(services: Services) -> gr.Textbox:
 
 def _wire_alone(services: Services, alone, inputs, ask_outputs, admission, refresh) -> None:
     """"Ask it on its own": shown while the turn shown was read as a follow-up; asks it as a new question."""
-    def ask_alone(personalize: bool, turn_id: str | None, model: str | None, request: gr.Request,
+    def ask_alone(personalize: bool, turn_id: str | None, request: gr.Request, model: str | None = None,
                   oauth_token: gr.OAuthToken | None = None):
         yield from ask_alone_view(services, personalize, turn_id, request, oauth_token, model)
 
