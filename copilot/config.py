@@ -13,6 +13,9 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_CATEGORIES = ["cs.CL", "cs.AI", "cs.LG", "cs.IR"]
+# what a signed-in visitor may pick (docs/signin.md says why each): open, ungated, non-thinking instruct models
+HF_MODELS = ["Qwen/Qwen3-235B-A22B-Instruct-2507", "deepseek-ai/DeepSeek-V3-0324", "moonshotai/Kimi-K2-Instruct"]
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.:-]{0,95}")
 
 
 class SettingsError(ValueError):
@@ -220,6 +223,10 @@ class Settings(BaseSettings):
         "Qwen/Qwen3-235B-A22B-Instruct-2507", description="Model that writes a signed-in visitor's answers and "
         "thoughts through COPILOT_HF_ROUTER_URL: an open instruct model without a thinking phase, so the first words "
         "come at once (docs/signin.md says why this one).")
+    hf_models: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(HF_MODELS), description="The models a signed-in visitor may pick among "
+        "(comma-separated, each served by COPILOT_HF_ROUTER_URL); COPILOT_HF_MODEL is always offered, first. A model "
+        "not in the list is refused.")
     hf_timeout: float = Field(60.0, gt=0, le=600, description="Seconds one written answer through the router may "
                               "take, first token to last; past it the answer is stopped and the evidence table shown.")
 
@@ -268,6 +275,19 @@ class Settings(BaseSettings):
         if isinstance(value, list) and not value:
             raise ValueError("give at least one arXiv category, e.g. cs.CL,cs.LG")
         return value
+
+    @field_validator("hf_models", mode="before")
+    @classmethod
+    def _split_hf_models(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list) and any(not _MODEL_NAME.fullmatch(str(v)) for v in value):
+            raise ValueError("expected Hub model names such as owner/model, comma-separated")
+        return value
+
+    def hf_model_choices(self) -> list[str]:
+        """The models a signed-in visitor may pick: COPILOT_HF_MODEL (the default) first, then COPILOT_HF_MODELS."""
+        return list(dict.fromkeys([self.hf_model, *self.hf_models]))
 
     @field_validator("admins", mode="before")
     @classmethod

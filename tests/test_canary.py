@@ -5,12 +5,18 @@ writes it and backs up; the canary is found in no file written and nothing uploa
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
-from tests.helpers import subprocess_env
+import pytest
+
+from copilot.llm import router
+from tests.helpers import PAPERS_JSONL, subprocess_env
+from tests.router_double import RouterDouble, Visitor
+from tests.tls import make_certificate, trust_env
 
 CANARY = "sk-canary-5f0d8c1e2b7a4c39a1e6d2f08b3c7e91"
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +39,37 @@ def test_a_canary_in_the_heap_reaches_no_file_and_no_backup(tmp_path):
     assert done.returncode == 0 and done.stdout.startswith("ok"), done.stderr[-3000:]
     assert list(data_dir.rglob("data_level0.bin")), "the index was not written: the test would prove nothing"
     assert holding_canary(data_dir) == [] and holding_canary(hub_dir) == []
+
+
+VISITOR_CANARY = "hf_canary_eval_8d2f4b6a1c9e4e07b5a3d1f6c8e2a9b4"
+
+
+def test_an_eval_run_as_a_signed_in_visitor_leaves_their_token_in_no_file_and_no_output(tmp_path):
+    """Issue #50: `eval answers --hf-token-env` in a fresh process, through a loopback router that takes the canary
+    as a visitor's token, once answered and once refused (401): the token is in no file of the data dir (stores,
+    call log, report files) and not in the process's output."""
+    if not PAPERS_JSONL.is_file():
+        pytest.skip("the shared data (../shared/data) is not beside the repository")
+    certificate = make_certificate(tmp_path / "tls")
+    survey = tmp_path / "survey.jsonl"
+    survey.write_text(json.dumps({"question": "How are retrieval-augmented language models evaluated?",
+                                  "relevant": ["2503.12595"]}) + "\n", encoding="utf-8")
+    data_dir = tmp_path / "data"
+    with RouterDouble(certificate, {VISITOR_CANARY: Visitor("carol")}) as double:
+        env = subprocess_env(data_dir, HF_HUB_OFFLINE="1", COPILOT_SCHEDULER="false", COPILOT_LLM="local",
+                             COPILOT_HF_ROUTER_URL=double.url, VISITOR_TOKEN=VISITOR_CANARY, **trust_env(certificate))
+        args = [sys.executable, "-m", "copilot", "eval", "answers", "--questions", str(survey), "--paper-questions",
+                "", "--corpus", str(PAPERS_JSONL), "--papers", "40", "--hf-token-env", "VISITOR_TOKEN", "--json"]
+        done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        double.visitors[VISITOR_CANARY] = Visitor("carol", "401")
+        refused = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert refused.returncode != 0 and router.SIGN_IN_AGAIN in refused.stderr
+    assert [s.token for s in double.seen] == [VISITOR_CANARY] * 2, "the token was not used: the test proves nothing"
+    assert list(data_dir.rglob("data_level0.bin")) and list(data_dir.rglob("answers-survey-*.json"))
+    outputs = done.stdout + done.stderr + refused.stdout + refused.stderr
+    assert VISITOR_CANARY not in outputs
+    assert [str(p) for p in data_dir.rglob("*") if p.is_file() and VISITOR_CANARY.encode() in p.read_bytes()] == []
 
 
 REUSE = """

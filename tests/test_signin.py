@@ -5,18 +5,28 @@ that checks the bearer of every request. The Space's own model stays the package
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
 import time
 
 import gradio as gr
 import pytest
+from gradio.helpers import special_args
 
+from copilot.errors import UserError
 from copilot.features import backup as B
 from copilot.features.answers import table_text
 from copilot.features.chat import Chat
 from copilot.features.preferences import export_preferences
-from copilot.features.signin import NO_INFERENCE_SCOPE, SIGN_IN_ADDS, WHERE_WORDS_GO, oauth_writer, sign_in_note
+from copilot.features.signin import (
+    NO_INFERENCE_SCOPE,
+    SIGN_IN_ADDS,
+    WHERE_WORDS_GO,
+    oauth_writer,
+    picker_shown,
+    sign_in_note,
+)
 from copilot.features.signin import visitor_writer as make_writer
 from copilot.features.stats import chat_stats
 from copilot.llm import router
@@ -27,7 +37,7 @@ from copilot.ui.chat.ask import ask_view, vote_view
 from copilot.ui.chat.render import turn_outputs
 from tests.conftest import import_papers, make_settings
 from tests.doubles import FakeHub
-from tests.helpers import clean_env, run_cli_in_process
+from tests.helpers import PAPERS_JSONL, clean_env, run_cli_in_process
 from tests.router_double import RouterDouble, Visitor
 from tests.tls import make_certificate, trust_env
 
@@ -143,7 +153,8 @@ def test_not_signed_in_or_without_the_inference_scope_is_the_tiny_turn_and_the_p
     assert sign_in_note(services, gr.OAuthToken(ANN, "openid profile", expires)) == NO_INFERENCE_SCOPE.format(
         model=model)
     said = sign_in_note(services, gr.OAuthToken(ANN, "openid profile inference-api", expires))
-    assert said == WHERE_WORDS_GO.format(model=model) and "Hugging Face's inference provider" in said
+    assert said == WHERE_WORDS_GO.format(model=f"{model} or the model you pick below")
+    assert "Hugging Face's inference provider" in said
     turn, _ = run(chat, None)
     first = turn.answers[0]
     assert double.seen == [] and not turn.writes and first.text == table_text(first.table, first.sources).strip()
@@ -311,3 +322,171 @@ def test_a_vote_without_the_visitors_sign_in_makes_the_thought_from_the_written_
     assert [s.kind for s in double.seen] == ["answer", "answer"]
     called = {row["backend"] for row in services.db.query("SELECT backend FROM llm_calls")}
     assert called == {"hf-router"}, "another model drafted from the written answer"
+
+
+# --- the short model list (a visitor picks which model writes)
+def test_two_visitors_picking_different_models_at_once_each_get_theirs_named_in_the_status_line(chat, world):
+    services, double = world
+    seed_thought(chat)
+    double.piece_delay = 0.03
+    default, other = services.settings.hf_model_choices()[:2]
+    picks = {"ann": (ANN, default), "bob": (BOB, other)}
+    turns: dict[str, object] = {}
+
+    def ask(user: str) -> None:
+        token, model = picks[user]
+        turn = chat.prepare(QUESTION, user, writer=make_writer(services, token, model=model))
+        for _ in chat.stream(turn):
+            pass
+        turns[user] = turn
+
+    threads = [threading.Thread(target=ask, args=(user,)) for user in picks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert {(s.token, s.model) for s in double.seen} == {(ANN, default), (BOB, other)} and len(double.seen) == 4
+    ann_first, bob_first = (next(s for s in double.seen if s.token == t) for t in (ANN, BOB))
+    assert max(ann_first.started, bob_first.started) < min(ann_first.ended, bob_first.ended), "not at once"
+    for user, (_, model) in picks.items():
+        assert services.chat_log.turn(turns[user].id).model == model
+        notice, _, _ = turn_outputs(chat.view(turns[user].id, user))
+        assert f"written by {model} on Hugging Face" in notice
+
+
+def test_a_model_not_offered_is_refused_with_a_sentence_and_nothing_is_sent(chat, world, monkeypatch, capsys):
+    services, double = world
+    token = gr.OAuthToken(token=ANN, scope="openid profile inference-api", expires_at=int(time.time()) + 3600)
+    notice, *_ = list(ask_view(services, QUESTION, False, None, None, token, "evil/any-model"))[-1]
+    assert "evil/any-model is not one of the models offered here" in notice
+    assert services.settings.hf_model in notice and double.seen == []
+    with pytest.raises(UserError, match="not one of the models offered"):
+        make_writer(services, None, model="x" * 5000)           # refused even without a token, and cut short
+    s = services.settings
+    for name, value in {"COPILOT_DATA_DIR": str(s.data_dir), "COPILOT_LLM": "local", "COPILOT_SCHEDULER": "false",
+                        "COPILOT_HF_ROUTER_URL": s.hf_router_url, "VISITOR_TOKEN": BOB}.items():
+        monkeypatch.setenv(name, value)
+    code, _, err = run_cli_in_process(capsys, "ask", QUESTION, "--hf-token-env", "VISITOR_TOKEN", "--hf-model",
+                                      "evil/any-model")
+    assert code != 0 and "evil/any-model is not one of the models offered here" in err and double.seen == []
+    code, _, err = run_cli_in_process(capsys, "ask", QUESTION, "--hf-model", s.hf_model_choices()[1])
+    assert code != 0 and "--hf-token-env" in err and double.seen == []
+
+
+def test_the_cli_and_the_page_send_the_picked_model_and_its_thought_is_drafted_by_it(chat, world, monkeypatch,
+                                                                                      capsys):
+    services, double = world
+    seed_thought(chat)
+    s = services.settings
+    other = s.hf_model_choices()[1]
+    for name, value in {"COPILOT_DATA_DIR": str(s.data_dir), "COPILOT_LLM": "local", "COPILOT_SCHEDULER": "false",
+                        "COPILOT_HF_ROUTER_URL": s.hf_router_url, "VISITOR_TOKEN": BOB}.items():
+        monkeypatch.setenv(name, value)
+    code, record, err = run_cli_in_process(capsys, "ask", QUESTION, "--user", "bob", "--hf-token-env",
+                                           "VISITOR_TOKEN", "--hf-model", other, "--json")
+    assert code == 0, err
+    assert record["models"]["model"] == other and {x.model for x in double.seen} == {other}
+    double.seen.clear()
+    token = gr.OAuthToken(token=ANN, scope="openid profile inference-api", expires_at=int(time.time()) + 3600)
+    notice, _, _, _, _, turn_id, _ = list(ask_view(services, QUESTION, False, None, None, token, other))[-1]
+    assert f"written by {other} on Hugging Face" in notice
+    status, *_ = vote_view(services, "A", turn_id, None, token)
+    assert "Vote recorded" in status
+    chat.wait_for_thoughts(turn_id, timeout=60)
+    assert [(x.kind, x.model) for x in double.seen] == [("answer", other), ("answer", other), ("thought", other)]
+
+
+def test_the_model_picker_shows_only_to_a_visitor_signed_in_with_inference(world):
+    services, _ = world
+    expires = int(time.time()) + 3600
+    assert not picker_shown(services, None)
+    assert not picker_shown(services, gr.OAuthToken(ANN, "openid profile", expires))
+    assert picker_shown(services, gr.OAuthToken(ANN, "openid profile inference-api", expires))
+    one = Services(services.settings.model_copy(update={"hf_models": []}))
+    assert not picker_shown(one, gr.OAuthToken(ANN, "openid profile inference-api", expires))   # nothing to pick
+    note = sign_in_note(services, gr.OAuthToken(ANN, "openid profile inference-api", expires))
+    assert "or the model you pick below" in note
+
+
+# --- `eval answers` and `eval all` as a signed-in visitor (--hf-token-env, --hf-model)
+def _cli_env(monkeypatch, services, **more: str) -> None:
+    s = services.settings
+    for name, value in {"COPILOT_DATA_DIR": str(s.data_dir), "COPILOT_LLM": "local", "COPILOT_SCHEDULER": "false",
+                        "COPILOT_HF_ROUTER_URL": s.hf_router_url, **more}.items():
+        monkeypatch.setenv(name, value)
+
+
+def _holding(root, token: str) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+
+
+def test_eval_answers_is_written_by_the_visitors_picked_model_through_the_router(chat, world, monkeypatch, capsys,
+                                                                                 tmp_path):
+    services, double = world
+    other = services.settings.hf_model_choices()[1]
+    _cli_env(monkeypatch, services, VISITOR_TOKEN=BOB)
+    survey = tmp_path / "survey.jsonl"
+    survey.write_text(json.dumps({"question": QUESTION, "relevant": ["2503.12595"]}) + "\n", encoding="utf-8")
+    args = ["eval", "answers", "--questions", str(survey), "--paper-questions", "", "--corpus", str(PAPERS_JSONL),
+            "--papers", "40"]
+    code, _, err = run_cli_in_process(capsys, *args, "--hf-token-env", "NO_SUCH_VARIABLE")
+    assert code != 0 and "--hf-token-env NO_SUCH_VARIABLE" in err and double.seen == []
+    code, report, err = run_cli_in_process(capsys, *args, "--hf-token-env", "VISITOR_TOKEN", "--hf-model", other,
+                                           "--json")
+    assert code == 0, err
+    assert report["meta"]["written_by"] == {"backend": "hf-router", "model": other}
+    row = report["survey"][0]
+    assert row["answer"].startswith("Written for bob")
+    # written as on the page: the checked words, the evidence table under them (what the figures read)
+    assert row["quoted"] and all(q["quote"] in row["answer"] for q in row["quoted"])
+    assert [(s.token, s.model, s.kind) for s in double.seen] == [(BOB, other, "answer")]
+    assert _holding(services.settings.data_dir, BOB) == [] and BOB not in err + json.dumps(report)
+    double.visitors[BOB] = Visitor("bob", "429")
+    try:
+        code, _, err = run_cli_in_process(capsys, *args, "--hf-token-env", "VISITOR_TOKEN")
+    finally:
+        double.visitors[BOB] = Visitor("bob")
+    assert code != 0 and router.RATE_LIMITED in err and BOB not in err
+    assert len(double.seen) == 2, "a failure was retried"
+
+
+def test_eval_all_answers_and_judges_with_the_routers_model_as_that_visitor(chat, world, monkeypatch, capsys):
+    services, double = world
+    other = services.settings.hf_model_choices()[1]
+    _cli_env(monkeypatch, services, VISITOR_TOKEN=ANN)
+    code, report, err = run_cli_in_process(
+        capsys, "eval", "all", "--limit", "1", "--skip", "csfcube,thoughts,related-work,gor", "--corpus",
+        str(PAPERS_JSONL), "--hf-token-env", "VISITOR_TOKEN", "--hf-model", other, "--json")
+    assert code == 0, err
+    slim = next(p for p in report["parts"] if p["name"] == "slim")
+    assert slim["status"] == "ran", slim
+    assert slim["judge"] == f"judged by {other}" and report["meta"]["model"].startswith(f"{other} at https://127.0.0.1")
+    assert double.seen and {(s.token, s.model) for s in double.seen} == {(ANN, other)}
+    assert _holding(services.settings.data_dir, ANN) == [] and ANN not in err + json.dumps(report)
+    code, _, err = run_cli_in_process(capsys, "eval", "all", "--hf-model", other)
+    assert code != 0 and "--hf-token-env" in err
+
+
+def test_the_page_shows_the_picker_on_load_only_when_signed_in_with_inference_and_asks_with_its_value(world):
+    from copilot.ui.chat import ask as ask_tab
+
+    services, _ = world
+    with gr.Blocks() as page:      # the Ask tab alone: the page's LoginButton would ask the Hub who is logged in
+        ask_tab.build(Services(services.settings.model_copy(update={"oauth_client_id": "client-for-the-test"})))
+    picker = next(b for b in page.blocks.values() if getattr(b, "elem_id", None) == "chat-hf-model")
+    assert not picker.visible and picker.choices == [(m, m) for m in services.settings.hf_model_choices()]
+    [load] = [f for f in page.fns.values() if f.name == "sign_in_view"]
+    assert picker in load.outputs
+    expires = int(time.time()) + 3600
+    shown = {scope: load.fn(gr.OAuthToken(ANN, scope, expires))[1]["visible"]
+             for scope in ("openid profile", "openid profile inference-api")}
+    assert shown == {"openid profile": False, "openid profile inference-api": True}
+    assert load.fn(None)[1]["visible"] is False
+    asks = [f for f in page.fns.values() if f.name in ("ask", "ask_alone")]
+    assert len(asks) == 3 and all(picker in f.inputs for f in asks)
+    token = gr.OAuthToken(ANN, "openid profile inference-api", expires)
+    for f in asks:
+        values = [f"value of {block.elem_id}" for block in f.inputs]
+        put = special_args(f.fn, values, None, token=token)[0]   # Gradio's own placing of inputs, request, token
+        called = dict(zip(inspect.signature(f.fn).parameters, put))
+        assert called["model"] == "value of chat-hf-model" and called["oauth_token"] is token

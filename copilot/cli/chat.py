@@ -7,12 +7,13 @@ import os
 import sys
 
 from copilot.cli.output import print_json
+from copilot.config import Settings
 from copilot.errors import UserError
 from copilot.features.adaptive import ask_adaptive
 from copilot.features.chat import VOTE_CHOICES, ChatError, chat_for
 from copilot.features.chat_view import job_record
 from copilot.features.deep import ask_deep
-from copilot.features.signin import Writer, visitor_writer
+from copilot.features.signin import Writer, picked_model, turn_model, visitor_writer
 from copilot.features.stats import chat_stats
 from copilot.services import Services
 
@@ -26,7 +27,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     try:
         record = chat_for(services).ask(args.question, args.user, personalize=args.personalize, vote=args.vote,
                                         previous_turn=args.after, reveal=args.reveal,
-                                        writer=token_writer(services, args.hf_token_env))
+                                        writer=token_writer(services, args.hf_token_env, args.hf_model))
     except ChatError as error:
         raise UserError(str(error)) from None
     if args.json:
@@ -46,16 +47,36 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-def token_writer(services: Services, variable: str | None) -> Writer | None:
+def token_writer(services: Services, variable: str | None, model: str | None = None) -> Writer | None:
     """A signed-in visitor's model from a token in the environment variable `variable` (`--hf-token-env`): the
-    command answers as that visitor would on the page. The variable's name is given, never the token (a command
-    line is visible to every process of the machine)."""
+    command answers as that visitor would on the page, with `model` (`--hf-model`, one of those offered; default
+    COPILOT_HF_MODEL). The variable's name is given, never the token (a command line is visible to every process
+    of the machine)."""
+    token = env_token(services.settings, variable, model)
+    return visitor_writer(services, token, model=model) if token else None
+
+
+def env_token(settings: Settings, variable: str | None, model: str | None = None) -> str | None:
+    """The token in the environment variable `variable` (None without `--hf-token-env`), once `model` is known to be
+    one of those offered; a UserError for an unset or empty variable, or a model without a token."""
+    picked_model(settings, model)
     if not variable:
+        if model:
+            raise UserError("--hf-model picks the model a signed-in visitor's answers are written by: give the "
+                            "token's variable with --hf-token-env too")
         return None
     token = os.environ.get(variable, "").strip()
     if not token:
         raise UserError(f"--hf-token-env {variable}: that environment variable is not set or empty")
-    return visitor_writer(services, token)
+    return token
+
+
+def add_visitor_flags(p: argparse.ArgumentParser, what: str) -> None:
+    """--hf-token-env and --hf-model: act as a signed-in visitor (`what` happens through COPILOT_HF_ROUTER_URL)."""
+    p.add_argument("--hf-token-env", default=None, metavar="NAME", help="as a signed-in visitor whose Hugging Face "
+                   f"token is in environment variable NAME (never the token itself on the command line): {what}")
+    p.add_argument("--hf-model", default=None, metavar="MODEL", help="with --hf-token-env: the router's model, one "
+                   "of COPILOT_HF_MODEL (the default) and COPILOT_HF_MODELS; another is refused")
 
 
 BLIND_HINT = ("Sources, and which answer used thoughts, stay hidden until you vote: python -m copilot vote {turn} "
@@ -107,7 +128,10 @@ def cmd_vote(args: argparse.Namespace) -> int:
     services = Services()
     chat = chat_for(services)
     try:
-        result = chat.vote(args.turn_id, args.choice, args.user, writer=token_writer(services, args.hf_token_env))
+        stored = services.chat_log.turn(args.turn_id)      # its thought is drafted by the model that wrote it
+        model = turn_model(services, {"backend": stored.backend, "model": stored.model}) if stored else None
+        result = chat.vote(args.turn_id, args.choice, args.user,
+                           writer=token_writer(services, args.hf_token_env, model))
     except ChatError as error:
         raise UserError(str(error)) from None
     result["thought_jobs"] = [job_record(job) for job in chat.wait_for_thoughts(args.turn_id)]
@@ -158,9 +182,7 @@ def add_chat_commands(sub: argparse._SubParsersAction) -> None:
                    "blind and stays out of the statistics (without it the sides stay hidden until `vote`)")
     p.add_argument("--no-thought", action="store_true",
                    help="--mode deep: do not turn the finished answer into a thought")
-    p.add_argument("--hf-token-env", default=None, metavar="NAME",
-                   help="answer as a signed-in visitor: the Hugging Face token in environment variable NAME has "
-                   "COPILOT_HF_MODEL write both answers through COPILOT_HF_ROUTER_URL, billed to that account")
+    add_visitor_flags(p, "both answers are written by the router's model, billed to that account")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_ask)
 

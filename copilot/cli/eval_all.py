@@ -21,13 +21,17 @@ from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 
+from copilot.cli.chat import add_visitor_flags, env_token
 from copilot.cli.output import print_json
 from copilot.config import Settings, load_settings
 from copilot.errors import UserError
 from copilot.eval import all_report, csfcube, csfcube_report, related_work_eval, slim_eval, thoughts_eval
 from copilot.eval.all_report import PARTS, PartResult, paired_effect, unpaired_effect
 from copilot.eval.bench_chat import TimedBackend
+from copilot.features.signin import picked_model, routed_settings
 from copilot.llm import build_llm
+from copilot.llm.interface import Backend
+from copilot.llm.router import RouterBackend
 from copilot.methods.prism import SEPARATE
 from copilot.services import Services
 
@@ -87,6 +91,11 @@ class Context:
     related_work: Path
     corpus: Path
     judge_refused: str | None
+    router: Callable[[], Backend] | None = None     # --hf-token-env: a visitor's router backend, a fresh one per part
+
+    def services(self, settings: Settings) -> Services:
+        """A part's services: its model the configured one, or (--hf-token-env) the router's under that token."""
+        return Services(settings, llm_backend=self.router() if self.router else None)
 
 
 def judge_refusal(settings: Settings) -> str | None:
@@ -101,7 +110,7 @@ def judge_refusal(settings: Settings) -> str | None:
 
 # --- the parts: each returns (effects, judge line, details path)
 def part_csfcube(ctx: Context) -> tuple[list, str, str]:
-    services = Services(ctx.settings.model_copy(update={"data_dir": ctx.run_dir / "csfcube-store"}))
+    services = ctx.services(ctx.settings.model_copy(update={"data_dir": ctx.run_dir / "csfcube-store"}))
     default = services.generation.related_ranking
     methods = list(dict.fromkeys(["prism", default]))
     report = csfcube.run(services, ctx.csfcube, csfcube.FACETS, ctx.sizes.csfcube_queries, SEPARATE,
@@ -131,7 +140,7 @@ def memory_effects(rows: dict[str, list[dict]], warmups: int) -> list:
 def part_thoughts(ctx: Context) -> tuple[list, str, str]:
     judge = ctx.judge_refused is None
     store = ctx.run_dir / f"thoughts-store-w{ctx.sizes.thoughts_warmup}-k8-s13"
-    services = Services(ctx.settings.model_copy(update={"data_dir": store, "top_k": 8}))
+    services = ctx.services(ctx.settings.model_copy(update={"data_dir": store, "top_k": 8}))
     report = thoughts_eval.run(services, ctx.csfcube, ctx.sizes.thoughts_warmup, 8, 13, progress=_to_stderr,
                                judge=judge)
     paths = thoughts_eval.write_outputs(report, ctx.run_dir / "details", "thoughts")
@@ -146,7 +155,7 @@ def part_slim(ctx: Context) -> tuple[list, str, str]:
     judge = ctx.judge_refused is None
     questions = slim_eval.read_questions(ctx.slim_questions, ctx.sizes.slim_questions)
     store = ctx.run_dir / slim_eval.library_name(questions, ctx.sizes.slim_distractors)
-    services = Services(ctx.settings.model_copy(update={"data_dir": store}))
+    services = ctx.services(ctx.settings.model_copy(update={"data_dir": store}))
     slim_eval.prepare_library(services, questions, ctx.corpus, ctx.sizes.slim_distractors)
     report = slim_eval.evaluate(services, questions, ("always", "adaptive"), progress=_to_stderr,
                                 answer_judge=services.llm if judge else None)
@@ -169,7 +178,7 @@ def part_related_work(ctx: Context) -> tuple[list, str, str]:
     digest = hashlib.sha1(str(ctx.related_work.resolve()).encode()).hexdigest()[:8]
     store_settings = ctx.settings.model_copy(update={"data_dir": ctx.run_dir / f"related-work-{digest}",
                                                      **related_work_eval.WRITING})
-    backend = TimedBackend(build_llm(store_settings, None).backend)
+    backend = TimedBackend(ctx.router() if ctx.router else build_llm(store_settings, None).backend)
     services = Services(store_settings, llm_backend=backend)
     related_work_eval.prepare_library(services, targets, ctx.corpus, ctx.sizes.related_distractors)
     report = related_work_eval.evaluate(services, backend, targets, ("plain", "rat"), progress=_to_stderr)
@@ -197,7 +206,7 @@ def part_gor(ctx: Context) -> tuple[list, str, str]:
     store = ctx.run_dir / f"gor-store-{ctx.sizes.gor_papers}"
     settings = ctx.settings.model_copy(update={"data_dir": store, "gor_questions": ctx.sizes.gor_questions,
                                                "gor_responses": max(2, ctx.sizes.gor_questions // 2)})
-    services = Services(settings)
+    services = ctx.services(settings)
     days = gor_period(ctx.corpus, ctx.sizes.gor_papers)
     if services.store.count("paper") == 0:
         library.import_snapshot(services, ctx.corpus, ctx.sizes.gor_papers, lambda *_: None)
@@ -272,8 +281,21 @@ def model_name(settings: Settings) -> str:
         f"{settings.llm_model} at {settings.openai_base_url or 'api.openai.com'}"
 
 
+def visitor_router(settings: Settings, variable: str | None,
+                   model: str | None) -> tuple[Settings, Callable[[], Backend] | None]:
+    """--hf-token-env (and --hf-model): every part's model calls, the judge's included, go through the router with
+    that visitor's token, the router's model named as the configured one (reports, judge lines, caches). A fresh
+    backend per part: a router failure stops that part's calls (no retries), not the next part's."""
+    token = env_token(settings, variable, model)
+    if token is None:
+        return settings, None
+    name = picked_model(settings, model)
+    routed = routed_settings(settings, name)
+    return routed, lambda: RouterBackend(settings.hf_router_url, token, name, settings.hf_timeout)
+
+
 def cmd_eval_all(args: argparse.Namespace) -> int:
-    settings = load_settings()
+    settings, router = visitor_router(load_settings(), args.hf_token_env, args.hf_model)
     skip = {s.strip() for value in args.skip for s in value.split(",") if s.strip()}
     if skip - set(PARTS):
         raise UserError(f"--skip takes some of {', '.join(PARTS)}, not {', '.join(sorted(skip - set(PARTS)))}")
@@ -286,7 +308,7 @@ def cmd_eval_all(args: argparse.Namespace) -> int:
         run_dir = run_dir.with_name(run_dir.name + f"-n{args.limit}")
     ctx = Context(settings, run_dir, sizes, Path(args.csfcube), Path(args.slim_questions),
                   Path(args.related_work), Path(args.corpus) if args.corpus else DEFAULT_CORPUS,
-                  judge_refusal(settings))
+                  judge_refusal(settings), router)
     started = time.monotonic()
     parts = [_one_part(ctx, name, skip) for name in PARTS]
     # hook for issue #31 item 2 (the model profile, branch `extract`): report the profile in use beside the model
@@ -342,6 +364,7 @@ def add_eval_all_command(names: argparse._SubParsersAction) -> None:
                    "(default: ../shared/data/related-work)")
     p.add_argument("--corpus", default=None, help="JSON-lines papers for distractors and GoR's period (default: "
                    "../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
+    add_visitor_flags(p, "every part's model, the judge included, is the router's, billed to that account")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object: meta, parts (the "
                    "Markdown goes to stderr)")
     p.set_defaults(func=cmd_eval_all)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 import sys
 from pathlib import Path
 
+from copilot.cli.chat import add_visitor_flags, env_token
 from copilot.cli.output import print_json
 from copilot.config import load_settings
 from copilot.errors import UserError
+from copilot.features.signin import visitor_writer
+from copilot.llm import LLMError
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "data"
@@ -72,13 +76,19 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
         raise UserError(str(error)) from None
     papers = papers[:args.paper_limit] if args.paper_limit is not None else papers
     settings = load_settings()
+    token = env_token(settings, args.hf_token_env, args.hf_model)      # before the library: a bad flag fails at once
     services = _eval_library(settings, corpus, args.papers, sorted({pid for row in papers for pid in row["gold"]}))
-    report = answers_eval.evaluate(services, survey, papers, progress=_to_stderr)
+    writer = visitor_writer(services, token, model=args.hf_model) if token else None
+    try:
+        report = answers_eval.evaluate(services, survey, papers, progress=_to_stderr, writer=writer)
+    except LLMError as error:           # the router's sentence (the writer makes no call after its first failure)
+        raise UserError(f"the answers could not be written: {error}") from None
     report["meta"].update(questions=str(args.questions), paper_questions=str(args.paper_questions or ""),
                           questions_sha1=hashlib.sha1(Path(args.questions).read_bytes()).hexdigest()[:12],
                           corpus=str(corpus), first_papers=args.papers)
+    by = "-" + re.sub(r"[^A-Za-z0-9.-]+", "-", writer.model)[:60] if writer else ""
     return _report(report, answers_eval, settings.data_dir / "eval",
-                   f"answers-{Path(args.questions).stem}-n{len(survey)}-p{len(papers)}", args.json)
+                   f"answers-{Path(args.questions).stem}-n{len(survey)}-p{len(papers)}{by}", args.json)
 
 
 def cmd_eval_thoughts_dev(args: argparse.Namespace) -> int:
@@ -172,6 +182,8 @@ def add_roles_evals(names: argparse._SubParsersAction) -> None:
                    "(default 2000), with the paper questions' gold papers")
     p.add_argument("--limit", type=int, default=None, help="only the first N survey questions")
     p.add_argument("--paper-limit", type=int, default=None, help="only the first N paper questions")
+    add_visitor_flags(p, "the answers are written by the router's model as that signed-in visitor's are on the page "
+                      "(the figures read the table under the words)")
     p.add_argument("--json", action="store_true", help="print one JSON object: summary, survey, papers, meta")
     p.set_defaults(func=cmd_eval_answers)
     p = names.add_parser("thoughts-dev", help="does thought memory add relevant papers? warm memory with related "

@@ -39,6 +39,7 @@ from copilot.eval.report_files import json_text, write_files
 from copilot.features.answers import answer_tables, stream_reply, with_table
 from copilot.features.chat import Chat
 from copilot.features.library import ingestor
+from copilot.features.signin import Writer
 from copilot.methods import quotes, sentence_roles
 from copilot.methods.thought_retriever import check_answer
 from copilot.records import ARXIV_ID_PATTERN, Evidence
@@ -140,15 +141,17 @@ def judge_rows(services: Services, rows: list[Row]) -> Figures:
                    [title for title, _ in placed])
 
 
-def ask(services: Services, chat: Chat, question: str) -> tuple[str, EvidenceTable, list[Evidence], float]:
+def ask(services: Services, chat: Chat, question: str,
+        writer: Writer | None = None) -> tuple[str, EvidenceTable, list[Evidence], float]:
     """The shown papers-only answer to `question` (retrieval as Chat does it, the answer the profile gives, the
-    output checks on a model's words), its table, its retrieved items and the seconds it took."""
+    output checks on a model's words), its table, its retrieved items and the seconds it took. `writer`: a signed-in
+    visitor's model writes it (features.signin); its failure (a sentence) is raised."""
     started = time.perf_counter()
-    turn = chat.prepare(question, "eval-answers")
+    turn = chat.prepare(question, "eval-answers", writer=writer)
     answer = next(a for a in turn.answers if a.kind == RAW)
     table = answer_tables(services, turn.question, [answer.sources], turn.ranking)[0]
-    text = "".join(stream_reply(services, turn.question, answer.sources, table))
-    if services.model_profile.writes and text.strip():
+    text = "".join(stream_reply(services, turn.question, answer.sources, table, writes=turn.writes, writer=writer))
+    if turn.writes and text.strip():
         text = with_table(check_answer(text, answer.sources).text, table)
     return text.strip(), table, list(answer.sources), time.perf_counter() - started
 
@@ -190,8 +193,8 @@ def prepare_library(services: Services, corpus: Path, count: int, gold: Sequence
     return services.store.count("paper")
 
 
-def survey_row(services: Services, chat: Chat, row: dict) -> dict:
-    text, table, items, seconds = ask(services, chat, row["question"])
+def survey_row(services: Services, chat: Chat, row: dict, writer: Writer | None = None) -> dict:
+    text, table, items, seconds = ask(services, chat, row["question"], writer)
     figures = judge_rows(services, answer_rows(text, items, table))
     relevant = set(row["relevant"])
     papers = list(dict.fromkeys(r.paper for r in figures.rows))
@@ -208,8 +211,8 @@ def survey_row(services: Services, chat: Chat, row: dict) -> dict:
                        for r, b in zip(figures.rows, figures.background)]}
 
 
-def paper_row(services: Services, chat: Chat, row: dict) -> dict:
-    text, table, items, seconds = ask(services, chat, row["question"])
+def paper_row(services: Services, chat: Chat, row: dict, writer: Writer | None = None) -> dict:
+    text, table, items, seconds = ask(services, chat, row["question"], writer)
     figures = judge_rows(services, answer_rows(text, items, table))
     gold = set(row["gold"])
     return {"question": row["question"], "gold_retrieved": any(item.id in gold for item in items),
@@ -254,20 +257,23 @@ def summarise(survey: list[dict], papers: list[dict]) -> dict:
     }
 
 
-def evaluate(services: Services, survey: list[dict], papers: list[dict], progress=lambda message: None) -> dict:
-    """Every question through the product's path; the figures of the module doc, per question and overall."""
+def evaluate(services: Services, survey: list[dict], papers: list[dict], progress=lambda message: None,
+             writer: Writer | None = None) -> dict:
+    """Every question through the product's path; the figures of the module doc, per question and overall.
+    `writer`: the answers are written by a signed-in visitor's model, as on the page (`--hf-token-env`)."""
     chat = Chat(services)
     services.embedder.embed_one("warm up")      # the model loads once, outside the timings
     survey_rows, paper_rows = [], []
     for n, row in enumerate(survey, 1):
-        survey_rows.append(survey_row(services, chat, row))
+        survey_rows.append(survey_row(services, chat, row, writer))
         progress(f"[{n}/{len(survey)}] recall {survey_rows[-1]['recall']} precision {survey_rows[-1]['precision']}: "
                  f"{row['question'][:70]}")
     for n, row in enumerate(papers, 1):
-        paper_rows.append(paper_row(services, chat, row))
+        paper_rows.append(paper_row(services, chat, row, writer))
         progress(f"[paper {n}/{len(papers)}] key quoted {paper_rows[-1]['key_quoted']}")
     return {"summary": summarise(survey_rows, paper_rows), "survey": survey_rows, "papers": paper_rows,
-            "meta": {"model_profile": services.model_profile.name, "page": PAGE,
+            "meta": {"model_profile": services.model_profile.name, "written_by": writer.info if writer else None,
+                     "page": PAGE,
                      "papers_in_library": services.store.count("paper"), "top_k": services.settings.top_k,
                      "load_avg": [round(x, 2) for x in os.getloadavg()]}}
 
@@ -289,7 +295,8 @@ SUMMARY_ROWS = [
 
 def markdown(report: dict) -> str:
     s, meta = report["summary"], report["meta"]
-    lines = [f"Answers on {meta['papers_in_library']} papers, profile {meta['model_profile']}, load "
+    written = f", written by {meta['written_by']['model']}" if meta.get("written_by") else ""
+    lines = [f"Answers on {meta['papers_in_library']} papers, profile {meta['model_profile']}{written}, load "
              f"{', '.join(str(x) for x in meta['load_avg'])}", "", "| figure | value |", "|---|---|"]
     lines += [f"| {label} | {s.get(key)} |" for label, key in SUMMARY_ROWS]
     lines += ["", "| question | relevant | rows | recall | precision | background quotes | retrieved relevant |",

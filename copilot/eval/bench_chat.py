@@ -56,6 +56,11 @@ class TimedBackend:
         self.seconds = 0.0
         self.calls = 0
 
+    def __getattr__(self, name: str):     # an endpoint's key stays masked in the call log (LLM._mask)
+        if name in ("mask", "secret"):
+            return getattr(self.inner, name)
+        raise AttributeError(name)
+
     def stream(self, messages, max_tokens, temperature, usage, grammar=None):
         self.calls += 1
         pieces = iter(self.inner.stream(messages, max_tokens, temperature, usage, grammar=grammar))

@@ -13,7 +13,7 @@ from copilot.features.answers import table_exports
 from copilot.features.chat import chat_for
 from copilot.features.followups import own_words
 from copilot.features.memory import thought_lineage
-from copilot.features.signin import oauth_writer, sign_in_note
+from copilot.features.signin import oauth_writer, picker_shown, sign_in_note, turn_model
 from copilot.services import Services
 from copilot.ui.chat import deep
 from copilot.ui.chat.render import (
@@ -38,15 +38,17 @@ INTRO = ("Each question is answered twice: once from papers only, once from pape
 
 
 def ask_view(services: Services, question: str, personalize: bool, previous_turn: str | None,
-             request: gr.Request | None, oauth_token: gr.OAuthToken | None = None) -> Iterator[tuple]:
+             request: gr.Request | None, oauth_token: gr.OAuthToken | None = None,
+             model: str | None = None) -> Iterator[tuple]:
     """→ (notice, answer A, answer B, vote row, vote status, turn id, recent) as the turn is answered. A signed-in
-    visitor's token (this event's only) has their own model write the answers (features.signin)."""
+    visitor's token (this event's only) has their own model write the answers, the one they picked (`model`, one
+    of those offered: features.signin)."""
     chat = chat_for(services)
     hidden = gr.update(visible=False)
     try:
         user = user_within_rate(services, request, "asking")
         turn = chat.prepare(question, user, personalize, previous_turn=previous_turn,
-                            writer=oauth_writer(services, oauth_token))
+                            writer=oauth_writer(services, oauth_token, model))
     except UserError as error:
         yield notice_html(error), "", "", hidden, "", None, gr.update()
         return
@@ -61,15 +63,15 @@ def ask_view(services: Services, question: str, personalize: bool, previous_turn
     yield *outputs, gr.update(visible=final.votable), "", turn.id, recent_html(chat.recent_turns(user))
 
 
-def ask_alone_view(services: Services, personalize: bool, turn_id: str | None,
-                   request: gr.Request | None) -> Iterator[tuple]:
+def ask_alone_view(services: Services, personalize: bool, turn_id: str | None, request: gr.Request | None,
+                   oauth_token: gr.OAuthToken | None = None, model: str | None = None) -> Iterator[tuple]:
     """"Ask it on its own": the shown turn's question in the user's own words, asked again with no previous turn
     (a standalone question the follow-up rule misread). → the outputs of `ask_view`."""
     words = own_words(services, turn_id, current_user(request))
     if not words:
         yield notice_html("Only a question read as a follow-up can be asked on its own."), *([gr.update()] * 6)
         return
-    yield from ask_view(services, words, personalize, None, request)
+    yield from ask_view(services, words, personalize, None, request, oauth_token, model)
 
 
 def alone_shown(services: Services, turn_id: str | None, request: gr.Request | None) -> dict:
@@ -91,8 +93,11 @@ def vote_view(services: Services, choice: str, turn_id: str | None, request: gr.
     if not turn_id:
         return notice_html("Ask a question first."), gr.update(), gr.update(), gr.update()
     chat = chat_for(services)
+    shown = chat.view(turn_id, user)       # the thought is drafted by the model that wrote the answers
     try:
-        result = chat.vote(turn_id, choice, user, writer=oauth_writer(services, oauth_token))
+        result = chat.vote(turn_id, choice, user,
+                           writer=oauth_writer(services, oauth_token, turn_model(services, shown.models) if shown
+                                               else None))
     except UserError as error:
         return f'<div class="chat-error">{escape(error)}</div>', gr.update(), gr.update(), gr.update()
     view = chat.view(turn_id, user)
@@ -172,6 +177,9 @@ def build(services: Services) -> gr.Textbox:
     """The Ask sub-tab's layout and events; returns the question box (Search's "Ask about this paper" fills it)."""
     gr.Markdown(INTRO)
     sign_in = gr.Markdown(elem_id="chat-sign-in-note", visible=bool(services.settings.oauth_client_id))
+    choices = services.settings.hf_model_choices()     # shown to a signed-in visitor allowed inference (page load)
+    model = gr.Dropdown(choices=choices, value=choices[0], label="Model that writes your answers", visible=False,
+                        elem_id="chat-hf-model")
     question = gr.Textbox(label="Question", lines=2, elem_id="chat-question",
                           placeholder="e.g. How are retrieval-augmented models evaluated?")
     with gr.Row():
@@ -198,11 +206,12 @@ def build(services: Services) -> gr.Textbox:
     recent, turn_state = gr.HTML(elem_id="chat-recent"), gr.State(None)
 
     def ask(question: str, personalize: bool, previous_turn: str | None, request: gr.Request,
+            model: str | None = None,               # the picker's value (Gradio puts the request in by its type)
             oauth_token: gr.OAuthToken | None = None):      # Gradio passes it by its type; None: not signed in
-        yield from ask_view(services, question, personalize, previous_turn, request, oauth_token)
+        yield from ask_view(services, question, personalize, previous_turn, request, oauth_token, model)
 
     def sign_in_view(oauth_token: gr.OAuthToken | None):
-        return sign_in_note(services, oauth_token)
+        return sign_in_note(services, oauth_token), gr.update(visible=picker_shown(services, oauth_token))
 
     def refresh_history(request: gr.Request):
         return history_view(services, request)
@@ -210,27 +219,30 @@ def build(services: Services) -> gr.Textbox:
     ask_outputs = [notice, answer_a, answer_b, vote_row, vote_status, turn_state, recent]
     at_once, queue = ask_admission(services)
     for trigger in (ask_button.click, question.submit):    # the turn shown is what a follow-up refers to
-        trigger(ask, [question, personalize, turn_state], ask_outputs, concurrency_limit=at_once,
+        trigger(ask, [question, personalize, turn_state, model], ask_outputs, concurrency_limit=at_once,
                 concurrency_id=queue).then(refresh_history, None, [history])
-    _wire_alone(services, alone, personalize, turn_state, ask_outputs, (at_once, queue), (refresh_history, history))
+    _wire_alone(services, alone, [personalize, turn_state, model], ask_outputs, (at_once, queue),
+                (refresh_history, history))
     deep.wire(services, deep_button, question, turn_state, deep_parts, asks_at_once(services))
     if services.settings.oauth_client_id:      # what signing in adds, or where a signed-in visitor's words go
-        on_page_load(sign_in_view, [sign_in])
+        on_page_load(sign_in_view, [sign_in, model])
     return _wire_rest(services, question, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
                       (turn_bib, turn_bib_note, turn_bib_file), history,
                       [notice, answer_a, answer_b, vote_row, vote_status, turn_state], recent)
 
 
-def _wire_alone(services: Services, alone, personalize, turn_state, ask_outputs, admission, refresh) -> None:
+def _wire_alone(services: Services, alone, inputs, ask_outputs, admission, refresh) -> None:
     """"Ask it on its own": shown while the turn shown was read as a follow-up; asks it as a new question."""
-    def ask_alone(personalize: bool, turn_id: str | None, request: gr.Request):
-        yield from ask_alone_view(services, personalize, turn_id, request)
+    def ask_alone(personalize: bool, turn_id: str | None, request: gr.Request, model: str | None = None,
+                  oauth_token: gr.OAuthToken | None = None):
+        yield from ask_alone_view(services, personalize, turn_id, request, oauth_token, model)
 
     def show_alone(turn_id: str | None, request: gr.Request):
         return alone_shown(services, turn_id, request)
 
     (at_once, queue), (refresh_history, history) = admission, refresh
-    alone.click(ask_alone, [personalize, turn_state], ask_outputs, concurrency_limit=at_once,
+    turn_state = inputs[1]
+    alone.click(ask_alone, inputs, ask_outputs, concurrency_limit=at_once,
                 concurrency_id=queue).then(refresh_history, None, [history])
     turn_state.change(show_alone, [turn_state], [alone])
 
