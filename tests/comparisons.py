@@ -12,9 +12,10 @@ from copilot.services import Services
 
 
 def thought_with_a_new_row(services: Services, question: str, top_k: int | None = None, user: str = "local",
-                           tries: int = 40) -> str | None:
-    """Add a thought on `question` (visible to `user`) whose paper makes the question's two tables differ; its id, or
-    None when no paper of the library does that. `top_k`: the app's (its settings' by default)."""
+                           tries: int = 40, text: str | None = None) -> str | None:
+    """Add a thought on `question` (visible to `user`; its words `text`, the question's by default) whose paper makes
+    the question's two tables differ; its id, or None when no paper of the library does that. `top_k`: the app's
+    (its settings' by default)."""
     from copilot.features.answers import answer_tables
     from copilot.features.evidence_search import table_paper_hits
     from copilot.records import Evidence
@@ -30,7 +31,8 @@ def thought_with_a_new_row(services: Services, question: str, top_k: int | None 
         if hit.id in pool:
             continue
         if answer_tables(services, question, [[Evidence(hit.id, "paper", hit.title, hit.text, hit.score)]])[0]:
-            made = chat.memory.add(question, [(hit.id, "paper")], origin="test", user=user, check_redundant=False)
+            made = chat.memory.add(text or question, [(hit.id, "paper")], origin="test", user=user,
+                                   check_redundant=False)
             if made and tables_differ(services, question, user):
                 return made
             if made:            # its paper does not make it into the table: try the next one
