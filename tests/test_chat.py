@@ -12,12 +12,14 @@ import re
 import pytest
 
 from copilot.cli import main
+from copilot.config import load_settings
 from copilot.features.chat import Chat, ChatError
 from copilot.features.stats import chat_stats, wilson_interval
 from copilot.llm import LLMError
 from copilot.methods.thought_drafts import is_row_thought
 from copilot.prompts import CHAT_ANSWER
 from copilot.services import Services
+from tests.comparisons import thought_with_a_new_row
 from tests.conftest import import_papers, make_settings
 from tests.doubles import ScriptedBackend, rescript
 
@@ -246,8 +248,9 @@ def test_cli_vote_and_stats_json(chat, scripted, monkeypatch, capsys):
 
 
 def test_end_to_end_with_the_real_local_model(services, settings, monkeypatch, capsys):
-    """ask → (no thought yet) one answer and a thought → a related question is now a comparison whose
-    thought-augmented side retrieves that thought → vote → a thought with lineage through the first one."""
+    """ask → (no thought yet) one answer and a thought → a related question, with a thought in memory that brings
+    a paper the papers alone miss, is a blind comparison whose thought-augmented side retrieves the first thought →
+    the vote is recorded, logged and counted."""
     import_papers(services, 200)
     for name, value in {"COPILOT_DATA_DIR": str(settings.data_dir), "COPILOT_LLM": "local",
                         "COPILOT_SCHEDULER": "false", "COPILOT_ANSWER_MAX_TOKENS": "48",
@@ -270,34 +273,33 @@ def test_end_to_end_with_the_real_local_model(services, settings, monkeypatch, c
     assert job["status"] == "stored", job
     thought_id = job["thought_id"]
 
-    second = ask("Which reasoning benchmarks are used to evaluate large language models?")
+    second_question = "Which reasoning benchmarks are used to evaluate large language models?"
+    # the first thought re-quotes the papers the related question's plain retrieval shows (one answer, nothing to
+    # vote on: issue #40); a thought on a paper beyond that pool makes it a comparison
+    assert thought_with_a_new_row(Services(load_settings()), second_question), "no paper makes the tables differ"
+    second = ask(second_question)
     stored = Chat(services).log.turn(second["turn_id"])
     assert thought_id in [s.id for s in stored.thoughts.sources]        # memory was retrieved for the related question
-    if stored.comparison == "same_answer":
-        # the thought brought no row the papers alone missed: one answer, nothing to vote on (issue #40); its thought
-        # comes from the thought-augmented side, so its lineage runs through the first thought
-        assert second["comparison"] is False and len(second["answers"]) == 1
-        assert set(second["timings"]) >= {"retrieval_s", "answer_A_s"}
-        assert main(["vote", second["turn_id"], "thoughts", "--json"]) != 0
-        capsys.readouterr()
-        [job] = second["thought_jobs"]
-        assert (job["answer"], job["trigger"]) == ("thoughts", "no_comparison")
-        expected = (0, 0, 1)
-    else:
-        assert second["comparison"] is True and second["sides_hidden"] is True, second   # blind until the vote
-        assert all(a["text"] and "sources" not in a for a in second["answers"])
-        assert set(second["timings"]) == {"total_s"}
+    assert stored.comparison == "yes", stored.comparison
+    assert second["comparison"] is True and second["sides_hidden"] is True, second   # blind until the vote
+    assert len(second["answers"]) == 2 and all(a["text"] and "sources" not in a for a in second["answers"])
+    assert second["answers"][0]["text"] != second["answers"][1]["text"]
+    assert set(second["timings"]) == {"total_s"}
+    assert second["thought_jobs"] == []                                  # its thought waits for the vote
 
-        assert main(["vote", second["turn_id"], "thoughts", "--json"]) == 0
-        voted = json.loads(capsys.readouterr().out)
-        assert voted["recorded"] and voted["choice"] == "thoughts" and voted["counted"]
-        by_kind = {a["thought_augmented"]: a for a in voted["answers"]}    # the vote reveals the sides
-        assert thought_id in [s["id"] for s in by_kind[True]["sources"]]
-        assert all(s["kind"] == "paper" for s in by_kind[False]["sources"])
-        expected = (1, 1, 1)
+    assert main(["vote", second["turn_id"], "thoughts", "--json"]) == 0
+    voted = json.loads(capsys.readouterr().out)
+    assert voted["recorded"] and voted["choice"] == "thoughts" and voted["counted"]
+    by_kind = {a["thought_augmented"]: a for a in voted["answers"]}    # the vote reveals the sides
+    assert thought_id in [s["id"] for s in by_kind[True]["sources"]]
+    assert all(s["kind"] == "paper" for s in by_kind[False]["sources"])
+    votes = services.db.query("SELECT turn_id, user, choice FROM chat_votes")
+    logged = services.db.query("SELECT turn_id, choice, previous FROM chat_vote_log")
+    assert [(v["turn_id"], v["user"], v["choice"]) for v in votes] == [(second["turn_id"], "local", "thoughts")]
+    assert [(v["turn_id"], v["choice"], v["previous"]) for v in logged] == [(second["turn_id"], "thoughts", None)]
     assert main(["stats", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
-    assert (stats["decisive_votes"], stats["thought_wins"], stats["no_comparison"]) == expected
+    assert (stats["decisive_votes"], stats["thought_wins"], stats["no_comparison"]) == (1, 1, 1)
     memory = Chat(services).memory
     first_thought = memory.get(thought_id)
     # the default (tiny) profile answers with the evidence table: the thought is its rows (title: "quote"), its

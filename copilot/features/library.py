@@ -19,6 +19,8 @@ from copilot.sources.arxiv_api import ArxivSourceError
 from copilot.sources.snapshot import read_snapshot
 from copilot.store.llm_calls import LLMCallLog
 from copilot.store.runs import IngestRun
+from copilot.store.sentence_vectors import FAILURE_KIND as SENTENCE_FAILURE
+from copilot.store.sentence_vectors import FILE_NAME as SENTENCE_FILE
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +214,20 @@ def status(services: Services, next_ingest: datetime | None = None) -> dict:
         "categories": services.settings.categories,
         "failures": failure_counts(services),
         "full_text": services.fulltext.counts(),
+        "sentence_vectors": sentence_vector_problem(services),
     }
+
+
+def sentence_vector_problem(services: Services) -> dict | None:
+    """The sentence-vector file's latest failure (recorded by any process: the app's answers or the filler) that no
+    complete fill has mended since: {"kind": corrupt | locked | unwritable | disk full | disk error | other,
+    "at": ISO time, "reason"}; None when it is fine. Reading the file here is the check: a failure now is recorded."""
+    filled = services.sentence_vectors.filled_at(services.embedder.name)
+    latest = next((f for f in services.failures.counts() if f.kind == SENTENCE_FAILURE), None)
+    if latest is None or (filled is not None and filled >= latest.last_at):
+        return None
+    kind = latest.last_reason.removeprefix(f"{SENTENCE_FILE} ").split(":", 1)[0]
+    return {"kind": kind, "at": _iso(latest.last_at), "reason": latest.last_reason}
 
 
 def model_status(services: Services) -> dict:

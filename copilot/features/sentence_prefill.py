@@ -55,8 +55,10 @@ def fill(services: Services, progress: Callable[[Filled], None] | None = None,
     store = services.sentence_store(FILLER_BUSY_S)
     ids = [row.id for row in services.catalog.rows()]
     counts = Filled(papers=len(ids))
+    stopped = False
     for start in range(0, len(ids), PAPERS_PER_BATCH):
         if stop and stop():
+            stopped = True
             break
         papers = services.store.get_papers(ids[start:start + PAPERS_PER_BATCH])
         # a paper is done for its very candidate sentences: a changed abstract or a changed choice of spans (a new
@@ -77,6 +79,8 @@ def fill(services: Services, progress: Callable[[Filled], None] | None = None,
         counts.sentences += len(texts)
         if progress:
             progress(counts)
+    if not (stopped or counts.failed) and not store.mark_filled(model):    # the Library's status reads it
+        counts.failed = store.last_failure
     counts.seconds = round(time.monotonic() - started, 2)
     return counts
 

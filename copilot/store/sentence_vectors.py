@@ -40,6 +40,9 @@ _SCHEMA = (
     " PRIMARY KEY (model, key));"
     "CREATE TABLE IF NOT EXISTS papers_done (model TEXT NOT NULL, paper_id TEXT NOT NULL,"
     " content_key BLOB NOT NULL, PRIMARY KEY (model, paper_id)) WITHOUT ROWID;")
+# when a fill last ended with every paper of the library done (the Library's status: a failure before it is mended);
+# made by the first such fill, so a file of an older version on a read-only disk still opens
+_FILLS = "CREATE TABLE IF NOT EXISTS fills (model TEXT PRIMARY KEY, at REAL NOT NULL)"
 # SQLite's primary result codes, by what the store does about them
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
 _KINDS = {"SQLITE_BUSY": "locked", "SQLITE_LOCKED": "locked", "SQLITE_READONLY": "unwritable",
@@ -120,14 +123,19 @@ class SentenceVectors:
         self._local.conn, self._local.generation = conn, generation
         return conn
 
-    def _guarded(self, what: str, work: Callable[[sqlite3.Connection], T], fallback: T) -> T:
+    def _guarded(self, what: str, work: Callable[[sqlite3.Connection], T], fallback: T, now: bool = False) -> T:
         """`work(connection)`, or `fallback` when the file fails it (a corrupt file is made anew and tried once
-        more)."""
+        more). `now`: try it even while that kind of access rests after a failure."""
         for attempt in range(2):
-            if time.monotonic() < self._resting_until[what]:
+            if not now and time.monotonic() < self._resting_until[what]:
                 return fallback
             try:
-                return work(self._connection())
+                done = work(self._connection())
+                self._resting_until[what] = 0.0
+                if what == "write" and self._reported:     # mended: a later failure is logged and recorded again
+                    with self._lock:
+                        self._reported.clear()
+                return done
             except (sqlite3.Error, OSError) as error:
                 kind = failure_kind(error)
                 self._drop_connection()
@@ -237,6 +245,28 @@ class SentenceVectors:
         rows = [(model, pid, text_key(content)) for pid, content in papers]
         return self._write("INSERT OR REPLACE INTO papers_done (model, paper_id, content_key) VALUES (?,?,?)",
                            rows)
+
+    def mark_filled(self, model: str, at: float | None = None) -> bool:
+        """Note that every paper of the library is done now (a complete fill)."""
+        def write(conn: sqlite3.Connection) -> bool:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(_FILLS)
+                conn.execute("INSERT OR REPLACE INTO fills (model, at) VALUES (?, ?)", (model, at or time.time()))
+            return True
+
+        return self._guarded("write", write, False)
+
+    def filled_at(self, model: str) -> float | None:
+        """When a fill last ended complete (time.time()), None if never (or the file cannot be read now: tried even
+        while reads rest, as the Library's status asks whether the file works again)."""
+        def read(conn: sqlite3.Connection) -> float | None:
+            if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'fills'").fetchone():
+                return None
+            row = conn.execute("SELECT at FROM fills WHERE model = ?", (model,)).fetchone()
+            return float(row[0]) if row else None
+
+        return self._guarded("read", read, None, now=True)
 
     def count(self, model: str) -> int:
         return self._guarded("read", lambda conn: int(conn.execute(

@@ -100,6 +100,21 @@ def full_text_line(counts: dict[str, int]) -> str:
             f"(quoted with their sections){tail}")
 
 
+SENTENCE_TROUBLE = {"corrupt": "were lost (their file was damaged; it was set aside and started anew)",
+                    "locked": "could not be used (another process held their file locked)",
+                    "unwritable": "could not be saved (their file or its folder is read-only)",
+                    "disk full": "could not be saved (the disk is full)",
+                    "disk error": "could not be read or saved (the disk reported an error)"}
+
+
+def sentence_vector_line(problem: dict) -> str:
+    """What a failed sentence-vector file means for answers, in a researcher's words (features.library)."""
+    what = SENTENCE_TROUBLE.get(problem["kind"], "could not be used (their file failed)")
+    return (f"**Answers are slower for now:** the sentence vectors kept on disk {what} on "
+            f"{readable_time(problem['at'])}, so each answer computes the ones it needs as it goes. They are refilled "
+            "at the next start or ingestion, or now with `python -m copilot sentences`.")
+
+
 def status_markdown(services: Services, scheduler: IngestScheduler | None) -> str:
     info = library.status(services, scheduler.next_run() if scheduler else None)
     last = info["last_ingest"]
@@ -122,6 +137,8 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
         f"**Embedding model:** {escape(info['embedder'])}",
         full_text_line(info["full_text"]),
     ]
+    if info["sentence_vectors"]:
+        lines.append(sentence_vector_line(info["sentence_vectors"]))
     backup = library.backup_line(services)
     if backup:
         lines.append(f"**Backup to the Hub:** {escape(readable_times(backup))}")

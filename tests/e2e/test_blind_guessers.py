@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 
 from copilot.features.chat import Chat
 from copilot.services import Services
+from tests.comparisons import thought_with_a_new_row
 from tests.conftest import make_settings
 from tests.e2e.test_chat_page import ANSWER_TIMEOUT_MS, SHAPE, ask, open_chat
 
@@ -54,48 +55,9 @@ def thoughts_by_the_packaged_model(preloaded, tmp_path) -> tuple[str, list[str]]
         chat.ask(question, "local", wait=True)
     texts = [t["text"] for t in chat.memory.list(20, user="local")]
     assert texts, "the packaged model's turns left no thought to compare with"
-    compared = [q for q in COMPARED_QUESTIONS if thought_with_a_new_row(chat.services, q, top_k=4)]
+    compared = [q for q in COMPARED_QUESTIONS if thought_with_a_new_row(chat.services, q)]
     assert compared, "no paper outside the pool clears the floor for any question"
     return str(data_dir), compared + texts
-
-
-def thought_with_a_new_row(services: Services, question: str, top_k: int) -> bool:
-    """Add a thought on `question` resting on a paper that the plain retrieval leaves out of the table's pool but
-    whose own sentences clear the table's floor: the thought side then holds a row the papers-only side lacks, so
-    the turn is a real comparison (a thought that re-quotes the same papers gives one answer: issue #40)."""
-    from copilot.features.answers import answer_tables
-    from copilot.features.evidence_search import table_paper_hits
-    from copilot.records import Evidence
-
-    embedding = services.embedder.embed_one(question)
-    hits = table_paper_hits(services, question, embedding, round(1.5 * top_k))
-    pool = {pid for pid, _ in hits}
-    if not answer_tables(services, question, [[Evidence(pid, "paper", "", "", score) for pid, score in hits]])[0]:
-        return False              # the papers-only side would be the no-answer line: a question of another kind
-    chat = Chat(services)
-    for hit in services.store.search("paper", embedding, 40):
-        if hit.id in pool:
-            continue
-        if answer_tables(services, question, [[Evidence(hit.id, "paper", hit.title, hit.text, hit.score)]])[0]:
-            made = chat.memory.add(question, [(hit.id, "paper")], origin="test", user="local", check_redundant=False)
-            if made and tables_differ(services, chat, question, embedding):
-                return True
-            if made:            # its paper does not make it into the table: try the next one
-                chat.memory.thoughts.mark_retracted([made])
-                chat.memory.drop_vectors([made])
-    return False
-
-
-def tables_differ(services: Services, chat: Chat, question: str, embedding) -> bool:
-    """Whether the question's two tables (one row budget, as a turn shows them) differ, without recording a turn."""
-    from copilot.features.answers import answer_tables, question_ranking
-
-    ranking = question_ranking(services, question, embedding, 6)
-    found = chat._retrieve(question, embedding, "local", ranking)
-    if found.same_items:
-        return False
-    raw, augmented = answer_tables(services, question, [found.raw, found.augmented], ranking)
-    return set(raw.content()) != set(augmented.content())
 
 
 def read_turn(page) -> dict:
@@ -111,6 +73,24 @@ def read_turn(page) -> dict:
     expect(page.locator(".chat-answer", has_text="papers + thoughts")).to_have_count(1)
     truth = "a" if page.locator("#chat-answer-a").inner_text().find("papers + thoughts") >= 0 else "b"
     return {"columns": columns, "texts": texts, "sources": sources, "previews": previews, "truth": truth}
+
+
+def rows_by_paper(text: str) -> dict[str, str]:
+    """An answer's rows by their paper's title (its header line: [label] title · authors · date), each row's text
+    without its label."""
+    rows = {}
+    for block in text.split("\n\n"):
+        if re.match(r"\[\d+\] ", block):
+            unlabelled = block.split("] ", 1)[1]
+            rows[unlabelled.split(" \u00b7 ", 1)[0]] = unlabelled
+    return rows
+
+
+def shared_rows_length(texts: dict[str, str]) -> dict[str, int]:
+    """Each side's length over the rows of the papers both sides show: what its answer says of the same papers."""
+    rows = {side: rows_by_paper(texts[side]) for side in ("a", "b")}
+    both = rows["a"].keys() & rows["b"].keys()
+    return {side: sum(len(rows[side][paper]) for paper in both) for side in ("a", "b")}
 
 
 def guesses(turn: dict) -> dict[str, str | None]:
@@ -131,6 +111,7 @@ def guesses(turn: dict) -> dict[str, str | None]:
         "sentence_like_preview": pick(sentence_like(previews["a"]), sentence_like(previews["b"])),
         "raw_ids": pick(len(RAW_ID.findall(texts["a"])), len(RAW_ID.findall(texts["b"]))),
         "longer_answer": pick(len(texts["a"]), len(texts["b"])),
+        "longer_on_the_same_papers": pick(*shared_rows_length(texts).values()),
         "higher_labels": pick(sum(map(int, re.findall(r"\[(\d+)\]", texts["a"]))),
                               sum(map(int, re.findall(r"\[(\d+)\]", texts["b"])))),
         "more_citations": pick(len(set(re.findall(r"\[\d+\]", texts["a"]))),
@@ -169,12 +150,22 @@ def test_guessers_cannot_tell_the_thought_side_before_the_vote(app_server, prelo
     # nothing to read: no signal at all
     # one row budget and one labelling rule on both sides (issue #47): the same labels [1] … [n] on each
     for name in ("markup", "source_region", "source_count", "sentence_like_preview", "raw_ids", "higher_labels",
-                 "more_citations"):
+                 "more_citations", "longer_on_the_same_papers"):
         assert report[name]["abstained"] == len(turns), (name, report)
     for turn in turns:                   # no side repeats a label
         for side in ("a", "b"):
             labels = re.findall(r"^\[(\d+)\]", turn["texts"][side], re.M)
             assert labels == [str(n) for n in range(1, len(labels) + 1)], (side, turn["texts"][side][:400])
-    # the answers' lengths follow their quotes (what they say); too few turns here to test the guess for chance, so
-    # it is reported (REPORT) and measured over many turns by `eval thoughts-dev` (longer_guesser_right)
+    # the longer answer: the sides differ by which papers they show, never by how many (higher_labels) nor by what
+    # they quote of a paper both show (longer_on_the_same_papers, above: its row reads the same on both sides), so
+    # a length difference is only the length of the different papers' quotes, which follow what those papers say
+    shared = 0
+    for turn in turns:
+        rows = {side: rows_by_paper(turn["texts"][side]) for side in ("a", "b")}
+        assert len(rows["a"]) == len(rows["b"]) > 0, turn["texts"]
+        both = rows["a"].keys() & rows["b"].keys()
+        assert all(rows["a"][paper] == rows["b"][paper] for paper in both), turn["texts"]
+        assert turn["texts"]["a"].split("\n\n", 1)[0] == turn["texts"]["b"].split("\n\n", 1)[0]   # the intro
+        shared += len(both)
+    assert shared, "no paper shown on both sides: nothing to compare the rows of"
     assert report["longer_answer"]["turns"] == len(turns)
