@@ -129,7 +129,7 @@ ASKING = frozenset("how mani much what which who whom whose where when whi doe d
                    "could would should will may might".split())
 # the thing a how-much / what question asks for: "how many [unique terms]", "for how many [epochs]", "how large
 # are the [molecule corpora]", "what [learning rate]", "which [model] serves …" (up to three words, cut at the first
-# verb or preposition)
+# verb or preposition; its head noun, the last word, is the unit: "terms", "corpora", "rate")
 _ASKED_UNIT = re.compile(r"\b(?:how\s+(?:many|much|large|big|long)(?:\s+(?:is|are|was|were|does|do|did))?"
                          r"(?:\s+(?:the|a|an|each|its|their))?|number\s+of|what|which)"
                          r"\s+((?:[A-Za-z][\w-]{0,40}\s+){0,2}[A-Za-z][\w-]{0,40})", re.I)
@@ -152,7 +152,8 @@ def _stemmer():
 
 def asked_units(question: str) -> frozenset[str]:
     """The stems of what a question asks the amount or name of ("How many epochs …" → {"epoch"})."""
-    words = " ".join(_UNIT_ENDS.sub("", m.group(1)) for m in _ASKED_UNIT.finditer(question[:2000]))
+    words = " ".join((_UNIT_ENDS.sub("", m.group(1)).split() or [""])[-1]      # the phrase's head: its last word
+                     for m in _ASKED_UNIT.finditer(question[:2000]))
     return frozenset(sentence_terms([words])[0]) - ASKING if words.strip() else frozenset()
 
 
