@@ -35,11 +35,11 @@ PASSAGES = [
 ]
 
 
-def make_body(paper_id: str = "2601.22777", version: str = "v1") -> Body:
+def make_body(paper_id: str = "2601.22777", version: str = "v1", given=PASSAGES) -> Body:
     sections: list[Section] = []
     passages: list[Passage] = []
     text = ""
-    for title, anchor, top, words in PASSAGES:
+    for title, anchor, top, words in given:
         if not sections or sections[-1].title != title:
             sections.append(Section(title, anchor, top))
         start = len(text) + (2 if text else 0)
@@ -86,6 +86,73 @@ def test_a_rare_word_of_the_question_counts_for_more_than_the_papers_own_name():
     best = texts[int(shares.argmax())]
     assert best.startswith("The retriever was trained for 3 epochs with a learning rate")
     assert body_text.word_shares("banana bread", terms).max() == 0.0
+
+
+def test_the_asking_words_of_a_question_do_not_pick_the_sentence():
+    texts = ["We ask how many of the terms which a speaker says are rare, and what they do.",
+             "The retriever was trained for 3 epochs on 8 GPUs."]
+    terms = [frozenset(t) for t in body_text.sentence_terms(texts)]
+    shares = body_text.word_shares("For how many epochs was it trained, and what does it do?", terms)
+    assert shares[1] > shares[0]
+
+
+def test_a_number_beside_what_the_question_asks_the_amount_of_is_marked():
+    texts = ["The retriever was trained for 3 epochs with a learning rate of 1e-4.",
+             "More epochs did not help the retriever at all in our runs.",
+             "Each of the 5 datasets holds 20-100 documents from one domain."]
+    terms = [frozenset(t) for t in body_text.sentence_terms(texts)]
+    assert body_text.asked_units("For how many epochs was the retriever trained?") == {"epoch"}
+    assert body_text.asked_units("What learning rate does it use?") == {"rate"}
+    assert body_text.asked_units("How large are the molecule corpora in the study?") == {"corpora"}
+    assert list(body_text.unit_numbers("For how many epochs was the retriever trained?", texts, terms)) == [1, 0, 0]
+    assert list(body_text.unit_numbers("How many documents does each dataset hold?", texts, terms)) == [0, 0, 1]
+    assert not body_text.unit_numbers("Does it use a retriever?", texts, terms).any()
+
+
+TABLE = [("4.1 Data", "S4.SS1", "4 Experiments",
+          "We collected the prompts of the competition into two datasets that we release."),
+         ("4.1 Data", "S4.SS1", "4 Experiments", "Dataset | Total prompts | Success rate"),
+         ("4.1 Data", "S4.SS1", "4 Experiments", "Submissions Dataset | 41,596 | 83.2%"),
+         ("4.1 Data", "S4.SS1", "4 Experiments", "Playground Dataset | 560,161 | 7.7%"),
+         ("5 Analysis", "S5", "5 Analysis", "A model labelled the attacks, and we compared its "
+          "\u201cmost common attack\u201d labels with ours: they agreed on 75% of the prompts we checked by hand.")]
+
+
+def test_a_table_row_with_a_number_is_a_span_and_can_be_the_quote():
+    body = make_body(given=TABLE)
+    found = [body.text[s.start:s.end] for s in body_text.body_sentences(body)]
+    assert "Submissions Dataset | 41,596 | 83.2%" in found and "Playground Dataset | 560,161 | 7.7%" in found
+    question = "How many prompts does the Submissions Dataset hold?"
+    with_body = replace(PAPER, body=stored(body))
+    rows = build_rows(question, embed([question])[0], [with_body], embed, floor=0.2)[0]
+    quotes = [q for q in evidence.make_table(rows, question).rows[0].quotes if q.source == table.BODY]
+    assert "Submissions Dataset | 41,596 | 83.2%" in [q.text for q in quotes]
+
+
+def test_a_sentence_holding_curly_quote_marks_is_quoted_up_to_the_mark():
+    body = make_body(given=TABLE)
+    question = "How often did the model's attack labels agree with the labels checked by hand?"
+    with_body = replace(PAPER, body=stored(body))
+    rows = build_rows(question, embed([question])[0], [with_body], embed, floor=0.2)[0]
+    made = evidence.make_table(rows, question)
+    quotes = [q for q in made.rows[0].quotes if q.source == table.BODY and q.text.startswith("A model labelled")]
+    assert quotes and quotes[0].text == "A model labelled the attacks, and we compared its" and quotes[0].cut_after
+    assert table.verbatim(quotes[0], body.text)
+    assert not any("\u201c" in q.text or "\u201d" in q.text for q in made.rows[0].quotes)
+
+
+def test_the_paper_a_question_is_most_about_shows_up_to_three_body_quotes_another_two():
+    body = make_body(given=[("4 Results", "S4", "4 Results",
+                             "The retriever recalls 88% of the glossary with a short window of frames. "
+                             "Longer talks in German lower how much of the glossary it recalls to 81%. "
+                             "Each window of frames adds latency, 40 ms for the longest one we tried. "
+                             "A window of eight frames recalls most terms of the medical glossary.")])
+    question = "How much of the glossary does the retriever recall with each window of frames?"
+    first = replace(PAPER, body=stored(body), rank=0.0)
+    second = replace(PAPER, paper_id="2601.00001", title="Another retriever of speech", body=stored(body), rank=1.0)
+    rows = build_rows(question, embed([question])[0], [first, second], embed, floor=0.2)[0]
+    counts = {row.source.paper_id: sum(s.origin == table.BODY for s in row.spans) for row in rows}
+    assert counts["2601.22777"] == 3 and 1 <= counts["2601.00001"] <= 2     # the same body, ranked second
 
 
 def test_a_row_quotes_the_body_sentence_that_answers_with_its_section():

@@ -10,6 +10,7 @@ the paper's own voice.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -22,6 +23,9 @@ from copilot.methods import quotes
 from copilot.store import lexical
 
 MIN_WORDS = quotes.MIN_QUOTE_WORDS
+# a table row states its numbers in few words ("Submissions Dataset | 41,596 | 34,641 | 83.2%"): one with a number
+# is a span from this many words
+TABLE_MIN_WORDS = 2
 MAX_SENTENCES = 4000          # a body's spans kept at most (a 30-page paper has ~600)
 
 # sections that report other work, the setting, or no finding at all
@@ -54,14 +58,36 @@ def body_sentences(body: Body) -> list[BodySentence]:
         else:
             bounds = [(passage.start + a, passage.start + b)
                       for a, b in quotes.sentence_bounds(text[passage.start:passage.end])]
+        least = MIN_WORDS
+        if passage.kind == "table_row" and re.search(r"\d", text[passage.start:passage.end]):
+            least = TABLE_MIN_WORDS
         for start, end in bounds:
             pieces = quotes.bounded_bounds(text, start, end, quotes.MAX_SPAN_WORDS)
             for n, (a, b) in enumerate(pieces):
-                if len(re.findall(r"[A-Za-z]{2,}", text[a:b])) >= MIN_WORDS:
+                if len(re.findall(r"[A-Za-z]{2,}", text[a:b])) >= least:
                     found.append(BodySentence(a, b, index, n > 0, n < len(pieces) - 1))
                 if len(found) >= MAX_SENTENCES:
                     return found
     return found
+
+
+def quote_bounds(body: Body, start: int, end: int, passage: int, cut_before: bool,
+                 cut_after: bool) -> tuple[int, int, bool, bool, int] | None:
+    """Where a stored sentence may be quoted: (start, end, cut_before, cut_after, the fewest words it needs). A
+    sentence holding curly quote marks (a “phrase”: shown inside quotation marks it would end the quote) is quoted
+    as its first piece between them that is long enough, or not at all; a table row with a number needs
+    TABLE_MIN_WORDS words."""
+    text = body.text
+    least = TABLE_MIN_WORDS if body.passages[passage].kind == "table_row" and re.search(
+        r"\d", text[start:end]) else MIN_WORDS
+    if not re.search("[\u201c\u201d]", text[start:end]):
+        return start, end, cut_before, cut_after, least
+    for piece in re.finditer("[^\u201c\u201d]+", text[start:end]):
+        a = start + piece.start() + len(piece.group()) - len(piece.group().lstrip())
+        b = start + piece.start() + len(piece.group().rstrip())
+        if len(re.findall(r"[A-Za-z]{2,}", text[a:b])) >= MIN_WORDS:
+            return a, b, cut_before or a > start, cut_after or b < end, MIN_WORDS
+    return None
 
 
 def may_state_finding(body: Body, sentence: BodySentence) -> bool:
@@ -97,12 +123,79 @@ def sentence_terms(texts: Sequence[str]) -> list[list[str]]:
     return lexical.tokenize(texts) if texts else []
 
 
+# the stems of a question's asking words: rare in a paper's sentences, so they would weigh most, but they say what
+# is asked, not about what ("How many epochs …": "epoch" is the word to find, not "how" or "mani")
+ASKING = frozenset("how mani much what which who whom whose where when whi doe do did is are was were be been can "
+                   "could would should will may might".split())
+# the thing a how-much / what question asks for: "how many [unique terms]", "for how many [epochs]", "how large
+# are the [molecule corpora]", "what [learning rate]", "which [model] serves …" (up to three words, cut at the first
+# verb or preposition; its head noun, the last word, is the unit: "terms", "corpora", "rate")
+_ASKED_UNIT = re.compile(r"\b(?:how\s+(?:many|much|large|big|long)(?:\s+(?:is|are|was|were|does|do|did))?"
+                         r"(?:\s+(?:the|a|an|each|its|their))?|number\s+of|what|which)"
+                         r"\s+((?:[A-Za-z][\w-]{0,40}\s+){0,2}[A-Za-z][\w-]{0,40})", re.I)
+_UNIT_ENDS = re.compile(r"\b(?:is|are|was|were|does|do|did|has|have|in|on|of|for|to|by|with|at|from|that|and|or|"
+                        r"the|a|an)\b.*", re.I | re.S)
+_TOKEN = re.compile(r"\w+")
+CAPTION_PENALTY = 0.1         # a figure's caption describes the figure; the text states what it shows
+WORDS_WEIGHT = 1.0            # a sentence's bonus for holding all of the question's words (weighted by rarity)
+UNIT_BONUS = 0.1              # …and for stating a number beside what the question asks the amount of
+NUMBER_NEAR = 3               # words between a number and the asked unit: "8,700 diverse font types", "epochs: 4"
+
+
+@functools.lru_cache(maxsize=1)
+def _stemmer():
+    # the library index's stemmer (store.lexical), so a word stems as in `terms`
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def asked_units(question: str) -> frozenset[str]:
+    """The stems of what a question asks the amount or name of ("How many epochs …" → {"epoch"})."""
+    words = " ".join((_UNIT_ENDS.sub("", m.group(1)).split() or [""])[-1]      # the phrase's head: its last word
+                     for m in _ASKED_UNIT.finditer(question[:2000]))
+    return frozenset(sentence_terms([words])[0]) - ASKING if words.strip() else frozenset()
+
+
+def unit_numbers(question: str, texts: Sequence[str], terms: Sequence[frozenset[str]]) -> np.ndarray:
+    """For each sentence, 1 when it states a number within NUMBER_NEAR words of what the question asks the amount
+    of ("2 million samples", "trained for 4 epochs", "learning rate: 1e-7"), else 0."""
+    units = asked_units(question)
+    found = np.zeros(len(texts), dtype=np.float32)
+    if not units:
+        return found
+    stem = _stemmer().stemWord
+    for n, (text, held) in enumerate(zip(texts, terms)):
+        if not held & units:
+            continue
+        tokens = _TOKEN.findall(text)
+        numbers = [i for i, token in enumerate(tokens) if token[0].isdigit()]
+        if numbers and any(stem(token.lower()) in units and any(0 < abs(i - j) <= NUMBER_NEAR for j in numbers)
+                           for i, token in enumerate(tokens)):
+            found[n] = 1.0
+    return found
+
+
+def question_bonus(question: str, body: Body, sentences: Sequence[tuple[int, int, int, bool, bool]],
+                   terms: Sequence[frozenset[str]]) -> np.ndarray:
+    """Each stored sentence's bonus over its cosine to the question: WORDS_WEIGHT × its share of the question's
+    words (an embedding of a long question misses the sentence that states "learning rate 1e-4, weight decay
+    0.01"), UNIT_BONUS when it states a number beside what the question asks the amount of ("for how many epochs"
+    → "4 epochs"), less CAPTION_PENALTY for a caption."""
+    bonus = np.zeros(len(sentences), dtype=np.float32)
+    if len(terms) == len(sentences):
+        bonus += WORDS_WEIGHT * word_shares(question, terms)
+        bonus += UNIT_BONUS * unit_numbers(question, [body.text[s[0]:s[1]] for s in sentences], terms)
+    return bonus - CAPTION_PENALTY * np.array([body.passages[s[2]].kind == "caption" for s in sentences],
+                                              dtype=np.float32)
+
+
 def word_shares(question: str, terms: Sequence[frozenset[str]]) -> np.ndarray:
     """For each sentence, the share of the question's words it holds, each word weighted by how rare it is in the
     body (its inverse sentence frequency): "weight decay" counts for more than the paper's own name, which most of
     its sentences hold. 0 for all when the body holds none of the question's words. Linear in the body's terms (a
     set intersection per sentence), however long the question."""
-    asked = frozenset(sentence_terms([question])[0]) if question.strip() else frozenset()
+    asked = frozenset(sentence_terms([question])[0]) - ASKING if question.strip() else frozenset()
     shares = np.zeros(len(terms), dtype=np.float32)
     if not asked or not terms:
         return shares
@@ -118,3 +211,17 @@ def word_shares(question: str, terms: Sequence[frozenset[str]]) -> np.ndarray:
     for n, words in enumerate(held):
         shares[n] = sum(weights[word] for word in words) / total
     return shares
+
+
+def best_quotes(ranked: Sequence[int], scores: Sequence[float], relevance: np.ndarray, vectors: np.ndarray,
+                most: int, floor: float, on_scores: bool) -> list[int]:
+    """Of a row's body spans (`ranked`, best score first), the best and up to `most` - 1 more whose score
+    (`on_scores`) or cosine to the question clears `floor`, none a near copy (cosine 0.9) of one chosen."""
+    chosen = [ranked[0]]
+    for n in ranked[1:]:
+        if len(chosen) >= most:
+            break
+        if (scores[n] if on_scores else relevance[n]) >= floor and all(
+                float(vectors[n] @ vectors[m]) < 0.9 for m in chosen):
+            chosen.append(n)
+    return chosen

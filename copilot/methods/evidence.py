@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from copilot import table
+from copilot.body import Body
 from copilot.methods import body_text, quotes, sentence_roles
 from copilot.methods.evidence_text import (  # is_textbook re-exported: Chat and the tests ask it here
     is_textbook,
@@ -123,14 +124,13 @@ LIMIT_FLOOR = 0.30
 # a paper's full text (issue #48): its sentences closest to the question that are scanned, and kept as candidates
 BODY_SCAN = 60
 BODY_CANDIDATES = 4
-CAPTION_PENALTY = 0.1         # a figure's caption describes the figure; the text states what it shows
-WORDS_WEIGHT = 1.0            # a body sentence's bonus for holding all of the question's words (weighted by rarity)
 BODY_POSITIONS = 1_000_000    # body spans' positions start here: never adjacent to an abstract's
 # a row of a paper with full text also quotes its best body sentence when that is this close to the row's best
 # sentence's score and at least BODY_FLOOR close to the question (a named paper's row: whenever it clears the floor)
 BODY_WITHIN = 0.12
 BODY_FLOOR = 0.30
 BODY_SECOND_WITHIN = 0.06     # a second body sentence is quoted when it scores at least the first's minus this
+BODY_LEAD_QUOTES = 3          # body sentences the row of the paper a question is most about may quote
 _CITATION_BRACKET = re.compile(r"\[\s*\d{1,3}(?:\s*[,;\u2013-]\s*\d{1,3})*\s*\]")
 
 
@@ -261,12 +261,12 @@ def spans_of(abstract: str) -> list[Span]:
     return found
 
 
-def quotable(span: Span) -> bool:
+def quotable(span: Span, min_words: int = quotes.MIN_QUOTE_WORDS) -> bool:
     """Long enough to say something, and safe to show inside quotation marks verbatim: no curly quote marks (they
     would end the quote), no numbered citation brackets (the answer's checks treat those as citations) and no link
     (the checks drop a link the item's cut text lacks)."""
     text = span.text
-    return (len(re.findall(r"[A-Za-z]{2,}", text)) >= quotes.MIN_QUOTE_WORDS
+    return (len(re.findall(r"[A-Za-z]{2,}", text)) >= min_words
             and not re.search("[\u201c\u201d]", text) and not _CITATION_BRACKET.search(text)
             and not re.search(r"https?://|www\.", text, re.I))
 
@@ -323,41 +323,54 @@ def candidate_spans(abstract: str, limits: re.Pattern | None = None) -> list[tup
     return [(span, role, places[span.position]) for span, role in kept]
 
 
+def span_bonus(question: str, span: Span, role: str) -> float:
+    """A candidate span's bonus over its cosine to the question: for its role (what the paper does first when the
+    question asks what it proposes), and for a number when the question asks how much."""
+    numbers = asks_how_much(question)
+    bonus = CONTRIBUTION_BONUS if asks_contribution(question) and not numbers else ROLE_BONUS
+    return bonus.get(role, 0.0) + (NUMBER_BONUS if numbers and _NUMBER.search(span.text) else 0.0)
+
+
+def _body_span(body: Body, n: int, sentence: tuple[int, int, int, bool, bool]) -> Span | None:
+    """Body sentence `n` as a quotable span with its section (body_text.quote_bounds), or None."""
+    bounds = body_text.quote_bounds(body, *sentence)
+    if bounds is None:
+        return None
+    start, end, cut_before, cut_after, least = bounds
+    section = body.section_of(body.passages[sentence[2]])
+    label, anchor = (body_text.section_label(body, section), section.anchor) if section else ("", "")
+    span = Span(" ".join(body.text[start:end].split()), cut_before, cut_after, BODY_POSITIONS + 2 * n, start, end,
+                table.BODY, label, anchor)
+    return span if quotable(span, least) else None
+
+
 def body_candidates(source: Source, question: str, question_vector: np.ndarray,
                     limits: re.Pattern | None = None) -> list[tuple[Span, str, np.ndarray, float]]:
     """The spans of a paper's full text a row may quote for the question, with their cue role, stored vector and
-    word bonus: its BODY_CANDIDATES closest to the question — by cosine plus WORDS_WEIGHT × the share of the
-    question's rarer words it holds (an embedding of a long question misses the sentence that states "learning rate
-    1e-4, weight decay 0.01") — that may state the paper's finding (body_text.may_state_finding) and are quotable
-    and not background by their cues (with `limits`, a background span that states a limitation stays, role
+    bonus (body_text.question_bonus): of its BODY_SCAN closest by cosine and bonus, the BODY_CANDIDATES that score
+    best as a row scores them (`span_bonus`), among those that may state the paper's finding and are quotable and
+    not background by their cues (with `limits`, a background span that states a limitation stays, role
     "limitation")."""
     stored = source.body
     if stored is None or not len(stored.vectors) or stored.vectors.shape[1] != len(question_vector):
         return []
     body = stored.body
-    bonus = WORDS_WEIGHT * body_text.word_shares(question, stored.terms) if len(stored.terms) == len(
-        stored.sentences) else np.zeros(len(stored.sentences), dtype=np.float32)
-    bonus -= CAPTION_PENALTY * np.array([body.passages[s[2]].kind == "caption" for s in stored.sentences],
-                                        dtype=np.float32)
-    closeness = stored.vectors @ np.asarray(question_vector, dtype=np.float32) + bonus
-    found: list[tuple[Span, str, np.ndarray, float]] = []
-    for n in np.argsort(-closeness)[:BODY_SCAN]:
-        start, end, passage, cut_before, cut_after = stored.sentences[int(n)]
-        sentence = body_text.BodySentence(start, end, passage, cut_before, cut_after)
-        if not body_text.may_state_finding(body, sentence):
+    bonus = body_text.question_bonus(question, body, stored.sentences, stored.terms)
+    cosines = stored.vectors @ np.asarray(question_vector, dtype=np.float32)
+    found: list[tuple[float, Span, str, np.ndarray, float]] = []
+    for n in np.argsort(-(cosines + bonus))[:BODY_SCAN]:
+        sentence = stored.sentences[int(n)]
+        span = _body_span(body, int(n), sentence) if body_text.may_state_finding(
+            body, body_text.BodySentence(*sentence)) else None
+        if span is None:
             continue
-        section = body.section_of(body.passages[passage])
-        span = Span(" ".join(body.text[start:end].split()), cut_before, cut_after, BODY_POSITIONS + 2 * int(n),
-                    start, end, table.BODY, body_text.section_label(body, section) if section else "",
-                    section.anchor if section else "")
         role = cue_role(span.text, False)
         if role == "background":          # the section rules decide what is background in a body ("Despite
             role = "limitation" if limits and states(limits, span.text) else "other"   # converging, v1 failed …")
-        if quotable(span):
-            found.append((span, role, stored.vectors[int(n)], float(bonus[int(n)])))
-        if len(found) >= BODY_CANDIDATES:
-            break
-    return found
+        score = float(cosines[int(n)] + bonus[int(n)]) + span_bonus(question, span, role)
+        found.append((score, span, role, stored.vectors[int(n)], float(bonus[int(n)])))
+    found.sort(key=lambda c: -c[0])
+    return [(span, role, vector, extra) for _, span, role, vector, extra in found[:BODY_CANDIDATES]]
 
 
 def _abstract_spans(sources: Sequence[Source], limits: re.Pattern | None, embed: Callable[[list[str]], np.ndarray],
@@ -423,11 +436,11 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     if not owned:
         return [], None
     relevance = vectors @ np.asarray(question_vector, dtype=np.float32)
-    numbers = asks_how_much(question)
-    bonus = CONTRIBUTION_BONUS if asks_contribution(question) and not numbers else ROLE_BONUS
-    scores = [float(r) + bonus.get(role, 0.0) + (NUMBER_BONUS if numbers and _NUMBER.search(span.text) else 0.0)
-              + word_bonus.get(n, 0.0) for n, (r, (_, span, role)) in enumerate(zip(relevance, owned))]
+    scores = [float(r) + span_bonus(question, span, role) + word_bonus.get(n, 0.0)
+              for n, (r, (_, span, role)) in enumerate(zip(relevance, owned))]
     rows, row_vectors = [], []
+    closest = max(range(len(owned)), key=lambda n: (owned[n][1].origin == table.BODY, scores[n]))   # a body's best
+    lead = {min(range(len(unique)), key=lambda i: unique[i].rank), owned[closest][0] if body_owned else -1}
     for index, source in enumerate(unique):
         ranked = sorted((n for n, (i, _, _) in enumerate(owned) if i == index), key=lambda n: -scores[n])
         mine = [n for n in ranked if owned[n][1].origin == table.ABSTRACT]
@@ -438,9 +451,12 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
         best = mine[0] if mine else body[0]
         if body and relevance[body[0]] >= BODY_FLOOR and (
                 not mine or names_paper(question, source) or scores[body[0]] >= scores[best] - BODY_WITHIN):
-            # what its full text says closest to the question, and a second sentence nearly as close
-            chosen += [body[0]] + [n for n in body[1:2] if scores[n] >= scores[body[0]] - BODY_SECOND_WITHIN
-                                   and float(vectors[n] @ vectors[body[0]]) < 0.9]
+            # its best body sentence, a second nearly as close; a paper the question is most about (named, `lead`) up
+            # to BODY_LEAD_QUOTES clearing the floor: a body's answer is often among its closest few, not first
+            most = BODY_LEAD_QUOTES if index in lead or names_paper(question, source) else 2
+            chosen += body_text.best_quotes(body, scores, relevance, vectors, most,
+                                            BODY_FLOOR if most > 2 else scores[body[0]] - BODY_SECOND_WITHIN,
+                                            on_scores=most == 2)
             if scores[body[0]] > scores[best]:
                 best = body[0]
         if not chosen:
