@@ -62,7 +62,8 @@ def rasst_row(services: Services, chat: Chat, question: str = QUESTION):
 
 
 def test_a_question_is_answered_from_abstracts_at_once_then_from_the_body_once_read(library, tmp_path,
-                                                                                     fake_arxiv_html):
+                                                                                     fake_arxiv_html, monkeypatch):
+    monkeypatch.setattr(fulltext, "WAIT_S", 300.0)     # reading took up to 22 s under load: not a timing test
     services = services_over(library, tmp_path, fake_arxiv_html)
     chat = Chat(services)
     turn = chat.prepare(QUESTION, "ann")
