@@ -13,6 +13,7 @@ import pytest
 
 from copilot.cli import main
 from copilot.config import load_settings
+from copilot.features import chat_thoughts
 from copilot.features.chat import Chat, ChatError
 from copilot.features.stats import chat_stats, wilson_interval
 from copilot.llm import LLMError
@@ -46,8 +47,10 @@ def shared(tmp_path_factory):
 
 
 @pytest.fixture
-def chat(shared):
-    """A fresh Chat over the shared papers; afterwards every turn, vote, job and thought is removed."""
+def chat(shared, monkeypatch):
+    """A fresh Chat over the shared papers; afterwards every turn, vote, job and thought is removed. Any unvoted
+    answer may make a thought here (the floor it must clear: tests/test_thought_floor.py)."""
+    monkeypatch.setattr(chat_thoughts, "UNVOTED_FLOOR", 0.0)
     chat = Chat(shared)
     yield chat
     chat.wait_for_all(timeout=120)

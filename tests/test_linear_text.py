@@ -59,8 +59,9 @@ def test_sentences_are_slices_of_the_text_and_keep_their_closing_marks():
                                               "Experiments show it works, e.g. on MMLU.",
                                               "Smith et al. agree.", "A second line follows."]
     for a, b in bounds:
-        pieces = quotes.bounded_bounds(text, a, b, 3)
-        assert " ".join(text[x:y] for x, y in pieces).split() == text[a:b].split()
+        pieces = quotes.bounded_bounds(text, a, b, 3)       # cut at clause marks, which no piece ends on (#49)
+        assert [w.rstrip(",;:") for w in " ".join(text[x:y] for x, y in pieces).split()] == [
+            w.rstrip(",;:") for w in text[a:b].split()]
 
 
 @pytest.mark.parametrize("case", ["arxiv id in a long word", "a result cue on a run of digits", "ids on a run of tabs"])

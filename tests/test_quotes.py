@@ -52,7 +52,8 @@ def test_text_without_punctuation_is_split_into_bounded_spans():
     assert all(len(span.split()) <= 45 for span in spans)
     assert " ".join(spans).split() == words            # nothing lost, nothing repeated, order kept
     clauses = split_sentences("alpha beta gamma, " * 30, max_words=20)
-    assert all(len(c.split()) <= 20 for c in clauses) and all(c.endswith(",") for c in clauses[:-1])
+    assert all(len(c.split()) <= 20 for c in clauses) and all(c.endswith("gamma") for c in clauses[:-1])
+    assert ", ".join(clauses) + "," == " ".join(("alpha beta gamma, " * 30).split())   # cut at commas, without them
 
 
 def test_ids_and_labels_are_stripped_from_quotes():

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from copilot.features import chat_thoughts
 from copilot.features.chat import Chat
 from copilot.methods.thought_drafts import ROW_THOUGHT_FLOOR
 from tests.helpers import clean_env
@@ -21,6 +22,7 @@ OTHER_WORDS = "Does reinforcement learning improve how LLMs reason?"
 @pytest.fixture
 def chat(library200, monkeypatch):
     clean_env(monkeypatch)
+    monkeypatch.setattr(chat_thoughts, "UNVOTED_FLOOR", 0.0)    # a first turn's unvoted table becomes a thought here
     chat = Chat(library200)
     for row in chat.memory.thoughts.list_live(limit=1000):    # each test starts from an empty memory
         chat.memory.delete(row.id)

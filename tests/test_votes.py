@@ -13,6 +13,7 @@ import time
 import pytest
 
 from copilot.cli import main
+from copilot.features import chat_thoughts
 from copilot.features.chat import SWEEP_AFTER_S, THOUGHT_FROM, Chat, ChatError
 from copilot.services import Services
 from tests.conftest import import_papers, make_settings
@@ -38,7 +39,10 @@ def shared(tmp_path_factory):
 
 
 @pytest.fixture
-def chat(shared):
+def chat(shared, monkeypatch):
+    # these tests are about votes and sweeps: every unvoted answer may make a thought here (the floor an unvoted
+    # answer must clear has its own tests, tests/test_thought_floor.py)
+    monkeypatch.setattr(chat_thoughts, "UNVOTED_FLOOR", 0.0)
     rescript(shared, [reply] * 200)
     chat = Chat(shared)
     seed = chat.services.store.search("paper", shared.embedder.embed_one(QUESTION), 1)[0]

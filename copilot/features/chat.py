@@ -278,7 +278,8 @@ class Chat(TurnVotes):
         outcomes = {a.kind: AnswerOutcome(a.text, a.error, a.seconds, a.table) for a in turn.answers}
         self.log.finish_turn(turn.id, turn.comparison, raw=outcomes.get(RAW), thoughts=outcomes.get(THOUGHTS))
         if turn.comparison != "yes":
-            # nothing to vote on: the thought comes from the answer we have (the thought-augmented one if any)
+            # nothing to vote on: the thought comes from the answer we have (the thought-augmented one if any), when
+            # its table clears the unvoted floor (features.chat_thoughts.UNVOTED_FLOOR)
             usable = [a for a in turn.answers if not a.error and a.text]
             if usable:
                 best = next((a for a in usable if a.kind == THOUGHTS), usable[0])

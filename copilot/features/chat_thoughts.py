@@ -1,6 +1,7 @@
 """The one thought of a Chat turn: made in the background from the answer a vote preferred (or, unvoted, from the
-thought-augmented answer once the user moves on), on the Services' one background thread; a later vote replaces or
-retracts it. Jobs are rows in SQLite, so a restarted process resumes them."""
+thought-augmented answer once the user moves on, when its table clears UNVOTED_FLOOR), on the Services' one
+background thread; a later vote replaces or retracts it. Jobs are rows in SQLite, so a restarted process resumes
+them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import logging
 import time
 from concurrent.futures import Future
 from dataclasses import replace
+
+import numpy as np
 
 from copilot.features.answers import words_of
 from copilot.features.chat_view import shown_sources
@@ -18,12 +21,40 @@ from copilot.methods.thought_retriever import labels_to_ids, new_thought_id, thi
 from copilot.records import Evidence
 from copilot.services import BackgroundJobs, Services
 from copilot.store.chat_log import RAW, THOUGHTS, ChatLog, JobOutcome, ThoughtJob
+from copilot.table import EvidenceTable
 
 log = logging.getLogger(__name__)
 
 # the answer a vote makes the turn's thought from: the preferred; a tie, the thought side (Algorithm 1's); "bad": none
 THOUGHT_FROM = {THOUGHTS: THOUGHTS, "tie": THOUGHTS, RAW: RAW, "bad": None}
 SWEEP_AFTER_S = 15 * 60          # unvoted turns older than this get their (no-vote) thought job
+# Thought-Retriever stores a thought only when its confidence step says the answer is a real one. A vote is that
+# judgement; an answer nobody voted for (a one-answer turn, an unvoted comparison swept later) must earn it from its
+# table: the mean cosine to the question of its QUALITY_ROWS closest quotes reaches UNVOTED_FLOOR. Measured on the
+# dev questions and their paraphrases (eval/thoughts_floor_eval.py, docs/thoughts-eval.md, issue #49): the tables it
+# keeps hold 80% relevant thought rows, those it drops 46%.
+UNVOTED = ("no_comparison", "no_vote")
+UNVOTED_FLOOR = 0.55
+QUALITY_ROWS = 3
+
+
+def table_quality(embed, question: str, table: EvidenceTable | None) -> float:
+    """The mean cosine to the question of a table's QUALITY_ROWS closest rows (their quotes as shown); 0 for no
+    table or no rows."""
+    if not table or not (question or "").strip():
+        return 0.0
+    texts = [" ".join(quote.shown for quote in row.quotes) for row in table.rows]
+    vectors = np.asarray(embed([question] + texts), dtype=np.float32)
+    return float(np.mean(np.sort(vectors[1:] @ vectors[0])[-QUALITY_ROWS:]))
+
+
+def unvoted_shortfall(embed, question: str, table: EvidenceTable | None) -> str | None:
+    """Why an unvoted answer makes no thought (its table is under the floor), or None when it may."""
+    quality = table_quality(embed, question, table)
+    if quality >= UNVOTED_FLOOR:
+        return None
+    return (f"nobody preferred it and its closest quotes are {quality:.3f} close to the question, under the "
+            f"{UNVOTED_FLOOR:.2f} an unvoted answer needs")
 
 
 class TurnThoughts:
@@ -121,6 +152,9 @@ class TurnThoughts:
         if turn is None:
             raise LookupError(f"turn {job.turn_id} is no longer stored")
         answer = turn.answer(job.answer)
+        if job.trigger in UNVOTED and (weak := unvoted_shortfall(self.services.embedder.embed, turn.question,
+                                                                 answer.table)):
+            return JobOutcome(status="not_an_answer", thought_id=None, similarity=None, error=None, reason=weak)
         sources = [Evidence(id=s.id, kind=s.kind, title=s.title, text="", score=s.score) for s in answer.sources]
         words = words_of(answer.text or "", answer.table)
         usable = writer if writer is not None and writer.failure is None else None

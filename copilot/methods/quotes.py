@@ -53,6 +53,9 @@ _ABBREVIATION_TAIL = 12       # longer than the longest abbreviation ("approx.")
 # before white space and what may open the next one
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?P<close>[\"')\]]*)\s+(?=[A-Z0-9\"'(\[])")
 _WORD = re.compile(r"\S+")
+_BRACKET = re.compile(r"[()\[\]]")
+_CLAUSE_MARKS = ";:,"         # where a sentence too long to quote is cut; a piece never ends on one
+BRACKET_REACH = 300           # a sentence end this far inside an open bracket ends the sentence (it was never closed)
 # An id mark: a bracket of citations only (labels 1-999, arXiv or thought ids; "[0, 1]" or "[sic]" are not), an
 # arXiv id in parentheses or after "arXiv:", a thought id. A quote keeps every other character as it was written.
 # Each mark takes the blanks before it, starting where their run starts (tried from every tab of a long run of tabs,
@@ -92,29 +95,57 @@ def strip_ids(text: str) -> str:
     return drop_ids(text).strip()
 
 
+def _word_depths(text: str, words: Sequence[tuple[int, int]]) -> list[int]:
+    """How many brackets are open after each word (a close without its open counts for nothing: "1) first")."""
+    depths, depth = [], 0
+    for a, b in words:
+        for mark in _BRACKET.finditer(text, a, b):
+            depth = depth + 1 if mark.group() in "([" else max(0, depth - 1)
+        depths.append(depth)
+    return depths
+
+
+def _outside_cut(depths: list[int], first: int, last: int) -> int:
+    """Where a piece of words[first:last] too long for a clause ends: after the latest word of its second half that
+    leaves no bracket open, else at `last`."""
+    for end in range(last, first + (last - first) // 2, -1):
+        if depths[end - 1] == 0:
+            return end
+    return last
+
+
 def bounded_bounds(text: str, start: int, end: int, max_words: int) -> list[tuple[int, int]]:
     """(start, end) offsets into `text` of the spans of its sentence text[start:end]: the sentence itself when it has
-    at most `max_words` words, else pieces cut after clause marks (; : ,), a clause too long cut by word count.
-    Linear in the sentence's length."""
+    at most `max_words` words, else pieces cut after clause marks (; : ,) outside brackets, a clause too long cut by
+    word count (where no bracket is open, if its second half has such a place). A piece never ends on its clause mark
+    (issue #49: "(CAPTURe),"). Linear in the sentence's length."""
     words = [(m.start(), m.end()) for m in _WORD.finditer(text, start, end)]
     if len(words) <= max_words:
         return [(words[0][0], words[-1][1])] if words else []
+    depths = _word_depths(text, words)
     pieces: list[tuple[int, int]] = []          # word index ranges [first, last)
     first = clause_start = 0
     for n in range(len(words)):
-        if text[words[n][1] - 1] not in ";:," and n < len(words) - 1:
+        if n < len(words) - 1 and (text[words[n][1] - 1] not in _CLAUSE_MARKS or depths[n]):
             continue
         clause_end = n + 1                       # the clause is words[clause_start:clause_end]
         if clause_start > first and clause_end - first > max_words:
             pieces.append((first, clause_start))
             first = clause_start
         while clause_end - first > max_words:
-            pieces.append((first, first + max_words))
-            first += max_words
+            cut = _outside_cut(depths, first, first + max_words)
+            pieces.append((first, cut))
+            first = cut
         clause_start = clause_end
     if first < len(words):
         pieces.append((first, len(words)))
-    return [(words[a][0], words[b - 1][1]) for a, b in pieces]
+    bounds = []
+    for a, b in pieces:
+        begin, stop = words[a][0], words[b - 1][1]
+        if text[stop - 1] in _CLAUSE_MARKS and stop - 1 > begin:
+            stop = begin + len(text[begin:stop - 1].rstrip())
+        bounds.append((begin, stop))
+    return bounds
 
 
 def _bounded(sentence: str, max_words: int) -> list[str]:
@@ -125,17 +156,28 @@ def _bounded(sentence: str, max_words: int) -> list[str]:
 def sentence_bounds(text: str) -> list[tuple[int, int]]:
     """(start, end) offsets into `text` (as given: its white space kept) of its sentences, trimmed. A sentence ends
     at . ! or ? and any closing marks after it, before white space and a capital, digit or opening mark, but not
-    after an abbreviation ("e.g.", "et al.") or an initial. Linear: only a bounded tail before each candidate end is
-    read (a text of 3,300 "A. " took 14 s when the whole head was searched at each)."""
+    after an abbreviation ("e.g.", "et al.") or an initial, nor inside a bracket opened at most BRACKET_REACH
+    characters before ("(CheckThat! 2024)", issue #49; a bracket never closed is a typo). Linear: each character is
+    read for brackets once, and only a bounded tail before each candidate end for an abbreviation (a text of 3,300
+    "A. " took 14 s when the whole head was searched at each)."""
     found: list[tuple[int, int]] = []
-    start = 0
+    start = read = depth = opened = 0
     for match in _SENTENCE_END.finditer(text):
         stop = match.start()
+        end = stop + len(match.group("close"))
+        for mark in _BRACKET.finditer(text, read, end):
+            if mark.group() in "([":
+                opened = mark.start() if depth == 0 else opened
+                depth += 1
+            else:
+                depth = max(0, depth - 1)
+        read = end
         tail = text[max(start, stop - _ABBREVIATION_TAIL):stop]
-        if _ABBREVIATION_END.search(tail) or _INITIAL_END.search(tail):
+        if _ABBREVIATION_END.search(tail) or _INITIAL_END.search(tail) or (depth and end - opened <= BRACKET_REACH):
             continue
-        found.append((start, stop + len(match.group("close"))))
-        start = match.end()
+        found.append((start, end))
+        start = read = match.end()
+        depth = 0
     found.append((start, len(text)))
     trimmed = []
     for a, b in found:

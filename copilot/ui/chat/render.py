@@ -20,7 +20,8 @@ THOUGHT_STATUS = {"queued": "queued", "running": "being written", "stored": "sto
                   "failed": "failed (see logs)"}
 NO_COMPARISON = ("No comparison yet: thought memory holds nothing relevant to this question, so both retrievals "
                  "found the same papers and one answer is shown (not counted in the statistics). Thoughts come from "
-                 "Chat answers (the one you vote for, or kept when you move on without voting) and, with a model that "
+                 "Chat answers (the one you vote for, or, unvoted, one whose quotes are close to its question) and, "
+                 "with a model that "
                  "writes, Deep answers and Trends reports (the Memory tab lists each way); once memory holds some "
                  "close to a question, it gets two answers to compare.")
 SAME_ANSWER = ("Thought memory had nothing new for this question: the answer with thoughts came out the same as the "
