@@ -286,9 +286,10 @@ def render(selection: Selection, titles: Sequence[str], scores: Sequence[float] 
         yield ("\n\n" if n else "") + quote.shown()
 
 
-# a label and its quote, on one line or (an evidence table's row) a header line then the quote line
-_QUOTED = re.compile(rf"\[(?P<label>[^\[\]\n]{{1,40}})\][^\n{OPEN_QUOTE}{CLOSE_QUOTE}]*\n?[ \t]*{OPEN_QUOTE}"
-                     rf"(?P<text>[^{CLOSE_QUOTE}\n]*){CLOSE_QUOTE}")
+# a label and its quote, on one line or (an evidence table's row) a header line then the quote line; the header and
+# the quote are bounded, so a text of many labels and no closing mark is read in linear time ("[a]" x 1,000 took 0.7 s)
+_QUOTED = re.compile(rf"\[(?P<label>[^\[\]\n]{{1,40}})\][^\n{OPEN_QUOTE}{CLOSE_QUOTE}]{{0,600}}\n?[ \t]*{OPEN_QUOTE}"
+                     rf"(?P<text>[^{CLOSE_QUOTE}\n]{{0,3000}}){CLOSE_QUOTE}")
 
 
 def parse_quotes(text: str) -> list[tuple[str, str]]:
