@@ -137,3 +137,16 @@ def unlabelled(text: str) -> str:
     """The text with its citation labels as "[n]": each answer numbers its sources in the order the page lists
     them (its table's rows first)."""
     return re.sub(r"\[\d{1,3}\]", "[n]", text or "")
+
+
+def forget_chat(chat) -> None:
+    """After a test over a shared data dir: wait for the chat's thought jobs, then remove every turn, vote, job and
+    thought it left."""
+    chat.wait_for_all(timeout=120)
+    services = chat.services
+    ids = services.store.thoughts.get()["ids"]
+    if ids:
+        services.store.thoughts.delete(ids=ids)
+    with services.db.transaction() as tx:
+        for table in ("chat_vote_log", "chat_votes", "chat_thought_jobs", "chat_turns", "thought_edges", "thoughts"):
+            tx.execute(f"DELETE FROM {table}")

@@ -23,6 +23,7 @@ from copilot.services import Services
 from tests.comparisons import thought_with_a_new_row
 from tests.conftest import import_papers, make_settings
 from tests.doubles import ScriptedBackend, rescript
+from tests.helpers import forget_chat
 
 QUESTION = "How do large language models use retrieval to answer questions?"
 THOUGHT = "1\nLanguage models answer better when they retrieve supporting passages first [{}]."
@@ -53,13 +54,7 @@ def chat(shared, monkeypatch):
     monkeypatch.setattr(chat_thoughts, "UNVOTED_FLOOR", 0.0)
     chat = Chat(shared)
     yield chat
-    chat.wait_for_all(timeout=120)
-    ids = shared.store.thoughts.get()["ids"]
-    if ids:
-        shared.store.thoughts.delete(ids=ids)
-    with shared.db.transaction() as tx:
-        for table in ("chat_vote_log", "chat_votes", "chat_thought_jobs", "chat_turns", "thought_edges", "thoughts"):
-            tx.execute(f"DELETE FROM {table}")
+    forget_chat(chat)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from copilot.services import Services
 from copilot.store.chat_log import RAW
 from tests.conftest import import_papers, make_settings
 from tests.doubles import ScriptedBackend, rescript
+from tests.helpers import forget_chat
 
 pytestmark = pytest.mark.integration
 
@@ -41,13 +42,7 @@ def chat(shared):
     rescript(shared, [reply] * 200)
     chat = Chat(shared)
     yield chat
-    chat.wait_for_all(timeout=120)
-    ids = shared.store.thoughts.get()["ids"]
-    if ids:
-        shared.store.thoughts.delete(ids=ids)
-    with shared.db.transaction() as tx:
-        for table in ("chat_vote_log", "chat_votes", "chat_thought_jobs", "chat_turns", "thought_edges", "thoughts"):
-            tx.execute(f"DELETE FROM {table}")
+    forget_chat(chat)
 
 
 def ask(chat: Chat, question: str, user: str = "local"):

@@ -18,6 +18,7 @@ from copilot.features.chat import SWEEP_AFTER_S, THOUGHT_FROM, Chat, ChatError
 from copilot.services import Services
 from tests.conftest import import_papers, make_settings
 from tests.doubles import ScriptedBackend, rescript
+from tests.helpers import forget_chat
 
 QUESTION = "How do large language models use retrieval to answer questions?"
 THOUGHT = "1\nLanguage models answer questions better when they first retrieve supporting passages from papers."
@@ -48,13 +49,7 @@ def chat(shared, monkeypatch):
     seed = chat.services.store.search("paper", shared.embedder.embed_one(QUESTION), 1)[0]
     chat.memory.add(QUESTION, [(seed.id, "paper")], origin="test", check_redundant=False)   # makes comparisons
     yield chat
-    chat.wait_for_all(timeout=120)
-    ids = shared.store.thoughts.get()["ids"]
-    if ids:
-        shared.store.thoughts.delete(ids=ids)
-    with shared.db.transaction() as tx:
-        for table in ("chat_vote_log", "chat_votes", "chat_thought_jobs", "chat_turns", "thought_edges", "thoughts"):
-            tx.execute(f"DELETE FROM {table}")
+    forget_chat(chat)
 
 
 def comparison(chat: Chat, question: str = QUESTION, user: str = "local") -> str:
