@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import http.client
 import json
+import shutil
 import sqlite3
 import time
 
-from tests.e2e.test_concurrency import prepared_dir
+from copilot.features.chat import Chat
+from copilot.services import Services
+from tests.conftest import make_settings
+from tests.e2e.test_concurrency import TOPICS
 from tests.e2e.test_request_guard import (
     ACCOUNTS,
     _join,
@@ -27,6 +31,20 @@ from tests.e2e.test_request_guard import (
 )
 
 PER_USER = 4
+
+
+def thought_per_topic_dir(preloaded, tmp_path):
+    """30 papers plus one thought per topic resting on one paper, visible to every user: every ask on a topic
+    retrieves a thought, so each is a two-answer turn (the model answers twice)."""
+    data_dir = tmp_path / "fair-data"
+    shutil.copytree(preloaded(30), data_dir)
+    services = Services(make_settings(data_dir))
+    memory = Chat(services).memory
+    paper = services.store.papers.get(limit=1)["ids"][0]
+    for i, topic in enumerate(TOPICS):
+        memory.add(f"What recent papers say about {topic}: they study {topic} with learned models.",
+                   [(paper, "paper")], origin="test", user=f"user{i}", check_redundant=False)
+    return data_dir
 
 
 def _dependency(opener, url: str, api_name: str) -> int:
@@ -69,7 +87,7 @@ def test_a_flood_is_refused_beyond_the_users_share_and_others_are_served(app_ser
 
 
 def test_a_client_that_goes_away_stops_the_model(app_server, preloaded, tmp_path):
-    data_dir = prepared_dir(preloaded, tmp_path)          # a thought per topic: every ask is a two-answer comparison
+    data_dir = thought_per_topic_dir(preloaded, tmp_path)
     # the writing path (COPILOT_MODEL_PROFILE=capable): on the default tiny profile answers quote, with no model call
     url = app_server(env={"COPILOT_DATA_DIR": str(data_dir), "COPILOT_AUTH": ACCOUNTS, "COPILOT_LOCAL_THREADS": "1",
                           "COPILOT_ANSWER_MAX_TOKENS": "200", "COPILOT_RATE_LIMIT": "0",
