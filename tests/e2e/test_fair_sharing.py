@@ -62,7 +62,8 @@ def test_a_flood_is_refused_beyond_the_users_share_and_others_are_served(app_ser
     statuses = []
     started = time.monotonic()
     for n in range(70):                            # a fresh session id per request, as in the attack
-        body = _join({"fn_index": ask, "session_hash": f"flood-{n}", "data": [f"flood question {n}?", False, None, None]})
+        body = _join({"fn_index": ask, "session_hash": f"flood-{n}",
+                      "data": [f"flood question {n}?", False, None, None]})
         statuses.append(_post_as(ann, url, "gradio_api/queue/join", body)[0])
     flood_s = time.monotonic() - started
     assert statuses.count(200) == PER_USER and statuses.count(429) == 70 - PER_USER, statuses
