@@ -33,6 +33,7 @@ RASST = "2601.22777"
 QUESTION = "How many unique terms does the ACL 60/60 glossary that RASST retrieves from contain?"
 ANSWER = re.compile(r"238\s+unique\s+terms")
 DISTRACTORS = 120
+SEVERAL = "Which simultaneous speech translation systems retrieve terminology, and how large is their glossary?"
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +131,27 @@ def test_import_from_a_folder_status_and_no_full_text_in_backups(library, tmp_pa
     archive = write_snapshot(services.settings.data_dir, tmp_path / "snapshot.tar.gz")
     with tarfile.open(archive) as tar:
         assert not any("fulltext" in name for name in tar.getnames())
+
+
+def test_each_paper_read_updates_the_answer_without_waiting_for_the_slowest(library, tmp_path, fake_arxiv_html,
+                                                                             monkeypatch):
+    """The rows quote a paper's body as soon as that paper is read: a paper after it in the queue that arXiv sends
+    one byte a second delays only its own row (the page says how many are still being read)."""
+    monkeypatch.setattr(fulltext, "WAIT_S", 300.0)
+    services = services_over(library, tmp_path, fake_arxiv_html, arxiv_timeout=6.0)
+    chat = Chat(services)
+    turn = chat.prepare(SEVERAL, "ann")
+    tables = answer_tables(services, turn.question, [a.sources for a in turn.answers], turn.ranking)
+    queued = list(dict.fromkeys(row.paper_id for table in tables for row in table.rows))
+    assert RASST in queued[:-1], queued
+    slow = queued[queued.index(RASST) + 1]
+    fake_arxiv_html.hostile[slow] = "drip"
+    seen = []                         # (RASST's row quotes its body, the notice) at each finished state
+    for live in chat.stream(turn):
+        if live.done:
+            rows = [row for a in live.answers if a.table for row in a.table.rows if row.paper_id == RASST]
+            seen.append((any(q.source == BODY for row in rows for q in row.quotes),
+                         live.notice))
+    early = [notice for quoted, notice in seen if quoted and "Reading 1 more" in notice]
+    assert early, seen
+    assert seen[-1][0] and "arXiv too slow" in seen[-1][1], seen[-1]

@@ -225,26 +225,39 @@ class Chat(TurnVotes):
                 answer.done = True
                 yield turn
             if reading and not turn.writes:
-                self._with_full_text(turn, reading, asked_notice)
-                yield turn
+                yield from self._with_full_text(turn, reading, asked_notice)
         finally:
             self._finish(turn)
         yield turn
 
-    def _with_full_text(self, turn: Turn, reading: list[str], asked_notice: str) -> None:
-        """The quoted answers again once the papers being read are (waiting at most fulltext.WAIT_S): both sides'
-        tables are made anew, so a row whose body answers better quotes it, the same way on both sides. A model's
-        words are never redone (they cite the rows they were written over)."""
-        outcomes = fulltext.reader_for(self.services).wait(reading, fulltext.WAIT_S)
-        read = [pid for pid, outcome in outcomes.items() if outcome.status == "ok"]
-        if read:
-            tables = answer_tables(self.services, turn.question, [a.sources for a in turn.answers], turn.ranking)
-            for answer, table in zip(turn.answers, tables):
-                if not answer.error:
-                    answer.table = table
-                    answer.text = "".join(stream_reply(self.services, turn.question, answer.sources, table,
-                                                       turn.reader, writes=False))
-        turn.notice = " ".join(part for part in (asked_notice, fulltext.read_line(outcomes, len(reading))) if part)
+    def _with_full_text(self, turn: Turn, reading: list[str], asked_notice: str) -> Iterator[Turn]:
+        """The quoted answers again as each paper being read is (waiting at most fulltext.WAIT_S in all): both
+        sides' tables are made anew, so a row whose body answers better quotes it, the same way on both sides, from
+        the first paper read on, not after the slowest. A model's words are never redone (they cite the rows they
+        were written over)."""
+        reader = fulltext.reader_for(self.services)
+        deadline = time.monotonic() + fulltext.WAIT_S
+        outcomes: dict[str, fulltext.Outcome] = {}
+        while len(outcomes) < len(reading) and (left := deadline - time.monotonic()) > 0:
+            ended = reader.wait(reading, left, at_least=len(outcomes) + 1)
+            if len(ended) == len(outcomes):        # the deadline passed with no paper more
+                break
+            if any(ended[pid].status == "ok" for pid in ended if pid not in outcomes):
+                tables = answer_tables(self.services, turn.question, [a.sources for a in turn.answers],
+                                       turn.ranking)
+                for answer, table in zip(turn.answers, tables):
+                    if not answer.error:
+                        answer.table = table
+                        answer.text = "".join(stream_reply(self.services, turn.question, answer.sources, table,
+                                                           turn.reader, writes=False))
+            outcomes = ended
+            turn.notice = self._reading_notice(asked_notice, outcomes, len(reading), waiting=True)
+            yield turn
+        turn.notice = self._reading_notice(asked_notice, outcomes, len(reading))
+
+    @staticmethod
+    def _reading_notice(asked_notice: str, outcomes: dict, asked: int, waiting: bool = False) -> str:
+        return " ".join(part for part in (asked_notice, fulltext.read_line(outcomes, asked, waiting)) if part)
 
     def _check(self, answer: AnswerState, writes: bool, answer_tokens: int | None = None) -> None:
         """Run the output checks on a writing profile's finished words (a table's quotes are slices of their papers,

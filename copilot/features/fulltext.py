@@ -187,12 +187,13 @@ class FulltextReader:
             self._cond.notify_all()
         return queued
 
-    def wait(self, paper_ids: Sequence[str], timeout: float) -> dict[str, Outcome]:
+    def wait(self, paper_ids: Sequence[str], timeout: float, at_least: int | None = None) -> dict[str, Outcome]:
         """The outcomes of these papers' readings that end within `timeout` seconds (a deadline for the whole
-        wait)."""
+        wait); `at_least`: return as soon as that many of them have ended (default: all)."""
         deadline = time.monotonic() + timeout
+        wanted_count = len(paper_ids) if at_least is None else min(at_least, len(paper_ids))
         with self._cond:
-            while not all(pid in self._done for pid in paper_ids):
+            while sum(pid in self._done for pid in paper_ids) < wanted_count:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -275,9 +276,9 @@ WHY_NOT_READ = {"no_html": "no HTML page", "failed": "conversion failed", "not_f
                 "error": "reading failed"}
 
 
-def read_line(outcomes: dict[str, Outcome], asked: int) -> str:
-    """What the page says once the wait for an answer's papers is over: what was read, what could not be and why,
-    what is still being read."""
+def read_line(outcomes: dict[str, Outcome], asked: int, waiting: bool = False) -> str:
+    """What the page says once the wait for an answer's papers is over (or, `waiting`, while it goes on): what was
+    read, what could not be and why, what is still being read."""
     read = sum(1 for o in outcomes.values() if o.status == "ok")
     failed: dict[str, int] = {}
     for outcome in outcomes.values():
@@ -292,7 +293,9 @@ def read_line(outcomes: dict[str, Outcome], asked: int) -> str:
     if failed:
         parts.append(f"Not read: {', '.join(f'{n} ({why})' for why, n in failed.items())}; those rows quote the "
                      "abstract.")
-    if pending:
+    if pending and waiting:
+        parts.append(f"Reading {pending} more\u2026")
+    elif pending:
         parts.append(f"{pending} paper{'' if pending == 1 else 's'} still being read: ask again later to quote "
                      f"{'it' if pending == 1 else 'them'}.")
     return " ".join(parts)
