@@ -355,7 +355,8 @@ def body_candidates(source: Source, question: str, question_vector: np.ndarray,
     if stored is None or not len(stored.vectors) or stored.vectors.shape[1] != len(question_vector):
         return []
     body = stored.body
-    bonus = body_text.question_bonus(question, body, stored.sentences, stored.terms)
+    bonus = body_text.question_bonus(question, body, stored.sentences, stored.terms,
+                                     f"{source.title}\n{source.abstract}")
     cosines = stored.vectors @ np.asarray(question_vector, dtype=np.float32)
     found: list[tuple[float, Span, str, np.ndarray, float]] = []
     for n in np.argsort(-(cosines + bonus))[:BODY_SCAN]:
