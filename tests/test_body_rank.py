@@ -50,6 +50,7 @@ def test_a_word_of_the_papers_abstract_names_the_paper_not_the_answer():
 def test_how_large_does_not_look_for_the_word_large():
     assert "larg" not in body_text.asked_words("How large are the molecule corpora in the study?")
     assert {"corpora", "molecul"} <= body_text.asked_words("How large are the molecule corpora in the study?")
+    assert "transform" in body_text.asked_words("How transformers fail on long inputs")   # only a word of degree
     body = make_body(given=[
         ("4 Results", "S4", "4 Results", "First, the gap between the two molecule tokenizers is large in every run."),
         ("3.2 Data", "S3.SS2", "3 Setup", "The corpora span 740K to 136M molecules, each with a held-out split.")])

@@ -137,7 +137,8 @@ _UNIT_ENDS = re.compile(r"\b(?:is|are|was|were|does|do|did|has|have|in|on|of|for
                         r"the|a|an)\b.*", re.I | re.S)
 _TOKEN = re.compile(r"\w+")
 _NUMBER_TOKEN = re.compile(r"\b\d")
-_HOW_WHAT = re.compile(r"\bhow\s+([A-Za-z]{2,20})\b", re.I)
+_HOW_WHAT = re.compile(r"\bhow\s+(large|big|long|short|small|high|low|fast|slow|quick|quickly|well|good|bad|often|far"
+                       r"|deep|wide|strong|accurate|close|old|heavy|expensive|costly|frequent|frequently)\b", re.I)
 CAPTION_PENALTY = 0.1         # a figure's caption describes the figure; the text states what it shows
 WORDS_WEIGHT = 1.0            # a sentence's bonus for holding all of the question's words (weighted by rarity)
 KNOWN_WEIGHT = 0.5            # a question word of the paper's title or abstract names the paper, not the answer
