@@ -136,8 +136,13 @@ _ASKED_UNIT = re.compile(r"\b(?:how\s+(?:many|much|large|big|long)(?:\s+(?:is|ar
 _UNIT_ENDS = re.compile(r"\b(?:is|are|was|were|does|do|did|has|have|in|on|of|for|to|by|with|at|from|that|and|or|"
                         r"the|a|an)\b.*", re.I | re.S)
 _TOKEN = re.compile(r"\w+")
+_NUMBER_TOKEN = re.compile(r"\b\d")
+_HOW_WHAT = re.compile(r"\bhow\s+(large|big|long|short|small|high|low|fast|slow|quick|quickly|well|good|bad|often|far"
+                       r"|deep|wide|strong|accurate|close|old|heavy|expensive|costly|frequent|frequently)\b", re.I)
 CAPTION_PENALTY = 0.1         # a figure's caption describes the figure; the text states what it shows
 WORDS_WEIGHT = 1.0            # a sentence's bonus for holding all of the question's words (weighted by rarity)
+KNOWN_WEIGHT = 0.5            # a question word of the paper's title or abstract names the paper, not the answer
+SECTION_WEIGHT = 0.2          # …and for its section path holding them
 UNIT_BONUS = 0.1              # …and for stating a number beside what the question asks the amount of
 NUMBER_NEAR = 3               # words between a number and the asked unit: "8,700 diverse font types", "epochs: 4"
 
@@ -157,15 +162,19 @@ def asked_units(question: str) -> frozenset[str]:
     return frozenset(sentence_terms([words])[0]) - ASKING if words.strip() else frozenset()
 
 
-def unit_numbers(question: str, texts: Sequence[str], terms: Sequence[frozenset[str]]) -> np.ndarray:
+def unit_numbers(question: str, texts: Sequence[str], terms: Sequence[frozenset[str]],
+                 headers: Sequence[frozenset[str]] = ()) -> np.ndarray:
     """For each sentence, 1 when it states a number within NUMBER_NEAR words of what the question asks the amount
-    of ("2 million samples", "trained for 4 epochs", "learning rate: 1e-7"), else 0."""
+    of ("2 million samples", "trained for 4 epochs", "learning rate: 1e-7"), or is a table row with a number under
+    a header that names it (`headers`: header_terms), else 0."""
     units = asked_units(question)
     found = np.zeros(len(texts), dtype=np.float32)
     if not units:
         return found
     stem = _stemmer().stemWord
     for n, (text, held) in enumerate(zip(texts, terms)):
+        if n < len(headers) and headers[n] & units and not held & units and _NUMBER_TOKEN.search(text):
+            found[n] = 1.0
         if not held & units:
             continue
         tokens = _TOKEN.findall(text)
@@ -177,25 +186,70 @@ def unit_numbers(question: str, texts: Sequence[str], terms: Sequence[frozenset[
 
 
 def question_bonus(question: str, body: Body, sentences: Sequence[tuple[int, int, int, bool, bool]],
-                   terms: Sequence[frozenset[str]]) -> np.ndarray:
+                   terms: Sequence[frozenset[str]], known: str = "") -> np.ndarray:
     """Each stored sentence's bonus over its cosine to the question: WORDS_WEIGHT × its share of the question's
     words (an embedding of a long question misses the sentence that states "learning rate 1e-4, weight decay
-    0.01"), UNIT_BONUS when it states a number beside what the question asks the amount of ("for how many epochs"
+    0.01"; a table row holds its header's words too), SECTION_WEIGHT × the share its section path holds (the
+    words of `known`, the paper's title and abstract, weigh KNOWN_WEIGHT in both: they name the paper, not the
+    answer), UNIT_BONUS when it states a number beside what the question asks the amount of ("for how many epochs"
     → "4 epochs"), less CAPTION_PENALTY for a caption."""
     bonus = np.zeros(len(sentences), dtype=np.float32)
     if len(terms) == len(sentences):
-        bonus += WORDS_WEIGHT * word_shares(question, terms)
-        bonus += UNIT_BONUS * unit_numbers(question, [body.text[s[0]:s[1]] for s in sentences], terms)
+        headers = header_terms(body, sentences)
+        named = frozenset(sentence_terms([known[:5000]])[0]) if known.strip() else frozenset()
+        bonus += WORDS_WEIGHT * word_shares(question, [t | h for t, h in zip(terms, headers)], named)
+        bonus += SECTION_WEIGHT * word_shares(question, section_terms(body, sentences), named)
+        bonus += UNIT_BONUS * unit_numbers(question, [body.text[s[0]:s[1]] for s in sentences], terms, headers)
     return bonus - CAPTION_PENALTY * np.array([body.passages[s[2]].kind == "caption" for s in sentences],
                                               dtype=np.float32)
 
 
-def word_shares(question: str, terms: Sequence[frozenset[str]]) -> np.ndarray:
+def section_terms(body: Body, sentences: Sequence[tuple[int, int, int, bool, bool]]) -> list[frozenset[str]]:
+    """Each sentence's section path as word stems ("5.9 Model Capability × Exploration › The counter-intuitive
+    result" under "5 Experiments"): a question about "the model-size by exploration ablation" names the section
+    its answer is in more often than the answer's own words."""
+    keys = list(dict.fromkeys(body.passages[s[2]].section for s in sentences))
+    paths = [f"{section.top} {section_label(body, section)}"[:1000] if (section := body.sections[key]
+             if 0 <= key < len(body.sections) else None) else "" for key in keys]
+    stems = dict(zip(keys, (frozenset(t) for t in sentence_terms(paths)))) if keys else {}
+    return [stems[body.passages[s[2]].section] for s in sentences]
+
+
+def header_terms(body: Body, sentences: Sequence[tuple[int, int, int, bool, bool]]) -> list[frozenset[str]]:
+    """For a sentence that is a table row, the word stems of its table's header (the first row of its run of rows,
+    when that row states no number): "Playground Dataset | 560,161 | 43,295 | 7.7%" is about "Total Prompts |
+    Successful Prompts | Success Rate"; an empty set for any other sentence."""
+    passages = body.passages
+    header: dict[int, int] = {}               # a table row's passage → its header row's passage (or -1)
+    first = -1
+    for n, passage in enumerate(passages):
+        if passage.kind != "table_row":
+            first = -1
+            continue
+        if first < 0:
+            first = n if not re.search(r"\d", body.text[passage.start:passage.end]) else -2
+        header[n] = first if first != n else -1
+    texts = {h: body.text[passages[h].start:passages[h].end][:1000] for h in set(header.values()) if h >= 0}
+    stems = dict(zip(texts, (frozenset(t) for t in sentence_terms(list(texts.values()))))) if texts else {}
+    return [stems.get(header.get(s[2], -1), frozenset()) for s in sentences]
+
+
+def asked_words(question: str) -> frozenset[str]:
+    """The stems of a question's words that say what it is about: not its asking words, nor the word that says
+    what kind of amount it asks ("how *large* are the corpora": "large" is in every "the gap is large")."""
+    if not question.strip():
+        return frozenset()
+    kinds = " ".join(m.group(1) for m in _HOW_WHAT.finditer(question[:2000]))
+    return frozenset(sentence_terms([question[:2000]])[0]) - ASKING - (
+        frozenset(sentence_terms([kinds])[0]) if kinds else frozenset())
+
+
+def word_shares(question: str, terms: Sequence[frozenset[str]], known: frozenset[str] = frozenset()) -> np.ndarray:
     """For each sentence, the share of the question's words it holds, each word weighted by how rare it is in the
     body (its inverse sentence frequency): "weight decay" counts for more than the paper's own name, which most of
     its sentences hold. 0 for all when the body holds none of the question's words. Linear in the body's terms (a
     set intersection per sentence), however long the question."""
-    asked = frozenset(sentence_terms([question])[0]) - ASKING if question.strip() else frozenset()
+    asked = asked_words(question)
     shares = np.zeros(len(terms), dtype=np.float32)
     if not asked or not terms:
         return shares
@@ -204,7 +258,8 @@ def word_shares(question: str, terms: Sequence[frozenset[str]]) -> np.ndarray:
     for words in held:
         for word in words:
             counts[word] = counts.get(word, 0) + 1
-    weights = {word: math.log((len(terms) + 1) / (n + 0.5)) for word, n in counts.items()}
+    weights = {word: math.log((len(terms) + 1) / (n + 0.5)) * (KNOWN_WEIGHT if word in known else 1.0)
+               for word, n in counts.items()}
     total = sum(weights.values())
     if total <= 0:
         return shares

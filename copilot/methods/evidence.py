@@ -347,15 +347,15 @@ def _body_span(body: Body, n: int, sentence: tuple[int, int, int, bool, bool]) -
 def body_candidates(source: Source, question: str, question_vector: np.ndarray,
                     limits: re.Pattern | None = None) -> list[tuple[Span, str, np.ndarray, float]]:
     """The spans of a paper's full text a row may quote for the question, with their cue role, stored vector and
-    bonus (body_text.question_bonus): of its BODY_SCAN closest by cosine and bonus, the BODY_CANDIDATES that score
-    best as a row scores them (`span_bonus`), among those that may state the paper's finding and are quotable and
-    not background by their cues (with `limits`, a background span that states a limitation stays, role
-    "limitation")."""
+    bonus (body_text.question_bonus, its title and abstract as what names it): of its BODY_SCAN closest by cosine
+    and bonus, the BODY_CANDIDATES that score best as a row scores them (`span_bonus`), among those that may state
+    the paper's finding, quotable, not background by their cues (with `limits`: or stating a limitation)."""
     stored = source.body
     if stored is None or not len(stored.vectors) or stored.vectors.shape[1] != len(question_vector):
         return []
     body = stored.body
-    bonus = body_text.question_bonus(question, body, stored.sentences, stored.terms)
+    bonus = body_text.question_bonus(question, body, stored.sentences, stored.terms,
+                                     f"{source.title}\n{source.abstract}")
     cosines = stored.vectors @ np.asarray(question_vector, dtype=np.float32)
     found: list[tuple[float, Span, str, np.ndarray, float]] = []
     for n in np.argsort(-(cosines + bonus))[:BODY_SCAN]:
