@@ -109,7 +109,7 @@ class Settings(BaseSettings):
         "section 4).")
     embed_precision: Literal["auto", "fp32"] = Field(
         "auto", description="`auto`: the torch backend embeds batches of 16 texts or more in bf16 where the CPU "
-        "multiplies bf16 in hardware (avx512_bf16 or AMX; ~2x faster on a paper's body, vectors within cosine 0.9999 "
+        "multiplies bf16 in hardware (avx512_bf16; ~2x faster on a paper's body, vectors within cosine 0.9999 "
         "of fp32, checked at load), else fp32; `fp32`: always fp32 (docs/performance.md, \"bf16 on the torch "
         "path\").")
     chroma_host: str | None = Field(None, description="Chroma server host; unset means embedded Chroma in the data "

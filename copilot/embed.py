@@ -43,9 +43,9 @@ __all__ = ["STATIC_FILE", "Embedder", "EmbedderError", "OnnxModel", "StaticModel
            "native_bf16", "onnx_copy", "packaged_minilm"]
 BACKENDS = ("torch", "onnx", "onnx-int8")
 PRECISIONS = ("auto", "fp32")
-# Instruction sets that multiply bf16 in hardware. torch's own check (oneDNN's) also says yes on plain AVX-512, where
-# oneDNN emulates bf16; on AVX2 it says no. Both must agree.
-BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+# The instruction set that multiplies bf16 in hardware (every AMX CPU lists it too). torch's own check (oneDNN's) also
+# says yes on plain AVX-512, where oneDNN emulates bf16, slower than fp32; on AVX2 it says no. Both must agree.
+BF16_FLAG = "avx512_bf16"
 BF16_MIN_TEXTS = 16      # fewer texts stay fp32: a question alone was slower in bf16 (docs/performance.md)
 BF16_MIN_COSINE = 0.9999  # the same-embedder rule of the fp32 ONNX copy (ONNX_MIN_COSINE[False])
 CPUINFO = Path("/proc/cpuinfo")
@@ -63,14 +63,16 @@ def native_bf16(cpuinfo: Path = CPUINFO) -> tuple[bool, str]:
     """Whether torch runs bf16 matrix products natively on this CPU, and why (or why not)."""
     from copilot.llm.cpu_backend import cpu_flags
 
-    listed = sorted(BF16_FLAGS & cpu_flags(cpuinfo))
-    if not listed:
-        return False, "the CPU lists neither avx512_bf16 nor amx_bf16 (bf16 would be emulated, slower than fp32)"
+    if BF16_FLAG not in cpu_flags(cpuinfo):
+        return False, f"the CPU does not list {BF16_FLAG} (bf16 would be emulated, slower than fp32)"
+    # oneDNN's AMX kernels are left out, as llama.cpp's are (copilot/llm/cpu_backend.py): a VM can list AMX that it
+    # does not grant. Read by oneDNN at its first use; ONEDNN_MAX_CPU_ISA=ALL in the environment allows them.
+    os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
     import torch
 
     if not (torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
-        return False, f"the CPU lists {', '.join(listed)} but torch's oneDNN has no bf16 kernels for it"
-    return True, f"the CPU lists {', '.join(listed)}"
+        return False, f"the CPU lists {BF16_FLAG} but torch's oneDNN has no bf16 kernels for it"
+    return True, f"the CPU lists {BF16_FLAG}"
 
 
 def _sentence_transformer(ref: str):
@@ -181,10 +183,11 @@ class Embedder:
             return model.encode(list(texts))
         if isinstance(model, OnnxModel):
             return model.encode(list(texts), self.batch_size)
-        with _bf16_autocast() if self._bf16(model, len(texts)) else nullcontext():
+        bf16 = self._bf16(model, len(texts))
+        with _bf16_autocast() if bf16 else nullcontext():
             vectors = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
                                    convert_to_numpy=True, show_progress_bar=False)
-        return _unit(vectors.astype(np.float32))
+        return _unit(vectors.astype(np.float32)) if bf16 else vectors.astype(np.float32)
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
