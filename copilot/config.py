@@ -100,7 +100,9 @@ class Settings(BaseSettings):
     embed_model: str | None = Field(
         None, description="Sentence-transformers model name or path, or a static model directory made by "
         "`embed-distill` (fast path). Default: the packaged all-MiniLM-L6-v2.")
-    embed_batch_size: int = Field(64, ge=1, le=4096, description="Texts embedded per batch.")
+    embed_batch_size: int = Field(32, ge=1, le=4096, description="Texts embedded per batch (32: faster than 64 on "
+                                  "a paper's sentences and on abstracts, docs/performance.md \"bf16 on the torch "
+                                  "path\").")
     embed_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
         "torch", description="How a sentence-transformers model runs: `torch`, `onnx` (an ONNX Runtime copy "
         "exported once into the data dir's models folder, ~10 s and ~1.2 GB at first use; the same vectors as "

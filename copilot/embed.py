@@ -88,7 +88,7 @@ def _sentence_transformer(ref: str):
 class Embedder:
     """Unit-normalised float32 embeddings, batched. The model loads on first use and is shared per process."""
 
-    def __init__(self, model: str | None = None, batch_size: int = 64, backend: str = "torch",
+    def __init__(self, model: str | None = None, batch_size: int = 32, backend: str = "torch",
                  models_dir: Path | None = None, precision: str = "auto") -> None:
         """`backend`: `torch` (sentence-transformers), `onnx` or `onnx-int8` (an ONNX Runtime copy of the model,
         exported once into `models_dir`; without a models dir, or when the export fails, torch with a logged
