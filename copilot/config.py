@@ -151,6 +151,10 @@ class Settings(BaseSettings):
 
     # --- chat and retrieval
     top_k: int = Field(8, ge=1, le=100, description="Items retrieved per question (Thought-Retriever K).")
+    thought_row_margin: float = Field(
+        0.08, ge=-1.0, le=1.0, description="How much a paper reached through a thought must beat the papers-only row "
+        "it would push out of Chat's thought-side table by (its best sentence's score) to take that place; else the "
+        "papers-only row stays. Negative: memory's rows always keep their places (docs/thoughts-eval.md).")
     context_tokens: int | None = Field(
         None, ge=100, le=100000, description="Token budget for retrieved material. Default: 2000 (the paper's) for "
         "an OpenAI-compatible endpoint or a local model of 1B parameters or more, 700 for a smaller local model "

@@ -10,6 +10,12 @@ from __future__ import annotations
 from copilot.features.chat import Chat
 from copilot.services import Services
 
+# COPILOT_THOUGHT_ROW_MARGIN for the tests that must see a comparison: a memory row keeps its place whatever the row
+# it pushes out. On the small libraries these tests use, no paper beyond a test question's pool beats the papers-only
+# row it would push out by the shipped margin (issue #49 item 3; the best came within 0.065), so without it no
+# turn of theirs is a comparison; tests/test_no_displacing.py holds the rule itself.
+KEEP_MEMORY_ROWS = -1.0
+
 
 def thought_with_a_new_row(services: Services, question: str, top_k: int | None = None, user: str = "local",
                            tries: int = 40, text: str | None = None) -> str | None:

@@ -20,7 +20,7 @@ from copilot.llm import LLMError
 from copilot.methods.thought_drafts import is_row_thought
 from copilot.prompts import CHAT_ANSWER
 from copilot.services import Services
-from tests.comparisons import thought_with_a_new_row
+from tests.comparisons import KEEP_MEMORY_ROWS, thought_with_a_new_row
 from tests.conftest import import_papers, make_settings
 from tests.doubles import ScriptedBackend, rescript
 from tests.helpers import forget_chat
@@ -253,7 +253,7 @@ def test_end_to_end_with_the_real_local_model(services, settings, monkeypatch, c
     for name, value in {"COPILOT_DATA_DIR": str(settings.data_dir), "COPILOT_LLM": "local",
                         "COPILOT_SCHEDULER": "false", "COPILOT_ANSWER_MAX_TOKENS": "48",
                         "COPILOT_CONTEXT_TOKENS": "600", "COPILOT_LLM_TIMEOUT": "600",
-                        "COPILOT_LOCAL_THREADS": "1"}.items():
+                        "COPILOT_LOCAL_THREADS": "1", "COPILOT_THOUGHT_ROW_MARGIN": str(KEEP_MEMORY_ROWS)}.items():
         monkeypatch.setenv(name, value)
 
     def ask(question: str) -> dict:

@@ -13,6 +13,7 @@ import pytest
 from copilot.features import chat_thoughts
 from copilot.features.chat import Chat
 from copilot.methods.thought_drafts import ROW_THOUGHT_FLOOR
+from tests.comparisons import KEEP_MEMORY_ROWS
 from tests.helpers import clean_env
 
 QUESTION = "Which methods make large language models reason better with reinforcement learning?"
@@ -126,16 +127,19 @@ def test_each_table_of_a_turn_is_built_once(chat, monkeypatch):
 
     monkeypatch.setattr(answers, "table_paper_hits", counted("ranking", answers.table_paper_hits))
     monkeypatch.setattr(evidence, "build_rows", counted("rows", evidence.build_rows))
-    turn = chat.prepare(QUESTION, "erin")
-    items = {a.kind: a.sources for a in turn.answers}
-    assert any(s.kind == "thought" for s in items.get("thoughts", [])), "no thought reached the turn"
-    started = time.perf_counter()
-    for _ in chat.stream(turn):
-        pass
-    wall = time.perf_counter() - started
-    assert calls == {"ranking": 1, "rows": 2}, calls
-    assert sum(answer.seconds or 0.0 for answer in turn.answers) >= 0.9 * wall, [a.seconds for a in turn.answers]
-    monkeypatch.undo()
-    stored = chat.log.turn(turn.id)
-    expected = answers.answer_tables(chat.services, QUESTION, [items["raw"], items["thoughts"]])
-    assert [stored.raw.table.paper_ids, stored.thoughts.table.paper_ids] == [t.paper_ids for t in expected]
+    with pytest.MonkeyPatch.context() as keep:      # both answers shown, so both are timed (tests.comparisons)
+        keep.setattr(chat.services, "settings",
+                     chat.services.settings.model_copy(update={"thought_row_margin": KEEP_MEMORY_ROWS}))
+        turn = chat.prepare(QUESTION, "erin")
+        items = {a.kind: a.sources for a in turn.answers}
+        assert any(s.kind == "thought" for s in items.get("thoughts", [])), "no thought reached the turn"
+        started = time.perf_counter()
+        for _ in chat.stream(turn):
+            pass
+        wall = time.perf_counter() - started
+        assert calls == {"ranking": 1, "rows": 2}, calls
+        assert sum(answer.seconds or 0.0 for answer in turn.answers) >= 0.9 * wall, [a.seconds for a in turn.answers]
+        monkeypatch.undo()
+        stored = chat.log.turn(turn.id)
+        expected = answers.answer_tables(chat.services, QUESTION, [items["raw"], items["thoughts"]])
+        assert [stored.raw.table.paper_ids, stored.thoughts.table.paper_ids] == [t.paper_ids for t in expected]

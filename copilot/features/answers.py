@@ -9,7 +9,7 @@ made (`evidence.make_table`), and never edited.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -136,31 +136,53 @@ def answer_tables(services: Services, question: str, sides: Sequence[Sequence[Ev
         sources = table_sources(services, items, question, question_vector, ranking, by_question,
                                 bodies) if items else []
         # the sources are papers only: their sentences may be kept on disk (a question or a thought's text never is)
+        # a side reaching papers through thoughts keeps as many more candidates, so the rows a paper from memory
+        # would push out are still there for `no_displacing` to weigh
+        extra = sum(bool(source.via) for source in sources)
         built.append(evidence.build_rows(question, question_vector, sources, services.embed_sentences,
+                                         max_rows=evidence.MAX_ROWS + extra,
                                          learned_roles=sentence_roles.trained_for(services.embedder.name))
                      if sources else ([], None))
-    counts = [len(rows) for rows, _ in built]
+    counts = [min(len(rows), evidence.MAX_ROWS) for rows, _ in built]
     budget = min(counts) if len(sides) == 2 and all(counts) else evidence.MAX_ROWS
     tables = []
     for rows, vectors in built:
-        chosen = no_displacing(rows, budget)
+        chosen = no_displacing(rows, budget, margin=services.settings.thought_row_margin)
         kept = [rows[n] for n in chosen]
         evidence_groups.group_rows(kept, None if vectors is None else vectors[chosen], question)
         tables.append(evidence.make_table(kept, question))
     return tables
 
 
-def no_displacing(rows: Sequence[evidence.Row], budget: int) -> list[int]:
+def row_score(row: evidence.Row) -> float:
+    """A row's own evidence for the question: its best sentence's score (the cosine plus the role bonus, the measure
+    `evidence.build_rows` picks a paper's quotes by)."""
+    return row.score
+
+
+# A row reached through a thought keeps its place only when its score beats the row it pushes out by this much. A
+# smaller difference is within what the table itself calls close (evidence.SECOND_WITHIN, a second sentence "close
+# behind" the first), so the comparison would be a vote on noise. Chosen on `eval thoughts-dev`'s comparisons
+# (copilot.eval.displace_eval, docs/thoughts-eval.md): no margin lost 3 relevant papers there, 0.06-0.08 none.
+# The default of the setting COPILOT_THOUGHT_ROW_MARGIN, which answer_tables reads.
+DISPLACE_MARGIN = 0.08
+
+
+def no_displacing(rows: Sequence[evidence.Row], budget: int,
+                  strength: Callable[[evidence.Row], float] = row_score,
+                  margin: float = DISPLACE_MARGIN) -> list[int]:
     """Which of a side's candidate rows (in table order) it shows, at most `budget`: the first ones, except that a
-    row reached through a thought never takes the place of a retrieved paper closer to the question (the paper's
-    cosine, the measure of the table's paper floor); that paper is shown instead (issue #49: the thought side's one
-    different row was a paper less related than the row it pushed out, and off topic). By Search's fused order no
-    paper from memory would ever qualify: everything it ranks above a row is in the pool already."""
+    row reached through a thought keeps its place only when its own evidence for the question (`strength`) is at
+    least `margin` above that of the row it pushes out, one of the retrieved rows a papers-only table would show
+    (the first `budget` retrieved ones); else that row is shown instead. The weakest thought row meets the strongest
+    such row first (issue #49: the thought side's one different row was mostly a paper less relevant than the row
+    it pushed out, and by the paper's cosine alone it looked closer). A paper the question names by id stays."""
     kept = list(range(min(budget, len(rows))))
-    left_out = sorted((n for n in range(len(kept), len(rows)) if not rows[n].source.via),
-                      key=lambda n: -rows[n].source.score)
-    for slot, n in enumerate(kept):
-        if rows[n].source.via and left_out and rows[left_out[0]].source.score > rows[n].source.score:
+    reference = [n for n in range(len(rows)) if not rows[n].source.via][:budget]
+    left_out = sorted((n for n in reference if n not in kept), key=lambda n: -strength(rows[n]))
+    weighed = (s for s, n in enumerate(kept) if rows[n].source.via and not rows[n].source.named)  # asked for by id
+    for slot in sorted(weighed, key=lambda s: strength(rows[kept[s]])):
+        if left_out and strength(rows[left_out[0]]) + margin > strength(rows[kept[slot]]):
             kept[slot] = left_out.pop(0)
     return sorted(kept)
 

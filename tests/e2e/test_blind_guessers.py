@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 from copilot.features import chat_thoughts
 from copilot.features.chat import Chat
 from copilot.services import Services
-from tests.comparisons import thought_with_a_new_row
+from tests.comparisons import KEEP_MEMORY_ROWS, thought_with_a_new_row
 from tests.conftest import make_settings
 from tests.e2e.test_chat_page import ANSWER_TIMEOUT_MS, SHAPE, ask, open_chat
 
@@ -52,7 +52,7 @@ def thoughts_by_the_packaged_model(preloaded, tmp_path) -> tuple[str, list[str]]
     compare, so its thought is made at once from its answer)."""
     data_dir = tmp_path / "guess-data"
     shutil.copytree(preloaded(60), data_dir)
-    chat = Chat(Services(make_settings(data_dir, answer_max_tokens=64, top_k=4)))
+    chat = Chat(Services(make_settings(data_dir, answer_max_tokens=64, top_k=4, thought_row_margin=KEEP_MEMORY_ROWS)))
     with pytest.MonkeyPatch.context() as patch:     # on 60 papers these unvoted answers are under the floor (#49)
         patch.setattr(chat_thoughts, "UNVOTED_FLOOR", 0.0)
         for question in SEED_QUESTIONS:
@@ -126,6 +126,7 @@ def guesses(turn: dict) -> dict[str, str | None]:
 def test_guessers_cannot_tell_the_thought_side_before_the_vote(app_server, preloaded, tmp_path, page):
     data_dir, thought_texts = thoughts_by_the_packaged_model(preloaded, tmp_path)
     url = app_server(env={"COPILOT_DATA_DIR": data_dir, "COPILOT_TOP_K": "4", "COPILOT_ANSWER_MAX_TOKENS": "64",
+                          "COPILOT_THOUGHT_ROW_MARGIN": str(KEEP_MEMORY_ROWS),
                           "COPILOT_LLM_TIMEOUT": "900"})
     open_chat(page, url)
     turns = []

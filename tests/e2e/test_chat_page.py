@@ -37,6 +37,7 @@ def open_chat(page, url: str) -> None:
 
 
 def test_ask_vote_reload_and_escaping(app_server, preloaded, tmp_path, page):
+    from tests.comparisons import KEEP_MEMORY_ROWS
     from tests.e2e.test_blind_guessers import thought_with_a_new_row
 
     # memory holds, besides what this test's turns leave, one thought on another topic resting on a paper the plain
@@ -45,8 +46,10 @@ def test_ask_vote_reload_and_escaping(app_server, preloaded, tmp_path, page):
     data_dir = tmp_path / "chat-data"
     shutil.copytree(preloaded(60), data_dir)
     compared = "How are vision-language models evaluated on charts and documents?"
-    assert thought_with_a_new_row(Services(make_settings(data_dir, top_k=3)), compared, top_k=3)
+    assert thought_with_a_new_row(Services(make_settings(data_dir, top_k=3, thought_row_margin=KEEP_MEMORY_ROWS)),
+                                  compared, top_k=3)
     url = app_server(env={"COPILOT_DATA_DIR": str(data_dir), "COPILOT_ANSWER_MAX_TOKENS": "32",
+                          "COPILOT_THOUGHT_ROW_MARGIN": str(KEEP_MEMORY_ROWS),
                           "COPILOT_CONTEXT_TOKENS": "400", "COPILOT_TOP_K": "3", "COPILOT_LLM_TIMEOUT": "900",
                                       # one thread: two spin-waiting threads on a busy 2-core box are far slower
                                       "COPILOT_LOCAL_THREADS": "1"})

@@ -15,12 +15,12 @@ from gradio_client import Client
 
 from copilot.features.chat import Chat
 from copilot.services import Services
-from tests.comparisons import tables_differ, thought_with_a_new_row
+from tests.comparisons import KEEP_MEMORY_ROWS, tables_differ, thought_with_a_new_row
 from tests.conftest import make_settings
 
 SESSIONS = 10
 APP_ENV = {"COPILOT_TOP_K": "4", "COPILOT_CONTEXT_TOKENS": "200", "COPILOT_CONCURRENCY": str(SESSIONS),
-           "COPILOT_ANSWER_MAX_TOKENS": "24"}
+           "COPILOT_ANSWER_MAX_TOKENS": "24", "COPILOT_THOUGHT_ROW_MARGIN": str(KEEP_MEMORY_ROWS)}
 TOPICS = ["speech recognition", "protein folding", "graph neural networks", "reinforcement learning for robots",
           "machine translation", "image segmentation", "recommender systems", "code generation",
           "federated learning", "time series forecasting"]
@@ -38,7 +38,8 @@ def prepared_dir(preloaded, tmp_path) -> tuple:
     paper for any question). → (data dir, the sessions whose turns are comparisons)."""
     data_dir = tmp_path / "concurrency-data"
     shutil.copytree(preloaded(200), data_dir)
-    services = Services(make_settings(data_dir, top_k=4, context_tokens=200, answer_max_tokens=24))
+    services = Services(make_settings(data_dir, top_k=4, context_tokens=200, answer_max_tokens=24,
+                                      thought_row_margin=KEEP_MEMORY_ROWS))
     memory = Chat(services).memory
     paper = services.store.papers.get(limit=1)["ids"][0]
     for i, topic in enumerate(TOPICS):
