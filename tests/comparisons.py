@@ -59,3 +59,14 @@ def tables_differ(services: Services, question: str, user: str = "local") -> boo
         return False
     raw, augmented = answer_tables(services, question, [found.raw, found.augmented], ranking)
     return set(raw.content()) != set(augmented.content())
+
+
+def remember_papers_beyond_the_pool(chat: Chat, first_turn_id: str, question: str, user: str) -> None:
+    """After the turn `first_turn_id` on `question`: its own thought, then one on the 8 papers nearest the question
+    that its papers-only pool left out (memory that could push a papers-only row out)."""
+    pool = [s.id for s in chat.log.turn(first_turn_id).raw.sources]
+    near = [e.id for e in chat.services.store.search("paper", chat.services.embedder.embed_one(question), 60)]
+    chat.request_thought(first_turn_id, None, "test")
+    chat.wait_for_all(timeout=120)
+    chat.memory.add(question, [(pid, "paper") for pid in near if pid not in pool][:8], origin="test", user=user,
+                    check_redundant=False)

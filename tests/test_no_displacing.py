@@ -9,6 +9,7 @@ import pytest
 from copilot.features import answers, chat_thoughts
 from copilot.features.chat import Chat
 from copilot.methods import evidence
+from tests.comparisons import remember_papers_beyond_the_pool
 from tests.helpers import clean_env
 
 MARGIN = answers.DISPLACE_MARGIN
@@ -89,12 +90,7 @@ def test_a_turn_weighs_memory_rows_against_the_papers_only_rows_they_would_push_
     first = chat.prepare(question, "dana")
     for _ in chat.stream(first):
         pass
-    pool = [s.id for s in chat.log.turn(first.id).raw.sources]
-    near = [e.id for e in chat.services.store.search("paper", chat.services.embedder.embed_one(question), 60)]
-    chat.request_thought(first.id, None, "test")
-    chat.wait_for_all(timeout=120)
-    chat.memory.add(question, [(pid, "paper") for pid in near if pid not in pool][:8], origin="test", user="dana",
-                    check_redundant=False)
+    remember_papers_beyond_the_pool(chat, first.id, question, "dana")
     turn = chat.prepare(question, "dana")
     sides = {a.kind: a.sources for a in turn.answers}
     assert any(s.kind == "thought" for s in sides.get("thoughts", [])), "no thought reached the turn"

@@ -13,7 +13,7 @@ import pytest
 from copilot.features import chat_thoughts
 from copilot.features.chat import Chat
 from copilot.methods.thought_drafts import ROW_THOUGHT_FLOOR
-from tests.comparisons import KEEP_MEMORY_ROWS
+from tests.comparisons import KEEP_MEMORY_ROWS, remember_papers_beyond_the_pool
 from tests.helpers import clean_env
 
 QUESTION = "Which methods make large language models reason better with reinforcement learning?"
@@ -111,12 +111,7 @@ def test_each_table_of_a_turn_is_built_once(chat, monkeypatch):
     from copilot.methods import evidence
 
     first = run(chat, QUESTION, "erin")
-    pool = [s.id for s in chat.log.turn(first.id).raw.sources]
-    near = [e.id for e in chat.services.store.search("paper", chat.services.embedder.embed_one(QUESTION), 60)]
-    chat.request_thought(first.id, None, "test")
-    chat.wait_for_all(timeout=120)
-    chat.memory.add(QUESTION, [(pid, "paper") for pid in near if pid not in pool][:8], origin="test", user="erin",
-                    check_redundant=False)
+    remember_papers_beyond_the_pool(chat, first.id, QUESTION, "erin")
     calls = {"ranking": 0, "rows": 0}
 
     def counted(name, real):
