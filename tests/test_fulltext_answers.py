@@ -155,3 +155,26 @@ def test_each_paper_read_updates_the_answer_without_waiting_for_the_slowest(libr
     early = [notice for quoted, notice in seen if quoted and "Reading 1 more" in notice]
     assert early, seen
     assert seen[-1][0] and "arXiv too slow" in seen[-1][1], seen[-1]
+
+
+def test_a_waiting_question_quotes_the_body_from_a_first_look_before_the_whole_paper_is_stored(
+        library, tmp_path, fake_arxiv_html, monkeypatch):
+    """The sentences holding the question's words are embedded first: the row quotes the answering sentence
+    while the rest of the paper is still being embedded (nothing stored yet), and the stored body gives the same
+    quote."""
+    monkeypatch.setattr(fulltext, "WAIT_S", 300.0)
+    services = services_over(library, tmp_path, fake_arxiv_html)
+    chat = Chat(services)
+    turn = chat.prepare(QUESTION, "ann")
+    seen = []                 # (the answer quoted from the body, the whole body stored then) at each finished state
+    for live in chat.stream(turn):
+        if live.done:
+            quotes = [(q.shown, q.section) for a in live.answers if a.table for row in a.table.rows
+                      if row.paper_id == RASST for q in row.quotes if q.source == BODY and ANSWER.search(q.shown)]
+            seen.append((quotes, bool(services.fulltext.with_text([RASST])), live.notice))
+    early = [quotes for quotes, stored, _ in seen if quotes and not stored]
+    assert early, [(bool(q), stored, notice) for q, stored, notice in seen]
+    final, stored, notice = seen[-1]
+    assert stored and "Read the full text of 1 paper" in notice
+    assert set(final) == set(early[0]), (final, early[0])
+    assert "its row quotes the sentences read first" in fulltext.read_line({}, 1, looked=1)

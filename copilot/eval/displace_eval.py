@@ -60,12 +60,12 @@ def capture(services: Services, dev: list[dict], warmups: list[dict], progress=l
         local.sides.append(([_row_record(row, local.fused) for row in rows], budget))
         return _shipped_rule(rows, budget, strength, margin) if shipped else list(range(min(budget, len(rows))))
 
-    def recording(services_, question, sides, ranking=None, by_question=False):
+    def recording(services_, question, sides, ranking=None, by_question=False, looks=None):
         if ranking is None:
             vector = services_.embedder.embed_cached([question])[0]
             ranking = answers.question_ranking(services_, question, vector)
         local.sides, local.fused = [], {pid: n for n, (pid, _) in enumerate(ranking)}
-        made = real_tables(services_, question, sides, ranking, by_question)
+        made = real_tables(services_, question, sides, ranking, by_question, looks)
         kinds = ["thoughts" if any(item.kind == "thought" for item in items) else "papers" for items in sides]
         tables.append({"question": question, "sides": [{"kind": kind, "rows": rows, "budget": budget}
                                                         for kind, (rows, budget) in zip(kinds, local.sides)]})

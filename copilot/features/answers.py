@@ -9,7 +9,7 @@ made (`evidence.make_table`), and never edited.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -120,18 +120,23 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str, 
 
 
 def answer_tables(services: Services, question: str, sides: Sequence[Sequence[Evidence]],
-                  ranking: Ranking | None = None, by_question: bool = False) -> list[EvidenceTable]:
+                  ranking: Ranking | None = None, by_question: bool = False,
+                  looks: Mapping[str, StoredBody] | None = None) -> list[EvidenceTable]:
     """The one way to a table: each side's evidence table for `question` over its retrieved items, built once.
     Every profile gets them (a writing profile shows its table under the model's words). Two sides get one row
     budget: the fewer rows either holds (when both hold some), so the thought side differs from papers-only by which
     papers it shows, never by how many; labels are given after the rows are chosen, 1, 2, … on both sides (issue
     #47). `ranking`: the turn's `question_ranking` (made here when not given). `by_question`: see
-    `table_sources`."""
+    `table_sources`. `looks`: bodies being read (their first looks, `FulltextReader.looks`) for papers whose whole
+    body is not stored yet."""
     question_vector = services.embedder.embed_cached([question])[0]
     if ranking is None:
         ranking = question_ranking(services, question, question_vector)
     built: list[tuple[list[evidence.Row], np.ndarray | None]] = []
     bodies: dict[str, StoredBody | None] = {}        # each paper's full text read once for both sides
+    if looks:
+        stored = services.fulltext.get(list(looks), services.embedder.name)
+        bodies.update((pid, stored.get(pid) or look) for pid, look in looks.items())   # a whole body wins
     for items in sides:
         sources = table_sources(services, items, question, question_vector, ranking, by_question,
                                 bodies) if items else []

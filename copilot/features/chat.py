@@ -201,7 +201,7 @@ class Chat(TurnVotes):
             tables = answer_tables(self.services, turn.question, [a.sources for a in turn.answers], turn.ranking)
             table_s = (time.perf_counter() - started) / len(turn.answers)    # an even share of it to each answer
             papers = list(dict.fromkeys(row.paper_id for table in tables for row in table.rows))
-            reading = fulltext.read_soon(self.services, papers)
+            reading = fulltext.read_soon(self.services, papers, question=turn.question)
             asked_notice = turn.notice
             turn.notice = " ".join(part for part in (
                 asked_notice, fulltext.reading_line(self.services, len(reading), papers)) if part)
@@ -238,26 +238,32 @@ class Chat(TurnVotes):
         reader = fulltext.reader_for(self.services)
         deadline = time.monotonic() + fulltext.WAIT_S
         outcomes: dict[str, fulltext.Outcome] = {}
-        while len(outcomes) < len(reading) and (left := deadline - time.monotonic()) > 0:
-            ended = reader.wait(reading, left, at_least=len(outcomes) + 1)
-            if len(ended) == len(outcomes):        # the deadline passed with no paper more
+        looked: set[str] = set()
+        progress = 0              # a point per first look (the sentences it would quote), two per paper read
+        while progress < 2 * len(reading) and (left := deadline - time.monotonic()) > 0:
+            now = reader.wait_progress(reading, left, beyond=progress)
+            if now == progress:                    # the deadline passed with no paper further
                 break
-            if any(ended[pid].status == "ok" for pid in ended if pid not in outcomes):
+            progress = now
+            ended = reader.wait(reading, 0.0)
+            looks = reader.looks(reading)
+            if set(looks) - looked or any(ended[pid].status == "ok" for pid in ended if pid not in outcomes):
                 tables = answer_tables(self.services, turn.question, [a.sources for a in turn.answers],
-                                       turn.ranking)
+                                       turn.ranking, looks=looks)
                 for answer, table in zip(turn.answers, tables):
                     if not answer.error:
                         answer.table = table
                         answer.text = "".join(stream_reply(self.services, turn.question, answer.sources, table,
                                                            turn.reader, writes=False))
-            outcomes = ended
+            outcomes, looked = ended, looked | set(looks)
             turn.notice = self._reading_notice(asked_notice, outcomes, len(reading), waiting=True)
             yield turn
-        turn.notice = self._reading_notice(asked_notice, outcomes, len(reading))
+        turn.notice = self._reading_notice(asked_notice, outcomes, len(reading),
+                                           looked=len(set(reader.looks(reading)) - set(outcomes)))
 
     @staticmethod
-    def _reading_notice(asked_notice: str, outcomes: dict, asked: int, waiting: bool = False) -> str:
-        return " ".join(part for part in (asked_notice, fulltext.read_line(outcomes, asked, waiting)) if part)
+    def _reading_notice(asked_notice: str, outcomes: dict, asked: int, waiting: bool = False, looked: int = 0) -> str:
+        return " ".join(part for part in (asked_notice, fulltext.read_line(outcomes, asked, waiting, looked)) if part)
 
     def _check(self, answer: AnswerState, writes: bool, answer_tokens: int | None = None) -> None:
         """Run the output checks on a writing profile's finished words (a table's quotes are slices of their papers,

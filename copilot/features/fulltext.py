@@ -14,13 +14,16 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from copilot.body import Parsed
+import numpy as np
+
+from copilot.body import Body, Parsed
 from copilot.methods import body_text
 from copilot.services import Services
 from copilot.sources.arxiv_fulltext import FulltextSource
+from copilot.store.fulltext import StoredBody
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,8 @@ WAIT_S = 10.0                       # a quoted answer waits this long for its pa
 RETRY_AFTER_S = 6 * 3600.0          # a paper whose reading failed is not asked for again sooner (arXiv is polite)
 MAX_QUEUE = 500
 OFFLINE_PAUSE_S = 10 * 60.0         # once arXiv could not be reached, nothing is queued (or waited for) this long
+FIRST_LOOK = 64                     # per waiting question, a paper's sentences embedded before the rest (first_look)
+MAX_QUESTIONS = 3                   # the waiting questions a paper's first look is made for, the latest kept
 
 
 @dataclass(frozen=True)
@@ -43,9 +48,28 @@ class Outcome:
     fetch_s: float = 0.0
 
 
-def keep_parsed(services: Services, parsed: Parsed, source: str, fetch_s: float = 0.0,
-                parse_s: float = 0.0) -> Outcome:
-    """Store a parsed body with its sentences and their vectors (all or nothing); record why there is none."""
+@dataclass
+class OpenBody:
+    """A parsed body on its way into the store: its quotable sentences, their texts and word stems, and the vectors
+    made so far (by sentence index)."""
+    body: Body
+    source: str
+    fetch_s: float
+    parse_s: float
+    sentences: list[body_text.BodySentence]
+    texts: list[str]
+    terms: list[list[str]]
+    vectors: dict[int, np.ndarray] = field(default_factory=dict)
+    embed_s: float = 0.0
+
+    @property
+    def spans(self) -> list[tuple[int, int, int, bool, bool]]:
+        return [(s.start, s.end, s.passage, s.cut_before, s.cut_after) for s in self.sentences]
+
+
+def open_body(services: Services, parsed: Parsed, source: str, fetch_s: float = 0.0,
+              parse_s: float = 0.0) -> OpenBody | Outcome:
+    """A parsed body's quotable sentences, ready to embed, or the outcome saying why there is nothing to keep."""
     body = parsed.body
     if parsed.status != "ok" or body is None:
         paper_id = body.paper_id if body is not None else ""
@@ -58,13 +82,62 @@ def keep_parsed(services: Services, parsed: Parsed, source: str, fetch_s: float 
         services.fulltext.note(body.paper_id, "empty", source, message)
         return Outcome(body.paper_id, "empty", source, message, fetch_s=fetch_s, parse_s=parse_s)
     texts = [" ".join(body.text[s.start:s.end].split()) for s in sentences]
+    return OpenBody(body, source, fetch_s, parse_s, sentences, texts, body_text.sentence_terms(texts))
+
+
+def _embed(services: Services, opened: OpenBody, indices: Sequence[int]) -> None:
     started = time.perf_counter()
-    vectors = services.embedder.embed(texts)
-    embed_s = time.perf_counter() - started
-    services.fulltext.put(body, [(s.start, s.end, s.passage, s.cut_before, s.cut_after) for s in sentences],
-                          services.embedder.name, vectors, source, body_text.sentence_terms(texts))
-    return Outcome(body.paper_id, "ok", source, f"{len(sentences)} sentences from {len(body.sections)} sections.",
-                   len(sentences), parse_s, embed_s, fetch_s)
+    vectors = services.embedder.embed([opened.texts[n] for n in indices])
+    opened.embed_s += time.perf_counter() - started
+    opened.vectors.update(zip(indices, vectors))
+
+
+def first_look(services: Services, opened: OpenBody, questions: Sequence[str]) -> StoredBody | None:
+    """The sentences the waiting questions would quote, embedded before the rest of the paper: for each question
+    the FIRST_LOOK holding most of its words as a row weighs them (body_text.question_bonus), as a body whose other
+    sentences have no vector yet (`StoredBody.embedded`), which a table may quote while the rest is embedded. On
+    the dev and held questions every sentence the whole body ranks in its top three was among a question's 32
+    (docs/fulltext.md). None for a paper short enough to embed whole at once."""
+    if not questions or len(opened.sentences) <= 2 * FIRST_LOOK:
+        return None
+    body = opened.body
+    papers = services.store.get_papers([body.paper_id])
+    known = f"{papers[0].title}\n{papers[0].abstract}" if papers else ""
+    spans = opened.spans
+    terms = [frozenset(t) for t in opened.terms]
+    chosen: set[int] = set()
+    for question in questions:
+        bonus = body_text.question_bonus(question, body, spans, terms, known)
+        chosen.update(int(n) for n in np.argsort(-bonus, kind="stable")[:FIRST_LOOK])
+    first = sorted(chosen)
+    _embed(services, opened, first)
+    # all the sentences (a word's weight is its rarity in the whole body), vectors as the store will give them back
+    # (float16): a first look's sentences score exactly as the stored body's will
+    vectors = np.zeros((len(spans), len(opened.vectors[first[0]])), dtype=np.float32)
+    vectors[first] = np.vstack([opened.vectors[n] for n in first]).astype(np.float16).astype(np.float32)
+    embedded = np.zeros(len(spans), dtype=bool)
+    embedded[first] = True
+    return StoredBody(body, tuple(spans), services.embedder.name, vectors, tuple(terms), embedded)
+
+
+def finish_body(services: Services, opened: OpenBody) -> Outcome:
+    """Embed what is left of an opened body and store it whole, with all its sentences and vectors."""
+    rest = [n for n in range(len(opened.sentences)) if n not in opened.vectors]
+    if rest:
+        _embed(services, opened, rest)
+    body = opened.body
+    vectors = np.vstack([opened.vectors[n] for n in range(len(opened.sentences))])
+    services.fulltext.put(body, opened.spans, services.embedder.name, vectors, opened.source, opened.terms)
+    return Outcome(body.paper_id, "ok", opened.source,
+                   f"{len(opened.sentences)} sentences from {len(body.sections)} sections.",
+                   len(opened.sentences), opened.parse_s, opened.embed_s, opened.fetch_s)
+
+
+def keep_parsed(services: Services, parsed: Parsed, source: str, fetch_s: float = 0.0,
+                parse_s: float = 0.0) -> Outcome:
+    """Store a parsed body with its sentences and their vectors (all or nothing); record why there is none."""
+    opened = open_body(services, parsed, source, fetch_s, parse_s)
+    return opened if isinstance(opened, Outcome) else finish_body(services, opened)
 
 
 def _library_version(services: Services, paper_id: str) -> str:
@@ -72,17 +145,23 @@ def _library_version(services: Services, paper_id: str) -> str:
     return f"v{papers[0].version}" if papers and papers[0].version else ""
 
 
-def read_paper(services: Services, paper_id: str) -> Outcome:
-    """Fetch, parse and keep one paper's full text, at the version the library holds; never raises for a network
-    or content problem (the outcome says what happened)."""
+def fetch_paper(services: Services, paper_id: str) -> OpenBody | Outcome:
+    """Fetch and parse one paper's full text at the version the library holds, ready to embed; never raises for a
+    network or content problem (the outcome says what happened)."""
     started = time.perf_counter()
     fetched = fulltext_source(services).fetch(paper_id, _library_version(services, paper_id))
     fetch_s = time.perf_counter() - started
     if fetched.parsed is None or fetched.status != "ok":
         services.fulltext.note(paper_id, fetched.status, fetched.source, fetched.message)
         return Outcome(paper_id, fetched.status, fetched.source, fetched.message, fetch_s=fetch_s)
-    return keep_parsed(services, fetched.parsed, fetched.source, fetch_s=fetch_s,
-                       parse_s=getattr(fetched, "parse_s", 0.0))
+    return open_body(services, fetched.parsed, fetched.source, fetch_s=fetch_s,
+                     parse_s=getattr(fetched, "parse_s", 0.0))
+
+
+def read_paper(services: Services, paper_id: str) -> Outcome:
+    """Fetch, parse and keep one paper's full text (`fetch_paper`, then `finish_body`)."""
+    opened = fetch_paper(services, paper_id)
+    return opened if isinstance(opened, Outcome) else finish_body(services, opened)
 
 
 def fulltext_source(services: Services) -> FulltextSource:
@@ -148,7 +227,12 @@ def wanted(services: Services, paper_ids: Iterable[str], now: float | None = Non
 
 class FulltextReader:
     """One background thread reading papers' full text, most urgent first, each paper once; `wait` lets a caller
-    (the CLI, a test, Chat's "answer from full text") wait for some papers with a deadline."""
+    (the CLI, a test, Chat's "answer from full text") wait for some papers with a deadline.
+
+    A paper a question waits on is read in two steps: fetched, parsed and given a first look (`first_look`: the
+    sentences the question would quote, embedded first), then, after the other waiting papers' first looks, the
+    rest embedded and the whole body stored. Between the two, `looks` has the first look, which a table may quote;
+    nothing is stored until the whole body is."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
@@ -159,14 +243,18 @@ class FulltextReader:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._paused_until = 0.0
+        self._questions: dict[str, list[str]] = {}     # paper → the questions waiting on it (MAX_QUESTIONS latest)
+        self._open: dict[str, OpenBody] = {}            # paper → its body between the first look and the store
+        self._looks: dict[str, StoredBody] = {}         # paper → its first look, until the whole body is stored
 
     def paused(self) -> bool:
         """Whether arXiv could not be reached a moment ago (OFFLINE_PAUSE_S): a question then neither queues its
         papers nor waits for them (on a machine that cannot reach arXiv, every answer would wait WAIT_S)."""
         return time.monotonic() < self._paused_until
 
-    def request(self, paper_ids: Sequence[str], priority: int = AHEAD) -> list[str]:
-        """Queue the papers that are worth reading (`wanted`); returns those queued or already queued."""
+    def request(self, paper_ids: Sequence[str], priority: int = AHEAD, question: str = "") -> list[str]:
+        """Queue the papers that are worth reading (`wanted`); returns those queued or already queued. `question`:
+        the question waiting on them, whose sentences are embedded first."""
         queued: list[str] = []
         if self.paused():
             return queued
@@ -174,13 +262,17 @@ class FulltextReader:
             for pid in wanted(self.services, paper_ids):
                 if pid in self._queued and self._queued[pid] <= priority:
                     queued.append(pid)
-                    continue
-                if len(self._queue) >= MAX_QUEUE:
+                elif len(self._queue) >= MAX_QUEUE:
                     break
-                self._queued[pid] = priority
-                self._done.pop(pid, None)
-                heapq.heappush(self._queue, (priority, next(self._order), pid))
-                queued.append(pid)
+                else:
+                    self._queued[pid] = priority
+                    self._done.pop(pid, None)
+                    heapq.heappush(self._queue, (priority, next(self._order), pid))
+                    queued.append(pid)
+                if question.strip():
+                    waiting = self._questions.setdefault(pid, [])
+                    if question not in waiting:
+                        waiting[:] = [*waiting, question][-MAX_QUESTIONS:]
             if queued and (self._thread is None or not self._thread.is_alive()):
                 self._thread = threading.Thread(target=self._run, name="fulltext-reader", daemon=True)
                 self._thread.start()
@@ -200,6 +292,23 @@ class FulltextReader:
                 self._cond.wait(left)
             return {pid: self._done[pid] for pid in paper_ids if pid in self._done}
 
+    def _progress(self, paper_ids: Sequence[str]) -> int:
+        return sum(2 if pid in self._done else 1 if pid in self._looks else 0 for pid in paper_ids)
+
+    def wait_progress(self, paper_ids: Sequence[str], timeout: float, beyond: int) -> int:
+        """Wait (`timeout` seconds at most in all) until these papers have gone further than `beyond`, counting a
+        point for a first look and two for an ended reading; returns how far they have gone."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._progress(paper_ids) <= beyond and (left := deadline - time.monotonic()) > 0:
+                self._cond.wait(left)
+            return self._progress(paper_ids)
+
+    def looks(self, paper_ids: Sequence[str]) -> dict[str, StoredBody]:
+        """The first looks of these papers whose whole body is still being embedded."""
+        with self._cond:
+            return {pid: self._looks[pid] for pid in paper_ids if pid in self._looks}
+
     def _next(self) -> str | None:
         with self._cond:
             while self._queue:
@@ -211,26 +320,56 @@ class FulltextReader:
     def _run(self) -> None:
         while (pid := self._next()) is not None:
             try:
-                outcome = read_paper(self.services, pid)
+                outcome = self._step(pid)
             except Exception as error:          # a bug must not end the reader: the paper is reported, not lost
                 log.exception("full text of %s not read", pid)
                 outcome = Outcome(pid, "error", "", f"Reading failed: {type(error).__name__}.")
                 self.services.fulltext.note(pid, "error", "", outcome.message)
+            if outcome is None:                 # a first look: the rest of the paper is queued
+                continue
             with self._cond:
                 self._queued.pop(pid, None)
+                self._open.pop(pid, None)
+                self._looks.pop(pid, None)
+                self._questions.pop(pid, None)
                 self._done[pid] = outcome
                 if outcome.status == "unreachable":
                     self._pause()
                 self._cond.notify_all()
 
+    def _step(self, pid: str) -> Outcome | None:
+        """Read a paper, or (a question waits on it) its first look, queueing the rest after the papers already
+        queued as urgently: None then."""
+        with self._cond:
+            opened = self._open.get(pid)
+            questions = list(self._questions.get(pid, ()))
+        if opened is not None:
+            return finish_body(self.services, opened)
+        fetched = fetch_paper(self.services, pid)
+        if isinstance(fetched, Outcome):
+            return fetched
+        look = first_look(self.services, fetched, questions)
+        if look is None:
+            return finish_body(self.services, fetched)
+        with self._cond:
+            self._open[pid] = fetched
+            self._looks[pid] = look
+            heapq.heappush(self._queue, (self._queued.get(pid, NOW), next(self._order), pid))
+            self._cond.notify_all()
+        return None
+
     def _pause(self) -> None:
         """Under the lock: stop reading for OFFLINE_PAUSE_S; the papers still queued end as unreachable now (not
         stored as failed readings, so they are asked for again once arXiv answers)."""
         self._paused_until = time.monotonic() + OFFLINE_PAUSE_S
+        fetched = [entry for entry in self._queue if entry[2] in self._open]    # their pages are here: kept
         for _, _, pid in self._queue:
-            self._done[pid] = Outcome(pid, "unreachable", "", "Not tried: arXiv could not be reached a moment ago.")
-        self._queue.clear()
-        self._queued.clear()
+            if pid not in self._open:
+                self._done[pid] = Outcome(pid, "unreachable", "", "Not tried: arXiv could not be reached a moment ago.")
+                self._queued.pop(pid, None)
+                self._questions.pop(pid, None)
+        self._queue[:] = fetched
+        heapq.heapify(self._queue)
 
 
 _READERS: weakref.WeakKeyDictionary[Services, FulltextReader] = weakref.WeakKeyDictionary()
@@ -245,13 +384,14 @@ def reader_for(services: Services) -> FulltextReader:
         return reader
 
 
-def read_soon(services: Services, paper_ids: Sequence[str], priority: int = NOW) -> list[str]:
+def read_soon(services: Services, paper_ids: Sequence[str], priority: int = NOW, question: str = "") -> list[str]:
     """Queue these papers' full text for reading in the background (when the settings allow); returns the papers
-    queued. Never waits and never raises: an answer does not depend on it."""
+    queued. `question`: the question waiting on them (its sentences are embedded first). Never waits and never
+    raises: an answer does not depend on it."""
     if not services.settings.fulltext_reading or not paper_ids:
         return []
     try:
-        return reader_for(services).request(list(paper_ids), priority)
+        return reader_for(services).request(list(paper_ids), priority, question)
     except Exception:          # the store or a thread could not start: reading is an extra, never the answer's fault
         log.exception("full text reading not queued")
         return []
@@ -276,9 +416,10 @@ WHY_NOT_READ = {"no_html": "no HTML page", "failed": "conversion failed", "not_f
                 "error": "reading failed"}
 
 
-def read_line(outcomes: dict[str, Outcome], asked: int, waiting: bool = False) -> str:
+def read_line(outcomes: dict[str, Outcome], asked: int, waiting: bool = False, looked: int = 0) -> str:
     """What the page says once the wait for an answer's papers is over (or, `waiting`, while it goes on): what was
-    read, what could not be and why, what is still being read."""
+    read, what could not be and why, what is still being read (`looked` of those: their rows may quote the sentences
+    of a first look)."""
     read = sum(1 for o in outcomes.values() if o.status == "ok")
     failed: dict[str, int] = {}
     for outcome in outcomes.values():
@@ -295,6 +436,10 @@ def read_line(outcomes: dict[str, Outcome], asked: int, waiting: bool = False) -
                      "abstract.")
     if pending and waiting:
         parts.append(f"Reading {pending} more\u2026")
+    elif pending and looked:
+        parts.append(f"{pending} paper{'' if pending == 1 else 's'} still being read: "
+                     f"{'its row quotes' if pending == 1 else 'their rows quote'} the sentences read first, those "
+                     "with the question's words; ask again later for the whole text.")
     elif pending:
         parts.append(f"{pending} paper{'' if pending == 1 else 's'} still being read: ask again later to quote "
                      f"{'it' if pending == 1 else 'them'}.")

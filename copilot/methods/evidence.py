@@ -357,8 +357,13 @@ def body_candidates(source: Source, question: str, question_vector: np.ndarray,
     bonus = body_text.question_bonus(question, body, stored.sentences, stored.terms,
                                      f"{source.title}\n{source.abstract}")
     cosines = stored.vectors @ np.asarray(question_vector, dtype=np.float32)
+    ranked = cosines + bonus
+    if stored.embedded is not None:       # a body still being read: only its sentences with a vector
+        ranked = np.where(stored.embedded, ranked, -np.inf)
     found: list[tuple[float, Span, str, np.ndarray, float]] = []
-    for n in np.argsort(-(cosines + bonus))[:BODY_SCAN]:
+    for n in np.argsort(-ranked)[:BODY_SCAN]:
+        if not np.isfinite(ranked[n]):
+            break
         sentence = stored.sentences[int(n)]
         span = _body_span(body, int(n), sentence) if body_text.may_state_finding(
             body, body_text.BodySentence(*sentence)) else None

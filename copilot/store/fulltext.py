@@ -43,6 +43,8 @@ class StoredBody:
     model: str                                                # the embedder the vectors come from
     vectors: np.ndarray                                       # one unit row per sentence, float32
     terms: tuple[frozenset[str], ...] = ()                    # each sentence's word stems (store.lexical.tokenize)
+    # None: every sentence has its vector; a body still being read (features.fulltext.first_look): which have one
+    embedded: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
