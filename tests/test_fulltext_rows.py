@@ -223,3 +223,21 @@ def test_a_broken_store_file_finds_nothing_and_the_answer_quotes_abstracts(tmp_p
     store = FulltextStore(path)
     assert store.get(["2601.22777"], "m") == {} and store.with_text(["2601.22777"]) == set()
     assert store.counts() == {}
+
+
+def test_a_first_look_quotes_only_the_sentences_it_has_a_vector_for():
+    """A body still being read (features.fulltext.first_look) holds every sentence but vectors for some: the row
+    never quotes one without (its zero vector would read as unrelated, or the mask as nothing)."""
+    question = "How much does removing the sliding window drop RASST's term accuracy?"
+    whole = stored(make_body())
+    texts = [whole.body.text[s[0]:s[1]] for s in whole.sentences]
+    answer = next(n for n, text in enumerate(texts) if text.startswith("Removing the sliding window"))
+    embedded = np.ones(len(texts), dtype=bool)
+    embedded[answer] = False
+    look = replace(whole, embedded=embedded)      # its vector kept: only the mask says it has none yet
+    def candidates(body):
+        return [span.text for span, *_ in evidence.body_candidates(replace(PAPER, body=body), question,
+                                                                   embed([question])[0])]
+
+    assert candidates(look) and not any(text.startswith("Removing the sliding window") for text in candidates(look))
+    assert any(text.startswith("Removing the sliding window") for text in candidates(whole))

@@ -230,9 +230,9 @@ class FulltextReader:
     (the CLI, a test, Chat's "answer from full text") wait for some papers with a deadline.
 
     A paper a question waits on is read in two steps: fetched, parsed and given a first look (`first_look`: the
-    sentences the question would quote, embedded first), then, after the other waiting papers' first looks, the
-    rest embedded and the whole body stored. Between the two, `looks` has the first look, which a table may quote;
-    nothing is stored until the whole body is."""
+    sentences the question would quote, embedded first), then, after every waiting question's first looks (the
+    rest of a paper is read at SOON), the rest embedded and the whole body stored. Between the two, `looks` has
+    the first look, which a table may quote; nothing is stored until the whole body is."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
@@ -351,10 +351,12 @@ class FulltextReader:
         look = first_look(self.services, fetched, questions)
         if look is None:
             return finish_body(self.services, fetched)
-        with self._cond:
+        with self._cond:           # the rest waits for every question's first looks, not for read-ahead
             self._open[pid] = fetched
             self._looks[pid] = look
-            heapq.heappush(self._queue, (self._queued.get(pid, NOW), next(self._order), pid))
+            rest = max(self._queued.get(pid, NOW), SOON)
+            self._queued[pid] = rest
+            heapq.heappush(self._queue, (rest, next(self._order), pid))
             self._cond.notify_all()
         return None
 
