@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sqlite3
 import tarfile
 
 import pytest
@@ -178,3 +179,27 @@ def test_a_waiting_question_quotes_the_body_from_a_first_look_before_the_whole_p
     assert stored and "Read the full text of 1 paper" in notice
     assert set(final) == set(early[0]), (final, early[0])
     assert "its row quotes the sentences read first" in fulltext.read_line({}, 1, looked=1)
+
+
+def test_a_first_looked_paper_that_cannot_be_stored_goes_back_to_its_abstract(library, tmp_path, fake_arxiv_html,
+                                                                             monkeypatch):
+    """The disk refuses the whole body after the first look was quoted: the rows quote the abstract again, as the
+    line says, and nothing of the body is kept."""
+    monkeypatch.setattr(fulltext, "WAIT_S", 300.0)
+    services = services_over(library, tmp_path, fake_arxiv_html)
+
+    def disk_full(*args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(services.fulltext, "put", disk_full)
+    chat = Chat(services)
+    turn = chat.prepare(QUESTION, "ann")
+    seen = []                          # (RASST's row quotes its body, the notice) at each finished state
+    for live in chat.stream(turn):
+        if live.done:
+            seen.append((any(q.source == BODY for a in live.answers if a.table for row in a.table.rows
+                             if row.paper_id == RASST for q in row.quotes), live.notice))
+    assert any(quoted for quoted, _ in seen), seen                 # the first look was quoted
+    quoted, notice = seen[-1]
+    assert not quoted and "reading failed" in notice, seen[-1]
+    assert not services.fulltext.with_text([RASST])

@@ -231,10 +231,10 @@ class Chat(TurnVotes):
         yield turn
 
     def _with_full_text(self, turn: Turn, reading: list[str], asked_notice: str) -> Iterator[Turn]:
-        """The quoted answers again as each paper being read is (waiting at most fulltext.WAIT_S in all): both
-        sides' tables are made anew, so a row whose body answers better quotes it, the same way on both sides, from
-        the first paper read on, not after the slowest. A model's words are never redone (they cite the rows they
-        were written over)."""
+        """The quoted answers again as each paper being read is, and at each paper's first look (waiting at most
+        fulltext.WAIT_S in all): both sides' tables are made anew, so a row whose body answers better quotes it, the
+        same way on both sides, from the first paper looked at on, not after the slowest. A model's words are never
+        redone (they cite the rows they were written over)."""
         reader = fulltext.reader_for(self.services)
         deadline = time.monotonic() + fulltext.WAIT_S
         outcomes: dict[str, fulltext.Outcome] = {}
@@ -247,7 +247,10 @@ class Chat(TurnVotes):
             progress = now
             ended = reader.wait(reading, 0.0)
             looks = reader.looks(reading)
-            if set(looks) - looked or any(ended[pid].status == "ok" for pid in ended if pid not in outcomes):
+            # anew at a first look, a paper read, and a first-looked paper that could not be stored (back to its
+            # abstract)
+            if set(looks) - looked or any(ended[pid].status == "ok" or pid in looked
+                                          for pid in ended if pid not in outcomes):
                 tables = answer_tables(self.services, turn.question, [a.sources for a in turn.answers],
                                        turn.ranking, looks=looks)
                 for answer, table in zip(turn.answers, tables):
