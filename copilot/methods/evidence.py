@@ -346,10 +346,9 @@ def _body_span(body: Body, n: int, sentence: tuple[int, int, int, bool, bool]) -
 
 def body_candidates(source: Source, question: str, question_vector: np.ndarray,
                     limits: re.Pattern | None = None) -> list[tuple[Span, str, np.ndarray, float]]:
-    """The spans of a paper's full text a row may quote for the question, with their cue role, stored vector and
-    bonus (body_text.question_bonus, its title and abstract as what names it): of its BODY_SCAN closest by cosine
-    and bonus, the BODY_CANDIDATES that score best as a row scores them (`span_bonus`), among those that may state
-    the paper's finding, quotable, not background by their cues (with `limits`: or stating a limitation)."""
+    """A paper's body spans a row may quote for the question, with cue role, stored vector and bonus (question_bonus;
+    title and abstract name the paper): of its BODY_SCAN best by cosine and bonus (of a first look: with a vector), the
+    BODY_CANDIDATES best as a row scores them, that may state its finding, quotable, not background by their cues."""
     stored = source.body
     if stored is None or not len(stored.vectors) or stored.vectors.shape[1] != len(question_vector):
         return []
@@ -357,13 +356,9 @@ def body_candidates(source: Source, question: str, question_vector: np.ndarray,
     bonus = body_text.question_bonus(question, body, stored.sentences, stored.terms,
                                      f"{source.title}\n{source.abstract}")
     cosines = stored.vectors @ np.asarray(question_vector, dtype=np.float32)
-    ranked = cosines + bonus
-    if stored.embedded is not None:       # a body still being read: only its sentences with a vector
-        ranked = np.where(stored.embedded, ranked, -np.inf)
+    with_vector = np.ones(len(cosines), dtype=bool) if stored.embedded is None else stored.embedded
     found: list[tuple[float, Span, str, np.ndarray, float]] = []
-    for n in np.argsort(-ranked)[:BODY_SCAN]:
-        if not np.isfinite(ranked[n]):
-            break
+    for n in np.argsort(-np.where(with_vector, cosines + bonus, -np.inf))[:min(BODY_SCAN, int(with_vector.sum()))]:
         sentence = stored.sentences[int(n)]
         span = _body_span(body, int(n), sentence) if body_text.may_state_finding(
             body, body_text.BodySentence(*sentence)) else None
