@@ -20,7 +20,7 @@ from copilot.features import fulltext
 from copilot.features.answers import answer_tables
 from copilot.features.chat import Chat
 from copilot.features.library import ingestor
-from copilot.methods import evidence_text
+from copilot.methods import evidence, evidence_text
 from copilot.services import Services
 from copilot.sources.snapshot import paper_from_row
 from copilot.store.backup import write_snapshot
@@ -203,3 +203,22 @@ def test_a_first_looked_paper_that_cannot_be_stored_goes_back_to_its_abstract(li
     quoted, notice = seen[-1]
     assert not quoted and "reading failed" in notice, seen[-1]
     assert not services.fulltext.with_text([RASST])
+
+
+def test_a_settings_question_only_a_body_sentence_answers_is_not_turned_away(library, tmp_path, fake_arxiv_html):
+    """"We optimize with AdamW (learning rate 1×10⁻⁴, weight decay 0.01 …)" is 0.37 from its question, under the
+    row floor (0.40) that turns away off-topic questions: a body sentence that close holding most of the question's
+    words answers it, where RASST is the only paper retrieved. An off-topic question is still turned away."""
+    services = services_over(library, tmp_path, fake_arxiv_html)
+    assert fulltext.read_paper(services, RASST).status == "ok"
+    paper = services.store.get_papers([RASST])[0]
+    source = evidence.Source(RASST, paper.title, tuple(paper.authors), paper.published.isoformat(), paper.abstract,
+                             0.5, body=services.fulltext.get([RASST], services.embedder.name)[RASST])
+
+    def rows(question: str):
+        return evidence.build_rows(question, services.embedder.embed_one(question), [source],
+                                   services.embedder.embed)[0]
+
+    answered = rows("Which optimizer, learning rate and weight decay train the RASST speech-text retriever?")
+    assert answered and any("AdamW" in span.text for span in answered[0].spans), answered
+    assert not rows("How long should banana bread bake, and at what oven temperature?")

@@ -44,14 +44,12 @@ from copilot.store.fulltext import StoredBody
 log = logging.getLogger(__name__)
 
 MAX_ROWS = 6
-# Gate on the best row's best quotable sentence (cosine to the question, packaged MiniLM): below it the question gets
-# the no-answer line. Measured on 2,000 real abstracts (docs/evidence.md): the best row of research questions scored
-# 0.42-0.84, of off-topic questions (banana bread, dog training, ...) 0.14-0.37.
+# Gate on the best row's best quotable sentence (cosine to the question): below it, the no-answer line. On 2,000 real
+# abstracts (docs/evidence.md) research questions' best rows scored 0.42-0.84, off-topic ones (banana bread) 0.14-0.37.
 ROW_FLOOR = 0.40
-# Floor on each further row's paper (the cosine of its title and abstract to the question). With rows in Search's
-# fused order, this and MAX_ROWS were chosen on half of the answers dev set (docs/answers-eval.md): the paper's own
-# cosine tells relevant rows from the rest better than its best sentence's (a sentence can match a question's words
-# without the paper being about it). A paper under it is still a row when its best sentence clears ROW_FLOOR.
+# Floor on each further row's paper (its title and abstract's cosine to the question: it tells relevant rows better than
+# a sentence's), chosen with MAX_ROWS on half of the answers dev set (docs/answers-eval.md); a paper under it is still
+# a row when its best sentence clears ROW_FLOOR (or BODY_WORDS_CLEAR).
 PAPER_FLOOR = 0.35
 SECOND_WITHIN = 0.08          # a second sentence of a row must score at least its first minus this
 MAX_QUOTE_WORDS = quotes.MAX_SPAN_WORDS
@@ -60,9 +58,7 @@ ROLE_BONUS = {"result": 0.05, "method": 0.04, "objective": 0.03, "other": 0.0}
 CONTRIBUTION_BONUS = {"objective": 0.06, "method": 0.06, "result": 0.02, "other": 0.0}
 NUMBER_BONUS = 0.06           # for a how-much / how-well question, a sentence that states a number
 ROLES = ("background", "objective", "method", "result", "other")
-# Spans of one abstract embedded at most (results, methods, objectives first): the sentence embeddings are most of
-# an answer's time (about 10 ms a sentence on 2 busy cores), and an abstract states its findings in a few.
-MAX_SPANS_PER_PAPER = 6
+MAX_SPANS_PER_PAPER = 6       # spans of one abstract embedded at most (results, methods, objectives first)
 _ROLE_ORDER = {"result": 0, "method": 1, "objective": 2, "other": 3}
 
 _BACKGROUND = re.compile(
@@ -129,6 +125,7 @@ BODY_POSITIONS = 1_000_000    # body spans' positions start here: never adjacent
 # sentence's score and at least BODY_FLOOR close to the question (a named paper's row: whenever it clears the floor)
 BODY_WITHIN = 0.12
 BODY_FLOOR = 0.30
+BODY_WORDS_CLEAR = 0.5        # a body sentence BODY_FLOOR close holding this share of the question's words answers
 BODY_SECOND_WITHIN = 0.06     # a second body sentence is quoted when it scores at least the first's minus this
 BODY_LEAD_QUOTES = 3          # body sentences the row of the paper a question is most about may quote
 _CITATION_BRACKET = re.compile(r"\[\s*\d{1,3}(?:\s*[,;\u2013-]\s*\d{1,3})*\s*\]")
@@ -438,7 +435,7 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
     relevance = vectors @ np.asarray(question_vector, dtype=np.float32)
     scores = [float(r) + span_bonus(question, span, role) + word_bonus.get(n, 0.0)
               for n, (r, (_, span, role)) in enumerate(zip(relevance, owned))]
-    rows, row_vectors = [], []
+    rows, row_vectors, clears = [], [], []
     closest = max(range(len(owned)), key=lambda n: (owned[n][1].origin == table.BODY, scores[n]))   # a body's best
     lead = {min(range(len(unique)), key=lambda i: unique[i].rank), owned[closest][0] if body_owned else -1}
     for index, source in enumerate(unique):
@@ -465,14 +462,16 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
         rows.append(Row(source, [owned[n][1] for n in chosen], float(relevance[best]),
                         scores[best], [owned[n][2] for n in chosen]))
         row_vectors.append(vectors[best])
+        clears.append(relevance[best] >= floor or (owned[best][1].origin == table.BODY and relevance[best] >= BODY_FLOOR
+                                                   and word_bonus.get(best, 0.0) >= BODY_WORDS_CLEAR))
     named = [names_paper(question, row.source) for row in rows]
-    if not any(named) and max((row.relevance for row in rows), default=0.0) < floor:
+    if not any(named) and not any(clears):
         return [], None       # nothing in the pool says anything close to the question: the no-answer line
     # a named paper first, then the retrieval's order (meaning and words fused beat any one sentence's cosine)
     order = sorted(range(len(rows)), key=lambda n: (not named[n], rows[n].source.rank, -rows[n].score))
     # a row: its paper is near the question, or (a short question embeds poorly against a whole abstract) its best
     # sentence is
-    order = [n for n in order if named[n] or rows[n].source.score >= paper_floor or rows[n].relevance >= floor]
+    order = [n for n in order if named[n] or rows[n].source.score >= paper_floor or clears[n]]
     order = order[:max_rows]
     return [rows[n] for n in order], (np.vstack([row_vectors[n] for n in order]) if order else None)
 
