@@ -20,6 +20,16 @@ def resume_thought_jobs(services) -> None:
         logging.getLogger(__name__).exception("resuming thought jobs failed; `python -m copilot doctor --repair`")
 
 
+def warm_up(services) -> None:
+    """The first question's loading (the embedding model, the store), done while the page is being built."""
+    from copilot.features.search import warm_up
+
+    try:
+        warm_up(services)
+    except Exception:
+        logging.getLogger(__name__).exception("warming up at start failed; the first question loads what it needs")
+
+
 def main() -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -39,6 +49,7 @@ def main() -> int:
 
         choose_local_model(settings)         # a Hub reference is fetched now (progress on stderr), or falls back
     services = Services(settings)
+    threading.Thread(target=warm_up, args=(services,), name="warm-up", daemon=True).start()
     services.after_papers_written = lambda: sentence_prefill.start_in_background(services)
     sentence_prefill.start_in_background(services)      # papers imported by the CLI or before this version
     threading.Thread(target=resume_thought_jobs, args=(services,), name="resume-thought-jobs", daemon=True).start()

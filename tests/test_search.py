@@ -123,3 +123,22 @@ def test_bibtex_export_of_library_papers_and_a_profile_built_from_a_bibtex_file(
     assert refused.returncode == 2 and "none of the 1 entries" in refused.stderr
     shown = run_cli(["profile", "show", "--user", "bibber", "--json"], env)
     assert json.loads(shown.stdout)["version"] == 1                   # the refused file saved nothing
+
+
+def test_warming_up_at_start_loads_what_the_first_question_needs_and_writes_nothing(library, tmp_path):
+    """app.py warms up in the background at start: a fresh process's first question paid ~10 s of loading (the
+    embedding model, the store, the word index, the catalog, the model profile) before it; after, ~0.2 s."""
+    from copilot.features.search import warm_up
+    from copilot.services import Services
+    from tests.conftest import make_settings
+
+    services, papers = library
+    fresh = Services(services.settings)       # nothing loaded yet: its cached parts are made on first use
+    warm_up(fresh)
+    assert {"store", "lexical", "catalog", "model_profile"} <= set(vars(fresh))
+    assert fresh.store.count("paper") == len(papers)
+    assert sum(fresh.chat_log.turn_counts().values()) == 0      # no turn recorded: a search, not a question
+
+    empty = Services(make_settings(tmp_path / "empty"))
+    warm_up(empty)                            # an empty library: the model only, and no error
+    assert empty.store.count("paper") == 0 and "model_profile" in vars(empty)

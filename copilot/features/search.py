@@ -165,3 +165,17 @@ def question_about(services: Services, paper_id: str) -> str:
     if not papers:
         return ""
     return f'What does "{papers[0].title}" (arXiv {papers[0].id}) propose, and how does it compare with related work?'
+
+
+def warm_up(services: Services) -> None:
+    """Load what the first search or question needs: the embedding model (about 10 s from a cold start on a
+    2-core machine: torch, transformers and the weights), the store with its index and the word index, by one
+    search that writes nothing, the catalog of dates and authors, and the model profile (read from the local
+    model's file). The app runs it in the background at start, so the first visitor does not wait for it. An empty
+    library loads the model only."""
+    _ = services.model_profile
+    if services.store.count("paper") == 0:
+        services.embedder.embed(["a first question"])
+        return
+    services.catalog.rows()
+    search_papers(services, "a first question about the library", limit=1)
