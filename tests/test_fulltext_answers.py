@@ -222,3 +222,29 @@ def test_a_settings_question_only_a_body_sentence_answers_is_not_turned_away(lib
     answered = rows("Which optimizer, learning rate and weight decay train the RASST speech-text retriever?")
     assert answered and any("AdamW" in span.text for span in answered[0].spans), answered
     assert not rows("How long should banana bread bake, and at what oven temperature?")
+
+
+def test_a_pages_next_question_ends_the_last_ones_wait_for_full_text(library, tmp_path, fake_arxiv_html,
+                                                                      monkeypatch):
+    """A page's question is asked even while the last one's answers wait for its papers (the Ask button takes a
+    click on a running event: tests/e2e/test_fulltext_page.py); the last one then stops updating its answers at
+    once, its turn kept, so a researcher asking away does not hold the quoted answers' few places in the queue
+    for the rest of each wait."""
+    import gradio as gr
+
+    from copilot.ui.chat.ask import ask_view
+
+    monkeypatch.setattr(fulltext, "WAIT_S", 300.0)
+    services = services_over(library, tmp_path, fake_arxiv_html, arxiv_timeout=6.0)
+    fake_arxiv_html.hostile[RASST] = "drip"             # the first question's wait would last until the timeout
+    page = gr.Request(username="ann", session_hash="page-1")
+    first = ask_view(services, QUESTION, False, None, page)
+    shown = [next(first) for _ in range(2)]
+    while "Reading the full text of" not in str(shown[-1][0]):
+        shown.append(next(first))                       # the abstract answer is shown; the paper is being read
+    turn_id = shown[-1][5]
+    second = list(ask_view(services, SEVERAL, False, turn_id, gr.Request(username="ann", session_hash="page-1")))
+    assert SEVERAL in str(second[-1][0])
+    assert list(first) == [], "the first question's answers updated the page after the next question"
+    kept = services.chat_log.turn(turn_id)
+    assert kept is not None and kept.finished_at is not None and kept.raw.table is not None

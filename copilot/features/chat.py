@@ -11,7 +11,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import asdict, dataclass, field, replace
 
 from copilot.features import fulltext
@@ -193,7 +193,7 @@ class Chat(TurnVotes):
             return None
         return PreviousTurn(view.question, chosen.text, [s.title or s.preview for s in chosen.sources])
 
-    def stream(self, turn: Turn) -> Iterator[Turn]:
+    def stream(self, turn: Turn) -> Generator[Turn, None, None]:
         """Generate the answers one after the other (the local model runs one call at a time), yielding the turn
         after every piece. One side failing does not stop the other."""
         try:

@@ -3,7 +3,9 @@ user's recent questions to reopen. Callbacks parse, call copilot.features.chat, 
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 
 import gradio as gr
@@ -37,6 +39,34 @@ INTRO = ("Each question is answered twice: once from papers only, once from pape
          "and which are thoughts (with the papers they rest on).")
 
 
+class LatestTurns:
+    """The turn each page (browser session) asked last. A question asked while the answers before it are still
+    being updated (their papers' full text is read for up to fulltext.WAIT_S) takes the answer boxes over: the turn
+    before stops updating them, so its late tables never overwrite the new answers."""
+
+    SESSIONS = 10_000        # the oldest sessions are forgotten past this
+
+    def __init__(self) -> None:
+        self._turns: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def start(self, session: str | None, turn_id: str) -> None:
+        if not session:
+            return
+        with self._lock:
+            self._turns[session] = turn_id
+            self._turns.move_to_end(session)
+            while len(self._turns) > self.SESSIONS:
+                self._turns.popitem(last=False)
+
+    def superseded(self, session: str | None, turn_id: str) -> bool:
+        with self._lock:
+            return bool(session) and self._turns.get(session or "", turn_id) != turn_id
+
+
+LATEST = LatestTurns()
+
+
 def ask_view(services: Services, question: str, personalize: bool, previous_turn: str | None,
              request: gr.Request | None, oauth_token: gr.OAuthToken | None = None,
              model: str | None = None) -> Iterator[tuple]:
@@ -52,9 +82,15 @@ def ask_view(services: Services, question: str, personalize: bool, previous_turn
     except UserError as error:
         yield notice_html(error), "", "", hidden, "", None, gr.update()
         return
+    session = request.session_hash if request is not None else None
+    LATEST.start(session, turn.id)
     yield *columns(turn_outputs(turn.view(), turn.notice)), hidden, "", turn.id, gr.update()   # retrieved
     last = time.monotonic()
-    for live in chat.stream(turn):
+    stream = chat.stream(turn)
+    for live in stream:
+        if LATEST.superseded(session, turn.id):     # the page asked another question: its boxes are that one's
+            stream.close()                          # the turn is kept as it stands
+            return
         if time.monotonic() - last >= STREAM_EVERY_S or live.done:
             last = time.monotonic()
             yield *columns(turn_outputs(live.view(), turn.notice)), hidden, "", turn.id, gr.update()
@@ -219,8 +255,10 @@ def build(services: Services) -> gr.Textbox:
     ask_outputs = [notice, answer_a, answer_b, vote_row, vote_status, turn_state, recent]
     at_once, queue = ask_admission(services)
     for trigger in (ask_button.click, question.submit):    # the turn shown is what a follow-up refers to
+        # "multiple": a question asked while the last one's answers still update (reading full text) is asked, not
+        # dropped as Gradio's default drops a click on a running event
         trigger(ask, [question, personalize, turn_state, model], ask_outputs, concurrency_limit=at_once,
-                concurrency_id=queue).then(refresh_history, None, [history])
+                concurrency_id=queue, trigger_mode="multiple").then(refresh_history, None, [history])
     _wire_alone(services, alone, [personalize, turn_state, model], ask_outputs, (at_once, queue),
                 (refresh_history, history))
     deep.wire(services, deep_button, question, turn_state, deep_parts, asks_at_once(services))
@@ -242,8 +280,8 @@ def _wire_alone(services: Services, alone, inputs, ask_outputs, admission, refre
 
     (at_once, queue), (refresh_history, history) = admission, refresh
     turn_state = inputs[1]
-    alone.click(ask_alone, inputs, ask_outputs, concurrency_limit=at_once,
-                concurrency_id=queue).then(refresh_history, None, [history])
+    alone.click(ask_alone, inputs, ask_outputs, concurrency_limit=at_once, concurrency_id=queue,
+                trigger_mode="multiple").then(refresh_history, None, [history])
     turn_state.change(show_alone, [turn_state], [alone])
 
 
