@@ -359,3 +359,21 @@ def test_a_larger_local_model_writes_free_text_with_the_checks_on(settings, monk
         assert answer.text.strip() and answer.sources
         cited = {int(n) for n in re.findall(r"\[(\d+)\]", answer.text)}
         assert cited <= set(range(1, len(answer.sources) + 1)), (cited, answer.text)
+
+
+def test_a_double_click_on_ask_keeps_one_turn(chat):
+    """The Ask button takes a click on a running event (so a question can be asked while the last one reads full
+    text): a double click asks twice. The first ask, replaced before its answers were done, is dropped, not kept in
+    the history as a failed answer; the second is answered (the page's handlers, as the button calls them)."""
+    import gradio as gr
+
+    from copilot.ui.chat.ask import ask_view
+
+    page = gr.Request(username="dora", session_hash="double-click")
+    first = ask_view(chat.services, QUESTION, False, None, page)
+    first_id = next(first)[5]                        # retrieved, the answers not done yet
+    second = list(ask_view(chat.services, QUESTION, False, None, page))
+    assert second[-1][5] != first_id and "failed" not in str(second[-1][0])
+    assert list(first) == []
+    assert chat.log.turn(first_id) is None
+    assert [row["id"] for row in chat.recent_turns("dora")] == [second[-1][5]]

@@ -75,6 +75,16 @@ def test_votes_change_count_and_log_every_vote(services):
     assert log.turn_counts() == {"yes": 1}
 
 
+def test_only_a_turn_without_a_vote_or_a_thought_job_is_forgotten(services):
+    log = services.chat_log
+    for turn_id in ("asked", "voted", "job"):
+        log.add_turn(new_turn(turn_id, comparison="yes"))
+    log.record_vote("voted", "ann", RAW, "A", at=1.0)
+    log.queue_job("job", RAW, "no_comparison", "thought-1", "local")
+    assert [log.forget_turn(turn_id) for turn_id in ("asked", "voted", "job")] == [True, False, False]
+    assert log.turn("asked") is None and log.turn("voted") is not None and log.turn("job") is not None
+
+
 def test_thought_jobs_queue_start_supersede_and_finish(services):
     log = services.chat_log
     log.add_turn(new_turn("t1", comparison="yes"))

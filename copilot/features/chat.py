@@ -230,6 +230,15 @@ class Chat(TurnVotes):
             self._finish(turn)
         yield turn
 
+    def replaced(self, turn: Turn, stream: Generator[Turn, None, None]) -> None:
+        """The page asked another question: this turn's stream stops. A turn whose answers were not all done (a
+        double click, a question replaced at once) is not kept, as nobody saw it answered; one whose answers were
+        shown stays in the history as it stands (its papers are still read)."""
+        shown = all(answer.done for answer in turn.answers)
+        stream.close()
+        if not shown:
+            self.log.forget_turn(turn.id)
+
     def _with_full_text(self, turn: Turn, reading: list[str], asked_notice: str) -> Iterator[Turn]:
         """The quoted answers again as each paper being read is, and at each paper's first look (waiting at most
         fulltext.WAIT_S in all): both sides' tables are made anew, so a row whose body answers better quotes it, the

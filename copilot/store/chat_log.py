@@ -241,6 +241,17 @@ class ChatLog:
                                f" {kind}_table = ? WHERE id = ?",
                                (outcome.text, outcome.error, outcome.seconds, table, turn_id))
 
+    def forget_turn(self, turn_id: str) -> bool:
+        """Delete a turn nobody saw answered (its page asked again before its answers were done): only one with no
+        vote and no thought job."""
+        with self.db.transaction() as tx:
+            cursor = tx.execute(
+                "DELETE FROM chat_turns WHERE id = ? AND NOT EXISTS (SELECT 1 FROM chat_votes WHERE turn_id = ?)"
+                " AND NOT EXISTS (SELECT 1 FROM chat_vote_log WHERE turn_id = ?)"
+                " AND NOT EXISTS (SELECT 1 FROM chat_thought_jobs WHERE turn_id = ?)",
+                (turn_id, turn_id, turn_id, turn_id))
+            return cursor.rowcount > 0
+
     def turn(self, turn_id: str) -> StoredTurn | None:
         row = self.db.query_one("SELECT * FROM chat_turns WHERE id = ?", (turn_id,))
         return _turn(row) if row else None

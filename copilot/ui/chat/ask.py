@@ -89,7 +89,7 @@ def ask_view(services: Services, question: str, personalize: bool, previous_turn
     stream = chat.stream(turn)
     for live in stream:
         if LATEST.superseded(session, turn.id):     # the page asked another question: its boxes are that one's
-            stream.close()                          # the turn is kept as it stands
+            chat.replaced(turn, stream)
             return
         if time.monotonic() - last >= STREAM_EVERY_S or live.done:
             last = time.monotonic()
