@@ -377,3 +377,8 @@ def test_a_double_click_on_ask_keeps_one_turn(chat):
     assert list(first) == []
     assert chat.log.turn(first_id) is None
     assert [row["id"] for row in chat.recent_turns("dora")] == [second[-1][5]]
+
+    other = ask_view(chat.services, QUESTION, False, None, page)
+    other_id = next(other)[5]                        # another question meanwhile: an API client asking several
+    assert "Which" in str(list(ask_view(chat.services, "Which benchmarks test retrieval?", False, None, page))[-1][0])
+    assert list(other) and chat.log.turn(other_id).finished_at is not None, "each question is answered"

@@ -40,28 +40,30 @@ INTRO = ("Each question is answered twice: once from papers only, once from pape
 
 
 class LatestTurns:
-    """The turn each page (browser session) asked last. A question asked while the answers before it are still
+    """The question each page (browser session) asked last. A question asked while the answers before it are still
     being updated (their papers' full text is read for up to fulltext.WAIT_S) takes the answer boxes over: the turn
-    before stops updating them, so its late tables never overwrite the new answers."""
+    before stops updating them, so it holds no place in the queue for the rest of its wait (`newer`)."""
 
     SESSIONS = 10_000        # the oldest sessions are forgotten past this
 
     def __init__(self) -> None:
-        self._turns: OrderedDict[str, str] = OrderedDict()
+        self._turns: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def start(self, session: str | None, turn_id: str) -> None:
+    def start(self, session: str | None, turn_id: str, question: str) -> None:
         if not session:
             return
         with self._lock:
-            self._turns[session] = turn_id
+            self._turns[session] = (turn_id, question)
             self._turns.move_to_end(session)
             while len(self._turns) > self.SESSIONS:
                 self._turns.popitem(last=False)
 
-    def superseded(self, session: str | None, turn_id: str) -> bool:
+    def newer(self, session: str | None, turn_id: str) -> str | None:
+        """The question the page asked after `turn_id`, if it has."""
         with self._lock:
-            return bool(session) and self._turns.get(session or "", turn_id) != turn_id
+            latest = self._turns.get(session or "")
+        return latest[1] if latest is not None and latest[0] != turn_id else None
 
 
 LATEST = LatestTurns()
@@ -83,17 +85,22 @@ def ask_view(services: Services, question: str, personalize: bool, previous_turn
         yield notice_html(error), "", "", hidden, "", None, gr.update()
         return
     session = request.session_hash if request is not None else None
-    LATEST.start(session, turn.id)
+    LATEST.start(session, turn.id, turn.question)
     yield *columns(turn_outputs(turn.view(), turn.notice)), hidden, "", turn.id, gr.update()   # retrieved
     last = time.monotonic()
     stream = chat.stream(turn)
+    shown = False             # the answers have been yielded done (an API client's result holds them)
     for live in stream:
-        if LATEST.superseded(session, turn.id):     # the page asked another question: its boxes are that one's
+        newer = LATEST.newer(session, turn.id)
+        # the page asked the same again (a double click), or another question once these answers were shown: the
+        # boxes are that one's (a client of the API asking several questions at once gets each answered)
+        if newer is not None and (newer == turn.question or shown):
             chat.replaced(turn, stream)
             return
         if time.monotonic() - last >= STREAM_EVERY_S or live.done:
             last = time.monotonic()
             yield *columns(turn_outputs(live.view(), turn.notice)), hidden, "", turn.id, gr.update()
+            shown = live.done
     final = turn.view()
     outputs = columns(turn_outputs(final, turn.notice, thought_lineage(services, final, user)))
     yield *outputs, gr.update(visible=final.votable), "", turn.id, recent_html(chat.recent_turns(user))
