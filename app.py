@@ -22,10 +22,14 @@ def resume_thought_jobs(services) -> None:
 
 def warm_up(services) -> None:
     """The first question's loading (the embedding model, the store), done while the page is being built."""
+    import time
+
     from copilot.features.search import warm_up
 
+    started = time.monotonic()
     try:
         warm_up(services)
+        logging.getLogger(__name__).info("warmed up for the first question in %.1f s", time.monotonic() - started)
     except Exception:
         logging.getLogger(__name__).exception("warming up at start failed; the first question loads what it needs")
 

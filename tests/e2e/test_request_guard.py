@@ -64,8 +64,21 @@ def _join(body: dict) -> bytes:
     return json.dumps({"data": [], "event_data": None, "trigger_id": None, **body}).encode()
 
 
-def test_oversized_bodies_and_session_ids_are_refused_before_gradio(app_server):
+def _warmed_up(log: Path, timeout: float = 180.0) -> None:
+    """Wait for the app's warm-up at start (app.py: the embedding model, ~300 MB) to end, so memory measured
+    after it grows only by what the test sends."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace") if log.is_file() else ""
+        if "warmed up for the first question" in text or "warming up at start failed" in text:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the app did not finish warming up in {timeout:.0f} s")
+
+
+def test_oversized_bodies_and_session_ids_are_refused_before_gradio(app_server, tmp_path):
     url = app_server()
+    _warmed_up(tmp_path / f"app-{_port(url)}.log")
     page_load = _no_input_dependency(urllib.request.build_opener(), url)
     def flood(count: int) -> tuple[list, list]:
         huge = [_post(url, "/gradio_api/queue/join", _join({"fn_index": page_load, "session_hash": "s" * 2**20}))
