@@ -16,8 +16,9 @@ from gradio.helpers import special_args
 
 from copilot.errors import UserError
 from copilot.features import backup as B
+from copilot.features import chat_thoughts
 from copilot.features.answers import table_text
-from copilot.features.chat import Chat
+from copilot.features.chat import SWEEP_AFTER_S, Chat
 from copilot.features.preferences import export_preferences
 from copilot.features.signin import (
     NO_INFERENCE_SCOPE,
@@ -322,6 +323,28 @@ def test_a_vote_without_the_visitors_sign_in_makes_the_thought_from_the_written_
     assert [s.kind for s in double.seen] == ["answer", "answer"]
     called = {row["backend"] for row in services.db.query("SELECT backend FROM llm_calls")}
     assert called == {"hf-router"}, "another model drafted from the written answer"
+
+
+def test_a_visitors_turn_ending_drafts_no_other_visitors_thought_with_their_token(chat, world, monkeypatch):
+    """#58: ending Bob's turn sweeps Ann's unvoted comparison past its grace period; its thought is made without
+    Bob's token (from its table), so nothing of Ann's goes to the router billed to Bob, nor under Ann's token."""
+    services, double = world
+    monkeypatch.setattr(chat_thoughts, "UNVOTED_FLOOR", 0.0)    # every swept table would make a thought
+    seed_thought(chat)
+    ann_turn, _ = run(chat, ANN, user="ann")
+    assert ann_turn.comparison == "yes"
+    services.db.execute("UPDATE chat_turns SET created_at = ? WHERE id = ?",
+                        (time.time() - SWEEP_AFTER_S - 60, ann_turn.id))
+    double.seen.clear()
+    run(chat, BOB, user="bob", question="Which benchmarks measure hallucination in summarization?")
+    chat.wait_for_all(timeout=60)
+    [job] = [j for j in chat.thought_jobs(ann_turn.id) if j["superseded_at"] is None]
+    # its table's rows make the thought, or none if no row is close enough; no model drafts it
+    assert job["trigger"] == "no_vote" and job["status"] in ("stored", "not_an_answer"), job
+    assert [(s.token, s.kind) for s in double.seen] == [(BOB, "answer")] * len(double.seen), double.seen
+    if job["status"] == "stored":
+        thought = services.thoughts.get(job["thought_id"], include_hidden=True)
+        assert thought.origin == "chat" and is_row_thought(thought.text) and thought.user == "ann"
 
 
 # --- the short model list (a visitor picks which model writes)

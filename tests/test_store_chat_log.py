@@ -109,8 +109,8 @@ def test_recent_turns_and_unvoted_comparisons(services):
     log.add_turn(new_turn("mine", comparison="yes", created_at=50.0))
     log.add_turn(new_turn("voted", comparison="yes", created_at=60.0))
     log.record_vote("voted", "ann", "tie", "tie")
-    assert sorted(log.unvoted_comparisons("ann", created_before=10.0)) == ["mine", "old"]
-    assert log.unvoted_comparisons("carl", created_before=10.0) == ["old"]
+    assert sorted(log.unvoted_comparisons("ann", created_before=10.0)) == [("mine", "ann"), ("old", "bob")]
+    assert log.unvoted_comparisons("carl", created_before=10.0) == [("old", "bob")]
     recent = log.recent_turns("ann")
     assert [r.id for r in recent] == ["voted", "mine"] and isinstance(recent[0], TurnSummary)
     assert (recent[0].choice, recent[0].label, recent[1].choice) == ("tie", "tie", None)

@@ -12,7 +12,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from copilot.features.answers import words_of
 from copilot.features.chat_view import shown_sources
 from copilot.features.job_runner import runner as _runner
 from copilot.features.job_runner import runner_alive as _runner_alive
@@ -156,7 +155,7 @@ class TurnThoughts:
                                                                  answer.table)):
             return JobOutcome(status="not_an_answer", thought_id=None, similarity=None, error=None, reason=weak)
         sources = [Evidence(id=s.id, kind=s.kind, title=s.title, text="", score=s.score) for s in answer.sources]
-        words = words_of(answer.text or "", answer.table)
+        words = answer.words or ""     # recorded with the turn, never read back from its text (#58)
         usable = writer if writer is not None and writer.failure is None else None
         # a table alone, or written words no model here may draft from (a signed-in visitor's, without their sign-in):
         # the thought is the table's rows
@@ -171,7 +170,8 @@ class TurnThoughts:
         origin = f"chat, written by {usable.model}" if usable and table is None else "chat"
         made = think(llm, self.memory, turn.question, labels_to_ids(text, shown), sources,
                      origin=origin, user=turn.user, max_tokens=plan.answer_tokens,
-                     thought_id=job.planned_thought_id, table=table)
+                     thought_id=job.planned_thought_id, table=table,
+                     quoted=table is None and answer.words is None)
         return JobOutcome(status=made.status, thought_id=made.thought_id, similarity=made.similarity, error=None,
                           reason=made.draft.reason or None)
 
@@ -217,10 +217,12 @@ class TurnThoughts:
         """Unvoted comparison turns get their thought from the thought-augmented answer (Algorithm 1's own) once
         their grace period is over: SWEEP_AFTER_S for anyone's turn; for `user`'s own turns, when the answers to
         their next question are done (`keep`, that question's turn, still waits for its vote). A later vote still
-        decides: it replaces or retracts that thought."""
-        turn_ids = [turn_id for turn_id in self.log.unvoted_comparisons(user, time.time() - SWEEP_AFTER_S)
-                    if turn_id != keep]
-        for turn_id in turn_ids:
-            self.request_thought(turn_id, THOUGHTS, "no_vote", writer=writer)
-        return len(turn_ids)
-
+        decides: it replaces or retracts that thought. `writer` is `user`'s (a signed-in visitor's token): it drafts
+        only their own turns' thoughts; another visitor's swept turn makes its thought without it (from its table),
+        never billed to this visitor nor written by their model (#58)."""
+        due = self.log.unvoted_comparisons(user, time.time() - SWEEP_AFTER_S)
+        swept = [(turn_id, owner) for turn_id, owner in due if turn_id != keep]
+        for turn_id, owner in swept:
+            self.request_thought(turn_id, THOUGHTS, "no_vote", writer=writer if user is not None and owner == user
+                                 else None)
+        return len(swept)

@@ -264,14 +264,15 @@ class ChatLog:
             " ORDER BY t.created_at DESC LIMIT ?", (user, limit))
         return [TurnSummary(**row) for row in rows]
 
-    def unvoted_comparisons(self, user: str | None, created_before: float) -> list[str]:
-        """Comparison turns with no vote and no thought job that are `user`'s or older than `created_before`."""
+    def unvoted_comparisons(self, user: str | None, created_before: float) -> list[tuple[str, str]]:
+        """(turn id, its user) of the comparison turns with no vote and no thought job that are `user`'s or older
+        than `created_before`."""
         rows = self.db.query(
-            "SELECT t.id FROM chat_turns t WHERE t.comparison = 'yes'"
+            "SELECT t.id, t.user FROM chat_turns t WHERE t.comparison = 'yes'"
             " AND NOT EXISTS (SELECT 1 FROM chat_votes v WHERE v.turn_id = t.id)"
             " AND NOT EXISTS (SELECT 1 FROM chat_thought_jobs j WHERE j.turn_id = t.id)"
             " AND (t.user = ? OR t.created_at < ?)", (user, created_before))
-        return [row["id"] for row in rows]
+        return [(row["id"], row["user"]) for row in rows]
 
     def turn_counts(self) -> dict[str, int]:
         """Turns per comparison state."""
