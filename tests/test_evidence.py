@@ -126,11 +126,11 @@ def test_the_table_renders_its_rows_and_passes_the_checks_unchanged():
     assert next(row for row in made.rows if row.paper_id == KV.paper_id).authors[:2] == ("Ann Lee", "Bo Chen")
     assert evidence_text.is_table(text) and quotes.is_quoted_answer(text)
     items = [Evidence(s.paper_id, "paper", s.title, s.abstract, s.score) for s in (KV, XKV, PROTEIN, ODD)]
-    assert check_answer(text, items).text == text.strip()
-    assert check_main_answer(text, items).text == text.strip()          # Adaptive's checks move no row's label
+    assert check_answer(text, items, quoted=True).text == text.strip()
+    assert check_main_answer(text, items, quoted=True).text == text.strip()   # Adaptive's checks move no row's label
     for row in made.rows:                                               # every quote still stands in the text
         for quote in row.quotes:
-            assert quote.shown in check_answer(text, items).text
+            assert quote.shown in check_answer(text, items, quoted=True).text
     draft, lineage = table_thought(made, text, items, embed, QUESTION, floor=0.1)
     assert draft.confidence == 1 and {pid for pid, _ in lineage} <= set(made.paper_ids)
     assert not evidence_text.is_table(text + "\n\nAnd a sentence of the model's own.")

@@ -37,9 +37,9 @@ def add_turn(log: ChatLog, turn_id: str, user: str, side_a: str, at: float, ques
                          comparison="pending", side_a=side_a, backend="local", model="SmolLM2-135M", embedder="MiniLM",
                          personalized=False, retrieval_s=0.1, raw_sources=(PAPER_1, PAPER_2),
                          thoughts_sources=(THOUGHT, PAPER_1)))
-    log.finish_turn(turn_id, comparison, raw=AnswerOutcome(f"Papers say so [1] ({turn_id}).", None, 1.0),
-                    thoughts=AnswerOutcome(f"A thought says so [1], a paper too [2] ({turn_id}).", None, 1.2),
-                    at=at + 5)
+    raw, thoughts = f"Papers say so [1] ({turn_id}).", f"A thought says so [1], a paper too [2] ({turn_id})."
+    log.finish_turn(turn_id, comparison, raw=AnswerOutcome(raw, None, 1.0, words=raw),
+                    thoughts=AnswerOutcome(thoughts, None, 1.2, words=thoughts), at=at + 5)
 
 
 @pytest.fixture
@@ -220,8 +220,11 @@ def test_each_side_carries_what_it_was_given_and_the_policy_that_wrote_it(voted,
     log = ChatLog(voted.db)
     add_turn(log, "q1", "ann", "raw", NOV_20 + 10)
     with voted.db.transaction() as tx:       # the papers-only side quoted its source: the tiny profile's answer
-        tx.execute("UPDATE chat_turns SET raw_answer = ? WHERE id = 'q1'",
+        tx.execute("UPDATE chat_turns SET raw_answer = ?, raw_words = NULL WHERE id = 'q1'",
                    ("[1] \u201cWe study dense retrieval.\u201d",))
+        # the other side's model wrote words shaped like quotes: still a model's words (#58 item 5)
+        tx.execute("UPDATE chat_turns SET thoughts_answer = ?, thoughts_words = ? WHERE id = 'q1'",
+                   *[("[1] \u201cWe study sparse retrieval.\u201d",) * 2])
     log.record_vote("q1", "ann", "raw", "A", at=NOV_20 + 20)
     out = tmp_path / "prefs.jsonl"
     export_preferences(voted, out=out)

@@ -85,7 +85,7 @@ def test_quotes_are_relevant_diverse_labelled_and_visibly_quoted():
     for label, text in parse_quotes(answer):
         assert text in " ".join(TEXTS[int(label) - 1].split())                    # verbatim from the source it cites
     items = [Evidence(f"2501.0000{n}", "paper", "t", t[:60], 0.5) for n, t in enumerate(TEXTS)]
-    assert check_answer(answer, items).text == answer                  # the checks leave quotes alone
+    assert check_answer(answer, items, quoted=True).text == answer     # the checks leave quotes alone
 
 
 def test_a_title_is_not_quoted_beside_a_sentence_of_its_own_abstract():

@@ -111,6 +111,7 @@ def test_list_filters_by_substring_and_rejects_bad_kinds(memory, three_papers):
 from copilot.llm import LLMError  # noqa: E402
 from copilot.methods.thought_retriever import (  # noqa: E402
     approx_tokens,
+    check_answer,
     draft_thought,
     fit_budget,
     parse_thought,
@@ -303,3 +304,18 @@ def test_labels_and_ids_map_both_ways_for_the_items_of_an_answer():
         "X [2501.00001]. Y [T0123456789][2501.00001]. Z [3] [sic]."
     assert ids_to_labels("X [2501.00001v2]. Y [T0123456789]. Z [2501.99999].",
                          [item.id for item in items]) == "X [1]. Y [2]. Z [2501.99999]."
+
+
+def test_a_models_words_shaped_like_quotes_are_drafted_and_checked_as_its_words(services, memory, three_papers):
+    """#58 item 5: whether an answer is quotes is the caller's record, not the text's look: a writing model's answer
+    of `[1] “…”` lines is drafted by the model (never stored as a quoted thought with lineage to a paper) and its
+    labels are attributed by the checks."""
+    words = "[1] \u201cMethod X improves retrieval recall on long inputs.\u201d"
+    llm, backend = scripted_llm(services.db, ["0"])
+    sources = [Evidence("2501.00001", "paper", "T", "", 0.9)]
+    outcome = think(llm, memory, "What does X improve?", words, sources)
+    assert len(backend.calls) == 1 and outcome.status == "not_an_answer" and memory.count() == 0
+    items = [Evidence("2501.00001", "paper", "T", "Sparse models scale on CPUs.", 0.9),
+             Evidence("2501.00002", "paper", "T", "Method X improves retrieval recall on long inputs.", 0.8)]
+    assert check_answer(words, items).text != words                      # attributed: its label moves to [2]
+    assert check_answer(words, items, quoted=True).text == words         # a table's labels stay

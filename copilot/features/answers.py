@@ -248,14 +248,6 @@ def with_table(words: str, table: EvidenceTable) -> str:
     return f"{words}\n\n{rendered}" if words else rendered
 
 
-def words_of(text: str, table: EvidenceTable | None) -> str:
-    """A stored answer's own words: its text without the table rendered under them ("" for a table alone)."""
-    rendered = "".join(evidence_text.render_table(table)) if table else ""
-    if rendered and text.endswith(rendered):
-        return text[:-len(rendered)].rstrip()
-    return text
-
-
 def table_exports(services: Services, question: str, table: EvidenceTable | None,
                   paper_ids: Sequence[str]) -> dict[str, str]:
     """A turn's evidence as files' contents: {"csv", "md", "bib"} of its table's rows (the BibTeX alone, of

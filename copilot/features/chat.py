@@ -69,6 +69,7 @@ class AnswerState:
     notes: list[str] = field(default_factory=list)   # what the output checks removed, trimmed prompts, cut answers
     usage: Usage | None = None
     table: EvidenceTable | None = None               # built once per side per turn (`answers.answer_tables`)
+    words: str | None = None                         # a model's checked words above the table (None: no model's)
 
     @property
     def thought_augmented(self) -> bool:
@@ -287,6 +288,7 @@ class Chat(TurnVotes):
         answer.notes += (answer.usage.notices if answer.usage else []) + checked.notes
         shown = shown_sources(answer.table, tuple(SourceRecord.of(e) for e in answer.sources))
         words = ids_to_labels(labels_to_ids(checked.text, answer.sources), [s.id for s in shown])
+        answer.words = words or None
         answer.text = with_table(words, answer.table) if answer.table is not None else words
         if not answer.text:
             answer.text = CANNOT_ANSWER
@@ -306,7 +308,7 @@ class Chat(TurnVotes):
             first, second = turn.answers
             turn.comparison = "failed" if any(a.error for a in turn.answers) else (
                 "same_answer" if quoted and same_answer(first.text, second.text, first.table, second.table) else "yes")
-        outcomes = {a.kind: AnswerOutcome(a.text, a.error, a.seconds, a.table) for a in turn.answers}
+        outcomes = {a.kind: AnswerOutcome(a.text, a.error, a.seconds, a.table, a.words) for a in turn.answers}
         self.log.finish_turn(turn.id, turn.comparison, raw=outcomes.get(RAW), thoughts=outcomes.get(THOUGHTS))
         if turn.comparison != "yes":
             # nothing to vote on: the thought comes from the answer we have (the thought-augmented one if any), when

@@ -30,7 +30,6 @@ from pathlib import Path
 from copilot.errors import UserError
 from copilot.features.backup import _reason, _within_deadline, hub_api
 from copilot.features.chat_view import shown_sources
-from copilot.methods.quotes import is_quoted_answer
 from copilot.methods.thought_retriever import labels_to_ids
 from copilot.records import Evidence
 from copilot.services import Services
@@ -64,9 +63,10 @@ def _iso(timestamp: float | None) -> str | None:
     return None if timestamp is None else datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")
 
 
-def policy_of(text: str, model: str) -> str:
-    """`extractive` for an answer made of quotes only (the tiny profile's: no model wrote it), else `model:<name>`."""
-    return "extractive" if is_quoted_answer(text) else f"model:{model}"
+def policy_of(written: bool, model: str) -> str:
+    """`model:<name>` for an answer whose words a model wrote (as recorded with the turn), else `extractive` (the
+    evidence table alone: no model wrote it)."""
+    return f"model:{model}" if written else "extractive"
 
 
 def _context(stored, texts: dict[str, str]) -> str:
@@ -81,7 +81,7 @@ def _answer(turn: StoredTurn, kind: str, side: str, texts: dict[str, str]) -> di
                 for s in shown_sources(stored.table, stored.sources)]
     sources = [{"id": s.id, "kind": s.kind, "title": s.title if s.kind == "paper" else ""} for s in stored.sources]
     return {"side": side, "arm": kind, "text": labels_to_ids(stored.text or "", evidence), "sources": sources,
-            "context": _context(stored, texts), "policy": policy_of(stored.text or "", turn.model)}
+            "context": _context(stored, texts), "policy": policy_of(stored.words is not None, turn.model)}
 
 
 def source_texts(services: Services, turns: list[StoredTurn]) -> dict[str, str]:

@@ -192,7 +192,7 @@ def chat_stats(db: Database) -> dict:
         # written (`model:<name>`, e.g. a signed-in visitor's router model) and quoted (`extractive`) comparisons
         # test different things: each policy's votes apart (issue #50)
         "by_policy": {policy: _rate(group) for policy, group in
-                      sorted(_grouped(votes, lambda v: policy_of(v.raw_answer, v.model)).items())},
+                      sorted(_grouped(votes, lambda v: policy_of(v.written, v.model)).items())},
         "by_day": [{"day": day, **_rate(group)} for day, group in _grouped(votes, lambda v: _day(v.voted_at)).items()],
         "over_time": _over_time(decisive_votes, evalues),
     }

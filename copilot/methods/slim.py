@@ -44,7 +44,6 @@ from dataclasses import asdict, dataclass, field
 from copilot import grounding, prompts
 from copilot.grounding import Checked
 from copilot.llm import LLM, LLMError, Usage
-from copilot.methods import quotes
 from copilot.methods.thought_retriever import fit_budget
 from copilot.prompts import SLIM_KNOWN, SLIM_UNKNOWN, RenderedPrompt, source_block
 from copilot.records import ARXIV_ID, Evidence
@@ -405,12 +404,13 @@ def stream_main_answer(main: LLM, question: str, items: Sequence[Evidence], max_
             return
 
 
-def check_main_answer(text: str, items: Sequence[Evidence]) -> Checked:
+def check_main_answer(text: str, items: Sequence[Evidence], quoted: bool = False) -> Checked:
     """The shared output checks (copilot.grounding.check): citations only of the references given, no loop, no
-    echoed instructions, no invented links; a statement's label moves to the reference its words come from."""
+    echoed instructions, no invented links; a statement's label moves to the reference its words come from.
+    `quoted`: the caller's answer writer quoted the references (the tiny profile), so no label moves."""
     system = (prompts.SLIM_ANSWER_WITH_REFERENCES if items else prompts.SLIM_ANSWER_DIRECT).system
     ids = [item.id for item in items]
-    if quotes.is_quoted_answer(text):    # quotes (an evidence table) are attributed by construction: labels stay
+    if quoted:                           # quotes (an evidence table) are attributed by construction: labels stay
         return grounding.check(grounding.ids_to_labels(text, ids), allowed=[str(n) for n in range(1, len(ids) + 1)],
                                source_texts=[item.text for item in items], instructions=[system])
     return grounding.check_chat_answer(text, ids, [item.text for item in items], [system])
@@ -439,7 +439,7 @@ def stream(question: str, *, proxy: LLM, main: LLM, retriever: Retriever,
             trace.costs[MAIN].add(usage, time.perf_counter() - started)
         else:                              # no model call: only the time it took
             trace.costs[MAIN].seconds += time.perf_counter() - started
-    checked = check_main_answer(trace.answer.strip(), trace.items)
+    checked = check_main_answer(trace.answer.strip(), trace.items, quoted=answer_writer is not None)
     trace.answer = checked.text or prompts.CANNOT_ANSWER
     trace.notes = usage.notices + checked.notes + ([] if checked.text else ["Nothing was left after the checks."])
     trace.step = "answered"

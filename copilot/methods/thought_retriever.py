@@ -25,7 +25,6 @@ from copilot.embed import Embedder
 from copilot.grounding import Checked, check
 from copilot.llm import LLM, Usage
 from copilot.methods import quotes
-from copilot.methods.evidence_text import is_table
 from copilot.methods.thought_drafts import (  # noqa: F401
     ECHO_NGRAM,
     LOOP_NGRAM,
@@ -419,19 +418,20 @@ def stream_answer(llm: LLM, question: str, items: Sequence[Evidence], max_tokens
             return
 
 
-def check_answer(text: str, items: Sequence[Evidence]) -> Checked:
+def check_answer(text: str, items: Sequence[Evidence], quoted: bool = False) -> Checked:
     """The output checks for a chat answer: only labels 1..n, no invented links, no loop, no echoed rules.
     An id of a retrieved item (copied from a thought's text, say) becomes that item's label first. Statements of
     answer_grammar's shape: an unfinished last one goes (stopped as a copy, or at the token limit) and one that
-    the length cap cut inside a word ends at its last clause."""
+    the length cap cut inside a word ends at its last clause. `quoted`: the caller made the text of quotes (an
+    evidence table), so each label is its quote's source by construction; a model's words, however they look, are
+    attributed (#58)."""
     if text.startswith("Source ["):
         text = grounding.close_cut_statements(grounding.drop_unfinished_statement(text),
                                               prompts.ANSWER_STATEMENT_CHARS)
     # a quote's label is its source by construction (and the quote may come from beyond an item's cut text)
-    attribute = not quotes.is_quoted_answer(text)
     return check(grounding.ids_to_labels(text, [item.id for item in items]),
                  allowed=[str(n) for n in range(1, len(items) + 1)], source_texts=[i.text for i in items],
-                 instructions=[prompts.CHAT_ANSWER.system], attribute=attribute, loops=not is_table(text))
+                 instructions=[prompts.CHAT_ANSWER.system], attribute=not quoted, loops=not quoted)
 
 
 def labels_to_ids(text: str, items: Sequence[Evidence]) -> str:
@@ -450,17 +450,19 @@ class ThoughtOutcome:
 
 def think(llm: LLM, memory: ThoughtMemory, question: str, answer: str, sources: Sequence[Evidence], *,
           origin: str = "chat", user: str = "local", max_tokens: int = 160,
-          thought_id: str | None = None, table: EvidenceTable | None = None) -> ThoughtOutcome:
+          thought_id: str | None = None, table: EvidenceTable | None = None, quoted: bool = False) -> ThoughtOutcome:
     """Steps 3-5 of Algorithm 1: draft (T, c), merge test, store only when c = 1 and s = 0. An evidence table (the
     tiny profile) becomes a thought of its rows (`table_thought`), other answers made of quotes one of their relevant
     quotes (`quoted_thought`), both without a model and with the items quoted as direct sources. `thought_id`: store
-    under this id (see ThoughtMemory.add_checked); `table`: the answer is that evidence table alone."""
+    under this id (see ThoughtMemory.add_checked); `table`: the answer is that evidence table alone; `quoted`: the
+    caller knows the answer is made of quotes (a turn stored before tables were); a model's words, however they look,
+    are drafted by the model (#58)."""
     lineage = [(e.id, e.kind) for e in sources]
     if table is not None and table.rows:    # the tiny profile's table: the thought is its rows
         draft, lineage = table_thought(table, answer, sources, memory.embedder.embed, question)
     elif quotes.is_no_answer(answer):
         draft = ThoughtDraft(0, "", answer, llm_called=False, reason="the answer says no source answers")
-    elif quotes.is_quoted_answer(answer):     # quotes under labels: the thought is the answer's relevant quotes
+    elif quoted:                              # quotes under labels: the thought is the answer's relevant quotes
         draft, lineage = quoted_thought(memory.embedder.embed, question, answer, sources)
     else:
         draft = draft_thought(llm, question, answer, max_tokens)

@@ -45,6 +45,7 @@ class StoredAnswer:
     seconds: float | None
     sources: tuple[SourceRecord, ...]
     table: EvidenceTable | None = None     # the evidence table the answer shows (None: none, or an older turn)
+    words: str | None = None               # a model's own words above the table (None: the table alone, no model)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class AnswerOutcome:
     error: str | None
     seconds: float | None
     table: EvidenceTable | None = None
+    words: str | None = None       # a model's checked words (None: no model wrote this answer)
 
 
 @dataclass(frozen=True)
@@ -125,9 +127,10 @@ class ComparisonVote:
     voted_at: float
     user: str
     side_a: str
-    # the turn's model and its papers-only answer, for which policy wrote the pair (not part of the vote's identity)
+    # the turn's model and whether it wrote the papers-only answer's words: the policy of the pair (not part of the
+    # vote's identity)
     model: str = field(default="", compare=False)
-    raw_answer: str = field(default="", compare=False, repr=False)
+    written: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -195,9 +198,10 @@ def _turn(row) -> StoredTurn:
         model=row["model"], embedder=row["embedder"], personalized=bool(row["personalized"]),
         retrieval_s=row["retrieval_s"],
         raw=StoredAnswer(row["raw_answer"], row["raw_error"], row["raw_s"], _sources(row["raw_sources"]),
-                         EvidenceTable.from_json(row["raw_table"])),
+                         EvidenceTable.from_json(row["raw_table"]), row["raw_words"]),
         thoughts=StoredAnswer(row["thoughts_answer"], row["thoughts_error"], row["thoughts_s"],
-                              _sources(row["thoughts_sources"]), EvidenceTable.from_json(row["thoughts_table"])),
+                              _sources(row["thoughts_sources"]), EvidenceTable.from_json(row["thoughts_table"]),
+                              row["thoughts_words"]),
         revealed_at=row["revealed_at"], asked=row["asked"] or "")
 
 
@@ -238,8 +242,8 @@ class ChatLog:
                 if outcome is not None:
                     table = outcome.table.to_json() if outcome.table is not None else None
                     tx.execute(f"UPDATE chat_turns SET {kind}_answer = ?, {kind}_error = ?, {kind}_s = ?,"
-                               f" {kind}_table = ? WHERE id = ?",
-                               (outcome.text, outcome.error, outcome.seconds, table, turn_id))
+                               f" {kind}_table = ?, {kind}_words = ? WHERE id = ?",
+                               (outcome.text, outcome.error, outcome.seconds, table, outcome.words or None, turn_id))
 
     def forget_turn(self, turn_id: str) -> bool:
         """Delete a turn nobody saw answered (its page asked again before its answers were done): only one with no
@@ -314,10 +318,10 @@ class ChatLog:
         """The first vote of each finished comparison, oldest first, unless it was cast after the sides were shown
         (a later change, or a vote after a reveal, never enters the experiment)."""
         rows = self.db.query("SELECT COALESCE(v.first_choice, v.choice) AS choice, v.voted_at, v.user, t.side_a,"
-                             " t.model, COALESCE(t.raw_answer, '') AS raw_answer"
+                             " t.model, t.raw_words IS NOT NULL AS written"
                              " FROM chat_votes v JOIN chat_turns t ON t.id = v.turn_id"
                              " WHERE t.comparison = 'yes' AND v.blind IS NOT 0 ORDER BY v.voted_at")
-        return [ComparisonVote(**row) for row in rows]
+        return [ComparisonVote(**(dict(row) | {"written": bool(row["written"])})) for row in rows]
 
     def vote_counts(self) -> dict[str, int]:
         """Votes on finished comparisons: all, first votes cast after the sides were shown (left out), votes whose

@@ -343,4 +343,13 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     # Issue #49: a question read as a follow-up keeps the user's own words, so a reopened turn can offer to ask them
     # on their own ('' for every other turn, and for turns stored before)
     ("chat_0003_asked", ["ALTER TABLE chat_turns ADD COLUMN asked TEXT NOT NULL DEFAULT ''"]),
+    # Issue #58 item 5: whether an answer is a model's words or a table alone is recorded, never read back from its
+    # text: each answer's checked words (NULL: no model wrote it). Turns stored before: an answer from a hosted model
+    # (the router, an OpenAI-compatible endpoint) is taken as written, its whole text its words; a local model's as
+    # the table alone (the packaged default's; an older turn of a large local GGUF is mislabelled "extractive").
+    ("chat_0004_answer_words", [
+        "ALTER TABLE chat_turns ADD COLUMN raw_words TEXT",
+        "ALTER TABLE chat_turns ADD COLUMN thoughts_words TEXT",
+        "UPDATE chat_turns SET raw_words = raw_answer, thoughts_words = thoughts_answer WHERE backend <> 'local'",
+    ]),
 ]
