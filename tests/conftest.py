@@ -21,6 +21,7 @@ from tests.helpers import (  # noqa: F401
     ROOT,
     SHARED,  # the data paths, still importable from here
     clean_env,
+    untracked_files,
 )
 
 # Modules of the `unit` tier: no model, no embedder, no server, no subprocess, stores only small and in a temporary
@@ -48,6 +49,7 @@ UNIT_MODULES |= {"test_linear_text"}     # hostile text read in linear time (iss
 UNIT_MODULES |= {"test_fulltext_rows"}   # full text in the evidence table, its store and its section links (#48)
 UNIT_MODULES |= {"test_tex_text"}        # short inline TeX in characters (#49 item 4)
 TIERS = ("unit", "integration", "browser")
+_BEFORE = pytest.StashKey[set[str]]()
 
 
 def make_settings(data_dir: Path, **overrides):
@@ -68,6 +70,22 @@ def pytest_collection_modifyitems(items) -> None:
     for item in items:
         if not any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(tier_of(item.path))
+
+
+def pytest_sessionstart(session) -> None:
+    session.config.stash[_BEFORE] = untracked_files()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """The suite fails when it leaves a file in the repository (a test's data dir was once committed, #58)."""
+    left = sorted(untracked_files() - session.config.stash.get(_BEFORE, set()))
+    if left:
+        shown = "\n  ".join(left[:20]) + ("\n  …" if len(left) > 20 else "")
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = f"FAILED: the tests left {len(left)} file(s) in the repository:\n  {shown}"
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

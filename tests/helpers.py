@@ -10,6 +10,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -39,6 +40,26 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, *more: str) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+def temporary_data_dir(value: str | Path) -> str:
+    """`value` as a child process's COPILOT_DATA_DIR, refused unless it is an absolute path inside the temporary
+    directory: a relative or mangled one (a `(dir, n)` tuple's text once) made the app create its data inside the
+    repository, where it was committed (#58 item 8)."""
+    path = Path(str(value))
+    temporary = Path(tempfile.gettempdir()).resolve()
+    if not path.is_absolute() or not path.resolve().is_relative_to(temporary):
+        raise ValueError(f"a test's COPILOT_DATA_DIR must be an absolute path under {temporary}: {str(value)[:200]!r}")
+    return str(path)
+
+
+def untracked_files() -> set[str]:
+    """The repository's untracked and ignored files, less caches that Python, pytest and the linters keep."""
+    listed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--ignored", "-z"], cwd=ROOT,
+                            capture_output=True, text=True, check=False).stdout
+    paths = {entry[3:] for entry in listed.split("\0") if entry[:2] in ("??", "!!")}
+    caches = ("__pycache__/", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/")
+    return {p for p in paths if not p.endswith(".pyc") and not any(c in p or p.startswith(c) for c in caches)}
+
+
 def subprocess_env(data_dir: Path, strip: tuple[str, ...] = PROJECT_PREFIXES, **values: str) -> dict[str, str]:
     """This process's environment without variables starting with `strip`, then COPILOT_DATA_DIR, no full-text
     reading, and `values`."""
@@ -46,6 +67,7 @@ def subprocess_env(data_dir: Path, strip: tuple[str, ...] = PROJECT_PREFIXES, **
     # no background reading of full text from arXiv, unless a test turns it on (tests/test_fulltext_answers.py)
     env.update(COPILOT_DATA_DIR=str(data_dir), COPILOT_FULLTEXT_READING="false")
     env.update(values)
+    env["COPILOT_DATA_DIR"] = temporary_data_dir(env["COPILOT_DATA_DIR"])
     return env
 
 
@@ -62,6 +84,7 @@ def app_env(data_dir: Path) -> dict[str, str]:
 
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
     """`python -m copilot ARGS` in a child process, from the repository root, output captured as text."""
+    temporary_data_dir(env.get("COPILOT_DATA_DIR", ""))
     return subprocess.run([sys.executable, "-m", "copilot", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -246,3 +247,14 @@ def test_the_new_forms_are_masked_in_streamed_pieces_as_in_the_whole_text():
             at += size
         shown.append(mask.flush())
         assert MASKED_KEY[:RUN_OF_KEY] not in "".join(shown) and "ordinary words after it" in "".join(shown)
+
+
+def test_a_childs_data_dir_must_be_an_absolute_temporary_path(tmp_path):
+    """#58 item 8: a `(dir, n)` tuple's text as COPILOT_DATA_DIR made the app write its data into the repository."""
+    from tests.helpers import subprocess_env, temporary_data_dir
+
+    assert subprocess_env(tmp_path / "data")["COPILOT_DATA_DIR"] == str(tmp_path / "data")
+    for bad in (str((tmp_path / "data", {0, 2})), "copilot-data", str(ROOT / "copilot-data"), "/etc/copilot",
+                f"{tempfile.gettempdir()}/../{ROOT.relative_to(ROOT.anchor)}"):
+        with pytest.raises(ValueError, match="COPILOT_DATA_DIR"):
+            temporary_data_dir(bad)

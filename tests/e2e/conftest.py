@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PAPERS_JSONL, ROOT, app_env, free_port
+from tests.helpers import PAPERS_JSONL, ROOT, app_env, free_port, temporary_data_dir
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -47,6 +47,7 @@ def app_server(tmp_path, preloaded):
         full_env = app_env(data_dir)
         full_env.update(GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1")
         full_env.update(env or {})
+        full_env["COPILOT_DATA_DIR"] = temporary_data_dir(full_env["COPILOT_DATA_DIR"])
         log = (tmp_path / f"app-{port}.log").open("w")
         proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=full_env, stdout=log,
                                 stderr=subprocess.STDOUT)
