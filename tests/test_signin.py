@@ -235,8 +235,9 @@ def test_written_and_quoted_comparisons_are_kept_apart_in_the_export_and_the_sta
     seed_thought(chat)
     written, _ = run(chat, ANN)
     quoted, _ = run(chat, None, question="Which benchmarks measure retrieval-augmented generation?")
+    assert written.comparison == "yes"
     for turn in (written, quoted):
-        if turn.comparison == "yes":
+        if turn.comparison == "yes":        # the quoted one is a comparison only where memory changed its table
             chat.vote(turn.id, "A", "ann")
     exported = export_preferences(services, out=tmp_path / "prefs.jsonl")
     rows = [json.loads(line) for line in (tmp_path / "prefs.jsonl").read_text().splitlines()]
@@ -256,9 +257,10 @@ def test_a_canary_token_reaches_no_file_log_backup_or_export(chat, world, tmp_pa
     caplog.set_level("DEBUG")
     seed_thought(chat)
     turn, _ = run(chat, CANARY, user="carol")
-    if turn.comparison == "yes":
-        chat.vote(turn.id, "A", "carol", writer=writer_for(chat, CANARY))
-        chat.wait_for_thoughts(turn.id, timeout=60)
+    assert turn.comparison == "yes"          # the vote with the token, and its drafted thought, are on the path
+    chat.vote(turn.id, "A", "carol", writer=writer_for(chat, CANARY))
+    chat.wait_for_thoughts(turn.id, timeout=60)
+    assert any(s.token == CANARY and s.kind == "thought" for s in double.seen), double.seen
     double.visitors[CANARY] = Visitor("carol", "401")       # the same token, now refused: a failure
     try:
         failed, _ = run(chat, CANARY, user="carol")
