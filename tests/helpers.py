@@ -171,5 +171,6 @@ def forget_chat(chat) -> None:
     if ids:
         services.store.thoughts.delete(ids=ids)
     with services.db.transaction() as tx:
-        for table in ("chat_vote_log", "chat_votes", "chat_thought_jobs", "chat_turns", "thought_edges", "thoughts"):
+        for table in ("chat_vote_log", "chat_votes", "chat_judgements", "chat_thought_jobs",
+                      "chat_turns", "thought_edges", "thoughts"):
             tx.execute(f"DELETE FROM {table}")

@@ -382,3 +382,33 @@ def test_a_double_click_on_ask_keeps_one_turn(chat):
     other_id = next(other)[5]                        # another question meanwhile: an API client asking several
     assert "Which" in str(list(ask_view(chat.services, "Which benchmarks test retrieval?", False, None, page))[-1][0])
     assert list(other) and chat.log.turn(other_id).finished_at is not None, "each question is answered"
+
+
+def test_a_one_answer_turn_is_judged_by_its_user_apart_from_the_blind_votes(chat, scripted, monkeypatch):
+    """#59 item 11: a turn with nothing to compare cannot be voted on; its user keeps it ("Remember this answer": its
+    thought is made as a preferred answer's is, even when the unvoted floor refused it) or dismisses it (none). No
+    blind statistic counts a judgement."""
+    monkeypatch.setattr(chat_thoughts, "UNVOTED_FLOOR", 1.01)      # on its own, the answer makes no thought
+    turn = run(chat, QUESTION)
+    assert turn.comparison == "same_items"
+    [unvoted] = chat.wait_for_thoughts(turn.id, timeout=60)
+    assert (unvoted["trigger"], unvoted["status"]) == ("no_comparison", "not_an_answer")
+    with pytest.raises(ChatError, match="another user"):
+        chat.judge(turn.id, "keep", "someone-else")
+    with pytest.raises(ChatError, match="judgement is one of"):
+        chat.judge(turn.id, "A", "local")
+    assert chat.judge(turn.id, "keep", "local")["recorded"] and chat.judgement(turn.id) == "keep"
+    [kept] = [j for j in chat.wait_for_thoughts(turn.id, timeout=60) if j["superseded_at"] is None]
+    assert (kept["trigger"], kept["status"]) == ("judgement", "stored"), kept
+    assert chat.memory.get(kept["thought_id"]) is not None
+    stats = chat_stats(chat.db)
+    assert (stats["decisive_votes"], stats["no_comparison"]) == (0, 1)
+    assert chat.judge(turn.id, "dismiss", "local")["previous"] == "keep"
+    chat.wait_for_thoughts(turn.id, timeout=60)
+    assert chat.services.thoughts.get(kept["thought_id"], include_hidden=True).retracted_at is not None
+    assert not chat.log.forget_turn(turn.id), "a judged turn was forgotten"
+    seed_thought(chat)
+    compared = run(chat, QUESTION)
+    assert compared.comparison == "yes"
+    with pytest.raises(ChatError, match="gets a vote"):
+        chat.judge(compared.id, "keep", "local")

@@ -83,7 +83,8 @@ def chat(world):
     if ids:
         services.store.thoughts.delete(ids=ids)
     with services.db.transaction() as tx:
-        for table in ("chat_vote_log", "chat_votes", "chat_thought_jobs", "chat_turns", "thought_edges", "thoughts",
+        for table in ("chat_vote_log", "chat_votes", "chat_judgements", "chat_thought_jobs",
+                      "chat_turns", "thought_edges", "thoughts",
                       "llm_calls"):
             tx.execute(f"DELETE FROM {table}")
 

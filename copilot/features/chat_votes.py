@@ -15,6 +15,7 @@ from copilot.records import storable_text
 from copilot.store.chat_log import RAW, THOUGHTS
 
 CHOICES = (THOUGHTS, RAW, "tie", "bad")
+JUDGEMENTS = ("keep", "dismiss")        # a one-answer turn's: remember this answer, or not useful
 VOTE_CHOICES = (*CHOICES, "A", "B")     # A/B: the side as shown
 
 
@@ -59,6 +60,37 @@ class TurnVotes(TurnThoughts):
                 "changed": previous is not None and previous != choice, "recorded": True,
                 "counted": counted and previous is None}
 
+
+    def judge(self, turn_id: str, choice: str, user: str, writer: Writer | None = None) -> dict:
+        """A one-answer turn judged by its user (#59 item 11): 'keep' makes the answer's thought as a preferred
+        answer's is (no quality floor: the user is the judge), 'dismiss' makes none (and retracts one already made).
+        Recorded as a judgement, apart from the votes: no blind statistic counts it."""
+        turn_id = storable_text(turn_id).strip()
+        choice = (choice or "").strip().lower()
+        if choice not in JUDGEMENTS:
+            raise ChatError(f"a judgement is one of {', '.join(JUDGEMENTS)}, not {str(choice)[:40]!r}")
+        turn = self.log.turn(turn_id)
+        if turn is None:
+            raise ChatError(f"no turn with id {turn_id[:40]!r}")
+        if turn.user != user:
+            raise ChatError("this turn belongs to another user")
+        if turn.comparison not in ("same_items", "same_answer"):
+            raise ChatError("only a turn with one answer is judged this way; a comparison gets a vote")
+        kept = THOUGHTS if turn.thoughts.text and not turn.thoughts.error else RAW
+        if choice == "keep" and (not turn.answer(kept).text or turn.answer(kept).error):
+            raise ChatError("this turn's answer failed: there is nothing to remember")
+        current = self.log.judgement(turn_id)
+        if current is not None and current != choice:
+            check_rate(self.services, user, None, "changing a judgement")
+        with self.db.transaction():
+            previous = self.log.record_judgement(turn_id, user, choice)
+            job_id, retracted = self._choose_thought(turn_id, kept if choice == "keep" else None, "judgement")
+        self._after_choice(job_id, retracted, writer)
+        return {"turn_id": turn_id, "judgement": choice, "previous": previous, "recorded": True}
+
+    def judgement(self, turn_id: str) -> str | None:
+        """A one-answer turn's judgement ('keep' | 'dismiss'), None if not judged."""
+        return self.log.judgement(turn_id)
 
 
 def _normalise_choice(choice: str, side_a: str) -> str:

@@ -252,8 +252,9 @@ class ChatLog:
             cursor = tx.execute(
                 "DELETE FROM chat_turns WHERE id = ? AND NOT EXISTS (SELECT 1 FROM chat_votes WHERE turn_id = ?)"
                 " AND NOT EXISTS (SELECT 1 FROM chat_vote_log WHERE turn_id = ?)"
-                " AND NOT EXISTS (SELECT 1 FROM chat_thought_jobs WHERE turn_id = ?)",
-                (turn_id, turn_id, turn_id, turn_id))
+                " AND NOT EXISTS (SELECT 1 FROM chat_thought_jobs WHERE turn_id = ?)"
+                " AND NOT EXISTS (SELECT 1 FROM chat_judgements WHERE turn_id = ?)",
+                (turn_id, turn_id, turn_id, turn_id, turn_id))
             return cursor.rowcount > 0
 
     def turn(self, turn_id: str) -> StoredTurn | None:
@@ -277,6 +278,19 @@ class ChatLog:
             " AND NOT EXISTS (SELECT 1 FROM chat_thought_jobs j WHERE j.turn_id = t.id)"
             " AND (t.user = ? OR t.created_at < ?)", (user, created_before))
         return [(row["id"], row["user"]) for row in rows]
+
+    def record_judgement(self, turn_id: str, user: str, choice: str, at: float | None = None) -> str | None:
+        """Set a one-answer turn's judgement ('keep' | 'dismiss'); returns the one it replaced, if any. Call inside the
+        caller's transaction when the judgement decides the turn's thought with it."""
+        row = self.db.query_one("SELECT choice FROM chat_judgements WHERE turn_id = ?", (turn_id,))
+        self.db.execute("INSERT INTO chat_judgements (turn_id, user, choice, judged_at) VALUES (?,?,?,?)"
+                        " ON CONFLICT(turn_id) DO UPDATE SET choice = excluded.choice, judged_at = excluded.judged_at",
+                        (turn_id, user, choice, at or time.time()))
+        return row["choice"] if row else None
+
+    def judgement(self, turn_id: str) -> str | None:
+        row = self.db.query_one("SELECT choice FROM chat_judgements WHERE turn_id = ?", (turn_id,))
+        return row["choice"] if row else None
 
     def turn_counts(self) -> dict[str, int]:
         """Turns per comparison state."""

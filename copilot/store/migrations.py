@@ -352,4 +352,14 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         "ALTER TABLE chat_turns ADD COLUMN thoughts_words TEXT",
         "UPDATE chat_turns SET raw_words = raw_answer, thoughts_words = thoughts_answer WHERE backend <> 'local'",
     ]),
+    # Issue #59 item 11: a one-answer turn (nothing to compare) can be judged by its user: kept (its thought is made
+    # as a preferred answer's is) or dismissed (none). A judgement is not a blind vote: no statistic counts it.
+    ("chat_0005_judgements", [
+        """CREATE TABLE chat_judgements (
+            turn_id TEXT PRIMARY KEY REFERENCES chat_turns(id),
+            user TEXT NOT NULL,
+            choice TEXT NOT NULL CHECK (choice IN ('keep', 'dismiss')),
+            judged_at REAL NOT NULL
+        )""",
+    ]),
 ]

@@ -71,6 +71,7 @@ def test_ask_vote_reload_and_escaping(app_server, preloaded, tmp_path, page):
     assert page.evaluate("window.__chat_xss") is None
     assert page.locator("#chat-notice b").count() == 0
     expect(page.locator("#chat-vote-row")).to_be_hidden()
+    expect(page.locator("#chat-judge-row")).to_be_visible()       # no vote: judged instead (#59 item 11)
 
     # the same question without the markup: its answer quotes papers (the one with a script in it may fall below the
     # relevance floor and get "None of the retrieved papers answers this", which makes no thought)
@@ -131,10 +132,19 @@ def test_ask_vote_reload_and_escaping(app_server, preloaded, tmp_path, page):
     reopen(page, " ".join(compared.split()[:4]))
     expect(page.locator("#chat-vote-status")).to_contain_text("Your vote: B")
     expect(page.locator("#chat-vote-row")).to_be_visible()
+    expect(page.locator("#chat-judge-row")).to_be_hidden()
     expect(page.locator("#chat-answer-a .chat-badge").first).to_be_visible()   # voted: sides shown
     page.get_by_role("tab", name="Statistics").click()
     expect(page.locator("#chat-stats")).to_contain_text("Decisive votes")
     page.screenshot(path="/tmp/chat-stats.png", full_page=True)
+
+    # 5) a one-answer turn reopened is judged: "Remember this answer" makes its thought, apart from the votes
+    page.get_by_role("tab", name="Ask").click()
+    reopen(page, QUESTION[:40])
+    expect(page.locator("#chat-judge-row")).to_be_visible(timeout=60_000)
+    expect(page.locator("#chat-vote-row")).to_be_hidden()
+    page.locator("#chat-judge-keep").click()
+    expect(page.locator("#chat-judge-status")).to_contain_text("Remembered")
 
 
 # --- blinding -----------------------------------------------------------------------------------------------

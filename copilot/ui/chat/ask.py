@@ -17,7 +17,7 @@ from copilot.features.followups import own_words
 from copilot.features.memory import thought_lineage
 from copilot.features.signin import oauth_writer, picker_shown, sign_in_note, turn_model
 from copilot.services import Services
-from copilot.ui.chat import deep
+from copilot.ui.chat import deep, judge
 from copilot.ui.chat.render import (
     ASK_ALONE,
     history_choices,
@@ -236,6 +236,7 @@ def build(services: Services) -> gr.Textbox:
     with gr.Row(visible=False, elem_id="chat-vote-row") as vote_row:
         vote_buttons = [(gr.Button(text, elem_id=elem), value) for text, value, elem in VOTE_BUTTONS]
     vote_status = gr.HTML(elem_id="chat-vote-status")
+    judge_parts = judge.layout()
     with gr.Row():
         turn_bib = gr.Button("Download this turn's evidence (CSV, Markdown, BibTeX)", size="sm",
                              elem_id="chat-bib-run", scale=1, visible=False)
@@ -261,19 +262,23 @@ def build(services: Services) -> gr.Textbox:
 
     ask_outputs = [notice, answer_a, answer_b, vote_row, vote_status, turn_state, recent]
     at_once, queue = ask_admission(services)
+    asked = []
     for trigger in (ask_button.click, question.submit):    # the turn shown is what a follow-up refers to
         # "multiple": a question asked while the last one's answers still update (reading full text) is asked, not
         # dropped as Gradio's default drops a click on a running event
-        trigger(ask, [question, personalize, turn_state, model], ask_outputs, concurrency_limit=at_once,
-                concurrency_id=queue, trigger_mode="multiple").then(refresh_history, None, [history])
+        asked.append(trigger(ask, [question, personalize, turn_state, model], ask_outputs, concurrency_limit=at_once,
+                             concurrency_id=queue, trigger_mode="multiple"))
+        asked[-1].then(refresh_history, None, [history])
     _wire_alone(services, alone, [personalize, turn_state, model], ask_outputs, (at_once, queue),
                 (refresh_history, history))
     deep.wire(services, deep_button, question, turn_state, deep_parts, asks_at_once(services))
     if services.settings.oauth_client_id:      # what signing in adds, or where a signed-in visitor's words go
         on_page_load(sign_in_view, [sign_in, model])
-    return _wire_rest(services, question, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
-                      (turn_bib, turn_bib_note, turn_bib_file), history,
-                      [notice, answer_a, answer_b, vote_row, vote_status, turn_state], recent)
+    reopened = _wire_rest(services, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
+                          (turn_bib, turn_bib_note, turn_bib_file), history,
+                          [notice, answer_a, answer_b, vote_row, vote_status, turn_state], recent)
+    judge.wire(services, judge_parts, turn_state, [*asked, reopened])
+    return question
 
 
 def _wire_alone(services: Services, alone, inputs, ask_outputs, admission, refresh) -> None:
@@ -292,9 +297,10 @@ def _wire_alone(services: Services, alone, inputs, ask_outputs, admission, refre
     turn_state.change(show_alone, [turn_state], [alone])
 
 
-def _wire_rest(services: Services, question, vote_buttons, turn_state, vote_outputs, bib_parts, history,
-               reopen_outputs, recent) -> gr.Textbox:
-    """Votes, BibTeX, reopening and the page-load refresh, in the order their API names were first given."""
+def _wire_rest(services: Services, vote_buttons, turn_state, vote_outputs, bib_parts, history, reopen_outputs,
+               recent):
+    """Votes, BibTeX, reopening and the page-load refresh, in the order their API names were first given; returns
+    the reopening event."""
     def turn_bibtex(turn_id: str | None, request: gr.Request):
         return bibtex_view(services, turn_id, request)
 
@@ -309,9 +315,9 @@ def _wire_rest(services: Services, question, vote_buttons, turn_state, vote_outp
     turn_bib, turn_bib_note, turn_bib_file = bib_parts
     turn_bib.click(turn_bibtex, [turn_state], [turn_bib_note, turn_bib_file])
     turn_state.change(cleared_bibtex, [turn_state], [turn_bib_note, turn_bib_file, turn_bib])
-    history.input(reopen, [history], reopen_outputs)
+    reopened = history.input(reopen, [history], reopen_outputs)
     on_page_load(show_recent, [recent, history])
-    return question
+    return reopened
 
 
 def _bind_choice(services: Services, choice: str):
