@@ -262,21 +262,18 @@ def build(services: Services) -> gr.Textbox:
 
     ask_outputs = [notice, answer_a, answer_b, vote_row, vote_status, turn_state, recent]
     at_once, queue = ask_admission(services)
-    asked = []
-    for trigger in (ask_button.click, question.submit):    # the turn shown is what a follow-up refers to
-        # "multiple": a question asked while the last one's answers still update (reading full text) is asked, not
-        # dropped as Gradio's default drops a click on a running event
-        asked.append(trigger(ask, [question, personalize, turn_state, model], ask_outputs, concurrency_limit=at_once,
-                             concurrency_id=queue, trigger_mode="multiple"))
-        asked[-1].then(refresh_history, None, [history])
+    # "multiple": a question asked while the last one's answers still update (full text) is asked, not dropped
+    asked = [trigger(ask, [question, personalize, turn_state, model], ask_outputs, concurrency_limit=at_once,
+                     concurrency_id=queue, trigger_mode="multiple") for trigger in (ask_button.click, question.submit)]
+    for event in asked:
+        event.then(refresh_history, None, [history])
     _wire_alone(services, alone, [personalize, turn_state, model], ask_outputs, (at_once, queue),
                 (refresh_history, history))
     deep.wire(services, deep_button, question, turn_state, deep_parts, asks_at_once(services))
     if services.settings.oauth_client_id:      # what signing in adds, or where a signed-in visitor's words go
         on_page_load(sign_in_view, [sign_in, model])
     reopened = _wire_rest(services, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
-                          (turn_bib, turn_bib_note, turn_bib_file), history,
-                          [notice, answer_a, answer_b, vote_row, vote_status, turn_state], recent)
+                          (turn_bib, turn_bib_note, turn_bib_file), history, ask_outputs[:-1], recent)
     judge.wire(services, judge_parts, turn_state, [*asked, reopened])
     return question
 
