@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 
 import pytest
 
@@ -407,6 +408,15 @@ def test_a_one_answer_turn_is_judged_by_its_user_apart_from_the_blind_votes(chat
     chat.wait_for_thoughts(turn.id, timeout=60)
     assert chat.services.thoughts.get(kept["thought_id"], include_hidden=True).retracted_at is not None
     assert not chat.log.forget_turn(turn.id), "a judged turn was forgotten"
+    # judged while its own unvoted job still waits in the queue (the thought thread busy): the judgement decides
+    release = threading.Event()
+    chat.jobs.submit("busy", release.wait, 60)
+    soon = run(chat, "Which methods let language models retrieve passages before answering?")
+    assert soon.comparison == "same_items"
+    chat.judge(soon.id, "keep", "local")
+    release.set()
+    [kept] = [j for j in chat.wait_for_thoughts(soon.id, timeout=60) if j["superseded_at"] is None]
+    assert (kept["trigger"], kept["status"]) == ("judgement", "stored"), kept
     seed_thought(chat)
     compared = run(chat, QUESTION)
     assert compared.comparison == "yes"

@@ -84,12 +84,12 @@ class TurnThoughts:
         """Inside the caller's transaction: make `answer` (THOUGHTS, RAW, or None) the source of the turn's one
         thought. A current job that already makes it is kept (unless it failed: then it is tried again). Otherwise
         the current job is superseded: its thought retracted, or, queued, cancelled, or, running, left to retract
-        what it makes (`_settle`). A user's decision (a vote, a judgement) on the answer an unvoted job already used
-        runs again without the unvoted floor, unless that job stored its thought. Returns (the new job's id, thought
-        ids whose vectors must go)."""
+        what it makes (`_settle`). A user's decision (a vote, a judgement) on the answer an unvoted job uses (queued,
+        running or refused by the unvoted floor) supersedes it, unless it stored its thought: the decision needs no
+        floor. Returns (the new job's id, thought ids whose vectors must go)."""
         current = self.log.current_job(turn_id)
         decided_anew = (trigger not in UNVOTED and current is not None and current.trigger in UNVOTED
-                        and current.status == "not_an_answer")
+                        and current.status != "stored")
         if current is not None and current.answer == answer and current.status != "failed" and not decided_anew:
             return None, []
         now = time.time()
