@@ -147,11 +147,13 @@ def test_hostile_questions_are_read_in_linear_time(index, hostile):
 
 def test_time_grows_linearly_with_the_question(index):
     def seconds(text: str) -> float:
-        started = time.perf_counter()
-        for _ in range(3):
+        best = float("inf")
+        for _ in range(5):
+            started = time.perf_counter()
             index.mentions(text)
-        return time.perf_counter() - started
+            best = min(best, time.perf_counter() - started)
+        return best
 
-    piece = "How do Besta et al. 2025 and Open Deep Search x-y-z compare on 2503.18102? "
-    short, long = seconds(piece * 10), seconds(piece * 80)
+    piece = "How do the et al methods of x-y-z and Open Deep compare in (2025), by Smith and Jones 2024? "
+    short, long = seconds(piece * 40), seconds(piece * 320)      # no name of the library: nothing stops the reading
     assert long < 8 * short * 3

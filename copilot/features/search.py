@@ -107,7 +107,9 @@ def search_papers(services: Services, text: str | None, date_from: str | date | 
     naming = named_papers(services, query, [pid for pid, _, _ in fused])
     named = [pid for pid in naming.ids if allowed is None or pid in allowed]
     if named:       # a paper named by its id, title, coined name or first author and year is looked up, not ranked
-        fused = [(pid, float("inf"), {}) for pid in named] + [row for row in fused if row[0] not in named]
+        ranks = {pid: found for pid, _, found in fused}      # its places in the two lists, where it has some
+        fused = [(pid, float("inf"), ranks.get(pid, {})) for pid in named] + \
+            [row for row in fused if row[0] not in named]
     if sort == "date":
         fused = fused[:LIST_DEPTH]
     papers = {p.id: p for p in services.store.get_papers([pid for pid, _, _ in
