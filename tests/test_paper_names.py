@@ -157,3 +157,26 @@ def test_time_grows_linearly_with_the_question(index):
     piece = "How do the et al methods of x-y-z and Open Deep compare in (2025), by Smith and Jones 2024? "
     short, long = seconds(piece * 40), seconds(piece * 320)      # no name of the library: nothing stops the reading
     assert long < 8 * short * 3
+
+
+def test_the_dev_set_reads_and_the_eval_summarises(tmp_path):
+    from copilot.eval import named_eval
+    from tests.helpers import ROOT
+
+    dev = named_eval.read_questions(ROOT / "tests" / "data" / "named-dev.jsonl")
+    assert len(dev) >= 30 and {row["names_by"] for row in dev} == set(named_eval.KINDS)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "What does X do?"}\n', encoding="utf-8")
+    with pytest.raises(named_eval.NamedDataError, match="bad.jsonl:1"):
+        named_eval.read_questions(bad)
+    rows = [{"question": "q1", "names_by": "name", "heads_table": True, "in_table": True, "retrieved": True,
+             "search_first": False, "in_search": True, "seconds": 0.5},
+            {"question": "q2 | x", "names_by": "id", "heads_table": False, "in_table": True, "retrieved": True,
+             "search_first": False, "in_search": False, "seconds": 1.5}]
+    summary = named_eval.summarise(rows)
+    assert summary["heads_table"] == 0.5 and summary["in_table_count"] == 2
+    assert summary["by_kind"]["id"]["in_table"] == 1
+    report = {"summary": summary, "per_question": rows, "meta": {"papers_in_library": 2, "model_profile": "tiny",
+                                                                 "load_avg": [1.0]}}
+    text = named_eval.markdown(report)
+    assert "| named paper heads Chat's table | 0.5 (1) | 1.0 | 0.0 |" in text and "q2 / x" in text
