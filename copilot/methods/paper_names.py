@@ -16,6 +16,7 @@ made-up one ("AgentRxiv", "fin-r1") in any case. A name inside a longer hyphenat
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -128,7 +129,7 @@ class NameIndex:
 
     def __init__(self, entries: Iterable[Entry]) -> None:
         self.ids: set[str] = set()
-        self.titles: dict[tuple[str, ...], list[tuple[tuple[str, ...], str]]] = {}
+        self.titles: dict[tuple[str, ...], list[tuple[int, str, str]]] = {}    # first words → (words, joined, id)
         self.names: dict[tuple[str, ...], list[tuple[tuple[str, ...] | None, str]]] = {}
         self.authors: dict[str, list[tuple[int, str, tuple[str, ...]]]] = {}
         title_words: list[tuple[str, ...]] = []
@@ -151,9 +152,10 @@ class NameIndex:
         for text, least in ((entry.title, MIN_TITLE_WORDS), (tail if colon else "", MIN_TITLE_WORDS + 1)):
             words = keys_of(text)
             if len(words) >= least:
-                bucket = self.titles.setdefault(words[:TITLE_KEY], [])
-                if (words, entry.id) not in bucket:
-                    bucket.append((words, entry.id))
+                bucket = self.titles.setdefault(tuple(sys.intern(w) for w in words[:TITLE_KEY]), [])
+                held = (len(words), " ".join(words), entry.id)      # one string: a title's words take 7× the memory
+                if held not in bucket:
+                    bucket.append(held)
 
     def _add_author(self, entry: Entry) -> None:
         if not entry.authors:
@@ -212,19 +214,18 @@ class NameIndex:
         bucket = self.titles.get(tuple(w.key for w in words[i:i + TITLE_KEY]))
         if not bucket:
             return None
-        best: tuple[str, ...] = ()
+        best = 0
         ids: list[str] = []
-        for title, paper_id in bucket:
-            n = len(title)
-            if n >= len(best) and tuple(w.key for w in words[i:i + n]) == title:
-                if n > len(best):
-                    best, ids = title, []
+        for n, title, paper_id in bucket:
+            if n >= best and i + n <= len(words) and " ".join(w.key for w in words[i:i + n]) == title:
+                if n > best:
+                    best, ids = n, []
                 if paper_id not in ids:
                     ids.append(paper_id)
         if not ids:
             return None
-        span = words[i:i + len(best)]
-        return Mention(question[span[0].start:span[-1].end], TITLE, tuple(ids), span[0].start), len(best)
+        span = words[i:i + best]
+        return Mention(question[span[0].start:span[-1].end], TITLE, tuple(ids), span[0].start), best
 
     def _name_at(self, question: str, words: Sequence[_Word], i: int) -> tuple[Mention, int] | None:
         for n in range(min(MAX_NAME_WORDS, len(words) - i), 0, -1):
