@@ -48,6 +48,7 @@ UNIT_MODULES |= {"test_thought_rows"}    # a thought of the table's rows, its ve
 UNIT_MODULES |= {"test_linear_text"}     # hostile text read in linear time (issue #47)
 UNIT_MODULES |= {"test_fulltext_rows"}   # full text in the evidence table, its store and its section links (#48)
 UNIT_MODULES |= {"test_tex_text"}        # short inline TeX in characters (#49 item 4)
+UNIT_MODULES |= {"test_paper_names"}     # the names a question gives a paper, read in linear time (#57 item 1)
 TIERS = ("unit", "integration", "browser")
 _BEFORE = pytest.StashKey[set[str]]()
 

@@ -1,4 +1,5 @@
-"""Sentence roles and whether answers answer (issue #39): `train-roles`, `eval roles`, `eval answers`."""
+"""Sentence roles and whether answers answer (issue #39): `train-roles`, `eval roles`, `eval answers`; whether a
+question naming a paper finds it (issue #57): `eval named`."""
 
 from __future__ import annotations
 
@@ -91,6 +92,29 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
                    f"answers-{Path(args.questions).stem}-n{len(survey)}-p{len(papers)}{by}", args.json)
 
 
+def cmd_eval_named(args: argparse.Namespace) -> int:
+    from copilot.eval import answers_eval, named_eval
+
+    corpus = _corpus(args)
+    try:
+        questions = named_eval.read_questions(Path(args.questions), args.limit)
+        gold = sorted({pid for row in answers_eval.read_questions(Path(args.paper_questions), key="gold")
+                       for pid in row["gold"]}) if args.paper_questions else []
+    except (named_eval.NamedDataError, answers_eval.AnswersDataError) as error:
+        raise UserError(str(error)) from None
+    settings = load_settings()
+    services = _eval_library(settings, corpus, args.papers, gold)
+    missing = sorted({row["paper"] for row in questions} - {p.id for p in services.store.get_papers(
+        sorted({row["paper"] for row in questions}))})
+    if missing:
+        raise UserError(f"the library lacks the named papers {', '.join(missing[:5])}: raise --papers")
+    report = named_eval.evaluate(services, questions, progress=_to_stderr)
+    report["meta"].update(questions=str(args.questions), corpus=str(corpus), first_papers=args.papers,
+                          questions_sha1=hashlib.sha1(Path(args.questions).read_bytes()).hexdigest()[:12])
+    return _report(report, named_eval, settings.data_dir / "eval",
+                   f"named-{Path(args.questions).stem}-n{len(questions)}", args.json)
+
+
 def cmd_eval_thoughts_dev(args: argparse.Namespace) -> int:
     from copilot.eval import answers_eval, thoughts_dev_eval
 
@@ -162,7 +186,7 @@ def add_roles_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def add_roles_evals(names: argparse._SubParsersAction) -> None:
-    """`eval roles`, `eval answers` and `eval thoughts-dev`."""
+    """`eval roles`, `eval answers`, `eval named` and `eval thoughts-dev`."""
     p = names.add_parser("roles", help="the sentence-role classifier on CSAbstruct-format data: accuracy, macro-F1, "
                          "per-role precision/recall/F1, confusion")
     p.add_argument("--data", required=True, help="a JSON-lines file, or a folder of them, of {sentences, labels}")
@@ -186,6 +210,19 @@ def add_roles_evals(names: argparse._SubParsersAction) -> None:
                       "(the figures read the table under the words)")
     p.add_argument("--json", action="store_true", help="print one JSON object: summary, survey, papers, meta")
     p.set_defaults(func=cmd_eval_answers)
+    p = names.add_parser("named", help="does a question naming a paper (coined name, title, arXiv id, first author "
+                         "and year) find it? the share where it heads Chat's table, is in it, and is Search's first "
+                         "hit")
+    p.add_argument("--questions", default=str(REPO / "tests" / "data" / "named-dev.jsonl"),
+                   help="JSON lines {question, paper, names_by} (default tests/data/named-dev.jsonl)")
+    p.add_argument("--paper-questions", default=str(REPO / "tests" / "data" / "slim-dev.jsonl"),
+                   help="their gold papers join the library, as in `eval answers` (the same store; '' for none)")
+    p.add_argument("--corpus", default=str(SHARED / "arxiv-cs-2025-2026" / "papers.jsonl"),
+                   help="JSON-lines papers (default ../shared/data/arxiv-cs-2025-2026/papers.jsonl)")
+    p.add_argument("--papers", type=int, default=2000, help="the corpus's first N papers form the library")
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    p.add_argument("--json", action="store_true", help="print one JSON object: summary, per_question, meta")
+    p.set_defaults(func=cmd_eval_named)
     p = names.add_parser("thoughts-dev", help="does thought memory add relevant papers? warm memory with related "
                          "questions voted for the thought side, then ask the answers dev set: recall and precision "
                          "per side, identical answers, comparisons, rows from memory")

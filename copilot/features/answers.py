@@ -16,11 +16,12 @@ import numpy as np
 
 from copilot import prompts
 from copilot.features.evidence_search import table_paper_hits
+from copilot.features.named_papers import named_papers
 from copilot.features.signin import Writer
 from copilot.llm import Usage
 from copilot.methods import evidence, evidence_groups, evidence_text, quotes, sentence_roles
 from copilot.methods.thought_retriever import stream_answer
-from copilot.records import ARXIV_ID, Evidence
+from copilot.records import Evidence
 from copilot.services import Services
 from copilot.store.fulltext import StoredBody
 from copilot.table import BODY, EvidenceTable
@@ -75,9 +76,10 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str, 
     """The papers a table may quote: the retrieved papers, then the papers each retrieved thought rests on (a quote
     reached through a thought is the paper's words; `via` names the thought). A paper reached through a thought must
     be in `ranking` (`question_ranking`) and is ranked by its own relevance to the question, like any other (issue
-    #40): it is placed before the first retrieved paper whose cosine it beats; a paper whose arXiv id the question
-    holds is marked as named. `by_question`: the papers came from several queries (SlimPLM's, some made from a
-    draft), so they are ranked by `ranking`, and one it does not hold is left out (another query's topic).
+    #40): it is placed before the first retrieved paper whose cosine it beats; a paper the question names (its arXiv
+    id, title, coined name or first author and year: features.named_papers) is marked as named. `by_question`: the
+    papers came from several queries (SlimPLM's, some made from a draft), so they are ranked by `ranking`, and one it
+    does not hold is left out (another query's topic).
     `bodies`: the papers' full texts already read from the store this turn (those missing are read and added)."""
     via: dict[str, str] = {}
     scores: dict[str, float] = {}
@@ -98,7 +100,7 @@ def table_sources(services: Services, items: Sequence[Evidence], question: str, 
         else:
             del via[paper_id]
     through_thoughts = [pid for pid in through_thoughts if pid in ranked]
-    named = {m.group("base") for m in ARXIV_ID.finditer(question or "")}
+    named = {pid for mention in named_papers(services, question).mentions for pid in mention.ids}
     retrieved = [scores[pid] for pid in via if pid not in through_thoughts]
     ranks = {pid: float(n) for n, pid in enumerate(pid for pid in via if pid not in through_thoughts)}
     for paper_id in through_thoughts:      # placed before the first retrieved paper it beats

@@ -34,6 +34,7 @@ from copilot.features.chat_view import (
     shown_sources,
 )
 from copilot.features.chat_votes import CHOICES, VOTE_CHOICES, ChatError, TurnVotes  # noqa: F401  (re-exported)
+from copilot.features.named_papers import named_papers
 from copilot.features.profile import reader_text
 from copilot.features.signin import Writer
 from copilot.grounding import ids_to_labels
@@ -158,8 +159,9 @@ class Chat(TurnVotes):
             answers = [AnswerState("A", side_a, by_kind[side_a]), AnswerState("B", side_b, by_kind[side_b])]
             comparison = "pending"
         reader, profile_notice = reader_text(self.services, user) if personalize else ("", "")
+        named_notice = named_papers(self.services, text).notice      # a name that fits several papers: said
         turn = Turn(id=uuid.uuid4().hex[:12], user=user, question=text,
-                    notice=" ".join(n for n in (notice, profile_notice) if n), comparison=comparison,
+                    notice=" ".join(n for n in (notice, named_notice, profile_notice) if n), comparison=comparison,
                     answers=answers, retrieval_s=retrieval_s, reader=reader, asked=asked, ranking=ranking,
                     writes=writes, writer=writer)
         info = writer.info if writer else self.services.llm_info()

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
 import numpy as np
 
 from copilot.errors import UserError
+from copilot.features.named_papers import named_papers
 from copilot.features.search import MAX_QUERY_CHARS, search_papers
 from copilot.records import number_to_date
 from copilot.services import Services
@@ -63,22 +65,38 @@ def table_paper_hits(services: Services, question: str, embedding: np.ndarray, k
     last year holds no such paper, the older ones answer it)."""
     query = " ".join(question.split())[:MAX_QUERY_CHARS]
     filters = implied_filters(query, _newest(services))
+    named = _named(services, question, embedding)
     scored: list[tuple[str, float]] = []
     for chosen in ((filters, Filters()) if filters.any else (Filters(),)):
-        scored = _fused_hits(services, query, embedding, k, chosen)
-        if scored and (not chosen.any or max(score for _, score in scored) >= FILTERED_FLOOR):
+        scored = _fused_hits(services, query, embedding, k, chosen, named)
+        found = [score for pid, score in scored if pid not in named]      # a named paper is there whatever its cosine
+        if found and (not chosen.any or max(found) >= FILTERED_FLOOR):
             break
     return scored
 
 
+def _named(services: Services, question: str, embedding: np.ndarray) -> tuple[str, ...]:
+    """The papers the whole question names (an id may follow a long paste that Search's query cuts off); a name's
+    several papers closest to the question first."""
+    naming = named_papers(services, question)
+    several = list(dict.fromkeys(pid for mention in naming.mentions if mention.ambiguous for pid in mention.ids))
+    if not several:
+        return naming.ids
+    closest = [item.id for item in services.store.search("paper", embedding, len(several), ids=several)]
+    return named_papers(services, question, closest).ids
+
+
 def _fused_hits(services: Services, query: str, embedding: np.ndarray, k: int,
-                filters: Filters) -> list[tuple[str, float]]:
+                filters: Filters, named: Sequence[str] = ()) -> list[tuple[str, float]]:
+    """Search's first `k` for the query within `filters`, the papers the question names first whatever the filters
+    (a name is looked up, not ranked: issue #57)."""
     try:
         hits = search_papers(services, query, filters.date_from, filters.date_to, filters.categories, limit=k).hits
     except UserError as error:      # the table is then made without these papers: said in the log, not hidden
         log.warning("the evidence table's paper search failed (%s); it has no papers from it", error)
         hits = []
-    ids = [hit.paper.id for hit in hits]
+    found = [hit.paper.id for hit in hits]
+    ids = list(dict.fromkeys([*named, *found]))[:max(k, len(named))]
     if not ids:
         return []
     scored = {item.id: item.score for item in services.store.search("paper", embedding, len(ids), ids=ids)}

@@ -3,8 +3,9 @@
 A query is ranked twice — by meaning (the embedded query against the papers' vectors in Chroma) and by its words
 (BM25 over titles and abstracts, the index Related uses) — and the two lists are fused by reciprocal rank, equal
 weights. Filters (date range, any of the categories, an author) are applied to the candidates before either list
-is cut, through the in-memory catalog of the papers' dates, categories and authors. An arXiv id or link in the
-query puts that paper first. With no words but a filter, the filtered papers are listed newest first.
+is cut, through the in-memory catalog of the papers' dates, categories and authors. A paper the query names (its
+arXiv id or link, title, coined name, or first author and year: features.named_papers) comes first. With no words
+but a filter, the filtered papers are listed newest first.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from copilot.errors import UserError
+from copilot.features.named_papers import named_papers
 from copilot.methods.authors import AuthorNameError, matching_author, parse_author_name
 from copilot.methods.fusion import reciprocal_rank_fusion
-from copilot.records import Paper, date_number, parse_arxiv_id, storable_text
+from copilot.records import Paper, date_number, storable_text
 from copilot.services import Services
 
 MAX_QUERY_CHARS = 500
@@ -101,10 +103,13 @@ def search_papers(services: Services, text: str | None, date_from: str | date | 
         return _newest(services, query, allowed, limit)
 
     lists = {"meaning": _by_meaning(services, query, allowed), "words": _by_words(services, query, allowed)}
-    named = _named_paper(services, query, allowed)
     fused = reciprocal_rank_fusion(lists)
-    if named:
-        fused = [(named, float("inf"), {})] + [row for row in fused if row[0] != named]
+    naming = named_papers(services, query, [pid for pid, _, _ in fused])
+    named = [pid for pid in naming.ids if allowed is None or pid in allowed]
+    if named:       # a paper named by its id, title, coined name or first author and year is looked up, not ranked
+        ranks = {pid: found for pid, _, found in fused}      # its places in the two lists, where it has some
+        fused = [(pid, float("inf"), ranks.get(pid, {})) for pid in named] + \
+            [row for row in fused if row[0] not in named]
     if sort == "date":
         fused = fused[:LIST_DEPTH]
     papers = {p.id: p for p in services.store.get_papers([pid for pid, _, _ in
@@ -114,7 +119,7 @@ def search_papers(services: Services, text: str | None, date_from: str | date | 
     if sort == "date":
         hits = sorted(hits, key=lambda h: h.paper.published, reverse=True)
     hits = hits[:limit]
-    message = "" if hits else "No paper matches this search; try other words or wider filters."
+    message = naming.notice if hits else "No paper matches this search; try other words or wider filters."
     return SearchResult(query, hits, None if allowed is None else len(allowed), message)
 
 
@@ -142,15 +147,6 @@ def _by_words(services: Services, query: str, allowed: set[str] | None) -> list[
     if allowed is not None:
         ranked = [pid for pid in ranked if pid in allowed]
     return ranked[:LIST_DEPTH]
-
-
-def _named_paper(services: Services, query: str, allowed: set[str] | None) -> str | None:
-    """An arXiv id or link in the query names a paper: it comes first when the library has it."""
-    for token in query.split():
-        parsed = parse_arxiv_id(token)
-        if parsed and (allowed is None or parsed[0] in allowed) and services.store.get_papers([parsed[0]]):
-            return parsed[0]
-    return None
 
 
 def _newest(services: Services, query: str, allowed: set[str], limit: int) -> SearchResult:

@@ -1,5 +1,5 @@
-"""The papers' filterable facts (date, categories, authors, when stored) held in memory, for search filters and the
-feed.
+"""The papers' filterable facts (date, categories, authors, when stored, title) held in memory, for search filters,
+the feed and the names a question gives a paper.
 
 Chroma filters metadata by equality and ranges but cannot test "one of this paper's categories" or "one of its
 authors" on our string fields, and reading all metadata takes about 3 s at 14,000 papers. So the catalog reads it
@@ -25,6 +25,7 @@ class CatalogRow:
     categories: tuple[str, ...]    # primary first
     authors: tuple[str, ...]
     ingested: int                  # unix time this version was stored (0: stored before this was recorded)
+    title: str = ""                # as stored (for the names a question may give a paper by: features.named_papers)
 
 
 class PaperCatalog:
@@ -49,7 +50,7 @@ class PaperCatalog:
             page = self.store.paper_metadata_page(offset, PAGE)
             rows += [CatalogRow(pid, int(meta.get("date", 0)), tuple(str(meta.get("categories", "")).split()),
                                 tuple(a.strip() for a in str(meta.get("authors", "")).split(";") if a.strip()),
-                                int(meta.get("ingested", 0)))
+                                int(meta.get("ingested", 0)), str(meta.get("title", "")))
                      for pid, meta in page]
             if len(page) < PAGE:
                 return rows

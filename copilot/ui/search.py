@@ -71,7 +71,8 @@ def results_html(result: SearchResult, read: frozenset[str] = frozenset()) -> st
     count = (f"{len(result.hits)} results" + (f" among {result.matched} papers matching the filters"
                                              if result.matched is not None else ""))
     cards = "".join(card_html(n, hit, words, read) for n, hit in enumerate(result.hits, start=1))
-    return f'<p class="search-count">{escape(count)}</p><ol class="search-results">{cards}</ol>'
+    notice = f'<p class="search-notice">{escape(result.message)}</p>' if result.message else ""   # a name of several
+    return f'<p class="search-count">{escape(count)}</p>{notice}<ol class="search-results">{cards}</ol>'
 
 
 @dataclass
