@@ -47,6 +47,7 @@ UNIT_MODULES |= {"test_thought_rows"}    # a thought of the table's rows, its ve
 UNIT_MODULES |= {"test_linear_text"}     # hostile text read in linear time (issue #47)
 UNIT_MODULES |= {"test_fulltext_rows"}   # full text in the evidence table, its store and its section links (#48)
 UNIT_MODULES |= {"test_tex_text"}        # short inline TeX in characters (#49 item 4)
+UNIT_MODULES |= {"test_screen_words"}    # what the screens say, in words (#59)
 TIERS = ("unit", "integration", "browser")
 
 
