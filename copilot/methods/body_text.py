@@ -62,10 +62,9 @@ def body_sentences(body: Body) -> list[BodySentence]:
         if passage.kind == "table_row" and re.search(r"\d", text[passage.start:passage.end]):
             least = TABLE_MIN_WORDS
         for start, end in bounds:
-            pieces = quotes.bounded_bounds(text, start, end, quotes.MAX_SPAN_WORDS)
-            for n, (a, b) in enumerate(pieces):
+            for a, b, cut_before, cut_after in quotes.statement_pieces(text, start, end, quotes.MAX_SPAN_WORDS):
                 if len(re.findall(r"[A-Za-z]{2,}", text[a:b])) >= least:
-                    found.append(BodySentence(a, b, index, n > 0, n < len(pieces) - 1))
+                    found.append(BodySentence(a, b, index, cut_before, cut_after))
                 if len(found) >= MAX_SENTENCES:
                     return found
     return found
