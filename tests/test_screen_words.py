@@ -147,3 +147,15 @@ def test_evidence_spans_keep_their_subject():
     spans = spans_of(abstract)
     assert not any(s.text.startswith(("where", "and ")) for s in spans), [s.text for s in spans]
     assert all(abstract[s.start:s.end] and " ".join(abstract[s.start:s.end].split()) == s.text for s in spans)
+
+
+def test_profile_says_what_arxiv_was_asked_in_words():
+    """Issue #59: Profile showed `(arXiv query au:&quot;qi zhang&quot;)`, escaped twice, the query's syntax."""
+    from copilot.features.profile_lookup import query_in_words
+    from copilot.methods.authors import parse_author_name
+
+    name = parse_author_name("Qi Zhang")
+    assert query_in_words(name, 'au:"qi zhang"') == "the full name Qi Zhang"
+    assert query_in_words(name, "au:zhang_q") == "the surname Zhang with the initial Q"
+    assert query_in_words(parse_author_name("del maestro"), "au:del_maestro") == "the surname Del Maestro"
+    assert query_in_words(name, "") == ""
