@@ -34,6 +34,10 @@ _STYLE = re.compile(r"\\(?:text(?:bf|it|rm|tt|sc|sf|normal)?|emph|math(?:rm|bf|i
 _MATH = re.compile(r"\$\$(.{1,400}?)\$\$|\$(?!\s)([^$]{1,300}?)(?<![\s\\])\$|\\\((.{1,300}?)\\\)", re.S)
 _COMMAND = re.compile(r"\\([A-Za-z]+|[%&_#${},;! ])")
 _SCRIPT = re.compile(r"([\^_])(?:\{([^{}]*)\}|([A-Za-z0-9]))")
+# a citation or cross-reference left in an abstract ("Liu~\\cite{wang2024stylemamba}"): the reader cannot follow it
+_CITE = re.compile(r"~?\\(?:[cC]ite[a-zA-Z]{0,8}|ref|eqref|autoref|[cC]ref)\*?"
+                   r"(?:\[[^\[\]{}]{0,80}\]){0,2}\{[^{}]{0,300}\}")
+_TIE = re.compile(r"(?<=[\w.,;:)])~(?=[\w(])")      # "Fig.~3", "Liu~et al.": not "/~user" nor "~740K"
 
 
 def _code_point(match: re.Match) -> str:
@@ -70,9 +74,11 @@ def _math(text: str) -> str:
 
 def readable(text: str | None) -> str:
     """`text` with its LaTeX shown as text: math delimiters dropped, commands as Unicode (α, ≤, –), accents
-    composed, style commands unwrapped; anything else is left as written."""
-    if not text or ("\\" not in text and "$" not in text and "--" not in text):
+    composed, style commands unwrapped, citations and cross-references dropped with their tie ("Liu~\\cite{x}" →
+    "Liu"), a tie between words a space; anything else is left as written."""
+    if not text or ("\\" not in text and "$" not in text and "--" not in text and "~" not in text):
         return text or ""
+    text = _TIE.sub(" ", _CITE.sub("", text))
     text = _UNICODE.sub(_code_point, text)
     text = _ACCENT.sub(_accented, text)
     text = _MATH.sub(lambda m: _math(next(g for g in m.groups() if g is not None)), text)

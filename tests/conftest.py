@@ -49,6 +49,7 @@ UNIT_MODULES |= {"test_linear_text"}     # hostile text read in linear time (iss
 UNIT_MODULES |= {"test_fulltext_rows"}   # full text in the evidence table, its store and its section links (#48)
 UNIT_MODULES |= {"test_tex_text"}        # short inline TeX in characters (#49 item 4)
 UNIT_MODULES |= {"test_paper_names"}     # the names a question gives a paper, read in linear time (#57 item 1)
+UNIT_MODULES |= {"test_screen_words"}    # what the screens say, in words (#59)
 TIERS = ("unit", "integration", "browser")
 _BEFORE = pytest.StashKey[set[str]]()
 

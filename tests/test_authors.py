@@ -229,3 +229,40 @@ def test_a_rare_full_name_keeps_one_researchers_papers_in_one_group():
     assert len(papers) == 7 and "2503.17136" in {p.id for p in papers}
     groups = group_namesakes(papers, target, rare_name=True)
     assert [len(g.paper_ids) for g in groups] == [7], [g.label() for g in groups]
+
+
+@pytest.mark.parametrize("typed, author, expected", [
+    ("Qi Zhang", "Qi Zhang", True), ("Qi Zhang", "Q. Zhang", True), ("Qi Zhang", "QI ZHANG", True),
+    ("Qi Zhang", "Qiang Zhang", False), ("Qi Zhang", "Qian Zhang", False), ("Qi Zhang", "Qiuhong Zhang", False),
+    ("Qi Zhang", "Qiyuan Zhang", False), ("Qi He", "Qian He", False), ("Qi He", "Qisheng He", False),
+    ("Qi He", "Qingyuan He", False), ("Qixiang Zhang", "Qi-Xiang Zhang", True), ("Q. Zhang", "Qiang Zhang", True),
+])
+def test_a_given_name_matches_that_name_or_its_initial_not_names_it_begins(typed, author, expected):
+    """Issue #59: 'Qi Zhang' found Qiang, Qian, Qiuhong … Zhang; Search's 'Qi He' returned Qian He and Qisheng He."""
+    assert name_matches(parse_author_name(typed), author) is expected
+
+
+def test_the_real_qi_zhang_and_qi_he_of_the_library_match_only_themselves():
+    """In the corpus's first 2,014 papers: every author spelled Q… Zhang or Q… He, matched against the typed name."""
+    rows = _first_rows(2014)
+    names = {a for row in rows for a in row["authors"] if a.split()[-1] in ("Zhang", "He") and a.startswith("Q")}
+    assert {"Qiang Zhang", "Qian He", "Qisheng He"} <= names
+    assert {a for a in names if name_matches(parse_author_name("Qi Zhang"), a)} == {"Qi Zhang"}
+    assert {a for a in names if name_matches(parse_author_name("Qi He"), a)} == {"Qi He"}
+
+
+def test_namesakes_spelled_with_an_initial_are_grouped_and_the_typed_spelling_is_told():
+    from copilot.methods.authors import written_as_typed
+
+    target = parse_author_name("Qi Zhang")
+    assert written_as_typed(target, "Qi Zhang") and written_as_typed(target, "Qi-Zhang Zhang") is False
+    assert not written_as_typed(target, "Q. Zhang") and not written_as_typed(target, "Qiang Zhang")
+    assert written_as_typed(parse_author_name("Q. Zhang"), "Qiang Zhang")
+    papers = [paper("1", ["Q. Zhang", "Ann Lee", "Bo Li"], ["cs.CV"], "rain streaks"),
+              paper("2", ["Q. Zhang", "Ann Lee"], ["cs.CV"], "rain removal"),
+              paper("3", ["Qi Zhang", "Kim Park"], ["cs.CL"], "dialogue")]
+    groups = group_namesakes(papers, target)
+    assert [set(g.paper_ids) for g in groups] == [{"1", "2"}, {"3"}]
+    from copilot.features.profile_lookup import as_typed_group
+    assert as_typed_group(groups, target) == 2
+    assert as_typed_group(groups, parse_author_name("Q. Zhang")) == 1

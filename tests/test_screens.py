@@ -69,7 +69,9 @@ def test_related_shows_no_column_that_is_all_dashes_and_no_unused_control(page):
     rows = [{"id": f"2501.0000{n}", "title": "t", "authors": [], "date": "2025-01-01", "score": 0.1,
              "ranks": {"abstract": n, "title": n + 1}} for n in (1, 2)]
     html = results_html(rows)
-    assert html.count("<th>") == 4 + 2 and "–" not in html
+    assert html.count("<th>") == 3 + 2 + 2 and "–" not in html
+    main, _, scores = html.partition("<details")
+    assert "0.1000" not in main and "rank" not in main and "0.1000" in scores      # scores only when opened (#59)
     # the default ranking on the tiny model writes no aspect descriptions: how the LLM would write them is not asked
     assert _block(page, "related-mode").visible is False
 

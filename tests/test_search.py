@@ -8,7 +8,7 @@ import json
 import pytest
 
 from copilot.errors import UserError
-from copilot.features.search import search_papers
+from copilot.features.search import query_words, search_papers
 from copilot.ui.search import highlighted, results_html
 from tests.conftest import import_papers
 from tests.helpers import run_cli, subprocess_env
@@ -55,6 +55,26 @@ def test_author_filter_and_date_sort(library):
     by_date = search_papers(services, "learning", sort="date", limit=10)
     assert [h.paper.published for h in by_date.hits] == sorted((h.paper.published for h in by_date.hits),
                                                                reverse=True)
+
+
+def test_sorting_by_date_orders_the_relevant_results_and_keeps_the_query(library):
+    """Issue #59: "jailbreak defense" sorted by date listed the filters' newest papers, none about jailbreaks: the
+    newest 20 of the 200 fused candidates, however far from the query."""
+    from copilot.features.search import DATE_FLOOR, _closeness, _holds_words
+
+    services, papers = library
+    target = papers[17]
+    by_date = search_papers(services, target.title, sort="date")
+    ids = [h.paper.id for h in by_date.hits]
+    assert target.id in ids and len(ids) < 20, len(ids)
+    close = _closeness(services, target.title, ids)
+    words = query_words(target.title)
+    assert all(close[h.paper.id] >= DATE_FLOOR or _holds_words(h.paper, words) for h in by_date.hits)
+    assert [h.paper.published for h in by_date.hits] == sorted((h.paper.published for h in by_date.hits),
+                                                               reverse=True)
+    assert "Newest first among the" in by_date.message and "Newest first" in results_html(by_date)
+    relevance = [h.paper.id for h in search_papers(services, target.title, limit=100).hits]
+    assert set(ids) <= set(relevance)
 
 
 def test_a_pasted_arxiv_id_comes_first(library):

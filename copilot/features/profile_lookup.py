@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from copilot.errors import failure_sentence
 from copilot.features.profile import NOT_FOUND_HINT, ProfileError
@@ -18,6 +18,7 @@ from copilot.methods.authors import (
     group_namesakes,
     matching_author,
     parse_author_name,
+    written_as_typed,
 )
 from copilot.records import Paper, date_number
 from copilot.services import Services
@@ -45,10 +46,13 @@ class Lookup:
     groups: list[NamesakeGroup]
     dropped: int = 0            # papers arXiv returned whose authors do not match the name
     message: str = ""
+    checked: list[int] = field(default_factory=list)   # the groups checked by default (`as_typed_group`)
+    searched: str = ""          # the arXiv query in words, for the page ('' when none was sent)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "query": self.query, "candidates": [c.as_dict() for c in self.candidates],
-                "groups": [{"group": g.number, "label": g.label(), "paper_ids": g.paper_ids} for g in self.groups],
+                "groups": [{"group": g.number, "label": g.label(), "paper_ids": g.paper_ids,
+                            "checked": g.number in self.checked} for g in self.groups],
                 "message": self.message}
 
 
@@ -127,6 +131,27 @@ def _from_library(services: Services, target: AuthorName) -> list[tuple[Paper, s
     return [(paper, written) for paper in papers if (written := matching_author(target, paper.authors)) is not None]
 
 
+def as_typed_group(groups: Sequence[NamesakeGroup], target: AuthorName) -> int:
+    """The group checked by default: the largest one where the name is written as typed ('Qi Zhang', not only 'Q.
+    Zhang'); the largest group when none is. Other groups may be namesakes: the researcher checks the ones that are
+    theirs (issue #59: all nine groups of 'Qi Zhang' were checked, a namesake's rain-streak paper among them)."""
+    return next((g.number for g in groups if any(written_as_typed(target, s) for s in g.spellings)),
+                groups[0].number if groups else 0)
+
+
+def query_in_words(target: AuthorName, query: str) -> str:
+    """What arXiv was asked, in words (the page shows this, not the query's syntax): 'the full name Qi Zhang',
+    'the surname Zhang with the initial Q', 'the surname Zhang'."""
+    surname = " ".join(w.capitalize() for w in target.last)
+    if not query:
+        return ""
+    if query == full_name_query(target):
+        return f"the full name {target.display()}"
+    if target.initial and query == author_queries(target)[0]:
+        return f"the surname {surname} with the initial {target.initial.upper()}"
+    return f"the surname {surname}"
+
+
 def _rare(services: Services, target: AuthorName) -> bool:
     """Is the full name one few people of the library's field share (`expected_namesakes` below RARE_NAME)?"""
     expected = expected_namesakes(target, (author for row in services.catalog.rows() for author in row.authors))
@@ -171,8 +196,11 @@ def lookup_author(services: Services, name: str, max_results: int | None = None,
     in_library = sum(1 for c in candidates if c.found_in != "arxiv")
     message = (f"{len(candidates)} papers found for {target.display()} in {len(groups)} group(s)"
                f" ({in_library} of them in this library).")
+    checked = as_typed_group(groups, target)
     if len(groups) > 1:
-        message += " Groups may be different people with the same name: uncheck the ones that are not you."
+        message += (f" Groups may be different people with the same name: group {checked}, written as you typed it, "
+                    "is checked; check the others that are yours.")
     if warning:
         message += " " + warning
-    return Lookup(target.display(), query, candidates, groups, dropped, message)
+    return Lookup(target.display(), query, candidates, groups, dropped, message, [checked],
+                  query_in_words(target, query))

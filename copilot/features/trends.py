@@ -46,7 +46,7 @@ from copilot.features.trends_summaries import (  # noqa: F401
 from copilot.llm import LLMError
 from copilot.methods import quotes
 from copilot.methods.fusion import RRF_K, reciprocal_rank_fusion
-from copilot.methods.topics import Topic, build_topics, previous_window
+from copilot.methods.topics import MIN_PREVIOUS_PAPERS, Topic, build_topics, previous_window
 from copilot.model_profile import Generation
 from copilot.prompts import TRENDS_IDEAS_TASK
 from copilot.records import Paper, date_number, number_to_date
@@ -244,7 +244,7 @@ def corpus_version(services: Services) -> str:
 
 # Part of every cache key: bump it when what a report says for the same inputs changes (prompts, grammars,
 # checks), so a report written by older code is not shown as current.
-REPORT_FORMAT = 2
+REPORT_FORMAT = 3
 
 
 def cache_key(user: str, profile_version: int | None, start: date, end: date, categories: Sequence[str],
@@ -348,6 +348,11 @@ def _select_and_cluster(services: Services, report: TrendsReport, profile, opts:
                               f"{opts.cap}, {how}.")
     if not before:
         report.notices.append("No papers in the previous window of equal length: rising topics are unknown.")
+    elif len(before) < MIN_PREVIOUS_PAPERS:
+        report.notices.append(
+            f"The previous window of equal length ({report.previous[0]} … {report.previous[1]}) holds only "
+            f"{len(before)} paper{'s' if len(before) != 1 else ''}, too few to compare with: no topic is marked "
+            "rising or falling.")
     clock = time.perf_counter()
     report.stage = "clustering topics"
     report.topics = build_topics(chosen, vectors, start, end, before_vectors if len(before) else None)

@@ -131,7 +131,10 @@ def author_queries(name: AuthorName) -> list[str]:
 
 
 def _given_compatible(a: str, b: str) -> bool:
-    return not a or not b or a.startswith(b) or b.startswith(a)
+    """Spelled-out first names fit when either is unknown (an initial only) or they are the same name, hyphens aside
+    ('Qi-Xiang' = 'Qixiang'). A name never fits a longer one it begins (issue #59: 'Qi Zhang' took in Qiang, Qian and
+    Qiuhong Zhang)."""
+    return not a or not b or a.replace("-", "") == b.replace("-", "")
 
 
 def name_matches(target: AuthorName, author: str) -> bool:
@@ -149,6 +152,18 @@ def name_matches(target: AuthorName, author: str) -> bool:
 
 def matching_author(target: AuthorName, authors: Sequence[str]) -> str | None:
     return next((a for a in authors if name_matches(target, a)), None)
+
+
+def written_as_typed(target: AuthorName, author: str) -> bool:
+    """Is `author` the name as the user typed it: the same spelled-out first name (or, when only an initial was
+    typed, the same initial), not merely an initial that fits it ('Q. Zhang' for 'Qi Zhang')?"""
+    try:
+        other = parse_author_name(author)
+    except AuthorNameError:
+        return False
+    if other.last != target.last or (target.initial and other.initial != target.initial):
+        return False
+    return not target.given or (bool(other.given) and _given_compatible(target.given, other.given))
 
 
 @dataclass

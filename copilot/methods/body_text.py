@@ -62,10 +62,9 @@ def body_sentences(body: Body) -> list[BodySentence]:
         if passage.kind == "table_row" and re.search(r"\d", text[passage.start:passage.end]):
             least = TABLE_MIN_WORDS
         for start, end in bounds:
-            pieces = quotes.bounded_bounds(text, start, end, quotes.MAX_SPAN_WORDS)
-            for n, (a, b) in enumerate(pieces):
+            for a, b, cut_before, cut_after in quotes.statement_pieces(text, start, end, quotes.MAX_SPAN_WORDS):
                 if len(re.findall(r"[A-Za-z]{2,}", text[a:b])) >= least:
-                    found.append(BodySentence(a, b, index, n > 0, n < len(pieces) - 1))
+                    found.append(BodySentence(a, b, index, cut_before, cut_after))
                 if len(found) >= MAX_SENTENCES:
                     return found
     return found
@@ -105,17 +104,42 @@ def may_state_finding(body: Body, sentence: BodySentence) -> bool:
 
 
 def section_label(body: Body, section: Section) -> str:
-    """A section as a quote names it: its numbered title, or for an unnumbered heading (LaTeX's \\paragraph) the
-    numbered section it sits in first: "4.1 Datasets › Evaluation"."""
-    if _NUMBERED.match(section.title + " ") or not section.anchor:
+    """A section as a quote names it: its numbered title ("4.2 Ablations", "Appendix E.1 Prompting Strategy"), or for
+    an unnumbered heading (LaTeX's \\paragraph) the numbered section it sits in first: "4.1 Datasets › Evaluation"."""
+    if not section.anchor:
         return section.title
+    own = _numbered_title(section)
+    if own:
+        return own
     parts = section.anchor.split(".")
     by_anchor = {s.anchor: s for s in body.sections if s.anchor}
     for n in range(len(parts) - 1, 0, -1):
         parent = by_anchor.get(".".join(parts[:n]))
-        if parent is not None and _NUMBERED.match(parent.title + " "):
-            return f"{parent.title} \u203a {section.title}"
+        if parent is not None and (label := _numbered_title(parent)):
+            return f"{label} \u203a {section.title}"
     return section.title
+
+
+_APPENDIX_ANCHOR = re.compile(r"^A(\d{1,3})((?:\.S{2,3}\d{1,3})*)$")
+
+
+def _numbered_title(section: Section) -> str:
+    """The section's title with its number as a reader writes it, "" when it has none. LaTeXML's anchor says what
+    the number is: a paragraph ("…Px1") has none, whatever its title begins with ("A component-level circuit."); an
+    appendix ("A5.SS1") is "Appendix E.1", however its heading spelled the number (issue #59: "§-E1")."""
+    anchor, title = section.anchor, section.title
+    if anchor.rsplit(".", 1)[-1].startswith("Px"):
+        return ""
+    appendix = _APPENDIX_ANCHOR.match(anchor)
+    if appendix is None:
+        return title if _NUMBERED.match(title + " ") else ""
+    top = int(appendix.group(1))
+    number = (chr(ord("A") + top - 1) if top <= 26 else str(top)) + "".join(
+        f".{int(part.lstrip('S'))}" for part in appendix.group(2).split(".")[1:] if int(part.lstrip("S")))
+    lead = re.match(r"(?:Appendix\s+)?(\S+)\s*", title)
+    if lead and re.sub(r"[^A-Za-z0-9]", "", lead.group(1)) == number.replace(".", ""):
+        title = title[lead.end():]
+    return f"Appendix {number} {title}".strip()
 
 
 def sentence_terms(texts: Sequence[str]) -> list[list[str]]:

@@ -249,12 +249,12 @@ def source_text(source: Source, origin: str) -> str:
 
 
 def spans_of(abstract: str) -> list[Span]:
-    """An abstract's quotable spans: its sentences, a sentence too long to quote cut into bounded spans."""
+    """An abstract's quotable spans: its sentences, a sentence too long to quote cut into bounded spans that read on
+    their own (`quotes.statement_pieces`)."""
     found: list[Span] = []
     for start, end in quotes.sentence_bounds(abstract):
-        pieces = quotes.bounded_bounds(abstract, start, end, MAX_QUOTE_WORDS)
-        for n, (a, b) in enumerate(pieces):
-            found.append(Span(" ".join(abstract[a:b].split()), n > 0, n < len(pieces) - 1, len(found), a, b))
+        for a, b, cut_before, cut_after in quotes.statement_pieces(abstract, start, end, MAX_QUOTE_WORDS):
+            found.append(Span(" ".join(abstract[a:b].split()), cut_before, cut_after, len(found), a, b))
     return found
 
 

@@ -29,6 +29,7 @@ from copilot.methods.evidence_text import CLOSE_QUOTE, OPEN_QUOTE, is_table
 from copilot.records import ARXIV_ID_PATTERN
 
 MAX_SPAN_WORDS = 45          # a longer "sentence" is cut into spans of at most this many words
+MAX_SENTENCE_FACTOR = 2      # … unless a piece would lose its subject: then a sentence this many times longer is whole
 MIN_QUOTE_WORDS = 5          # shorter candidates say too little to answer anything
 RESTATES_SHARE = 0.8         # a candidate whose content words are this much in the question only restates it
 MAX_QUOTES = 3
@@ -148,6 +149,57 @@ def bounded_bounds(text: str, start: int, end: int, max_words: int) -> list[tupl
     return bounds
 
 
+# A piece cut out of a longer sentence is quoted on its own only when it reads as a statement: it opens with a subject
+# (a name, a number, or one of these words) and holds a verb after it. "where reasoning continues …", "specifically
+# designed to determine …" and "and (2) a hierarchical evaluation pipeline" lost their subject (issue #59).
+_SUBJECT_OPENERS = frozenset("we it they this these those our its their the a an each every both all most many some "
+                             "such one he she there i".split())
+_ENUMERATION = re.compile(r"\(?[0-9ivx]{1,4}[).]\s+", re.I)
+_VERB = re.compile(r"\b(?:is|are|was|were|be|been|being|has|have|had|can|could|will|would|may|might|must|should|"
+                   r"shall|does|do|did|[a-z]{3,}(?:s|ed))\b")
+
+
+def reads_alone(piece: str) -> bool:
+    """Whether a piece of a sentence reads as a statement on its own: subject first (a capitalised word, a number, or
+    a pronoun or determiner such as "we", "the", "this"), then a verb."""
+    text = _ENUMERATION.sub("", piece.strip(), count=1) if piece.strip().startswith("(") else piece.strip()
+    first, _, rest = text.partition(" ")
+    first = first.strip("\"'([")
+    if not first or not rest:
+        return False
+    opens = first[0].isupper() or first[0].isdigit() or first.lower() in _SUBJECT_OPENERS
+    return opens and first.lower() not in _NOT_SUBJECTS and bool(_VERB.search(rest))
+
+
+# capitalised, yet not a subject: a piece opening with these continues the sentence before it
+_NOT_SUBJECTS = frozenset("and or but nor so yet then which who whom whose where when while whereas although though "
+                          "because since if unless until as than that to for of in on at by with from into via "
+                          "without within through after before during including specifically".split())
+
+
+def statement_pieces(text: str, start: int, end: int, max_words: int) -> list[tuple[int, int, bool, bool]]:
+    """(start, end, cut_before, cut_after) of the quotable pieces of the sentence text[start:end]: its bounded pieces
+    (`bounded_bounds`) when each one after the first reads alone (`reads_alone`); else the whole sentence when it
+    holds at most MAX_SENTENCE_FACTOR × `max_words` words; else the first piece and the others that read alone
+    (issue #59: "… “where reasoning continues even after reaching a confident answer.”")."""
+    pieces = bounded_bounds(text, start, end, max_words)
+    last = len(pieces) - 1
+    flagged = [(a, b, n > 0, n < last) for n, (a, b) in enumerate(pieces)]
+    if all(reads_alone(text[a:b]) for a, b in pieces[1:]):
+        return flagged
+    if len(text[pieces[0][0]:pieces[-1][1]].split()) <= MAX_SENTENCE_FACTOR * max_words:
+        return [(pieces[0][0], pieces[-1][1], False, False)]
+    return [piece for piece in flagged if not piece[2] or reads_alone(text[piece[0]:piece[1]])]
+
+
+def statements(text: str, max_words: int = MAX_SPAN_WORDS) -> list[str]:
+    """`split_sentences`, keeping only pieces that can be quoted on their own (`statement_pieces`), white space
+    folded: what an extractive answer quotes."""
+    text = text or ""
+    return [" ".join(text[a:b].split()) for start, end in sentence_bounds(text)
+            for a, b, _, _ in statement_pieces(text, start, end, max_words)]
+
+
 def _bounded(sentence: str, max_words: int) -> list[str]:
     """A sentence of at most `max_words` words as it is; a longer one cut at clause marks, then by word count."""
     return [" ".join(sentence[a:b].split()) for a, b in bounded_bounds(sentence, 0, len(sentence), max_words)]
@@ -216,7 +268,7 @@ def candidates(question: str, texts: Sequence[str]) -> list[tuple[int, str, bool
     for index, text in enumerate(texts):
         title, _, body = (text or "").partition("\n")     # a title ends at its line; an abstract's lines are wrapped
         for part, is_title in ((title, True), (body, False)):
-            for sentence in split_sentences(_QUOTE_MARKS.sub("", strip_ids(part))):
+            for sentence in statements(_QUOTE_MARKS.sub("", strip_ids(part))):
                 key = sentence.lower()
                 if (len(re.findall(r"[A-Za-z]{2,}", sentence)) >= MIN_QUOTE_WORDS and key not in seen
                         and not (is_title and restates(sentence, question))):
@@ -324,7 +376,7 @@ def key_sentences(targets: np.ndarray, texts: Sequence[str], embed, skip_title: 
     for index, text in enumerate(texts):
         lines = (text or "").split("\n")
         body = " ".join(lines[1:]) if skip_title and len(lines) > 1 else " ".join(lines)
-        owned += [(index, s) for s in split_sentences(strip_ids(body))
+        owned += [(index, s) for s in statements(strip_ids(body))
                   if len(re.findall(r"[A-Za-z]{2,}", s)) >= MIN_QUOTE_WORDS]
     best: list[str | None] = [None] * len(texts)
     if not owned:

@@ -21,6 +21,14 @@ MAX_TOPICS = 8
 RISE_RATIO = 1.25        # share now ≥ 1.25 × share before …
 RISE_POINTS = 0.02       # … and at least 2 points of share more, and …
 RISE_MIN_PAPERS = 2      # … at least 2 papers now
+# The previous window needs this many papers for shares to compare (issue #59: against a window of 1 paper, seven of
+# eight topics read "rising" by more than 50 points); with fewer, no topic is marked rising or falling.
+MIN_PREVIOUS_PAPERS = 30
+# A term names a topic only when at least this many of its papers use it (not one paper's acronym repeated: "rek")
+LABEL_MIN_PAPERS = 2
+# Whole words only, digits and inner hyphens included ("deepseek-r1", "gpt-4o"): the earlier letters-only pattern cut
+# "deepseek-r1" to "deepseek-" (issue #59). At least three characters, starting with a letter.
+_TOKEN = r"(?u)(?<![\w-])(?=[a-zA-Z][a-zA-Z0-9-]{2})[a-zA-Z][a-zA-Z0-9]*(?:-[a-zA-Z0-9]+)*(?![\w-])"
 
 _LATEX = re.compile(r"\$[^$]*\$|\\[a-zA-Z]+|https?://\S+")
 DOMAIN_STOP_WORDS = frozenset("""
@@ -115,17 +123,20 @@ def topic_terms(documents: Sequence[str], labels: np.ndarray | Sequence[int], to
         return []
     joined = [" ".join(_clean(documents[int(i)]) for i in np.flatnonzero(labels == c)) for c in range(k)]
     vectorizer = CountVectorizer(stop_words=sorted(ENGLISH_STOP_WORDS | DOMAIN_STOP_WORDS), ngram_range=(1, 2),
-                                 token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z\-]{2,}\b", lowercase=True)
+                                 token_pattern=_TOKEN, lowercase=True)
     try:
         counts = vectorizer.fit_transform(joined).toarray().astype(np.float64)
     except ValueError:  # nothing but stop words
         return [[] for _ in range(k)]
+    used = vectorizer.transform([_clean(d) for d in documents]) > 0           # paper × term: does it use the term
+    papers_using = np.vstack([np.asarray(used[np.flatnonzero(labels == c)].sum(axis=0)).ravel() for c in range(k)])
     vocabulary = vectorizer.get_feature_names_out()
     per_topic_words = counts.sum(axis=1, keepdims=True)
     tf = counts / np.where(per_topic_words == 0, 1, per_topic_words)
     idf = np.log(1 + per_topic_words.mean() / np.maximum(counts.sum(axis=0), 1))
-    # a term must occur at least twice in its topic (unless the topic is tiny) to name it
-    scores = tf * idf * (counts >= min(2, counts.max(initial=1)))
+    # a term must occur in at least two of its topic's papers (unless the topic is tiny) to name it
+    sizes = np.bincount(labels, minlength=k)[:, None]
+    scores = tf * idf * (papers_using >= np.minimum(LABEL_MIN_PAPERS, sizes))
     result = []
     for c in range(k):
         chosen: list[str] = []
@@ -200,7 +211,8 @@ def build_topics(papers: Sequence[Paper], embeddings: np.ndarray, start: date, e
                  previous_embeddings: np.ndarray | None = None, k: int | None = None, seed: int = 0,
                  top_terms: int = 6) -> list[Topic]:
     """Topics of `papers` (row i of `embeddings` is papers[i]), largest first, with counts per day/week and
-    rising/falling against the previous window's papers (`previous_embeddings`; None or empty = unknown)."""
+    rising/falling against the previous window's papers (`previous_embeddings`; None, or fewer than
+    MIN_PREVIOUS_PAPERS = unknown)."""
     if not papers:
         return []
     embeddings = np.asarray(embeddings, dtype=np.float32)
@@ -212,7 +224,7 @@ def build_topics(papers: Sequence[Paper], embeddings: np.ndarray, start: date, e
     total_before = 0
     if previous_embeddings is not None and len(previous_embeddings):
         before = np.bincount(assign(previous_embeddings, centroids), minlength=len(centroids))
-        total_before = int(before.sum())
+        total_before = int(before.sum()) if len(previous_embeddings) >= MIN_PREVIOUS_PAPERS else 0
     topics = []
     for c in range(len(centroids)):
         members = np.flatnonzero(labels == c)

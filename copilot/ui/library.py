@@ -129,7 +129,7 @@ def status_markdown(services: Services, scheduler: IngestScheduler | None) -> st
         last_line = "never"
     running = info["ingest_running"] or (scheduler is not None and scheduler.running)
     lines = [
-        f"**Corpus:** <span id='corpus-count'>{info['papers']}</span> papers · {info['thoughts']} thoughts",
+        f"**Corpus:** <span id='corpus-count'>{info['papers']:,}</span> papers · {info['thoughts']:,} thoughts",
         f"**Last ingestion:** {last_line}",
         f"**Next ingestion:** {readable_time(info['next_ingest']) or 'not scheduled'} (categories "
         f"{escape(', '.join(info['categories']))})",

@@ -35,9 +35,10 @@ def _paper_label(paper: Paper, group: int, found_in: str = "") -> str:
 
 
 def _candidates_state(papers: list[Paper], group_of: dict[str, int], group_labels: dict[int, str],
-                      found_in: dict[str, str] | None = None) -> dict:
+                      found_in: dict[str, str] | None = None, checked: list[int] | None = None) -> dict:
+    """The listed papers and their groups; `checked`: the groups checked at first (every group when None)."""
     return {"papers": {p.id: p for p in papers}, "group_of": group_of, "groups": group_labels,
-            "checked_groups": sorted(group_labels), "found_in": found_in or {}}
+            "checked_groups": sorted(group_labels if checked is None else checked), "found_in": found_in or {}}
 
 
 def _choices(state: dict) -> list[tuple[str, str]]:
@@ -76,12 +77,13 @@ def lookup_view(services: Services, name: str, progress=None):
         return escape(result.message), *_cleared()
     state = _candidates_state([c.paper for c in result.candidates], {c.paper.id: c.group for c in result.candidates},
                               {g.number: g.label() for g in result.groups},
-                              {c.paper.id: c.found_in for c in result.candidates})
-    message = escape(result.message) + (f" <small>(arXiv query `{escape(result.query)}`)</small>" if result.query
-                                        else "")
+                              {c.paper.id: c.found_in for c in result.candidates}, result.checked)
+    message = escape(result.message) + (f" <small>(arXiv searched for {escape(result.searched)})</small>"
+                                        if result.searched else "")
+    checked = [pid for pid in state["papers"] if state["group_of"].get(pid) in result.checked]
     return (message,
-            gr.update(choices=_group_choices(state), value=sorted(state["groups"]), visible=len(result.groups) > 1),
-            gr.update(choices=_choices(state), value=list(state["papers"])), state)
+            gr.update(choices=_group_choices(state), value=state["checked_groups"], visible=len(result.groups) > 1),
+            gr.update(choices=_choices(state), value=checked), state)
 
 
 def ids_view(services: Services, text: str):

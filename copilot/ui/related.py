@@ -44,19 +44,18 @@ def query_html(result: related.RelatedResult) -> str:
     for notice in (q.notice, *result.notices, result.missing_notice):
         if notice:
             lines.append(f"<p class='related-notice'><strong>Note:</strong> {escape(notice)}</p>")
-    lines.append(f"<p>{len(result.results)} related papers; ranks per list show where each list placed the "
-                 "paper (– = not in that list's top 60).</p>")
+    lines.append(f"<p>{len(result.results)} related papers. Under the list, “How each list ranked them” shows "
+                 "where each list placed each paper (– = not in that list's top 60).</p>")
     return "\n".join(lines)
 
 
 def results_html(rows: list[dict], read: frozenset[str] = frozenset()) -> str:
+    """The related papers (#, title with why, date); the fused score and each list's rank under a closed "How each
+    list ranked them" (issue #59: "Fused score 0.0595" and six rank columns were the first thing shown)."""
     if not rows:
         return "<p>No related papers found.</p>"
-    columns = [c for c in RANK_COLUMNS if any(c in row["ranks"] for row in rows)]   # no column that is all "–"
-    head = "".join(f"<th>{escape(related.QUERY_LABELS[c])} rank</th>" for c in columns)
     body = []
     for n, row in enumerate(rows, start=1):
-        ranks = "".join(f"<td class='rank-{c}'>{row['ranks'].get(c, '–')}</td>" for c in columns)
         authors = row.get("authors") or []
         byline = escape(", ".join(authors[:3]) + (" et al." if len(authors) > 3 else ""))
         best = sorted(row["ranks"].items(), key=lambda kv: kv[1])[:2]
@@ -65,11 +64,21 @@ def results_html(rows: list[dict], read: frozenset[str] = frozenset()) -> str:
                     f"<br><small class='related-byline'>{byline}</small>"
                     + (f"<br><small class='related-why'>why: {escape(why)}</small>" if why else "")
                     + ("<br><small class='full-text-mark'>full text read</small>" if row["id"] in read else "")
-                    + "</td>"
-                    f"<td style='white-space:nowrap'>{escape(row['date'] or '')}</td>"
-                    f"<td>{row['score']:.4f}</td>{ranks}</tr>")
-    return (f"<table id='related-table'><thead><tr><th>#</th><th>Title</th><th>Date</th><th>Fused score</th>"
-            f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+                    + f"</td><td style='white-space:nowrap'>{escape(row['date'] or '')}</td></tr>")
+    return (f"<table id='related-table'><thead><tr><th>#</th><th>Title</th><th>Date</th></tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>" + scores_html(rows))
+
+
+def scores_html(rows: list[dict]) -> str:
+    """Each result's fused score and its rank in each list, closed by default."""
+    columns = [c for c in RANK_COLUMNS if any(c in row["ranks"] for row in rows)]   # no column that is all "–"
+    head = "".join(f"<th>{escape(related.QUERY_LABELS[c])} rank</th>" for c in columns)
+    body = "".join(f"<tr class='related-score-row'><td>{n}</td><td>{row['score']:.4f}</td>"
+                   + "".join(f"<td class='rank-{c}'>{row['ranks'].get(c, '–')}</td>" for c in columns) + "</tr>"
+                   for n, row in enumerate(rows, start=1))
+    return ("<details id='related-scores'><summary>How each list ranked them (fused score and ranks)</summary>"
+            f"<table id='related-ranks'><thead><tr><th>#</th><th>Fused score</th>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table></details>")
 
 
 def baseline_html(rows: list[dict]) -> str:

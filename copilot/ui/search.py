@@ -68,10 +68,11 @@ def results_html(result: SearchResult, read: frozenset[str] = frozenset()) -> st
     if not result.hits:
         return f'<p class="search-empty">{escape(result.message or "No results.")}</p>'
     words = query_words(result.query)
-    count = (f"{len(result.hits)} results" + (f" among {result.matched} papers matching the filters"
+    count = (f"{len(result.hits)} results" + (f" among {result.matched:,} papers matching the filters"
                                              if result.matched is not None else ""))
     cards = "".join(card_html(n, hit, words, read) for n, hit in enumerate(result.hits, start=1))
-    notice = f'<p class="search-notice">{escape(result.message)}</p>' if result.message else ""   # a name of several
+    # a name that fits several papers, or how results sorted by date were chosen
+    notice = f'<p class="search-notice">{escape(result.message)}</p>' if result.message else ""
     return f'<p class="search-count">{escape(count)}</p>{notice}<ol class="search-results">{cards}</ol>'
 
 

@@ -12,6 +12,7 @@ from copilot.errors import UserError
 from copilot.features import gor, gor_period, trends
 from copilot.features.bibtex import bibtex_for_ids
 from copilot.features.limits import RateLimited, check_rate
+from copilot.readable import readable
 from copilot.records import ARXIV_ID_PATTERN
 from copilot.services import Services
 from copilot.ui.common import arxiv_link, current_user, escape, rate_scope, shown_file, write_bibtex
@@ -24,11 +25,12 @@ MAX_PLOTTED = 8
 
 
 def linked(text: str) -> str:
-    """Escape model text, then turn [2501.01234] and [2501.01234, hep-th/9901001] citations into arXiv links; a
-    line break (between quotes) stays one."""
+    """Model text or quotes of abstracts, their LaTeX shown as text (`readable`: a quote read "\\emph{ReverBERT}"
+    and "Liu~\\cite{…}", issue #59), escaped; then [2501.01234] and [2501.01234, hep-th/9901001] citations become
+    arXiv links; a line break (between quotes) stays one."""
     def links(match: re.Match) -> str:
         return "[" + ", ".join(arxiv_link(pid.strip()) for pid in match.group(1).split(",")) + "]"
-    return _ID_REF.sub(links, escape(text)).replace("\n", "<br>")
+    return _ID_REF.sub(links, escape(readable(text))).replace("\n", "<br>")
 
 
 def status_html(report: trends.TrendsReport) -> str:
@@ -37,8 +39,9 @@ def status_html(report: trends.TrendsReport) -> str:
     cats = escape(", ".join(report.categories)) if report.categories else "all categories"
     parts = [f"<b>{report.start} … {report.end}</b> · {cats} · <span id='trends-count'>{report.papers}</span> "
              f"papers analysed of {report.in_range} in the range (cap {report.cap}) · {who}"]
-    if report.previous:
-        parts.append(f"Compared with {report.previous[0]} … {report.previous[1]} ({report.previous_papers} papers).")
+    if report.previous and report.previous_papers >= trends.MIN_PREVIOUS_PAPERS:
+        parts.append(f"Compared with {report.previous[0]} … {report.previous[1]} ({report.previous_papers:,} "
+                     "papers).")
     parts += [escape(n) for n in report.notices]
     parts += [f"<span class='trends-failure'>LLM step failed: {escape(f)}</span>" for f in report.failures]
     if report.cached:

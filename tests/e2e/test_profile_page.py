@@ -29,6 +29,17 @@ def test_lookup_uncheck_generate_edit_save_reload(app_server, page, fake_arxiv):
                                                            timeout=60_000)
     boxes = page.locator("#profile-papers input[type=checkbox]")
     expect(boxes).to_have_count(10)
+    # only the largest group written as typed ("Adrian Del Maestro") is checked at first (issue #59); the researcher
+    # checks the other groups that are theirs (the "A. Del Maestro" papers here), and their papers follow
+    groups = page.locator("#profile-groups input[type=checkbox]")
+    expect(page.locator("#profile-groups input[type=checkbox]:checked")).to_have_count(1)
+    checked = page.locator("#profile-papers input[type=checkbox]:checked")
+    assert checked.count() < 10
+    for n in range(groups.count()):
+        if not groups.nth(n).is_checked():
+            before = checked.count()
+            groups.nth(n).check()
+            expect(checked).not_to_have_count(before)         # this group's papers followed: then the next one
     expect(page.locator("#profile-papers input[type=checkbox]:checked")).to_have_count(10)
     page.locator("#profile-papers label").filter(has_text=DROPPED).locator("input").uncheck()
     expect(page.locator("#profile-papers input[type=checkbox]:checked")).to_have_count(9)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from playwright.sync_api import expect
+
 from tests.conftest import sample_papers
 
 
@@ -30,15 +32,21 @@ def test_related_tab_ranks_papers_with_aspect_ranks(app_server, page):
     assert "Ranked by prism-extractive" in status                     # the tab says which ranking this is
     rows = table.locator("tbody tr.related-row")
     assert rows.count() == 20
-    headers = table.locator("thead th").all_inner_texts()
+    assert table.locator("thead th").all_inner_texts() == ["#", "Title", "Date"]     # no scores by default (#59)
+    expect(page.locator("#related-ranks")).to_be_hidden()
+    page.locator("#related-scores summary").click()
+    scores = page.locator("#related-ranks")
+    expect(scores).to_be_visible()
+    headers = scores.locator("thead th").all_inner_texts()
     every = ["Research question rank", "Method rank", "Experiments rank", "Abstract rank", "Title rank",
              "Words (BM25) rank"]
-    assert len(headers) > 4 and headers[4:] == [h for h in every if h in headers[4:]]
-    cells = [rows.nth(i).locator("td").all_inner_texts()[4:] for i in range(rows.count())]
-    assert all(any(row[n] != "–" for row in cells) for n in range(len(headers) - 4))   # no column all "–" (#38)
-    first = rows.nth(0).locator("td").all_inner_texts()
-    assert re.fullmatch(r"0\.0\d{3}", first[3])                       # a weighted RRF score: at most 4.5 / 61
-    aspect_ranks = [cell for cell in first[4:] if cell != "–"]
+    assert len(headers) > 2 and headers[2:] == [h for h in every if h in headers[2:]]
+    score_rows = scores.locator("tbody tr")
+    cells = [score_rows.nth(i).locator("td").all_inner_texts()[2:] for i in range(score_rows.count())]
+    assert all(any(row[n] != "–" for row in cells) for n in range(len(headers) - 2))   # no column all "–" (#38)
+    first = score_rows.nth(0).locator("td").all_inner_texts()
+    assert re.fullmatch(r"0\.0\d{3}", first[1])                       # a weighted RRF score: at most 4.5 / 61
+    aspect_ranks = [cell for cell in first[2:] if cell != "–"]
     assert aspect_ranks and all(cell.isdigit() for cell in aspect_ranks)
     links = table.locator("a").evaluate_all("els => els.map(e => e.href)")
     assert all(href.startswith("https://arxiv.org/abs/") for href in links)

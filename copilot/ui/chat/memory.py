@@ -27,13 +27,22 @@ def memory_html(thoughts: list[dict]) -> str:
         similarity = f" · similarity {t['similarity']:.2f}" if "similarity" in t else ""
         cards.append(
             f'<div class="chat-thought" id="thought-{escape(t["id"])}"><div class="chat-thought-meta">'
-            f"<code>{escape(t['id'])}</code> · {escape(when(t['created_at']))} · level {t['level']:.2f} · "
+            f"<code>{escape(t['id'])}</code> · {escape(when(t['created_at']))} · {_made_from(t)} · "
             f"from {escape(t['origin'])}{similarity}</div>"
             f'<div class="chat-thought-text">{escape(t["text"])}</div>'
             f'<div class="chat-thought-question">Question: '
             f'{escape(t["question"]) or ("—" if t.get("own", True) else "<i>another user&#39;s</i>")}</div>'
             f'<div class="chat-thought-sources">Direct sources: {", ".join(direct) or "—"}</div>{roots}</div>')
     return "".join(cards)
+
+
+def _made_from(thought: dict) -> str:
+    """What a thought was made from, in words ("made from 3 papers", "made from 2 papers and 1 thought"), not its
+    abstraction level as a number (issue #59: "level 2.00")."""
+    papers = sum(1 for s in thought["sources"] if s["kind"] == "paper")
+    thoughts = len(thought["sources"]) - papers
+    parts = [f"{n} {word}{'s' if n != 1 else ''}" for n, word in ((papers, "paper"), (thoughts, "thought")) if n]
+    return "made from " + " and ".join(parts) if parts else "made from no stored source"
 
 
 def _roots_line(thought: dict) -> str:

@@ -33,8 +33,9 @@ _LABEL = re.compile(r"\[(\d{1,3})\]")                        # a neutral citatio
 # the arXiv id that ends an evidence table row's header line (methods.evidence_text.row_header)
 _ROW_ID = re.compile(r" \u00b7 arXiv:(?P<id>\d{4}\.\d{4,5}(?:v\d+)?)$", re.M)
 # a full-text quote's section address (methods.evidence_text.section_note): a link after the vote, like the row's id
-_SECTION_ADDRESS = re.compile(r"\((?P<where>[^()\n]{1,300}) \u00b7 (?P<address>arxiv\.org/html/\d{4}\.\d{4,5}(?:v\d+)?"
-                              r"#[A-Za-z0-9._-]{1,60})\)")
+# (a section title may hold parentheses of its own: "§B (Ablations)", issue #59)
+_SECTION_ADDRESS = re.compile(r"\((?P<where>(?:[^()\n]|\([^()\n]{0,200}\)){1,300}) \u00b7 "
+                              r"(?P<address>arxiv\.org/html/\d{4}\.\d{4,5}(?:v\d+)?#[A-Za-z0-9._-]{1,60})\)")
 _RAW_ID = re.compile(r"\s?\[(?:\d{4}\.\d{4,5}(?:v\d+)?|T[0-9a-z]{6,}|\d{5,})\]")
 SOURCES_AFTER_VOTE = "Shown when you vote: before it, which sources an answer used would tell the two answers apart."
 WRITING_BOTH = "Writing both answers… they are shown together, so that neither one's timing gives it away."
