@@ -51,7 +51,7 @@ def services_over(library, tmp_path, fake: FakeArxivHtml | None = None, **overri
     data_dir = tmp_path / "data"
     shutil.copytree(library, data_dir)
     urls = dict(arxiv_html_url=fake.html_url, arxiv_pdf_url=fake.pdf_url) if fake else {}
-    return Services(make_settings(data_dir, fulltext_delay=0.0, fulltext_reading=True, **urls, **overrides))
+    return Services(make_settings(data_dir, **{"fulltext_delay": 0.0, "fulltext_reading": True, **urls, **overrides}))
 
 
 def test_a_scoped_question_is_one_answer_from_its_paper_at_once_then_from_its_body(library, tmp_path,

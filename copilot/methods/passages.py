@@ -25,9 +25,11 @@ from copilot.methods import evidence
 # Chosen on the dev questions (tests/data/fulltext-questions.jsonl, each asked about its paper, body stored): 3-6
 # quotes, WITHIN 0.2-0.8, FLOOR 0.3/0.4, 8 or 12 body candidates. A body sentence's score holds its share of the
 # question's words (up to ~1), an abstract's does not, so the next relevant passages are well behind the best. 5,
-# 0.35, 0.30: 25 of 30 body questions quote the answer, 3.5 quotes a row (the library's row of a named paper, 2
-# from the abstract and 3 from the body: 24 of 30, 4.5 quotes); 4 of 10 abstract controls (5).
+# 0.35, 0.30 and at least MIN_QUOTES: 25 of 30 body questions quote the answer, 4.1 quotes a row (the library's row
+# of a named paper, 2 from the abstract and 3 from the body: 24 of 30, 4.5 quotes); 4 of 10 abstract controls (5).
 MAX_QUOTES = 5                # passages a chosen paper's row quotes at most
+MIN_QUOTES = 3                # and at least, of those FLOOR close, however far behind the best (a question about a
+#                               paper asks for its passages, and the best one is not always the answer)
 BODY_CANDIDATES = 8           # body sentences of a chosen paper scored (the library's table scores 4)
 WITHIN = 0.35                 # a further passage scores at least the row's best minus this
 FLOOR = 0.30                  # and is at least this close to the question (cosine)
@@ -62,15 +64,16 @@ def _candidates(question: str, question_vector: np.ndarray, source: evidence.Sou
 
 def _chosen(found: Sequence[tuple[evidence.Span, str, np.ndarray, float]],
             question_vector: np.ndarray) -> list[int]:
-    """Which candidates a row quotes (indices into `found`, best first): the best; the next ones within WITHIN of
-    it and FLOOR close to the question, not near-copies of one chosen; the best body sentence when it is
-    evidence.BODY_FLOOR close; and the passage closest to the question by meaning alone (an abstract's sentence that
-    states the answer scores no word share, so a body sentence holding the question's words can outscore it)."""
+    """Which candidates a row quotes (indices into `found`, best first): the best; the next ones FLOOR close to the
+    question, not near-copies of one chosen, while within WITHIN of the best or fewer than MIN_QUOTES; the best body
+    sentence when it is evidence.BODY_FLOOR close; and the passage closest to the question by meaning alone (an
+    abstract's sentence that states the answer scores no word share, so a body sentence holding the question's words
+    can outscore it)."""
     best = found[0][3]
     cosines = [float(vector @ question_vector) for _, _, vector, _ in found]
     chosen = [0]
     for n, (_, _, vector, score) in enumerate(found[1:], start=1):
-        if len(chosen) >= MAX_QUOTES or score < best - WITHIN:
+        if len(chosen) >= MAX_QUOTES or (score < best - WITHIN and len(chosen) >= MIN_QUOTES):
             break
         if cosines[n] >= FLOOR and all(float(vector @ found[m][2]) < SAME for m in chosen):
             chosen.append(n)
