@@ -9,7 +9,8 @@ the first table that quotes its body (target: 6 s at the 95th percentile).
 tests/data/fulltext-questions.jsonl) is asked about its own paper through Chat.prepare and Chat.stream as the page
 runs them: warm (the paper's body stored from its shared page: the time from the ask to the first table shown) and
 cold (every `--cold-every`th question; no body, fresh services, the page served by the loopback arXiv: the time to
-the first table quoting the body; the abstract table before it). Each cold ask checks whether a quote matches the question's answer patterns.
+the first table quoting the body; the abstract table before it). Each ask checks whether a quote matches the
+question's answer patterns.
 """
 
 from __future__ import annotations

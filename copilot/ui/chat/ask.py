@@ -18,6 +18,7 @@ from copilot.features.memory import thought_lineage
 from copilot.features.signin import oauth_writer, picker_shown, sign_in_note, turn_model
 from copilot.services import Services
 from copilot.ui.chat import deep
+from copilot.ui.chat import scope as scope_ui
 from copilot.ui.chat.render import (
     ASK_ALONE,
     history_choices,
@@ -71,16 +72,16 @@ LATEST = LatestTurns()
 
 def ask_view(services: Services, question: str, personalize: bool, previous_turn: str | None,
              request: gr.Request | None, oauth_token: gr.OAuthToken | None = None,
-             model: str | None = None) -> Iterator[tuple]:
+             model: str | None = None, papers: list[str] | None = None) -> Iterator[tuple]:
     """→ (notice, answer A, answer B, vote row, vote status, turn id, recent) as the turn is answered. A signed-in
     visitor's token (this event's only) has their own model write the answers, the one they picked (`model`, one
-    of those offered: features.signin)."""
+    of those offered: features.signin). `papers`: the Ask box's scope (ui.chat.scope), the papers asked about."""
     chat = chat_for(services)
     hidden = gr.update(visible=False)
     try:
         user = user_within_rate(services, request, "asking")
         turn = chat.prepare(question, user, personalize, previous_turn=previous_turn,
-                            writer=oauth_writer(services, oauth_token, model))
+                            writer=oauth_writer(services, oauth_token, model), papers=scope_ui.chosen(papers))
     except UserError as error:
         yield notice_html(error), "", "", hidden, "", None, gr.update()
         return
@@ -216,15 +217,15 @@ def ask_admission(services: Services) -> tuple[int, str]:
     return asks_at_once(services), "chat-ask"
 
 
-def build(services: Services) -> gr.Textbox:
-    """The Ask sub-tab's layout and events; returns the question box (Search's "Ask about this paper" fills it)."""
+def build(services: Services) -> tuple[gr.Textbox, gr.Dropdown]:
+    """The Ask sub-tab's layout and events; returns the question box and its scope (Search's "Ask about this paper"
+    sets it)."""
     gr.Markdown(INTRO)
     sign_in = gr.Markdown(elem_id="chat-sign-in-note", visible=bool(services.settings.oauth_client_id))
     choices = services.settings.hf_model_choices()     # shown to a signed-in visitor allowed inference (page load)
     model = gr.Dropdown(choices=choices, value=choices[0], label="Model that writes your answers", visible=False,
                         elem_id="chat-hf-model")
-    question = gr.Textbox(label="Question", lines=2, elem_id="chat-question",
-                          placeholder="e.g. How are retrieval-augmented models evaluated?")
+    question, scope = _question_box(services)
     with gr.Row():
         personalize = gr.Checkbox(label="Adapt answers to my saved profile", value=False, elem_id="chat-personalize")
         ask_button = gr.Button("Ask", variant="primary", elem_id="chat-ask")
@@ -250,8 +251,9 @@ def build(services: Services) -> gr.Textbox:
 
     def ask(question: str, personalize: bool, previous_turn: str | None, request: gr.Request,
             model: str | None = None,               # the picker's value (Gradio puts the request in by its type)
+            papers: list[str] | None = None,        # the scope's papers
             oauth_token: gr.OAuthToken | None = None):      # Gradio passes it by its type; None: not signed in
-        yield from ask_view(services, question, personalize, previous_turn, request, oauth_token, model)
+        yield from ask_view(services, question, personalize, previous_turn, request, oauth_token, model, papers)
 
     def sign_in_view(oauth_token: gr.OAuthToken | None):
         return sign_in_note(services, oauth_token), gr.update(visible=picker_shown(services, oauth_token))
@@ -264,16 +266,26 @@ def build(services: Services) -> gr.Textbox:
     for trigger in (ask_button.click, question.submit):    # the turn shown is what a follow-up refers to
         # "multiple": a question asked while the last one's answers still update (reading full text) is asked, not
         # dropped as Gradio's default drops a click on a running event
-        trigger(ask, [question, personalize, turn_state, model], ask_outputs, concurrency_limit=at_once,
+        trigger(ask, [question, personalize, turn_state, model, scope.box], ask_outputs, concurrency_limit=at_once,
                 concurrency_id=queue, trigger_mode="multiple").then(refresh_history, None, [history])
     _wire_alone(services, alone, [personalize, turn_state, model], ask_outputs, (at_once, queue),
                 (refresh_history, history))
     deep.wire(services, deep_button, question, turn_state, deep_parts, asks_at_once(services))
     if services.settings.oauth_client_id:      # what signing in adds, or where a signed-in visitor's words go
         on_page_load(sign_in_view, [sign_in, model])
-    return _wire_rest(services, question, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
-                      (turn_bib, turn_bib_note, turn_bib_file), history,
-                      [notice, answer_a, answer_b, vote_row, vote_status, turn_state], recent)
+    _wire_rest(services, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
+               (turn_bib, turn_bib_note, turn_bib_file), history,
+               [notice, answer_a, answer_b, vote_row, vote_status, turn_state], recent)
+    return question, scope.box
+
+
+def _question_box(services: Services) -> tuple[gr.Textbox, scope_ui.ScopeParts]:
+    """The question box, with its scope above it (ui.chat.scope: the papers it is asked about)."""
+    scope = scope_ui.layout()
+    question = gr.Textbox(label="Question", lines=2, elem_id="chat-question",
+                          placeholder="e.g. How are retrieval-augmented models evaluated?")
+    scope_ui.wire(services, scope, question)
+    return question, scope
 
 
 def _wire_alone(services: Services, alone, inputs, ask_outputs, admission, refresh) -> None:
@@ -292,8 +304,8 @@ def _wire_alone(services: Services, alone, inputs, ask_outputs, admission, refre
     turn_state.change(show_alone, [turn_state], [alone])
 
 
-def _wire_rest(services: Services, question, vote_buttons, turn_state, vote_outputs, bib_parts, history,
-               reopen_outputs, recent) -> gr.Textbox:
+def _wire_rest(services: Services, vote_buttons, turn_state, vote_outputs, bib_parts, history,
+               reopen_outputs, recent) -> None:
     """Votes, BibTeX, reopening and the page-load refresh, in the order their API names were first given."""
     def turn_bibtex(turn_id: str | None, request: gr.Request):
         return bibtex_view(services, turn_id, request)
@@ -311,7 +323,6 @@ def _wire_rest(services: Services, question, vote_buttons, turn_state, vote_outp
     turn_state.change(cleared_bibtex, [turn_state], [turn_bib_note, turn_bib_file, turn_bib])
     history.input(reopen, [history], reopen_outputs)
     on_page_load(show_recent, [recent, history])
-    return question
 
 
 def _bind_choice(services: Services, choice: str):
