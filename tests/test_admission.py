@@ -53,7 +53,7 @@ class Slots:
 @contextmanager
 def chat_tab(services: Services, slots: Slots, monkeypatch):
     """The Chat tab of `services` on a loopback port, its answers replaced by stand-ins; → a client."""
-    def ask_view(services, question, personalize, previous_turn, request, oauth_token=None, model=None):
+    def ask_view(services, question, personalize, previous_turn, request, oauth_token=None, model=None, papers=None):
         slots.hold("ask")
         yield "", question, "", gr.update(visible=False), "", None, ""
 

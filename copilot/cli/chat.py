@@ -27,7 +27,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     try:
         record = chat_for(services).ask(args.question, args.user, personalize=args.personalize, vote=args.vote,
                                         previous_turn=args.after, reveal=args.reveal,
-                                        writer=token_writer(services, args.hf_token_env, args.hf_model))
+                                        writer=token_writer(services, args.hf_token_env, args.hf_model),
+                                        papers=args.paper)
     except ChatError as error:
         raise UserError(str(error)) from None
     if args.json:
@@ -85,8 +86,9 @@ BLIND_HINT = ("Sources, and which answer used thoughts, stay hidden until you vo
 
 def ask_slim(args: argparse.Namespace) -> int:
     """One answer the SlimPLM way: the local proxy decides whether and what to retrieve."""
-    if args.vote or args.after or args.personalize or args.reveal:
-        raise UserError("--vote, --after, --personalize and --reveal belong to the A/B mode, not to --mode slim")
+    if args.vote or args.after or args.personalize or args.reveal or args.paper:
+        raise UserError("--vote, --after, --personalize, --reveal and --paper belong to the A/B mode, not to "
+                        "--mode slim")
     try:
         record = ask_adaptive(Services(), args.question, args.user)
     except ChatError as error:
@@ -106,8 +108,9 @@ def ask_slim(args: argparse.Namespace) -> int:
 
 def ask_deep_answer(args: argparse.Namespace) -> int:
     """One deep answer (RAT): a step-by-step draft, each step checked against papers and thoughts and revised."""
-    if args.vote or args.after or args.personalize or args.reveal:
-        raise UserError("--vote, --after, --personalize and --reveal belong to the A/B mode, not to --mode deep")
+    if args.vote or args.after or args.personalize or args.reveal or args.paper:
+        raise UserError("--vote, --after, --personalize, --reveal and --paper belong to the A/B mode, not to "
+                        "--mode deep")
     try:
         record = ask_deep(Services(), args.question, args.user, keep=not args.no_thought)
     except ChatError as error:
@@ -172,6 +175,10 @@ def add_chat_commands(sub: argparse._SubParsersAction) -> None:
                    "no thought until it is voted on or its grace period ends")
     p.add_argument("--after", default=None, metavar="TURN_ID",
                    help="the previous turn of this chat: a follow-up question is read in its context")
+    p.add_argument("--paper", action="append", default=None, metavar="ID",
+                   help="ask about this paper only (an arXiv id or link; repeat for up to 5 papers): one answer "
+                   "quoting their passages, their full text read first; a paper the library lacks is fetched from "
+                   "arXiv and added")
     p.add_argument("--mode", choices=("ab", "slim", "deep"), default="ab",
                    help="ab (default): the blind comparison of two answers; slim: one answer, the local proxy model "
                    "deciding whether and what to retrieve first (SlimPLM), with its decision trace; deep: a "

@@ -15,6 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from copilot import prompts
+from copilot.features import scope
 from copilot.features.evidence_search import table_paper_hits
 from copilot.features.named_papers import named_papers
 from copilot.features.signin import Writer
@@ -139,6 +140,8 @@ def answer_tables(services: Services, question: str, sides: Sequence[Sequence[Ev
     if looks:
         stored = services.fulltext.get(list(looks), services.embedder.name)
         bodies.update((pid, stored.get(pid) or look) for pid, look in looks.items())   # a whole body wins
+    if sides and all(scope.is_scoped(items) for items in sides):     # a question about chosen papers (issue #57)
+        return [scope.scope_table(services, question, question_vector, items, bodies) for items in sides]
     for items in sides:
         sources = table_sources(services, items, question, question_vector, ranking, by_question,
                                 bodies) if items else []

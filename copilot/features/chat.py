@@ -11,10 +11,10 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
-from copilot.features import fulltext
+from copilot.features import fulltext, scope
 from copilot.features.answers import (
     answer_tables,
     question_ranking,
@@ -36,6 +36,7 @@ from copilot.features.chat_view import (
 from copilot.features.chat_votes import CHOICES, VOTE_CHOICES, ChatError, TurnVotes  # noqa: F401  (re-exported)
 from copilot.features.named_papers import named_papers
 from copilot.features.profile import reader_text
+from copilot.features.scope import scoped_retrievals
 from copilot.features.signin import Writer
 from copilot.grounding import ids_to_labels
 from copilot.llm import LLMError, Usage
@@ -46,7 +47,7 @@ from copilot.methods.thought_retriever import (
     retrieve_both,
 )
 from copilot.prompts import CANNOT_ANSWER
-from copilot.records import Evidence, storable_text
+from copilot.records import Evidence, Paper, storable_text
 from copilot.services import Services
 from copilot.store.chat_log import RAW, THOUGHTS, AnswerOutcome, NewTurn, SourceRecord
 from copilot.table import EvidenceTable
@@ -92,6 +93,7 @@ class Turn:
     ranking: list[tuple[str, float]] = field(default_factory=list)   # Search's fused ranking, made once per turn
     writes: bool = False           # the model profile's policy, chosen once per turn: a model writes (else: the table)
     writer: Writer | None = field(default=None, repr=False)   # a signed-in visitor's model, this turn only (#50)
+    scope: tuple[str, ...] = ()    # the papers the question is about (features.scope); () asks the library
 
     @property
     def done(self) -> bool:
@@ -105,7 +107,7 @@ class Turn:
                                    table=a.table) for a in self.answers)
         return TurnView(turn_id=self.id, user=self.user, question=self.question, comparison=self.comparison,
                         answers=answers, retrieval_s=self.retrieval_s, notice=self.notice, asked=self.asked,
-                        created_at=self.created_at, models=self.writer.info if self.writer else {})
+                        created_at=self.created_at, models=self.writer.info if self.writer else {}, scope=self.scope)
 
 
 def clean_question(question: str | None, max_chars: int) -> tuple[str, str]:
@@ -131,11 +133,14 @@ class Chat(TurnVotes):
 
     # --- a turn
     def prepare(self, question: str | None, user: str, personalize: bool = False,
-                previous_turn: str | None = None, writer: Writer | None = None) -> Turn:
+                previous_turn: str | None = None, writer: Writer | None = None,
+                papers: Sequence[str] | None = None) -> Turn:
         """Validate, retrieve both ways, assign sides at random, record the turn. No LLM call yet.
         With `previous_turn` (the same chat's last turn), a follow-up is rewritten into a standalone question.
-        `writer`: a signed-in visitor's model (features.signin) writes this turn's answers."""
+        `writer`: a signed-in visitor's model (features.signin) writes this turn's answers. `papers`: arXiv ids or
+        links of the papers the question is about (features.scope): answered from them only, as one answer."""
         text, notice = clean_question(question, self.settings.max_input_chars)
+        chosen, scope_note = scope.scope_papers(self.services, scope.scope_ids(papers)) if papers else ([], "")
         asked = ""
         rewrite = standalone_question(text, self._previous(previous_turn, user))
         if rewrite.rewritten:
@@ -145,9 +150,15 @@ class Chat(TurnVotes):
         _ = self.services.embedder.dimension   # loads the model once per process, outside the retrieval timing
         started = time.perf_counter()
         embedding = self.services.embedder.embed_cached([text])[0]    # retrieval and the table embed it once
-        ranking = question_ranking(self.services, text, embedding, round(TABLE_POOL_FACTOR * self.settings.top_k))
         writes = writer is not None or self.services.model_profile.writes
-        found = self._retrieve(text, embedding, user, ranking, writes, writer.plan if writer else None)
+        if chosen:
+            found = self._retrieve(text, embedding, user, [], writes, scope=chosen)
+            ranking = scope.scoped_ranking(found.raw)
+            notice = " ".join(n for n in (notice, scope_note, scope.scope_notice(chosen)) if n)
+        else:
+            ranking = question_ranking(self.services, text, embedding,
+                                       round(TABLE_POOL_FACTOR * self.settings.top_k))
+            found = self._retrieve(text, embedding, user, ranking, writes, writer.plan if writer else None)
         retrieval_s = time.perf_counter() - started
         side_a = _sides.choice((THOUGHTS, RAW))
         if found.same_items:
@@ -163,7 +174,7 @@ class Chat(TurnVotes):
         turn = Turn(id=uuid.uuid4().hex[:12], user=user, question=text,
                     notice=" ".join(n for n in (notice, named_notice, profile_notice) if n), comparison=comparison,
                     answers=answers, retrieval_s=retrieval_s, reader=reader, asked=asked, ranking=ranking,
-                    writes=writes, writer=writer)
+                    writes=writes, writer=writer, scope=tuple(p.id for p in chosen))
         info = writer.info if writer else self.services.llm_info()
         self.log.add_turn(NewTurn(
             id=turn.id, user=user, created_at=turn.created_at, question=text, question_chars=len(question or ""),
@@ -174,10 +185,13 @@ class Chat(TurnVotes):
         return turn
 
     def _retrieve(self, question: str, embedding, user: str, ranking: list[tuple[str, float]], writes: bool = False,
-                  plan=None):
+                  plan=None, scope: Sequence[Paper] = ()):
         """Both retrievals. The tiny profile answers with the evidence table: a deeper pool of papers, the first of
         `ranking` (Search's fused order: meaning and words, the filters the question implies); the table reads each
-        paper's whole abstract from the store, so no token budget cuts the pool."""
+        paper's whole abstract from the store, so no token budget cuts the pool. `scope`: the papers the question is
+        about, the only items, the same on both sides (one answer: memory adds no paper to them)."""
+        if scope:
+            return scoped_retrievals(self.services, scope, embedding)
         plan = plan or self.services.generation
         where = self.memory.visible_where(user)
         if writes:
@@ -363,12 +377,13 @@ class Chat(TurnVotes):
 
     def ask(self, question: str, user: str, personalize: bool = False, wait: bool = True,
             vote: str | None = None, previous_turn: str | None = None, reveal: bool = False,
-            writer: Writer | None = None) -> dict:
+            writer: Writer | None = None, papers: Sequence[str] | None = None) -> dict:
         """The whole turn without a UI. A comparison gets no thought here: `vote` (for scripts) decides it as a
         user's would; without, it waits for a vote or its grace period (`sweep_unvoted`). One answer gets its thought
         at once; `wait` blocks until the thought job is done. An unvoted comparison's record is blind (the answers'
-        words only) unless `reveal`, which shows its sides and records that: a later vote is not blind, not counted."""
-        turn = self.prepare(question, user, personalize, previous_turn=previous_turn, writer=writer)
+        words only) unless `reveal`, which shows its sides and records that: a later vote is not blind, not counted.
+        `papers`: the papers the question is about (see `prepare`); the record's `scope` lists them."""
+        turn = self.prepare(question, user, personalize, previous_turn=previous_turn, writer=writer, papers=papers)
         for _ in self.stream(turn):
             pass
         voted = None
@@ -388,6 +403,8 @@ class Chat(TurnVotes):
             record["notice"] = turn.notice
         if turn.asked:
             record["asked"], record["question"] = turn.asked, turn.question
+        if turn.scope:
+            record["scope"] = list(turn.scope)
         return record
 
 

@@ -71,6 +71,7 @@ class TurnView:
     created_at: float | None = None
     thought_jobs: tuple[dict, ...] = ()
     models: dict[str, str] = field(default_factory=dict)
+    scope: tuple[str, ...] = ()    # the papers a live turn was asked about (features.scope): one answer, said so
 
     @property
     def done(self) -> bool:

@@ -341,11 +341,11 @@ def _body_span(body: Body, n: int, sentence: tuple[int, int, int, bool, bool]) -
     return span if quotable(span, least) else None
 
 
-def body_candidates(source: Source, question: str, question_vector: np.ndarray,
-                    limits: re.Pattern | None = None) -> list[tuple[Span, str, np.ndarray, float]]:
+def body_candidates(source: Source, question: str, question_vector: np.ndarray, limits: re.Pattern | None = None,
+                    count: int = BODY_CANDIDATES) -> list[tuple[Span, str, np.ndarray, float]]:
     """A paper's body spans a row may quote for the question, with cue role, stored vector and bonus (question_bonus;
     title and abstract name the paper): of its BODY_SCAN best by cosine and bonus (of a first look: with a vector), the
-    BODY_CANDIDATES best as a row scores them, that may state its finding, quotable, not background by their cues."""
+    `count` best as a row scores them, that may state its finding, quotable, not background by their cues."""
     stored = source.body
     if stored is None or not len(stored.vectors) or stored.vectors.shape[1] != len(question_vector):
         return []
@@ -367,7 +367,7 @@ def body_candidates(source: Source, question: str, question_vector: np.ndarray,
         score = float(cosines[int(n)] + bonus[int(n)]) + span_bonus(question, span, role)
         found.append((score, span, role, stored.vectors[int(n)], float(bonus[int(n)])))
     found.sort(key=lambda c: -c[0])
-    return [(span, role, vector, extra) for _, span, role, vector, extra in found[:BODY_CANDIDATES]]
+    return [(span, role, vector, extra) for _, span, role, vector, extra in found[:count]]
 
 
 def _abstract_spans(sources: Sequence[Source], limits: re.Pattern | None, embed: Callable[[list[str]], np.ndarray],

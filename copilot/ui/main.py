@@ -35,7 +35,7 @@ def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr
             with gr.Tab("Trends", id="trends"):
                 trends.build(services)
             with gr.Tab("Chat", id="chat") as chat_tab:
-                chat_question, refresh_chat_views = chat.build(services)
+                chat_question, chat_scope, refresh_chat_views = chat.build(services)
             with gr.Tab("Search", id="search"):
                 search_tab = search.build(services)
             with gr.Tab("Related", id="related"):
@@ -43,7 +43,7 @@ def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr
             with gr.Tab("Library", id="library"):
                 show, status, history = library.build(services, scheduler)
         refresh_chat_views(chat_tab)      # back on Chat with Memory or Statistics open
-        search.connect(services, search_tab, tabs, related_reference, related_run, chat_question)
+        search.connect(services, search_tab, tabs, related_reference, related_run, chat_question, chat_scope)
         page.load(show, outputs=[status, history])
         page.load(lambda: library.empty_library_note(services), outputs=empty_note)
         for_you.select(show_feed, feed_inputs, feed_outputs).then(show_feed_url, None, feed_url)

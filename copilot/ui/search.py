@@ -12,9 +12,10 @@ from copilot.errors import UserError
 from copilot.features.bibtex import bibtex_text
 from copilot.features.fulltext import papers_read
 from copilot.features.limits import RateLimited
-from copilot.features.search import SORTS, Hit, SearchResult, query_words, question_about, search_papers
+from copilot.features.search import SORTS, Hit, SearchResult, query_words, search_papers
 from copilot.readable import readable
 from copilot.services import Services
+from copilot.ui.chat import scope as scope_ui
 from copilot.ui.common import escape, shown_file, user_within_rate, write_bibtex
 
 SNIPPET_CHARS = 320
@@ -130,17 +131,21 @@ def build(services: Services) -> SearchTab:
 
 
 def connect(services: Services, tab: SearchTab, tabs: gr.Tabs, related_reference: gr.Textbox, related_run,
-            chat_question: gr.Textbox) -> None:
-    """The two actions on a chosen result: they fill the other tab's input and switch to it (Related also runs)."""
+            chat_question: gr.Textbox, chat_scope: gr.Dropdown) -> None:
+    """The two actions on a chosen result: they fill the other tab's input and switch to it (Related also runs;
+    "Ask about this paper" adds the paper to the Ask box's scope and empties the question for the researcher's
+    own)."""
     def to_related(paper_id):
         if not isinstance(paper_id, str) or not paper_id.strip():
             return gr.update(), gr.Tabs()
         return paper_id.strip(), gr.Tabs(selected="related")
 
-    def to_chat(paper_id):
-        question = question_about(services, paper_id) if isinstance(paper_id, str) else ""
-        return (question, gr.Tabs(selected="chat")) if question else (gr.update(), gr.Tabs())
+    def to_chat(paper_id, scope):
+        if not isinstance(paper_id, str) or not paper_id.strip():
+            return gr.update(), gr.update(), gr.Tabs()
+        box, _ = scope_ui.add_view(services, paper_id, scope)
+        return box, "", gr.Tabs(selected="chat")
 
     fn, inputs, outputs = related_run
     tab.related_button.click(to_related, [tab.chosen], [related_reference, tabs]).then(fn, inputs, outputs)
-    tab.ask_button.click(to_chat, [tab.chosen], [chat_question, tabs])
+    tab.ask_button.click(to_chat, [tab.chosen, chat_scope], [chat_scope, chat_question, tabs])

@@ -12,12 +12,12 @@ from copilot.services import Services
 from copilot.ui.chat import adaptive, ask, memory, stats
 
 
-def build(services: Services) -> tuple[gr.Textbox, Callable[..., None]]:
-    """The Chat tab's sub-tabs; returns the question box (the Search tab's "Ask about this paper" fills it) and a
-    function that wires more triggers (the Chat tab's own select) to refresh Memory and Statistics."""
+def build(services: Services) -> tuple[gr.Textbox, gr.Dropdown, Callable[..., None]]:
+    """The Chat tab's sub-tabs; returns the question box and its scope (the Search tab's "Ask about this paper"
+    sets it) and a function that wires more triggers (the Chat tab's own select) to refresh Memory and Statistics."""
     with gr.Tabs(elem_id="chat-tabs"):
         with gr.Tab("Ask", id="chat-ask-tab"):
-            question = ask.build(services)
+            question, scope = ask.build(services)
         with gr.Tab("Adaptive retrieval (SlimPLM)", id="chat-slim-tab"):
             adaptive.build(services, ask.asks_at_once(services))
         with gr.Tab("Memory", id="chat-memory-tab") as memory_tab:
@@ -33,4 +33,4 @@ def build(services: Services) -> tuple[gr.Textbox, Callable[..., None]]:
         gr.on([t.select for t in triggers], show_stats, None, stats_outputs, show_progress="hidden")
 
     refresh_on(memory_tab, stats_tab)
-    return question, refresh_on
+    return question, scope, refresh_on

@@ -18,6 +18,7 @@ from copilot.features.memory import thought_lineage
 from copilot.features.signin import oauth_writer, picker_shown, sign_in_note, turn_model
 from copilot.services import Services
 from copilot.ui.chat import deep, judge
+from copilot.ui.chat import scope as scope_ui
 from copilot.ui.chat.render import (
     ASK_ALONE,
     history_choices,
@@ -71,16 +72,16 @@ LATEST = LatestTurns()
 
 def ask_view(services: Services, question: str, personalize: bool, previous_turn: str | None,
              request: gr.Request | None, oauth_token: gr.OAuthToken | None = None,
-             model: str | None = None) -> Iterator[tuple]:
+             model: str | None = None, papers: list[str] | None = None) -> Iterator[tuple]:
     """→ (notice, answer A, answer B, vote row, vote status, turn id, recent) as the turn is answered. A signed-in
     visitor's token (this event's only) has their own model write the answers, the one they picked (`model`, one
-    of those offered: features.signin)."""
+    of those offered: features.signin). `papers`: the Ask box's scope (ui.chat.scope), the papers asked about."""
     chat = chat_for(services)
     hidden = gr.update(visible=False)
     try:
         user = user_within_rate(services, request, "asking")
         turn = chat.prepare(question, user, personalize, previous_turn=previous_turn,
-                            writer=oauth_writer(services, oauth_token, model))
+                            writer=oauth_writer(services, oauth_token, model), papers=scope_ui.chosen(papers))
     except UserError as error:
         yield notice_html(error), "", "", hidden, "", None, gr.update()
         return
@@ -216,15 +217,15 @@ def ask_admission(services: Services) -> tuple[int, str]:
     return asks_at_once(services), "chat-ask"
 
 
-def build(services: Services) -> gr.Textbox:
-    """The Ask sub-tab's layout and events; returns the question box (Search's "Ask about this paper" fills it)."""
+def build(services: Services) -> tuple[gr.Textbox, gr.Dropdown]:
+    """The Ask sub-tab's layout and events; returns the question box and its scope (Search's "Ask about this paper"
+    sets it)."""
     gr.Markdown(INTRO)
     sign_in = gr.Markdown(elem_id="chat-sign-in-note", visible=bool(services.settings.oauth_client_id))
     choices = services.settings.hf_model_choices()     # shown to a signed-in visitor allowed inference (page load)
     model = gr.Dropdown(choices=choices, value=choices[0], label="Model that writes your answers", visible=False,
                         elem_id="chat-hf-model")
-    question = gr.Textbox(label="Question", lines=2, elem_id="chat-question",
-                          placeholder="e.g. How are retrieval-augmented models evaluated?")
+    question, scope = _question_box(services)
     with gr.Row():
         personalize = gr.Checkbox(label="Adapt answers to my saved profile", value=False, elem_id="chat-personalize")
         ask_button = gr.Button("Ask", variant="primary", elem_id="chat-ask")
@@ -237,12 +238,7 @@ def build(services: Services) -> gr.Textbox:
         vote_buttons = [(gr.Button(text, elem_id=elem), value) for text, value, elem in VOTE_BUTTONS]
     vote_status = gr.HTML(elem_id="chat-vote-status")
     judge_parts = judge.layout()
-    with gr.Row():
-        turn_bib = gr.Button("Download this turn's evidence (CSV, Markdown, BibTeX)", size="sm",
-                             elem_id="chat-bib-run", scale=1, visible=False)
-        turn_bib_note = gr.HTML(elem_id="chat-bib-note")
-        turn_bib_file = gr.File(label="Evidence", elem_id="chat-bibtex", interactive=False, height=72, scale=2,
-                                visible=False, file_count="multiple")
+    turn_bib, turn_bib_note, turn_bib_file = _evidence_download()
     deep_parts = deep.layout(services)
     gr.Markdown("#### Your recent questions")
     history = gr.Dropdown(label="Reopen a past question (its answers, sources and your vote)", choices=[],
@@ -251,8 +247,9 @@ def build(services: Services) -> gr.Textbox:
 
     def ask(question: str, personalize: bool, previous_turn: str | None, request: gr.Request,
             model: str | None = None,               # the picker's value (Gradio puts the request in by its type)
+            papers: list[str] | None = None,        # the scope's papers
             oauth_token: gr.OAuthToken | None = None):      # Gradio passes it by its type; None: not signed in
-        yield from ask_view(services, question, personalize, previous_turn, request, oauth_token, model)
+        yield from ask_view(services, question, personalize, previous_turn, request, oauth_token, model, papers)
 
     def sign_in_view(oauth_token: gr.OAuthToken | None):
         return sign_in_note(services, oauth_token), gr.update(visible=picker_shown(services, oauth_token))
@@ -263,8 +260,9 @@ def build(services: Services) -> gr.Textbox:
     ask_outputs = [notice, answer_a, answer_b, vote_row, vote_status, turn_state, recent]
     at_once, queue = ask_admission(services)
     # "multiple": a question asked while the last one's answers still update (full text) is asked, not dropped
-    asked = [trigger(ask, [question, personalize, turn_state, model], ask_outputs, concurrency_limit=at_once,
-                     concurrency_id=queue, trigger_mode="multiple") for trigger in (ask_button.click, question.submit)]
+    asked = [trigger(ask, [question, personalize, turn_state, model, scope.box], ask_outputs,
+                     concurrency_limit=at_once, concurrency_id=queue, trigger_mode="multiple")
+             for trigger in (ask_button.click, question.submit)]
     for event in asked:
         event.then(refresh_history, None, [history])
     _wire_alone(services, alone, [personalize, turn_state, model], ask_outputs, (at_once, queue),
@@ -275,7 +273,27 @@ def build(services: Services) -> gr.Textbox:
     reopened = _wire_rest(services, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
                           (turn_bib, turn_bib_note, turn_bib_file), history, ask_outputs[:-1], recent)
     judge.wire(services, judge_parts, turn_state, [*asked, reopened])
-    return question
+    return question, scope.box
+
+
+def _evidence_download() -> tuple[gr.Button, gr.HTML, gr.File]:
+    """The turn's evidence as files: the button, a note, the files (hidden until asked for)."""
+    with gr.Row():
+        button = gr.Button("Download this turn's evidence (CSV, Markdown, BibTeX)", size="sm", elem_id="chat-bib-run",
+                           scale=1, visible=False)
+        note = gr.HTML(elem_id="chat-bib-note")
+        files = gr.File(label="Evidence", elem_id="chat-bibtex", interactive=False, height=72, scale=2, visible=False,
+                        file_count="multiple")
+    return button, note, files
+
+
+def _question_box(services: Services) -> tuple[gr.Textbox, scope_ui.ScopeParts]:
+    """The question box, with its scope above it (ui.chat.scope: the papers it is asked about)."""
+    scope = scope_ui.layout()
+    question = gr.Textbox(label="Question", lines=2, elem_id="chat-question",
+                          placeholder="e.g. How are retrieval-augmented models evaluated?")
+    scope_ui.wire(services, scope, question)
+    return question, scope
 
 
 def _wire_alone(services: Services, alone, inputs, ask_outputs, admission, refresh) -> None:

@@ -207,7 +207,7 @@ def turn_outputs(view: TurnView, notice: str = "", lineage: Lineage | None = Non
     parts.append(_question_html(view))
     if where := written_where(view.models):      # a signed-in visitor's turn: its model and where it ran (#50)
         parts.append(f'<div class="chat-notice chat-written-by">{escape(where)}</div>')
-    if view.comparison == "same_items":
+    if view.comparison == "same_items" and not view.scope:    # a scoped turn's notice says why it has one answer
         parts.append(f'<div class="chat-notice chat-no-comparison">{escape(NO_COMPARISON)}</div>')
     elif view.comparison == "same_answer":
         parts.append(f'<div class="chat-notice chat-no-comparison">{escape(SAME_ANSWER)}</div>')

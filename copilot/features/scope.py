@@ -1,0 +1,155 @@
+"""A question about chosen papers (issue #57): a Chat turn scoped to one to MAX_PAPERS papers the researcher chose
+(a card's "Ask about this paper", an arXiv id or link typed in the question and taken up, `ask --paper ID`).
+
+A scoped question is answered from those papers only, as one answer: thought memory adds no paper to it, so there
+is nothing to compare. Its table holds a row per chosen paper, quoting that paper's passages that answer the
+question (methods.passages), from its abstract at once and from its body as the background reader reads it (the
+same first looks and reading as any answer's papers, features.fulltext). A chosen paper the library lacks is
+fetched from arXiv and added to the library, as pasted ids are on the Library tab (features.library.import_ids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from copilot.errors import UserError
+from copilot.features.library import import_ids
+from copilot.methods import evidence, passages, sentence_roles
+from copilot.methods.thought_retriever import Retrievals
+from copilot.readable import readable
+from copilot.records import ARXIV_ID, Evidence, Paper, parse_arxiv_id
+from copilot.services import Services
+from copilot.store.fulltext import StoredBody
+from copilot.table import EvidenceTable
+
+MAX_PAPERS = 5
+SCOPED = "scoped"             # an item's metadata key: a paper the researcher chose (the turn is scoped)
+MAX_OFFERED = MAX_PAPERS      # ids of a typed question offered as the scope at most
+
+
+class ScopeError(UserError, ValueError):
+    """A scope that cannot be asked about (not an id, too many papers, unknown to arXiv); the message says what to
+    do. Chat.prepare raises it like its ChatError."""
+
+
+def scope_ids(references: Sequence[str] | None) -> list[str]:
+    """The arXiv ids (without version) of a scope given as ids or links, in order, each once. A ScopeError for a
+    reference that is not an arXiv id or link, or for more than MAX_PAPERS papers."""
+    ids: list[str] = []
+    for reference in references or ():
+        if not isinstance(reference, str) or not reference.strip():
+            continue
+        parsed = parse_arxiv_id(reference)
+        if parsed is None:
+            raise ScopeError(f"Not an arXiv id or link: {reference.strip()[:80]!r} (e.g. 2501.01234 or "
+                            "https://arxiv.org/abs/2501.01234).")
+        if parsed[0] not in ids:
+            ids.append(parsed[0])
+    if len(ids) > MAX_PAPERS:
+        raise ScopeError(f"A question can be about at most {MAX_PAPERS} papers; {len(ids)} were chosen. Remove some, "
+                        "or ask the whole library.")
+    return ids
+
+
+def ids_in(text: str | None) -> list[str]:
+    """The arXiv ids a typed question holds, bare or in a link, in order, each once (at most MAX_OFFERED)."""
+    found: list[str] = []
+    for match in ARXIV_ID.finditer(text or ""):
+        if match.group("base") not in found:
+            found.append(match.group("base"))
+        if len(found) >= MAX_OFFERED:
+            break
+    return found
+
+
+def scope_papers(services: Services, ids: Sequence[str]) -> tuple[list[Paper], str]:
+    """The chosen papers in the order chosen, and a note ("" when none). A paper the library lacks is fetched from
+    arXiv and added to the library; one arXiv does not know, or arXiv out of reach, is a ScopeError saying so."""
+    stored = {paper.id: paper for paper in services.store.get_papers(list(ids))}
+    missing = [pid for pid in ids if pid not in stored]
+    note = ""
+    if missing:
+        try:
+            import_ids(services, " ".join(missing))
+        except UserError as error:
+            raise ScopeError(f"{', '.join(missing)} is not in the library, and could not be added: {error}") from None
+        stored.update((paper.id, paper) for paper in services.store.get_papers(missing))
+        unknown = [pid for pid in missing if pid not in stored]
+        if unknown:
+            raise ScopeError(f"arXiv has no paper {', '.join(unknown)}: check the id, or remove it from the papers "
+                            "asked about.")
+        note = f"Added to the library from arXiv: {', '.join(missing)}."
+    return [stored[pid] for pid in ids], note
+
+
+def scoped_retrievals(services: Services, papers: Sequence[Paper], question_vector: np.ndarray) -> Retrievals:
+    """The chosen papers as a turn's retrieved items (both sides the same: one answer), each with its cosine to the
+    question and marked SCOPED."""
+    vectors = services.store.paper_embeddings([paper.id for paper in papers])
+    vector = np.asarray(question_vector, dtype=np.float32)
+    hits = [(paper.id, float(vectors[paper.id] @ vector)) for paper in papers if paper.id in vectors]
+    items = [replace(item, metadata={**item.metadata, SCOPED: True})
+             for item in services.store.fetch("paper", hits)]
+    return Retrievals(raw=items, augmented=list(items), seconds=0.0)
+
+
+def scoped_ranking(items: Sequence[Evidence]) -> list[tuple[str, float]]:
+    """A scoped turn's ranking: its papers in the order chosen, with their cosines."""
+    return [(item.id, item.score) for item in items]
+
+
+def is_scoped(items: Sequence[Evidence]) -> bool:
+    """Whether a side's items are a scoped turn's chosen papers."""
+    return bool(items) and all(item.metadata.get(SCOPED) for item in items)
+
+
+def paper_label(paper: Paper, width: int = 90) -> str:
+    """How a chosen paper is named on the page: its title (cut) and arXiv id."""
+    title = " ".join(readable(paper.title).split())
+    return f"{title[:width - 1]}\u2026 ({paper.id})" if len(title) > width else f"{title} ({paper.id})"
+
+
+def scope_notice(papers: Sequence[Paper]) -> str:
+    """What the page says of a scoped turn."""
+    named = "; ".join(paper_label(paper, 70) for paper in papers)
+    which = "this paper" if len(papers) == 1 else f"these {len(papers)} papers"
+    return (f"Asked about {which} only: {named}. One answer, quoting their own passages (thought memory adds no "
+            "paper to a question about chosen papers, so there is nothing to compare).")
+
+
+def scope_table(services: Services, question: str, question_vector: np.ndarray, items: Sequence[Evidence],
+                bodies: Mapping[str, StoredBody | None] | None = None) -> EvidenceTable:
+    """A scoped side's table: a row per chosen paper with its passages that answer the question (methods.passages).
+    `bodies`: the papers' full texts or first looks already at hand; the others are read from the store."""
+    known = dict(bodies or {})
+    papers = services.store.get_papers([item.id for item in items])
+    missing = [paper.id for paper in papers if known.get(paper.id) is None]
+    if missing:
+        known.update(services.fulltext.get(missing, services.embedder.name))
+    scores = {item.id: item.score for item in items}
+    order = {item.id: n for n, item in enumerate(items)}
+    sources = [evidence.Source(p.id, p.title, tuple(p.authors), p.published.isoformat(), p.abstract, scores[p.id],
+                               True, float(order[p.id]), "", f"v{p.version}", known.get(p.id))
+               for p in sorted(papers, key=lambda p: order[p.id])]
+    rows = passages.passage_rows(question, question_vector, sources, services.embed_sentences,
+                                 learned_roles=sentence_roles.trained_for(services.embedder.name))
+    return evidence.make_table(rows, question)
+
+
+def scope_choices(services: Services, ids: Sequence[str]) -> list[tuple[str, str]]:
+    """(label, id) of each chosen paper as the Ask box shows it: "About: <title> (arXiv id)"; a paper the library
+    lacks by its id, fetched from arXiv when asked."""
+    stored = {paper.id: paper for paper in services.store.get_papers(list(ids))} if ids else {}
+    return [(f"About: {paper_label(stored[pid])}" if pid in stored
+             else f"About: arXiv {pid} (not in the library: fetched from arXiv when asked)", pid) for pid in ids]
+
+
+def with_paper(ids: Sequence[str] | None, added: Sequence[str]) -> tuple[list[str], str]:
+    """A scope with more papers (each once, the first MAX_PAPERS kept), and a note when some did not fit."""
+    kept = list(dict.fromkeys([*(ids or []), *added]))
+    note = (f"A question can be about at most {MAX_PAPERS} papers: remove one (×) to add another."
+            if len(kept) > MAX_PAPERS else "")
+    return kept[:MAX_PAPERS], note

@@ -1,0 +1,103 @@
+"""The passages of chosen papers that answer a question (issue #57, "a question about chosen papers").
+
+A question asked about papers the researcher chose does not compete with the library: every chosen paper is a row,
+and the row quotes that paper's passages closest to the question, several of them, from its abstract and (once
+read) its body, each body passage with its section. Candidates and scores are the evidence table's
+(methods.evidence): an abstract's quotable spans, a body's closest sentences (`evidence.body_candidates`, more of
+them here), each scored by its cosine to the question plus its role's bonus, a number's for a how-much question, and
+a body sentence's share of the question's words. A row quotes its best passage and the next ones that score within
+`WITHIN` of it (not near-copies of one already quoted), at most `MAX_QUOTES` (`_chosen`); once the body is read, its
+best sentence is among them when it is at least `evidence.BODY_FLOOR` close, and so is the passage closest to the
+question by meaning alone.
+
+Nothing here writes a sentence of its own: every quote is a slice of the stored abstract or body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from copilot import table
+from copilot.methods import evidence
+
+# Chosen on the dev questions (tests/data/fulltext-questions.jsonl, each asked about its paper, body stored): 3-6
+# quotes, WITHIN 0.2-0.8, FLOOR 0.3/0.4, 8 or 12 body candidates. A body sentence's score holds its share of the
+# question's words (up to ~1), an abstract's does not, so the next relevant passages are well behind the best. 5,
+# 0.35, 0.30 and at least MIN_QUOTES: 25 of 30 body questions quote the answer, 4.1 quotes a row (the library's row
+# of a named paper, 2 from the abstract and 3 from the body: 24 of 30, 4.5 quotes); 4 of 10 abstract controls (5).
+MAX_QUOTES = 5                # passages a chosen paper's row quotes at most
+MIN_QUOTES = 3                # and at least, of those FLOOR close, however far behind the best (a question about a
+#                               paper asks for its passages, and the best one is not always the answer)
+BODY_CANDIDATES = 8           # body sentences of a chosen paper scored (the library's table scores 4)
+WITHIN = 0.35                 # a further passage scores at least the row's best minus this
+FLOOR = 0.30                  # and is at least this close to the question (cosine)
+SAME = 0.92                   # two passages whose vectors are this close say the same thing: one is quoted
+
+
+def _candidates(question: str, question_vector: np.ndarray, source: evidence.Source,
+                embed: Callable[[list[str]], np.ndarray],
+                learned_roles: bool) -> list[tuple[evidence.Span, str, np.ndarray, float]]:
+    """A chosen paper's candidate passages: (span, role, vector, score), best score first."""
+    limits = evidence.limit_cue(question)
+    spans = evidence.candidate_spans(source.abstract, limits)
+    found: list[tuple[evidence.Span, str, np.ndarray, float]] = []
+    if spans:
+        vectors = np.asarray(embed([span.text for span, _, _ in spans]), dtype=np.float32)
+        roles = [role for _, role, _ in spans]
+        if learned_roles:
+            learned = evidence.roles_of([span.text for span, _, _ in spans], vectors, [p for _, _, p in spans])
+            roles = [role if role == "limitation" else new for role, new in zip(roles, learned)]
+        for (span, _, _), role, vector in zip(spans, roles, vectors):
+            if role != "background":
+                score = float(vector @ question_vector) + evidence.span_bonus(question, span, role)
+                found.append((span, role, vector, score))
+    for span, role, vector, extra in evidence.body_candidates(source, question, question_vector, limits,
+                                                              count=BODY_CANDIDATES):
+        score = float(np.asarray(vector, dtype=np.float32) @ question_vector) + extra
+        found.append((span, role, np.asarray(vector, dtype=np.float32), score + evidence.span_bonus(question, span,
+                                                                                                     role)))
+    found.sort(key=lambda c: -c[3])
+    return found
+
+
+def _chosen(found: Sequence[tuple[evidence.Span, str, np.ndarray, float]],
+            question_vector: np.ndarray) -> list[int]:
+    """Which candidates a row quotes (indices into `found`, best first): the best; the next ones FLOOR close to the
+    question, not near-copies of one chosen, while within WITHIN of the best or fewer than MIN_QUOTES; the best body
+    sentence when it is evidence.BODY_FLOOR close; and the passage closest to the question by meaning alone (an
+    abstract's sentence that states the answer scores no word share, so a body sentence holding the question's words
+    can outscore it)."""
+    best = found[0][3]
+    cosines = [float(vector @ question_vector) for _, _, vector, _ in found]
+    chosen = [0]
+    for n, (_, _, vector, score) in enumerate(found[1:], start=1):
+        if len(chosen) >= MAX_QUOTES or (score < best - WITHIN and len(chosen) >= MIN_QUOTES):
+            break
+        if cosines[n] >= FLOOR and all(float(vector @ found[m][2]) < SAME for m in chosen):
+            chosen.append(n)
+    body = next((n for n, c in enumerate(found) if c[0].origin == table.BODY), None)
+    closest = max(range(len(found)), key=lambda n: cosines[n])
+    for wanted, floor in ((body, evidence.BODY_FLOOR), (closest, FLOOR)):
+        if wanted is not None and wanted not in chosen and cosines[wanted] >= floor:
+            chosen = chosen[:MAX_QUOTES - 1] + [wanted]
+    return chosen
+
+
+def passage_rows(question: str, question_vector: np.ndarray, sources: Sequence[evidence.Source],
+                 embed: Callable[[list[str]], np.ndarray], learned_roles: bool = True) -> list[evidence.Row]:
+    """One row per chosen paper, in the order chosen, quoting its passages that answer the question (see the module
+    doc). A paper with no quotable passage has no row."""
+    question_vector = np.asarray(question_vector, dtype=np.float32)
+    rows = []
+    for source in sources:
+        found = _candidates(question, question_vector, source, embed, learned_roles)
+        if not found:
+            continue
+        chosen = _chosen(found, question_vector)
+        ordered = sorted(chosen, key=lambda n: found[n][0].position)
+        best = found[chosen[0]]
+        rows.append(evidence.Row(source, [found[n][0] for n in ordered], float(best[2] @ question_vector),
+                                 best[3], [found[n][1] for n in ordered]))
+    return rows

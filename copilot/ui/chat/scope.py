@@ -1,0 +1,92 @@
+"""The scope of the Ask box (issue #57): the papers a question is asked about, shown above the question as
+"About: <title> (arXiv id) ×", kept while the researcher types and asks follow-ups, each removed with one click (its
+×; with none left the library is asked). A card's "Ask about this paper" adds its paper (`add_view`), up to
+features.scope.MAX_PAPERS; an arXiv id or link typed or pasted in the question is offered as the scope (`offer_view`).
+Callbacks parse, call copilot.features.scope, and format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from copilot.features.scope import MAX_PAPERS, ids_in, scope_choices, with_paper
+from copilot.services import Services
+from copilot.ui.common import escape
+
+LABEL = (f"Asking about these papers only (up to {MAX_PAPERS}): one answer from their own text. "
+         "× removes a paper; with none left, the whole library is asked")
+
+
+@dataclass
+class ScopeParts:
+    box: gr.Dropdown          # the chosen papers; its value: their arXiv ids
+    offer: gr.Button          # "Ask about … only": shown while the question holds ids not chosen
+    offered: gr.State         # the ids the offer would add
+    note: gr.HTML             # a scope that is full
+
+
+def layout() -> ScopeParts:
+    box = gr.Dropdown(choices=[], value=[], multiselect=True, max_choices=MAX_PAPERS, label=LABEL,
+                      elem_id="chat-scope", visible=False, interactive=True)
+    offer = gr.Button(visible=False, size="sm", elem_id="chat-scope-offer")
+    return ScopeParts(box, offer, gr.State([]), gr.HTML(elem_id="chat-scope-note"))
+
+
+def chosen(value) -> list[str]:
+    """The box's value as ids (Gradio gives a list of the chosen values; a lone string from an API client)."""
+    if isinstance(value, str):
+        value = [value]
+    return [item for item in value or [] if isinstance(item, str) and item.strip()] if isinstance(value, list) else []
+
+
+def box_update(services: Services, ids: list[str]) -> dict:
+    return gr.update(choices=scope_choices(services, ids), value=ids, visible=bool(ids))
+
+
+def note_html(note: str) -> str:
+    return f'<span class="chat-notice">{escape(note)}</span>' if note else ""
+
+
+def add_view(services: Services, paper_id, scope) -> tuple:
+    """A card's "Ask about this paper": its paper joins the scope. → (box, note)."""
+    if not isinstance(paper_id, str) or not paper_id.strip():
+        return gr.update(), ""
+    ids, note = with_paper(chosen(scope), [paper_id.strip()])
+    return box_update(services, ids), note_html(note)
+
+
+def offer_view(services: Services, question, scope) -> tuple:
+    """While the question holds arXiv ids or links not in the scope: the button that makes them the scope.
+    → (offer button, offered ids)."""
+    ids = [pid for pid in ids_in(question if isinstance(question, str) else "") if pid not in chosen(scope)]
+    if not ids:
+        return gr.update(visible=False), []
+    labels = [label.removeprefix("About: ") for label, _ in scope_choices(services, ids[:1])]
+    text = (f"Ask about this paper only: {labels[0]}" if len(ids) == 1
+            else f"Ask about these {len(ids)} papers only: {', '.join(ids)}")
+    return gr.update(value=text, visible=True), ids
+
+
+def take_offer_view(services: Services, offered, scope) -> tuple:
+    """The offer taken: its ids join the scope. → (box, offer button, offered ids, note)."""
+    ids, note = with_paper(chosen(scope), chosen(offered))
+    return box_update(services, ids), gr.update(visible=False), [], note_html(note)
+
+
+def shown_view(scope) -> dict:
+    """The box hides once its last paper is removed (× on each)."""
+    return gr.update(visible=bool(chosen(scope)))
+
+
+def wire(services: Services, parts: ScopeParts, question: gr.Textbox) -> None:
+    def offer(text, scope):
+        return offer_view(services, text, scope)
+
+    def take(offered, scope):
+        return take_offer_view(services, offered, scope)
+
+    question.change(offer, [question, parts.box], [parts.offer, parts.offered], show_progress="hidden",
+                   trigger_mode="always_last")
+    parts.offer.click(take, [parts.offered, parts.box], [parts.box, parts.offer, parts.offered, parts.note])
+    parts.box.input(shown_view, [parts.box], [parts.box], show_progress="hidden")
