@@ -187,6 +187,16 @@ def test_a_redirect_to_another_papers_page_is_not_used(fake_arxiv_html, tmp_path
     assert fake_arxiv_html.paths() == [f"/html/{NO_HTML_ID}", f"/html/{OTHER_ID}"]
 
 
+def test_a_redirect_to_another_papers_pdf_is_not_used(fake_arxiv_html, tmp_path):
+    fake_arxiv_html.hostile[NO_HTML_ID] = "redirect_other_pdf"
+    fake_arxiv_html.pdfs[OTHER_ID] = minimal_pdf("another paper")
+    reader = Reader()
+    got = source(fake_arxiv_html, tmp_path, reader).fetch(NO_HTML_ID)
+    assert (got.status, got.source) == ("wrong_paper", "pdf") and OTHER_ID in got.message, got
+    assert reader.pdf == []
+    assert fake_arxiv_html.paths() == [f"/html/{NO_HTML_ID}", f"/pdf/{NO_HTML_ID}", f"/pdf/{OTHER_ID}"]
+
+
 def test_a_redirect_to_another_host_is_not_followed(fake_arxiv_html, tmp_path):
     fake_arxiv_html.hostile[PAGE_ID] = "redirect_away"
     got = source(fake_arxiv_html, tmp_path, Reader()).fetch(PAGE_ID)

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import lxml.etree
 
-from copilot.body import BodyText, Parsed, Section
+from copilot.body import BodyText, Parsed, Section, TooLarge
+from copilot.records import ARXIV_ID_PATTERN, base_id
 from copilot.tex_text import readable_tex
 
 MAX_PAGE_BYTES = 20 * 1024 * 1024
@@ -39,7 +40,7 @@ _EQUATION_CLASSES = frozenset({"ltx_equation", "ltx_equationgroup"})
 # A numeric bracket citation as LaTeXML prints it inside <cite>: "[12]", "[3, 4]", "[5–7]".
 _NUMERIC_CITE = re.compile(r"\[\s*\d+(?:\s*[,;\u2013-]\s*\d+)*\s*\]")
 _INVISIBLE = dict.fromkeys(map(ord, "\u2061\u2062\u2063\u2064\u00ad\u200b\ufeff"), None)
-_WATERMARK_ID = re.compile(r"arXiv:\s*(\d{4}\.\d{4,5}|[a-z-]+(?:\.[A-Z]{2})?/\d{7})(v\d+)?")
+_WATERMARK_ID = re.compile(rf"arXiv:\s*({ARXIV_ID_PATTERN})(v\d+)?")
 _NOT_TEXT = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\ufffd]")
 _NO_HTML_SIGNS = ("No HTML for", "HTML is not available for the source")
 
@@ -168,8 +169,7 @@ def _add_section(doc: _Doc, el: lxml.etree._Element, parent: int) -> int:
     head = _heading(el)
     title = _fold("".join(_inline(head).parts)) if head is not None else ""
     top = doc.sections[parent].top if parent >= 0 else title
-    doc.sections.append(Section(title=title, anchor=el.get("id") or "", top=top))
-    return len(doc.sections) - 1
+    return doc.add_section(Section(title=title, anchor=el.get("id") or "", top=top))
 
 
 def _table_rows(doc: _Doc, table: lxml.etree._Element, section: int) -> None:
@@ -309,21 +309,20 @@ def parse_html(page: bytes | str, paper_id: str) -> Parsed:
 
 def _read_tree(tree: lxml.etree._Element, paper_id: str) -> Parsed:
     page_id, version = _page_id(tree)
-    wanted = _base_id(paper_id)
+    wanted = base_id(paper_id)
     if page_id and page_id != wanted:
         return Parsed("wrong_paper", message=f"The page asked for {wanted} is the page of {page_id}.")
     article = _find_article(tree)
     if article is None:
         return _no_document(tree, wanted)
     doc = _Doc()
-    _walk(doc, _body_start(article), -1)
+    try:
+        _walk(doc, _body_start(article), -1)
+    except TooLarge as large:
+        return Parsed("too_large", message=f"The HTML page of {wanted} holds {large.what}, more than a paper; not "
+                      "read.")
     bad = _verdict(doc, wanted)
     if bad is not None:
         return bad
     return Parsed("ok", body=doc.body(wanted, version, "html"),
                   message=f"{len(doc.passages)} passages in {len(doc.sections)} sections.")
-
-
-def _base_id(paper_id: str) -> str:
-    """"2503.15484v2" -> "2503.15484"; an id without a version stays as it is."""
-    return re.sub(r"v\d+$", "", paper_id.strip())
