@@ -21,6 +21,9 @@ from copilot.records import ARXIV_ID_PATTERN, base_id
 from copilot.tex_text import readable_tex
 
 MAX_PAGE_BYTES = 20 * 1024 * 1024
+# Tags a page may open, counted before it is parsed: libxml2's tree of 2 million <p> took 0.9 GB before the walk
+# could refuse it (issue #58 item 3). The largest real page here (2604.24827) has 45,774 "<".
+MAX_TAGS = 1_000_000
 MAX_INLINE_TEX = 60                 # longer inline TeX reads as noise in a quote: "[formula]" instead
 FAILED_PARA_SHARE = 0.12            # LaTeXML errors in this share of body paragraphs: the conversion failed
 FAILED_CITE_ERRORS = 3              # or this many undefined \cite commands: the bibliography machinery failed
@@ -293,6 +296,9 @@ def parse_html(page: bytes | str, paper_id: str) -> Parsed:
         return Parsed("unreadable", message=f"The page for {paper_id} is not HTML text (binary or garbled bytes).")
     if not text:
         return Parsed("empty", message=f"The page for {paper_id} is empty.")
+    if text.count("<") > MAX_TAGS:
+        return Parsed("too_large", message=f"The HTML page of {paper_id} holds more than {MAX_TAGS:,} tags, more "
+                      "than a paper; not read.")
     try:
         parser = lxml.etree.HTMLParser(remove_comments=True, remove_pis=True, no_network=True, encoding="utf-8")
         tree = lxml.etree.fromstring(text.encode("utf-8"), parser=parser)
@@ -300,10 +306,13 @@ def parse_html(page: bytes | str, paper_id: str) -> Parsed:
         return Parsed("unreadable", message=f"The page for {paper_id} could not be parsed as HTML ({exc}).")
     if tree is None:
         return Parsed("empty", message=f"The page for {paper_id} holds no HTML elements.")
-    if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):
-        # libxml2 stops at 256 levels of nesting and keeps only what came before: a cut page is not stored
-        return Parsed("unreadable", message=(f"The page for {paper_id} nests elements deeper than the HTML "
-                                             f"parser's limit; not read."))
+    limit = next((e.message for e in parser.error_log if e.type_name == "ERR_RESOURCE_LIMIT"), None)
+    if limit is not None:
+        # libxml2 stops at 256 levels of nesting, or at a text run past its buffer limit (10 MB), and keeps only
+        # what came before: a cut page is not stored
+        why = ("nests elements deeper than the HTML parser's limit" if "depth" in limit.lower() else
+               "holds a run of text longer than the HTML parser's limit")
+        return Parsed("unreadable", message=f"The page for {paper_id} {why}; not read.")
     return _read_tree(tree, paper_id)
 
 
