@@ -13,6 +13,7 @@ touches the parent's memory or interpreter lock. The child writes its Parsed as 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -107,6 +108,10 @@ def child_main() -> None:
     """The child: limit itself, read the PDF from stdin, write its Parsed to stdout."""
     paper_id, cpu_s, memory_mb = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
     _limit_self(cpu_s, memory_mb)
+    try:
+        os.nice(10)          # background work: the app's requests come first on a shared core
+    except OSError:
+        pass
     data = sys.stdin.buffer.read()
     from copilot.sources.fulltext_pdf import parse_pdf
 
