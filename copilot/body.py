@@ -11,6 +11,20 @@ from dataclasses import asdict, dataclass, field
 
 BODY = "body"
 PASSAGE_KINDS = ("paragraph", "item", "caption", "table_row", "footnote")
+# What a paper's body may hold (issue #58 item 3). The largest of the real pages in shared/data/arxiv-html reads
+# into 955 passages (2604.24827), 108 sections (2311.16119) and 185,478 characters; each cap is 16-21 times that. A
+# page past any cap is no paper's and is refused whole ("too_large") as it is read: no walk goes on past a cap.
+MAX_PASSAGES = 20_000
+MAX_SECTIONS = 2_000
+MAX_CHARS = 3_000_000
+
+
+class TooLarge(Exception):
+    """Raised by BodyText as soon as a body goes past a cap; `what` says which, in words."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
 
 
 @dataclass(frozen=True)
@@ -62,9 +76,20 @@ class BodyText:
         if not text:
             return
         start = self.end + 2 if self.parts else 0
+        if len(self.passages) >= MAX_PASSAGES:
+            raise TooLarge(f"more than {MAX_PASSAGES:,} passages")
+        if start + len(text) > MAX_CHARS:
+            raise TooLarge(f"more than {MAX_CHARS:,} characters of text")
         self.parts.append(text)
         self.end = start + len(text)
         self.passages.append(Passage(start, self.end, section, kind))
+
+    def add_section(self, section: Section) -> int:
+        """Open a section; its index."""
+        if len(self.sections) >= MAX_SECTIONS:
+            raise TooLarge(f"more than {MAX_SECTIONS:,} sections")
+        self.sections.append(section)
+        return len(self.sections) - 1
 
     def body(self, paper_id: str, version: str, source: str) -> Body:
         return Body(paper_id=paper_id, version=version, source=source, text="\n\n".join(self.parts),
@@ -75,6 +100,7 @@ class BodyText:
 class Parsed:
     """What reading one page or file gave: a body, or why there is none."""
     status: str               # "ok", "no_html" (arXiv's page for a paper without HTML), "failed" (the conversion
-                              # failed), "wrong_paper", "empty", "unreadable" (malformed, encrypted, image-only, …)
+                              # failed), "wrong_paper", "empty", "unreadable" (malformed, encrypted, image-only, …),
+                              # "too_large" (past a cap above), "too_costly" (a PDF reader stopped at its limits)
     body: Body | None = None
     message: str = ""         # for a reader: what happened, in a sentence

@@ -44,6 +44,14 @@ def parse_arxiv_id(text: str) -> tuple[str, int | None] | None:
     return match.group("base"), int(version) if version else None
 
 
+_VERSION_END = re.compile(r"v\d+$")
+
+
+def base_id(paper_id: str) -> str:
+    """'2503.15484v2' → '2503.15484': the id without its version; anything else stays as it is, stripped."""
+    return _VERSION_END.sub("", paper_id.strip())
+
+
 _ID_TOKEN = re.compile(r"[\s,;]+")
 
 

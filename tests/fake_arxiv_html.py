@@ -7,7 +7,8 @@ Hostile answers, per id (`.hostile[id] = mode`, for both the HTML and the PDF pa
 `drip_pdf` the PDF only),
 `other` (another paper's page), `failed` (a failed conversion: LaTeXML's empty "Untitled Document"), `error` (HTTP
 500), `cut` (the connection closes halfway through the promised length), `missing` (404), `redirect_other` (302 to
-another paper's page), `redirect_away` (302 to another host).
+another paper's page), `redirect_other_pdf` (302 from the PDF to another paper's PDF), `redirect_away` (302 to
+another host).
 
 Every request is recorded with its arrival time (`time.monotonic()` of this process), path and User-Agent; `.sent`
 counts the bytes each hostile body got out before the client stopped reading.
@@ -155,6 +156,8 @@ class FakeArxivHtml:
             self._send(handler, 404, b"Not found (fake arXiv)", "text/plain")
         elif mode == "redirect_other" and kind == "html":
             self._redirect(handler, f"/html/{OTHER_ID}")
+        elif mode == "redirect_other_pdf" and kind == "pdf":
+            self._redirect(handler, f"/pdf/{OTHER_ID}")
         elif mode == "redirect_away" and kind == "html":
             self._redirect(handler, f"https://localhost:{self.port}/html/{base}")
         else:

@@ -187,6 +187,42 @@ def test_a_redirect_to_another_papers_page_is_not_used(fake_arxiv_html, tmp_path
     assert fake_arxiv_html.paths() == [f"/html/{NO_HTML_ID}", f"/html/{OTHER_ID}"]
 
 
+def test_a_redirect_to_another_papers_pdf_is_not_used(fake_arxiv_html, tmp_path):
+    fake_arxiv_html.hostile[NO_HTML_ID] = "redirect_other_pdf"
+    fake_arxiv_html.pdfs[OTHER_ID] = minimal_pdf("another paper")
+    reader = Reader()
+    got = source(fake_arxiv_html, tmp_path, reader).fetch(NO_HTML_ID)
+    assert (got.status, got.source) == ("wrong_paper", "pdf") and OTHER_ID in got.message, got
+    assert reader.pdf == []
+    assert fake_arxiv_html.paths() == [f"/html/{NO_HTML_ID}", f"/pdf/{NO_HTML_ID}", f"/pdf/{OTHER_ID}"]
+
+
+def test_a_paused_route_is_not_asked_and_the_answer_says_which_host(fake_arxiv_html, tmp_path):
+    fake_arxiv_html.pdfs[NO_HTML_ID] = minimal_pdf("never read")
+    reader = Reader()
+    client = source(fake_arxiv_html, tmp_path, reader)
+    got = client.fetch(NO_HTML_ID, skip={"pdf": "pdf.example (PDFs) could not be reached a moment ago"})
+    assert (got.status, got.source) == ("unreachable", "pdf") and "pdf.example (PDFs)" in got.message, got
+    assert fake_arxiv_html.paths() == [f"/html/{NO_HTML_ID}"] and reader.pdf == []
+    got = client.fetch(PAGE_ID, skip={"html": "html.example (HTML pages) could not be reached a moment ago"})
+    assert (got.status, got.source) == ("unreachable", "html") and "html.example" in got.message
+    assert fake_arxiv_html.paths() == [f"/html/{NO_HTML_ID}"]
+    assert client.fetch(PAGE_ID, skip={"pdf": "down"}).status == "ok"           # a page with HTML needs no PDF
+
+
+def test_the_time_spent_parsing_is_kept_apart_from_the_fetch(fake_arxiv_html, tmp_path):
+    reader = Reader()
+
+    def slow(page: bytes | str, paper_id: str) -> Parsed:
+        time.sleep(0.3)
+        return reader.parse_html(page, paper_id)
+
+    client = FulltextSource(make_settings(tmp_path / "data", arxiv_html_url=fake_arxiv_html.html_url,
+                                          arxiv_pdf_url=fake_arxiv_html.pdf_url, fulltext_delay=0.0), parse_html=slow)
+    got = client.fetch(PAGE_ID)
+    assert got.status == "ok" and 0.3 <= got.parse_s < 1.0
+
+
 def test_a_redirect_to_another_host_is_not_followed(fake_arxiv_html, tmp_path):
     fake_arxiv_html.hostile[PAGE_ID] = "redirect_away"
     got = source(fake_arxiv_html, tmp_path, Reader()).fetch(PAGE_ID)

@@ -254,3 +254,28 @@ def test_a_pages_next_question_ends_the_last_ones_wait_for_full_text(library, tm
     assert list(first) == [], "the first question's answers updated the page after the next question"
     kept = services.chat_log.turn(turn_id)
     assert kept is not None and kept.finished_at is not None and kept.raw.table is not None
+
+
+def test_a_failed_embed_or_store_is_that_papers_outcome_not_the_end_of_the_batch(library, tmp_path, monkeypatch):
+    """`fulltext import`/`fetch` over many papers (issue #58 item 10): the embedder failing on one paper, or the
+    full-text file refusing one, is that paper's outcome; the papers after it are still read."""
+    services = services_over(library, tmp_path)
+    first, second, third = (tmp_path / f"{pid}.html" for pid in ("2503.17247", RASST, "2605.25931"))
+    for path in (first, second, third):
+        shutil.copy(HTML_DIR / path.name, path)
+    embed = services.embedder.embed
+    calls: list[int] = []
+
+    def fails_first(texts, *args, **kwargs):
+        calls.append(len(texts))
+        if len(calls) == 1:
+            raise RuntimeError("the embedder ran out of memory")
+        return embed(texts, *args, **kwargs)
+
+    monkeypatch.setattr(services.embedder, "embed", fails_first)
+    outcomes = fulltext.import_paths(services, [first, second])
+    assert [(o.paper_id, o.status) for o in outcomes] == [("2503.17247", "error"), (RASST, "ok")], outcomes
+    monkeypatch.setattr(services.fulltext, "put", lambda *args, **kwargs: False)        # the file refuses it
+    refused = fulltext.import_paths(services, [third])[0]
+    assert refused.status == "not_stored" and "read again" in refused.message
+    assert fulltext.wanted(services, ["2605.25931"]) == ["2605.25931"]        # no failed reading held against it

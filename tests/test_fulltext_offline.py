@@ -50,10 +50,11 @@ def test_an_unreachable_arxiv_pauses_reading_and_answers_stop_waiting(tmp_path):
 
     assert fulltext.read_soon(services, ids) == []
     notice, seconds = ask(chat, OTHER)
-    assert "arXiv could not be reached" in notice and "Reading the full text" not in notice, notice
+    assert f"{nowhere[8:]} (HTML pages) could not be reached" in notice, notice      # which host, which route
+    assert "Reading the full text" not in notice, notice
     assert seconds < fulltext.WAIT_S
 
-    reader._paused_until = 0.0           # the pause is over: the papers never tried are queued again
+    reader.pauses.clear()                # the pause is over: the papers never tried are queued again
     assert set(fulltext.read_soon(services, ids)) == set(ids) - set(tried)
     later = time.time() + fulltext.OFFLINE_PAUSE_S + 1     # unreachable is no fault of the paper's: tried again soon
     assert fulltext.wanted(services, tried, now=later) == tried

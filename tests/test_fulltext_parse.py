@@ -14,7 +14,7 @@ import lxml.etree
 import lxml.html
 import pytest
 
-from copilot.body import PASSAGE_KINDS, Body, Parsed
+from copilot.body import MAX_SECTIONS, PASSAGE_KINDS, Body, Parsed
 from copilot.sources.fulltext_html import MAX_PAGE_BYTES, parse_html
 from copilot.sources.fulltext_pdf import MAX_PAGES, parse_pdf
 from tests.helpers import DATA
@@ -292,6 +292,34 @@ def test_a_page_over_the_limit_is_refused_quickly() -> None:
     assert result.status == "unreadable" and "limit" in result.message
     assert time.perf_counter() - start < 0.5
     assert parse_html(huge.decode(), "2401.00001").status == "unreadable"
+
+
+def test_a_single_huge_text_node_is_not_called_deep_nesting() -> None:
+    result = parse_html(page(section(1, "a" * 11_000_000)), "2401.00001")
+    assert (result.status, result.body) == ("unreadable", None)
+    assert "run of text longer" in result.message and "deeper" not in result.message, result.message
+
+
+def test_a_page_past_a_bodys_caps_is_too_large_and_stops_reading_there() -> None:
+    # issue #58 item 3: 2 million <p>a</p> parsed in 15.6 s (1.1 GB) and were stored as 128 MB of JSON; a LaTeXML
+    # page of 400,000 table rows and one sentence was stored (25 MB) and re-read on every turn
+    paragraphs = page(section(1, "One sentence.").replace("</section>", "<p>a</p>" * 2_000_000 + "</section>"))
+    rows = "".join(f"<tr><td>{n}</td></tr>" for n in range(400_000))
+    table = page(section(1, "One sentence.").replace("</section>", f'<table class="ltx_tabular">{rows}</table>'
+                                                     "</section>"))
+    sections = page(*(section(n, "Text.") for n in range(1, MAX_SECTIONS + 2)))
+    chars = page(section(1, *["word " * 200_000] * 4))
+    rows = "".join(f"<tr><td>{n}</td></tr>" for n in range(100_000))       # 100,000 rows in 400,000 tags
+    within = page(section(1, "One sentence.").replace("</section>", f'<table class="ltx_tabular">{rows}</table>'
+                                                      "</section>"))
+    for hostile, said in ((paragraphs, "tags"), (table, "tags"), (within, "passages"), (sections, "sections"),
+                          (chars, "characters")):
+        start = time.perf_counter()
+        result = parse_html(hostile, "2401.00001")
+        assert (result.status, result.body) == ("too_large", None) and said in result.message, result.message
+        assert time.perf_counter() - start < 8.0
+    fine = parse_html(page(*(section(n, "Text.") for n in range(1, MAX_SECTIONS))), "2401.00001")
+    assert fine.status == "ok"
 
 
 def test_long_runs_of_space_and_brackets_stay_linear() -> None:

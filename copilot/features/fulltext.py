@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from copilot.body import Body, Parsed
+from copilot.features.fulltext_pauses import Pause, Pauses
 from copilot.methods import body_text
 from copilot.services import Services
 from copilot.sources.arxiv_fulltext import FulltextSource
@@ -31,7 +32,7 @@ NOW, SOON, AHEAD = 0, 1, 2          # priorities: a question waiting on it, a vo
 WAIT_S = 10.0                       # a quoted answer waits this long for its papers' full text, then shows what it has
 RETRY_AFTER_S = 6 * 3600.0          # a paper whose reading failed is not asked for again sooner (arXiv is polite)
 MAX_QUEUE = 500
-OFFLINE_PAUSE_S = 10 * 60.0         # once arXiv could not be reached, nothing is queued (or waited for) this long
+OFFLINE_PAUSE_S = 10 * 60.0         # once a route of arXiv could not be reached, it is not asked this long
 FIRST_LOOK = 64                     # per waiting question, a paper's sentences embedded before the rest (first_look)
 MAX_QUESTIONS = 3                   # the waiting questions a paper's first look is made for, the latest kept
 
@@ -127,7 +128,11 @@ def finish_body(services: Services, opened: OpenBody) -> Outcome:
         _embed(services, opened, rest)
     body = opened.body
     vectors = np.vstack([opened.vectors[n] for n in range(len(opened.sentences))])
-    services.fulltext.put(body, opened.spans, services.embedder.name, vectors, opened.source, opened.terms)
+    if not services.fulltext.put(body, opened.spans, services.embedder.name, vectors, opened.source, opened.terms):
+        # the file is derived: nothing is recorded against the paper, which is read again when next asked for
+        return Outcome(body.paper_id, "not_stored", opened.source, "Read, but the full-text file could not keep it "
+                       "(locked, full or unwritable; see the log); it will be read again.", len(opened.sentences),
+                       opened.parse_s, opened.embed_s, opened.fetch_s)
     return Outcome(body.paper_id, "ok", opened.source,
                    f"{len(opened.sentences)} sentences from {len(body.sections)} sections.",
                    len(opened.sentences), opened.parse_s, opened.embed_s, opened.fetch_s)
@@ -145,23 +150,35 @@ def _library_version(services: Services, paper_id: str) -> str:
     return f"v{papers[0].version}" if papers and papers[0].version else ""
 
 
-def fetch_paper(services: Services, paper_id: str) -> OpenBody | Outcome:
+def fetch_paper(services: Services, paper_id: str, skip: dict[str, str] | None = None) -> OpenBody | Outcome:
     """Fetch and parse one paper's full text at the version the library holds, ready to embed; never raises for a
-    network or content problem (the outcome says what happened)."""
+    network or content problem (the outcome says what happened). `skip`: routes not to ask ("html", "pdf"), each
+    with why not."""
     started = time.perf_counter()
-    fetched = fulltext_source(services).fetch(paper_id, _library_version(services, paper_id))
-    fetch_s = time.perf_counter() - started
+    fetched = fulltext_source(services).fetch(paper_id, _library_version(services, paper_id), skip)
+    fetch_s = time.perf_counter() - started - fetched.parse_s
     if fetched.parsed is None or fetched.status != "ok":
         services.fulltext.note(paper_id, fetched.status, fetched.source, fetched.message)
-        return Outcome(paper_id, fetched.status, fetched.source, fetched.message, fetch_s=fetch_s)
-    return open_body(services, fetched.parsed, fetched.source, fetch_s=fetch_s,
-                     parse_s=getattr(fetched, "parse_s", 0.0))
+        return Outcome(paper_id, fetched.status, fetched.source, fetched.message, fetch_s=fetch_s,
+                       parse_s=fetched.parse_s)
+    return open_body(services, fetched.parsed, fetched.source, fetch_s=fetch_s, parse_s=fetched.parse_s)
 
 
 def read_paper(services: Services, paper_id: str) -> Outcome:
-    """Fetch, parse and keep one paper's full text (`fetch_paper`, then `finish_body`)."""
-    opened = fetch_paper(services, paper_id)
-    return opened if isinstance(opened, Outcome) else finish_body(services, opened)
+    """Fetch, parse and keep one paper's full text (`fetch_paper`, then `finish_body`); a failure of the embedder or
+    a bug is this paper's outcome ("error"), never the end of a batch."""
+    try:
+        opened = fetch_paper(services, paper_id)
+        return opened if isinstance(opened, Outcome) else finish_body(services, opened)
+    except Exception as error:
+        return _failed(services, paper_id, "", error)
+
+
+def _failed(services: Services, paper_id: str, source: str, error: Exception) -> Outcome:
+    log.exception("full text of %s not read", paper_id)
+    outcome = Outcome(paper_id, "error", source, f"Reading failed: {type(error).__name__}.")
+    services.fulltext.note(paper_id, "error", source, outcome.message)
+    return outcome
 
 
 def fulltext_source(services: Services) -> FulltextSource:
@@ -189,9 +206,8 @@ def import_paths(services: Services, paths: Sequence[Path]) -> list[Outcome]:
     client = fulltext_source(services)
     outcomes = []
     for path in paths:
-        started = time.perf_counter()
         fetched = client.import_file(path)
-        parse_s = time.perf_counter() - started
+        parse_s = fetched.parse_s
         if fetched.parsed is None or fetched.status != "ok":
             if fetched.paper_id:
                 services.fulltext.note(fetched.paper_id, fetched.status, "file", fetched.message)
@@ -200,7 +216,10 @@ def import_paths(services: Services, paths: Sequence[Path]) -> list[Outcome]:
             outcomes.append(Outcome(fetched.paper_id, "not_in_library", "file",
                                     "The library does not hold this paper; import or ingest it first."))
         else:
-            outcomes.append(keep_parsed(services, fetched.parsed, "file", parse_s=parse_s))
+            try:
+                outcomes.append(keep_parsed(services, fetched.parsed, "file", parse_s=parse_s))
+            except Exception as error:
+                outcomes.append(_failed(services, fetched.paper_id, "file", error))
     return outcomes
 
 
@@ -242,21 +261,24 @@ class FulltextReader:
         self._order = itertools.count()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._paused_until = 0.0
+        settings = services.settings
+        self.pauses = Pauses(settings.arxiv_html_url, settings.arxiv_pdf_url, OFFLINE_PAUSE_S)
         self._questions: dict[str, list[str]] = {}     # paper → the questions waiting on it (MAX_QUESTIONS latest)
         self._open: dict[str, OpenBody] = {}            # paper → its body between the first look and the store
         self._looks: dict[str, StoredBody] = {}         # paper → its first look, until the whole body is stored
 
-    def paused(self) -> bool:
-        """Whether arXiv could not be reached a moment ago (OFFLINE_PAUSE_S): a question then neither queues its
-        papers nor waits for them (on a machine that cannot reach arXiv, every answer would wait WAIT_S)."""
-        return time.monotonic() < self._paused_until
+    def paused(self, priority: int = NOW) -> Pause | None:
+        """The pause of arXiv's HTML pages that holds readings of `priority` (OFFLINE_PAUSE_S after they could not be
+        reached at that priority or a more urgent one): a question then neither queues its papers nor waits for them
+        (on a machine that cannot reach arXiv, every answer would wait WAIT_S). A pause of the PDFs alone stops no
+        paper: its HTML page is still read."""
+        return next((p for p in self.pauses.holding(priority) if p.route == "html"), None)
 
     def request(self, paper_ids: Sequence[str], priority: int = AHEAD, question: str = "") -> list[str]:
         """Queue the papers that are worth reading (`wanted`); returns those queued or already queued. `question`:
         the question waiting on them, whose sentences are embedded first."""
         queued: list[str] = []
-        if self.paused():
+        if self.paused(priority):
             return queued
         with self._cond:
             for pid in wanted(self.services, paper_ids):
@@ -273,7 +295,7 @@ class FulltextReader:
                     waiting = self._questions.setdefault(pid, [])
                     if question not in waiting:
                         waiting[:] = [*waiting, question][-MAX_QUESTIONS:]
-            if queued and (self._thread is None or not self._thread.is_alive()):
+            if queued and (self._thread is None or not self._thread.is_alive()):    # `_next` decides an exit
                 self._thread = threading.Thread(target=self._run, name="fulltext-reader", daemon=True)
                 self._thread.start()
             self._cond.notify_all()
@@ -309,22 +331,25 @@ class FulltextReader:
         with self._cond:
             return {pid: self._looks[pid] for pid in paper_ids if pid in self._looks}
 
-    def _next(self) -> str | None:
+    def _next(self) -> tuple[str, int] | None:
+        """The next paper to read and its priority; None when there is none, and then this thread ends: the exit is
+        decided here under the lock (`_thread` cleared), so a request coming after it starts a new thread."""
         with self._cond:
             while self._queue:
                 priority, _, pid = heapq.heappop(self._queue)
                 if self._queued.get(pid) == priority:
-                    return pid
+                    return pid, priority
+            if self._thread is threading.current_thread():
+                self._thread = None
             return None
 
     def _run(self) -> None:
-        while (pid := self._next()) is not None:
+        while (item := self._next()) is not None:
+            pid, priority = item
             try:
-                outcome = self._step(pid)
+                outcome = self._step(pid, priority)
             except Exception as error:          # a bug must not end the reader: the paper is reported, not lost
-                log.exception("full text of %s not read", pid)
-                outcome = Outcome(pid, "error", "", f"Reading failed: {type(error).__name__}.")
-                self.services.fulltext.note(pid, "error", "", outcome.message)
+                outcome = _failed(self.services, pid, "", error)
             if outcome is None:                 # a first look: the rest of the paper is queued
                 continue
             with self._cond:
@@ -333,11 +358,11 @@ class FulltextReader:
                 self._looks.pop(pid, None)
                 self._questions.pop(pid, None)
                 self._done[pid] = outcome
-                if outcome.status == "unreachable":
-                    self._pause()
+                if outcome.status == "unreachable" and outcome.source not in self.pauses.routes(priority):
+                    self._pause(outcome.source or "html", priority)
                 self._cond.notify_all()
 
-    def _step(self, pid: str) -> Outcome | None:
+    def _step(self, pid: str, priority: int) -> Outcome | None:
         """Read a paper, or (a question waits on it) its first look, queueing the rest after the papers already
         queued as urgently: None then."""
         with self._cond:
@@ -345,7 +370,8 @@ class FulltextReader:
             questions = list(self._questions.get(pid, ()))
         if opened is not None:
             return finish_body(self.services, opened)
-        fetched = fetch_paper(self.services, pid)
+        skip = {p.route: f"{p.said()} could not be reached a moment ago" for p in self.pauses.holding(priority)}
+        fetched = fetch_paper(self.services, pid, skip)
         if isinstance(fetched, Outcome):
             return fetched
         look = first_look(self.services, fetched, questions)
@@ -360,17 +386,21 @@ class FulltextReader:
             self._cond.notify_all()
         return None
 
-    def _pause(self) -> None:
-        """Under the lock: stop reading for OFFLINE_PAUSE_S; the papers still queued end as unreachable now (not
-        stored as failed readings, so they are asked for again once arXiv answers)."""
-        self._paused_until = time.monotonic() + OFFLINE_PAUSE_S
-        fetched = [entry for entry in self._queue if entry[2] in self._open]    # their pages are here: kept
+    def _pause(self, route: str, priority: int) -> None:
+        """Under the lock: stop asking `route` for OFFLINE_PAUSE_S, for readings of `priority` or less urgent. When
+        the HTML pages (where every paper starts) are paused, the papers still queued that the pause holds end as
+        unreachable now (not stored as failed readings, so they are asked for again once arXiv answers)."""
+        pause = self.pauses.add(route, priority)
+        if route != "html":
+            return
+        kept = [e for e in self._queue if e[2] in self._open or e[0] < pause.priority]   # fetched, or more urgent
         for _, _, pid in self._queue:
-            if pid not in self._open:
-                self._done[pid] = Outcome(pid, "unreachable", "", "Not tried: arXiv could not be reached a moment ago.")
+            if pid not in self._open and self._queued.get(pid, NOW) >= pause.priority:
+                self._done[pid] = Outcome(pid, "unreachable", "", f"Not tried: {pause.said()} could not be reached a "
+                                          "moment ago.")
                 self._queued.pop(pid, None)
                 self._questions.pop(pid, None)
-        self._queue[:] = fetched
+        self._queue[:] = kept
         heapq.heapify(self._queue)
 
 
@@ -403,10 +433,10 @@ def reading_line(services: Services, count: int, paper_ids: Sequence[str] = ()) 
     """What the page says while `count` papers of an answer are being read; none, while reading is paused and some
     of `paper_ids` (the answer's) have no full text."""
     if not count:
-        if (services.settings.fulltext_reading and reader_for(services).paused()
-                and services.fulltext.with_text(paper_ids) != set(paper_ids)):
-            return ("Full text not read: arXiv could not be reached a few minutes ago, so these rows quote "
-                    "abstracts.")
+        pause = reader_for(services).paused() if services.settings.fulltext_reading else None
+        if pause is not None and services.fulltext.with_text(paper_ids) != set(paper_ids):
+            return (f"Full text not read: {pause.said()} could not be reached a few minutes ago, so these rows "
+                    "quote abstracts.")
         return ""
     papers = "paper" if count == 1 else "papers"
     return f"Reading the full text of {count} {papers} in these answers (arXiv's HTML page)…"
@@ -415,7 +445,8 @@ def reading_line(services: Services, count: int, paper_ids: Sequence[str] = ()) 
 WHY_NOT_READ = {"no_html": "no HTML page", "failed": "conversion failed", "not_found": "not found",
                 "too_large": "too large", "timeout": "arXiv too slow", "unreachable": "arXiv unreachable",
                 "unreadable": "unreadable", "empty": "no text", "wrong_paper": "another paper's page",
-                "error": "reading failed"}
+                "error": "reading failed", "too_costly": "too costly to read",
+                "not_stored": "not stored"}
 
 
 def read_line(outcomes: dict[str, Outcome], asked: int, waiting: bool = False, looked: int = 0) -> str:

@@ -90,7 +90,7 @@ def _cut(conn: object) -> None:
             pass
 
 
-class _TimeoutSession(requests.Session):
+class TimeoutSession(requests.Session):
     """Every request has a deadline for the whole call — connecting, the status line and headers, the body — not
     only for each read (a server sending one byte every second never trips a per-read timeout, issue #34: a status
     line and headers dripped at 1 byte/s held an action 95 s at a 10 s timeout). At the deadline a watchdog shuts the
@@ -222,7 +222,7 @@ class ArxivSource:
     def __init__(self, settings: Settings, page_size: int = 100) -> None:
         self.client = _StrictClient(page_size=page_size, delay_seconds=settings.arxiv_delay,
                                     num_retries=settings.arxiv_retries)
-        self.client._session = _TimeoutSession(settings.arxiv_timeout)
+        self.client._session = TimeoutSession(settings.arxiv_timeout)
         if settings.arxiv_api_url:
             self.client.query_url_format = settings.arxiv_api_url.rstrip("?") + "?{}"
         self.endpoint = self.client.query_url_format.split("?")[0]

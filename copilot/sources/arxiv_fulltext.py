@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,13 +26,13 @@ from copilot import __version__
 from copilot.body import Parsed
 from copilot.config import Settings
 from copilot.records import parse_arxiv_id
-from copilot.sources.arxiv_api import AnswerTooLarge, _TimeoutSession
+from copilot.sources.arxiv_api import AnswerTooLarge, TimeoutSession
 
 log = logging.getLogger(__name__)
 
 USER_AGENT = f"ResearchCopilot/{__version__} (reads papers a researcher follows; one request at a time)"
 STATUSES = ("ok", "no_html", "failed", "wrong_paper", "empty", "unreadable", "not_found", "too_large", "timeout",
-            "unreachable")
+            "unreachable", "too_costly")
 FALL_BACK = ("no_html", "failed", "empty", "unreadable")   # what the HTML page may say that the PDF may still mend
 MAX_REDIRECTS = 3
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -52,6 +52,7 @@ class Fetched:
     message: str = ""          # what happened, in a sentence or two
     version: str = ""          # the version asked for or named by the file ("v2"), "" for the newest
     file: str = ""             # an imported file's name
+    parse_s: float = 0.0       # of the whole call, the seconds spent reading the page or file into a body
 
 
 @dataclass(frozen=True)
@@ -120,16 +121,18 @@ def sniff(head: bytes) -> str:
     return ""
 
 
-def _parse(parser: Callable[[bytes, str], Parsed], data: bytes, paper_id: str, what: str) -> Parsed:
-    """The parser's reading, or "unreadable" when it gave up with an exception (a parser bug must not end a batch)."""
+def _parse(parser: Callable[[bytes, str], Parsed], data: bytes, paper_id: str, what: str) -> tuple[Parsed, float]:
+    """The parser's reading, or "unreadable" when it gave up with an exception (a parser bug must not end a batch);
+    and the seconds it took."""
+    started = time.perf_counter()
     try:
         parsed = parser(data, paper_id)
     except Exception as error:  # any failure of a parser is this paper's problem only
         log.exception("reading the %s of %s failed", what, paper_id)
-        return Parsed("unreadable", message=f"The {what} could not be read ({type(error).__name__}).")
+        parsed = Parsed("unreadable", message=f"The {what} could not be read ({type(error).__name__}).")
     if parsed.status not in STATUSES or (parsed.status == "ok") != (parsed.body is not None):
-        return Parsed("unreadable", message=f"The {what} could not be read (the reader said {parsed.status[:40]!r}).")
-    return parsed
+        parsed = Parsed("unreadable", message=f"The {what} could not be read (the reader said {parsed.status[:40]!r}).")
+    return parsed, time.perf_counter() - started
 
 
 def _default_html_parser() -> HtmlParser:
@@ -138,8 +141,9 @@ def _default_html_parser() -> HtmlParser:
 
 
 def _default_pdf_parser() -> PdfParser:
-    from copilot.sources.fulltext_pdf import parse_pdf
-    return parse_pdf
+    from copilot.sources.fulltext_sandbox import read_pdf
+
+    return read_pdf                 # in a child process with limits: a small PDF can be built to be slow
 
 
 class FulltextSource:
@@ -152,7 +156,7 @@ class FulltextSource:
         self.max_bytes = int(settings.fulltext_max_mb * 2 ** 20)
         self._parse_html = parse_html
         self._parse_pdf = parse_pdf
-        self.session = _TimeoutSession(self.timeout, max_bytes=self.max_bytes)
+        self.session = TimeoutSession(self.timeout, max_bytes=self.max_bytes)
         self.session.headers["User-Agent"] = USER_AGENT
 
     @property
@@ -168,16 +172,25 @@ class FulltextSource:
         return self._parse_pdf
 
     # --- the network
-    def fetch(self, paper_id: str, version: str = "") -> Fetched:
-        """The paper's HTML page read, or, when arXiv has no usable HTML for it, its PDF."""
+    def fetch(self, paper_id: str, version: str = "", skip: Mapping[str, str] | None = None) -> Fetched:
+        """The paper's HTML page read, or, when arXiv has no usable HTML for it, its PDF. `skip`: routes ("html",
+        "pdf") not to ask, each with why not; a skipped route's answer is "unreachable", saying why."""
         ident = identify(paper_id, version)
         if ident is None:
             return Fetched(paper_id[:60], "not_found", message=f"{paper_id[:60]!r} is not an arXiv id.")
         base, version = ident
+        skip = skip or {}
+        if "html" in skip:
+            return Fetched(base, "unreachable", source="html", version=version,
+                           message=f"The HTML page of {base}{version} was not asked for: {skip['html']}.")
         first = self._fetch_html(base, version)
         if first.status not in FALL_BACK:
             return first
-        second = self._fetch_pdf(base, version)
+        if "pdf" in skip:
+            return Fetched(base, "unreachable", source="pdf", version=version,
+                           message=f"{first.message} Its PDF was not asked for: {skip['pdf']}.")
+        pdf = self._fetch_pdf(base, version)
+        second = replace(pdf, parse_s=first.parse_s + pdf.parse_s)        # both readings' time
         if second.status == "ok":
             return replace(second, message=f"{first.message} Read from its PDF instead.")
         return replace(second, message=f"{first.message} Its PDF: {second.message}")
@@ -193,18 +206,21 @@ class FulltextSource:
         if answer.code != 200:
             return replace(done, status="unreachable", message=f"arXiv answered HTTP {answer.code} for the HTML page "
                            f"of {base}{version}; try again later.")
-        landed = self._landed(answer.url)
-        if landed and landed[0] != base:
+        other = self._elsewhere(answer.url, self.html_url, base)
+        if other:
             return replace(done, status="wrong_paper", message=f"Asked for the HTML page of {base}, arXiv sent the one "
-                           f"of {landed[0]}; nothing from it was used.")
-        parsed = _parse(self.parse_html, answer.content, base, "HTML page")
-        return replace(done, status=parsed.status, parsed=parsed,
+                           f"of {other}; nothing from it was used.")
+        parsed, parse_s = _parse(self.parse_html, answer.content, base, "HTML page")
+        return replace(done, status=parsed.status, parsed=parsed, parse_s=parse_s,
                        message=parsed.message or _said(parsed.status, f"The HTML page of {base}{version}"))
 
-    def _landed(self, url: str) -> tuple[str, str] | None:
-        """The paper a redirect ended on, when it stayed under the HTML base ('/html/hep-th/9901001v2')."""
-        path, under = urlsplit(url).path, urlsplit(self.html_url).path
-        return identify(path[len(under):].strip("/")) if path.startswith(under) else None
+    @staticmethod
+    def _elsewhere(url: str, route: str, base: str) -> str:
+        """The other paper a redirect ended on ('/html/hep-th/9901001v2', '/pdf/2503.17247'), or "" when it ended on
+        `base` or outside `route`'s path (where no id can be read)."""
+        path, under = urlsplit(url).path, urlsplit(route).path
+        landed = identify(path[len(under):].strip("/").removesuffix(".pdf")) if path.startswith(under) else None
+        return landed[0] if landed and landed[0] != base else ""
 
     def _fetch_pdf(self, base: str, version: str) -> Fetched:
         answer = self._get(f"{self.pdf_url}{base}{version}")
@@ -216,10 +232,14 @@ class FulltextSource:
                            f"{answer.code}).")
         if answer.code != 200:
             return replace(done, status="unreachable", message=f"arXiv answered HTTP {answer.code}; try again later.")
+        other = self._elsewhere(answer.url, self.pdf_url, base)
+        if other:
+            return replace(done, status="wrong_paper", message=f"Asked for the PDF of {base}, arXiv sent the one of "
+                           f"{other}; nothing from it was used.")
         if sniff(answer.content) != "pdf":
             return replace(done, status="unreadable", message="arXiv's answer was not a PDF.")
-        parsed = _parse(self.parse_pdf, answer.content, base, "PDF")
-        return replace(done, status=parsed.status, parsed=parsed,
+        parsed, parse_s = _parse(self.parse_pdf, answer.content, base, "PDF")
+        return replace(done, status=parsed.status, parsed=parsed, parse_s=parse_s,
                        message=parsed.message or _said(parsed.status, f"The PDF of {base}{version}"))
 
     def _get(self, url: str) -> _Answer:
@@ -289,8 +309,8 @@ class FulltextSource:
         if not kind:
             return replace(done, status="unreadable", message=f"{name} is neither an HTML page nor a PDF.")
         what = "HTML page" if kind == "html" else "PDF"
-        parsed = _parse(self.parse_html if kind == "html" else self.parse_pdf, data, base, what)
-        return replace(done, status=parsed.status, parsed=parsed, source=kind,
+        parsed, parse_s = _parse(self.parse_html if kind == "html" else self.parse_pdf, data, base, what)
+        return replace(done, status=parsed.status, parsed=parsed, source=kind, parse_s=parse_s,
                        message=parsed.message or _said(parsed.status, f"{name}"))
 
     def import_dir(self, folder: Path) -> list[Fetched]:

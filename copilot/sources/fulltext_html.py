@@ -16,10 +16,14 @@ from dataclasses import dataclass, field
 
 import lxml.etree
 
-from copilot.body import BodyText, Parsed, Section
+from copilot.body import BodyText, Parsed, Section, TooLarge
+from copilot.records import ARXIV_ID_PATTERN, base_id
 from copilot.tex_text import readable_tex
 
 MAX_PAGE_BYTES = 20 * 1024 * 1024
+# Tags a page may open, counted before it is parsed: libxml2's tree of 2 million <p> took 0.9 GB before the walk
+# could refuse it (issue #58 item 3). The largest real page here (2604.24827) has 45,774 "<".
+MAX_TAGS = 1_000_000
 MAX_INLINE_TEX = 60                 # longer inline TeX reads as noise in a quote: "[formula]" instead
 FAILED_PARA_SHARE = 0.12            # LaTeXML errors in this share of body paragraphs: the conversion failed
 FAILED_CITE_ERRORS = 3              # or this many undefined \cite commands: the bibliography machinery failed
@@ -39,7 +43,7 @@ _EQUATION_CLASSES = frozenset({"ltx_equation", "ltx_equationgroup"})
 # A numeric bracket citation as LaTeXML prints it inside <cite>: "[12]", "[3, 4]", "[5–7]".
 _NUMERIC_CITE = re.compile(r"\[\s*\d+(?:\s*[,;\u2013-]\s*\d+)*\s*\]")
 _INVISIBLE = dict.fromkeys(map(ord, "\u2061\u2062\u2063\u2064\u00ad\u200b\ufeff"), None)
-_WATERMARK_ID = re.compile(r"arXiv:\s*(\d{4}\.\d{4,5}|[a-z-]+(?:\.[A-Z]{2})?/\d{7})(v\d+)?")
+_WATERMARK_ID = re.compile(rf"arXiv:\s*({ARXIV_ID_PATTERN})(v\d+)?")
 _NOT_TEXT = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\ufffd]")
 _NO_HTML_SIGNS = ("No HTML for", "HTML is not available for the source")
 
@@ -168,8 +172,7 @@ def _add_section(doc: _Doc, el: lxml.etree._Element, parent: int) -> int:
     head = _heading(el)
     title = _fold("".join(_inline(head).parts)) if head is not None else ""
     top = doc.sections[parent].top if parent >= 0 else title
-    doc.sections.append(Section(title=title, anchor=el.get("id") or "", top=top))
-    return len(doc.sections) - 1
+    return doc.add_section(Section(title=title, anchor=el.get("id") or "", top=top))
 
 
 def _table_rows(doc: _Doc, table: lxml.etree._Element, section: int) -> None:
@@ -293,6 +296,9 @@ def parse_html(page: bytes | str, paper_id: str) -> Parsed:
         return Parsed("unreadable", message=f"The page for {paper_id} is not HTML text (binary or garbled bytes).")
     if not text:
         return Parsed("empty", message=f"The page for {paper_id} is empty.")
+    if text.count("<") > MAX_TAGS:
+        return Parsed("too_large", message=f"The HTML page of {paper_id} holds more than {MAX_TAGS:,} tags, more "
+                      "than a paper; not read.")
     try:
         parser = lxml.etree.HTMLParser(remove_comments=True, remove_pis=True, no_network=True, encoding="utf-8")
         tree = lxml.etree.fromstring(text.encode("utf-8"), parser=parser)
@@ -300,30 +306,32 @@ def parse_html(page: bytes | str, paper_id: str) -> Parsed:
         return Parsed("unreadable", message=f"The page for {paper_id} could not be parsed as HTML ({exc}).")
     if tree is None:
         return Parsed("empty", message=f"The page for {paper_id} holds no HTML elements.")
-    if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):
-        # libxml2 stops at 256 levels of nesting and keeps only what came before: a cut page is not stored
-        return Parsed("unreadable", message=(f"The page for {paper_id} nests elements deeper than the HTML "
-                                             f"parser's limit; not read."))
+    limit = next((e.message for e in parser.error_log if e.type_name == "ERR_RESOURCE_LIMIT"), None)
+    if limit is not None:
+        # libxml2 stops at 256 levels of nesting, or at a text run past its buffer limit (10 MB), and keeps only
+        # what came before: a cut page is not stored
+        why = ("nests elements deeper than the HTML parser's limit" if "depth" in limit.lower() else
+               "holds a run of text longer than the HTML parser's limit")
+        return Parsed("unreadable", message=f"The page for {paper_id} {why}; not read.")
     return _read_tree(tree, paper_id)
 
 
 def _read_tree(tree: lxml.etree._Element, paper_id: str) -> Parsed:
     page_id, version = _page_id(tree)
-    wanted = _base_id(paper_id)
+    wanted = base_id(paper_id)
     if page_id and page_id != wanted:
         return Parsed("wrong_paper", message=f"The page asked for {wanted} is the page of {page_id}.")
     article = _find_article(tree)
     if article is None:
         return _no_document(tree, wanted)
     doc = _Doc()
-    _walk(doc, _body_start(article), -1)
+    try:
+        _walk(doc, _body_start(article), -1)
+    except TooLarge as large:
+        return Parsed("too_large", message=f"The HTML page of {wanted} holds {large.what}, more than a paper; not "
+                      "read.")
     bad = _verdict(doc, wanted)
     if bad is not None:
         return bad
     return Parsed("ok", body=doc.body(wanted, version, "html"),
                   message=f"{len(doc.passages)} passages in {len(doc.sections)} sections.")
-
-
-def _base_id(paper_id: str) -> str:
-    """"2503.15484v2" -> "2503.15484"; an id without a version stays as it is."""
-    return re.sub(r"v\d+$", "", paper_id.strip())

@@ -18,7 +18,8 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 
-from copilot.body import BodyText, Parsed, Section
+from copilot.body import BodyText, Parsed, Section, TooLarge
+from copilot.records import base_id
 
 MAX_PDF_BYTES = 50 * 1024 * 1024
 MAX_PAGES = 80
@@ -181,8 +182,7 @@ def _assemble(lines: list[tuple[str, bool]]) -> _Doc:
                 break
             top = title if is_top or not top else top
             doc.number = number
-            doc.sections.append(Section(title=title, anchor="", top=top))
-            section = len(doc.sections) - 1
+            section = doc.add_section(Section(title=title, anchor="", top=top))
             continue
         if new:
             target.add_lines(buffer, section)
@@ -198,7 +198,7 @@ def _assemble(lines: list[tuple[str, bool]]) -> _Doc:
 
 def parse_pdf(data: bytes, paper_id: str) -> Parsed:
     """Read a paper's PDF into a Body, or say why not (encrypted, no text layer, broken). Never raises on a file."""
-    wanted = re.sub(r"v\d+$", "", paper_id.strip())
+    wanted = base_id(paper_id)
     if len(data) > MAX_PDF_BYTES:
         return Parsed("unreadable", message=(f"The PDF of {wanted} is {len(data) / 2**20:.1f} MiB, over the "
                                              f"{MAX_PDF_BYTES // 2**20} MiB limit; not read."))
@@ -212,7 +212,10 @@ def parse_pdf(data: bytes, paper_id: str) -> Parsed:
     if not any(lines for lines in pages):
         return Parsed("empty", message=(f"The PDF of {wanted} has no text layer (image-only or scanned pages); "
                                         f"nothing to read without OCR."))
-    doc = _assemble(_clean_lines(pages))
+    try:
+        doc = _assemble(_clean_lines(pages))
+    except TooLarge as large:
+        return Parsed("too_large", message=f"The PDF of {wanted} holds {large.what}, more than a paper; not read.")
     if not doc.passages:
         return Parsed("empty", message=f"The PDF of {wanted} has no body text before its references.")
     body = doc.body(wanted, "", "pdf")

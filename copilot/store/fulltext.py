@@ -4,8 +4,13 @@ last reading status.
 A body is derived from arXiv (its HTML page or PDF, or a file a researcher imported), so it lives in its own file,
 `fulltext.sqlite3`, outside what a backup uploads (store.backup copies `copilot.db` and the vector store only), and
 is read again on demand. One row per paper: a new version replaces the old, body, sentences and vectors in one
-transaction, so a reader never sees half of one. Being derived, the file never fails an answer: a read that fails
-finds nothing (the answer quotes abstracts) and is logged.
+transaction, so a reader never sees half of one.
+
+Being derived, the file fails soft, as the sentence vectors' file does (store.sentence_vectors, issue #58 item 9):
+WAL, so a write never waits behind a long read nor a read behind a write; a read that fails finds nothing (the
+answer quotes abstracts), a write that fails keeps nothing and says so (False), each kind of failure logged once.
+A paper's body is parsed from its row once and kept (`CACHE_BODIES` of them, by when they were stored), so a turn
+that quotes it does not parse the whole body again (1.3 s for a large page, issue #58 item 3).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import logging
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +29,7 @@ from typing import TypeVar
 import numpy as np
 
 from copilot.body import Body
+from copilot.store.sentence_vectors import failure_kind
 
 log = logging.getLogger(__name__)
 FILE_NAME = "fulltext.sqlite3"
@@ -33,6 +40,10 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS readings (paper_id TEXT PRIMARY KEY, status TEXT NOT NULL, source TEXT NOT NULL,"
     " message TEXT NOT NULL, tried_at REAL NOT NULL);")
 _CHUNK = 400
+READ_BUSY_S = 0.5             # WAL: only a checkpoint or a schema change makes a read wait at all
+WRITE_BUSY_S = 30.0           # the background reader may wait this long for another writer
+CACHE_BODIES = 32             # parsed bodies kept in memory, at most
+CACHE_BYTES = 256 * 2 ** 20   # and at most this much of their vectors and text (a long paper's: ~5 MB)
 T = TypeVar("T")
 
 
@@ -47,6 +58,21 @@ class StoredBody:
     embedded: np.ndarray | None = None
 
 
+def _size(stored: StoredBody) -> int:
+    return int(stored.vectors.nbytes) + 4 * len(stored.body.text)
+
+
+def _stored_body(body_json: str, sentences_json: str, terms_json: str, model: str, blob: bytes,
+                 dim: int) -> StoredBody:
+    body = Body.from_json(body_json)
+    sentences = tuple(tuple(s) for s in json.loads(sentences_json))
+    vectors = np.frombuffer(blob, dtype=np.float16).reshape(-1, dim).astype(np.float32) \
+        if dim else np.zeros((0, 0), dtype=np.float32)
+    vectors.flags.writeable = False               # shared by every turn that quotes this body
+    terms = tuple(frozenset(t) for t in json.loads(terms_json))
+    return StoredBody(body, sentences, model, vectors, terms)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class Reading:
     paper_id: str
@@ -57,76 +83,100 @@ class Reading:
 
 
 class FulltextStore:
-    def __init__(self, path: Path) -> None:
+    """Bodies and readings. Readers and one writer at a time, across threads and processes (WAL). No method raises
+    for the file's sake: reads then find nothing, writes return False."""
+
+    def __init__(self, path: Path, write_busy_s: float = WRITE_BUSY_S) -> None:
         self.path = path
+        self.write_busy_s = write_busy_s
         self._lock = threading.Lock()
         self._ready = False
+        self._reported: set[str] = set()
+        self._cache: OrderedDict[tuple[str, str], tuple[float, StoredBody]] = OrderedDict()
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=5.0)
-        if not self._ready:
-            with self._lock:
-                conn.executescript(_SCHEMA)
-                self._ready = True
+    def _connect(self, busy_s: float) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=busy_s)
+        try:
+            if not self._ready:
+                with self._lock:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.executescript(_SCHEMA)
+                    self._ready = True
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
+    def _failed(self, what: str, error: Exception) -> None:
+        kind = failure_kind(error)
+        with self._lock:
+            first = f"{what} {kind}" not in self._reported
+            self._reported.add(f"{what} {kind}")
+        (log.warning if first else log.debug)("full-text store at %s: %s failed (%s), %s: %s", self.path, what, kind,
+                                             "answers quote abstracts" if what == "read" else "nothing kept",
+                                             error)
+
+    def _write(self, work: Callable[[sqlite3.Connection], object]) -> bool:
+        """`work` in one transaction; False when the file could not take it (logged: derived data)."""
+        try:
+            conn = self._connect(self.write_busy_s)
+            try:
+                with conn:
+                    work(conn)
+            finally:
+                conn.close()
+        except (sqlite3.Error, OSError) as error:
+            self._failed("write", error)
+            return False
+        return True
+
     def put(self, body: Body, sentences: Sequence[tuple[int, int, int, bool, bool]], model: str,
-            vectors: np.ndarray, source: str, terms: Sequence[Iterable[str]] = ()) -> None:
-        """Keep a paper's body (replacing any earlier version) and mark its reading ok, in one transaction."""
+            vectors: np.ndarray, source: str, terms: Sequence[Iterable[str]] = ()) -> bool:
+        """Keep a paper's body (replacing any earlier version) and mark its reading ok, in one transaction; False
+        when the file could not take it (nothing of it is kept then)."""
         matrix = np.asarray(vectors, dtype=np.float16)
         if len(matrix) != len(sentences) or (terms and len(terms) != len(sentences)):
             raise ValueError("one vector (and one list of terms) per sentence")
         now = time.time()
-        conn = self._connect()
-        try:
-            with conn:
-                conn.execute("INSERT OR REPLACE INTO bodies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (body.paper_id, body.version, body.source, now, body.to_json(),
-                              json.dumps([list(s) for s in sentences]), json.dumps([sorted(set(t)) for t in terms]),
-                              model, matrix.tobytes(),
-                              int(matrix.shape[1]) if matrix.ndim == 2 else 0))
-                conn.execute("INSERT OR REPLACE INTO readings VALUES (?, 'ok', ?, '', ?)",
-                             (body.paper_id, source, now))
-        finally:
-            conn.close()
+        row = (body.paper_id, body.version, body.source, now, body.to_json(), json.dumps([list(s) for s in sentences]),
+               json.dumps([sorted(set(t)) for t in terms]), model, matrix.tobytes(),
+               int(matrix.shape[1]) if matrix.ndim == 2 else 0)
 
-    def note(self, paper_id: str, status: str, source: str, message: str) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO bodies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            conn.execute("INSERT OR REPLACE INTO readings VALUES (?, 'ok', ?, '', ?)", (body.paper_id, source, now))
+
+        return self._write(work)
+
+    def note(self, paper_id: str, status: str, source: str, message: str) -> bool:
         """Record a reading that gave no body; a body already stored stays (an older version still answers)."""
-        try:
-            conn = self._connect()
-            try:
-                with conn:
-                    conn.execute("INSERT OR REPLACE INTO readings VALUES (?, ?, ?, ?, ?)",
-                                 (paper_id, status, source, message[:500], time.time()))
-            finally:
-                conn.close()
-        except sqlite3.Error as error:
-            log.warning("full-text store: reading of %s not recorded: %s", paper_id, error)
+        return self._write(lambda conn: conn.execute("INSERT OR REPLACE INTO readings VALUES (?, ?, ?, ?, ?)",
+                                                     (paper_id, status, source, message[:500], time.time())))
 
-    def delete(self, paper_id: str) -> None:
+    def delete(self, paper_id: str) -> bool:
         """Forget a paper's body and reading (an evaluation reads it again cold)."""
         if not self.path.exists():
-            return
-        conn = self._connect()
-        try:
-            with conn:
-                conn.execute("DELETE FROM bodies WHERE paper_id = ?", (paper_id,))
-                conn.execute("DELETE FROM readings WHERE paper_id = ?", (paper_id,))
-        finally:
-            conn.close()
+            return True
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM bodies WHERE paper_id = ?", (paper_id,))
+            conn.execute("DELETE FROM readings WHERE paper_id = ?", (paper_id,))
+
+        return self._write(work)
 
     def _read(self, work: Callable[[sqlite3.Connection], T], empty: T) -> T:
         """`work` over a connection; `empty` when the file is missing or any read fails (logged: derived data)."""
         if not self.path.exists():
             return empty
         try:
-            conn = self._connect()
+            conn = self._connect(READ_BUSY_S)
             try:
                 return work(conn)
             finally:
                 conn.close()
-        except (sqlite3.Error, ValueError, KeyError, TypeError) as error:
-            log.warning("full-text store unreadable, answering from abstracts: %s", error)
+        except (sqlite3.Error, OSError, ValueError, KeyError, TypeError) as error:
+            self._failed("read", error)
             return empty
 
     @staticmethod
@@ -137,23 +187,38 @@ class FulltextStore:
             yield from conn.execute(sql.format(",".join("?" * len(chunk))), (*first, *chunk))
 
     def get(self, paper_ids: Iterable[str], model: str) -> dict[str, StoredBody]:
-        """The stored bodies of these papers whose vectors come from `model`; nothing on any failure."""
+        """The stored bodies of these papers whose vectors come from `model`; nothing on any failure. A body parsed
+        before and stored since is given from memory (read-only: its vectors cannot be written to)."""
         ids = list(dict.fromkeys(paper_ids))
 
         def work(conn: sqlite3.Connection) -> dict[str, StoredBody]:
             found: dict[str, StoredBody] = {}
-            sql = ("SELECT body, sentences, terms, model, vectors, dim FROM bodies WHERE model = ? "
+            stamps = dict(self._chunks(conn, "SELECT paper_id, stored_at FROM bodies WHERE model = ? AND paper_id IN "
+                                             "({})", ids, model))
+            with self._lock:
+                for pid, stored_at in stamps.items():
+                    kept = self._cache.get((pid, model))
+                    if kept is not None and kept[0] == stored_at:
+                        self._cache.move_to_end((pid, model))
+                        found[pid] = kept[1]
+            load = [pid for pid in stamps if pid not in found]
+            sql = ("SELECT body, sentences, terms, model, vectors, dim, stored_at FROM bodies WHERE model = ? "
                    "AND paper_id IN ({})")
-            for body_json, sentences_json, terms_json, row_model, blob, dim in self._chunks(conn, sql, ids, model):
-                body = Body.from_json(body_json)
-                sentences = tuple(tuple(s) for s in json.loads(sentences_json))
-                vectors = np.frombuffer(blob, dtype=np.float16).reshape(-1, dim).astype(np.float32) \
-                    if dim else np.zeros((0, 0), dtype=np.float32)
-                terms = tuple(frozenset(t) for t in json.loads(terms_json))
-                found[body.paper_id] = StoredBody(body, sentences, row_model, vectors, terms)  # type: ignore[arg-type]
+            for *row, stored_at in self._chunks(conn, sql, load, model):
+                stored = _stored_body(*row)
+                found[stored.body.paper_id] = stored
+                self._remember(stored, stored_at)
             return found
 
         return self._read(work, {}) if ids else {}
+
+    def _remember(self, stored: StoredBody, stored_at: float) -> None:
+        with self._lock:
+            self._cache[(stored.body.paper_id, stored.model)] = (stored_at, stored)
+            self._cache.move_to_end((stored.body.paper_id, stored.model))
+            while len(self._cache) > CACHE_BODIES or (
+                    len(self._cache) > 1 and sum(_size(kept) for _, kept in self._cache.values()) > CACHE_BYTES):
+                self._cache.popitem(last=False)
 
     def with_text(self, paper_ids: Iterable[str]) -> set[str]:
         """Which of these papers have a stored body."""
