@@ -90,6 +90,7 @@ class Turn:
     ranking: list[tuple[str, float]] = field(default_factory=list)   # Search's fused ranking, made once per turn
     writes: bool = False           # the model profile's policy, chosen once per turn: a model writes (else: the table)
     writer: Writer | None = field(default=None, repr=False)   # a signed-in visitor's model, this turn only (#50)
+    replaced: bool = False         # the page asked again before its answers were done: forgotten, nothing made of it
 
     @property
     def done(self) -> bool:
@@ -232,9 +233,11 @@ class Chat(TurnVotes):
 
     def replaced(self, turn: Turn, stream: Generator[Turn, None, None]) -> None:
         """The page asked another question: this turn's stream stops. A turn whose answers were not all done (a
-        double click, a question replaced at once) is not kept, as nobody saw it answered; one whose answers were
-        shown stays in the history as it stands (its papers are still read)."""
+        double click, a question replaced at once, B still being written) is not kept, as nobody saw it answered: no
+        thought job, no sweep, no row (issue #58); one whose answers were shown stays in the history as it stands (its
+        papers are still read)."""
         shown = all(answer.done for answer in turn.answers)
+        turn.replaced = not shown     # before closing: closing finishes the turn (`_finish`), which then makes nothing
         stream.close()
         if not shown:
             self.log.forget_turn(turn.id)
@@ -308,6 +311,8 @@ class Chat(TurnVotes):
                 "same_answer" if quoted and same_answer(first.text, second.text, first.table, second.table) else "yes")
         outcomes = {a.kind: AnswerOutcome(a.text, a.error, a.seconds, a.table) for a in turn.answers}
         self.log.finish_turn(turn.id, turn.comparison, raw=outcomes.get(RAW), thoughts=outcomes.get(THOUGHTS))
+        if turn.replaced:         # nobody saw it answered and it is forgotten (`replaced`): no thought job, no sweep
+            return
         if turn.comparison != "yes":
             # nothing to vote on: the thought comes from the answer we have (the thought-augmented one if any), when
             # its table clears the unvoted floor (features.chat_thoughts.UNVOTED_FLOOR)
