@@ -17,6 +17,7 @@ CHOICE_TEXT = {"thoughts": "the thought-augmented answer was better", "raw": "th
                "tie": "tie", "bad": "both bad"}
 THOUGHT_STATUS = {"queued": "queued", "running": "being written", "stored": "stored in memory",
                   "redundant": "not stored (redundant)", "not_an_answer": "not stored (no real answer)",
+                  "under_floor": "not stored (unvoted: its quotes are not close enough to the question)",
                   "failed": "failed (see logs)"}
 NO_COMPARISON = ("No comparison yet: thought memory holds nothing relevant to this question, so both retrievals "
                  "found the same papers and one answer is shown (not counted in the statistics). Thoughts come from "
