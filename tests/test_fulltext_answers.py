@@ -254,3 +254,33 @@ def test_a_pages_next_question_ends_the_last_ones_wait_for_full_text(library, tm
     assert list(first) == [], "the first question's answers updated the page after the next question"
     kept = services.chat_log.turn(turn_id)
     assert kept is not None and kept.finished_at is not None and kept.raw.table is not None
+
+
+def test_a_comparison_is_shown_from_abstracts_while_its_papers_are_read(library, tmp_path, fake_arxiv_html,
+                                                                         monkeypatch):
+    """Issue #59 item 1: with a thought in memory (two blind answers), the page held both answers back behind "they
+    are shown together" until the wait for full text was over. Both are shown as soon as both tables exist, blind,
+    under the line saying what is being read, and every later update of the page carries both answers."""
+    import gradio as gr
+
+    from copilot.ui.chat.ask import ask_view
+    from copilot.ui.chat.render import WRITING_BOTH
+    from copilot.ui.common import escape
+    from tests.comparisons import KEEP_MEMORY_ROWS, thought_with_a_new_row
+
+    monkeypatch.setattr(fulltext, "WAIT_S", 300.0)
+    services = services_over(library, tmp_path, fake_arxiv_html, arxiv_timeout=6.0,
+                             thought_row_margin=KEEP_MEMORY_ROWS)
+    assert thought_with_a_new_row(services, SEVERAL, user="ann")
+    fake_arxiv_html.hostile[RASST] = "drip"             # one of its papers, read until its timeout (6 s)
+    held = escape(WRITING_BOTH)
+    outputs = list(ask_view(services, SEVERAL, False, None, gr.Request(username="ann", session_hash="page-3")))
+    notice, a, b, vote_row, *_ = outputs[-1]
+    assert vote_row["visible"] and b["visible"], "a comparison, voted on once the wait is over"
+    shown = [n for n, (_, a, b, *_) in enumerate(outputs) if held not in str(a) and b.get("visible")
+             and "chat-answer-text" in str(a) and "chat-answer-text" in str(b.get("value"))]
+    assert shown, "the two answers were never shown"
+    first = outputs[shown[0]]
+    assert "Reading the full text of" in str(first[0]), "shown only once the reading was over"
+    assert shown == list(range(shown[0], len(outputs))), "once shown, both stay shown in every update"
+    assert "chat-badge" not in str(first[1]) + str(first[2]) and not first[3].get("visible")   # blind, no vote yet

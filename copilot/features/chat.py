@@ -96,12 +96,23 @@ class Turn:
     def done(self) -> bool:
         return all(a.done for a in self.answers)
 
+    def alike(self) -> bool:
+        """Two quoted answers, both done, that say the same: nothing to compare, shown as one (`Chat._finish`)."""
+        if self.writes or len(self.answers) != 2 or not self.done or any(a.error for a in self.answers):
+            return False
+        first, second = self.answers
+        return same_answer(first.text, second.text, first.table, second.table)
+
     def view(self) -> TurnView:
-        """The same view as `Chat.view` for a turn still being answered."""
+        """The same view as `Chat.view` for a turn still being answered. Two quoted answers alike are shown as the
+        one they will be stored as while their papers are read (blind until the turn is finished)."""
+        shown = self.answers
+        if self.comparison == "pending" and self.alike():
+            shown = [replace(next(a for a in self.answers if a.kind == RAW), label="A")]
         answers = tuple(AnswerView(label=a.label, kind=a.kind, text=a.text, error=a.error, done=a.done,
                                    seconds=a.seconds, thought_augmented=a.thought_augmented, notes=tuple(a.notes),
                                    sources=shown_sources(a.table, tuple(SourceRecord.of(e) for e in a.sources)),
-                                   table=a.table) for a in self.answers)
+                                   table=a.table) for a in shown)
         return TurnView(turn_id=self.id, user=self.user, question=self.question, comparison=self.comparison,
                         answers=answers, retrieval_s=self.retrieval_s, notice=self.notice, asked=self.asked,
                         created_at=self.created_at, models=self.writer.info if self.writer else {})
@@ -305,10 +316,8 @@ class Chat(TurnVotes):
                 answer.error = answer.error or "interrupted before the answer was complete"
                 answer.done = True
         if turn.comparison == "pending":  # a same-items turn stays one (its single answer shows any error)
-            quoted = not turn.writes     # two quoted answers alike: nothing to compare
-            first, second = turn.answers
             turn.comparison = "failed" if any(a.error for a in turn.answers) else (
-                "same_answer" if quoted and same_answer(first.text, second.text, first.table, second.table) else "yes")
+                "same_answer" if turn.alike() else "yes")
         outcomes = {a.kind: AnswerOutcome(a.text, a.error, a.seconds, a.table) for a in turn.answers}
         self.log.finish_turn(turn.id, turn.comparison, raw=outcomes.get(RAW), thoughts=outcomes.get(THOUGHTS))
         if turn.replaced:         # nobody saw it answered and it is forgotten (`replaced`): no thought job, no sweep
