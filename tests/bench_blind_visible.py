@@ -1,6 +1,6 @@
 """Click to answers shown, in Chromium, with and without thought memory (issue #59 item 1).
 
-    python -m tests.bench_blind_visible --store DATA_DIR [--turns 4] [--json]
+    python -m tests.bench_blind_visible --store DATA_DIR [--turns 4] [--warm-plain] [--json]
 
 `DATA_DIR`: a library, e.g. 2,000 papers (`COPILOT_DATA_DIR=DIR python -m copilot import
 ../shared/data/arxiv-cs-2025-2026/papers.jsonl --limit 2000`); copied to a temporary folder first, never changed.
@@ -27,10 +27,10 @@ import urllib.request
 from pathlib import Path
 
 from copilot.services import Services
-from tests.comparisons import KEEP_MEMORY_ROWS, thought_with_a_new_row
+from tests.comparisons import KEEP_MEMORY_ROWS, tables_differ, thought_with_a_new_row
 from tests.conftest import make_settings
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
-from tests.e2e.test_blind_reading_page import click_to_shown
+from tests.e2e.test_blind_reading_page import FINISHED, click_to_shown
 from tests.fake_arxiv_html import FakeArxivHtml
 from tests.helpers import ROOT, app_env, free_port
 from tests.tls import make_certificate, trust_env
@@ -57,11 +57,15 @@ class SlowArxiv(FakeArxivHtml):
         self._drip(handler, b"<html><body>" + b"slow " * 4096 + b"</body></html>")
 
 
-def seeded(store: Path, work: Path) -> tuple[Path, list[str]]:
+def seeded(store: Path, work: Path, warm_plain: bool = False) -> tuple[Path, list[str]]:
+    """The copy, its thoughts; seeding builds the MEMORY questions' tables, which stores their papers' sentence
+    vectors (store/sentence_vectors.py), so their turns find them warm; `warm_plain` does the same for PLAIN."""
     data_dir = work / "data"
     shutil.copytree(store, data_dir)
     services = Services(make_settings(data_dir, thought_row_margin=KEEP_MEMORY_ROWS))
     kept = [q for q in MEMORY if thought_with_a_new_row(services, q)]
+    for question in PLAIN if warm_plain else ():
+        tables_differ(services, question)
     return data_dir, kept
 
 
@@ -87,7 +91,7 @@ def start_app(data_dir: Path, fake: SlowArxiv, log_path: Path) -> tuple[subproce
     raise RuntimeError("app did not come up in 300 s")
 
 
-def measure(url: str, memory: list[str], turns: int) -> list[dict]:
+def measure(url: str, memory: list[str], turns: int, shots: Path | None = None) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
     asked = []
@@ -96,16 +100,27 @@ def measure(url: str, memory: list[str], turns: int) -> list[dict]:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url)
         page.get_by_role("tab", name="Chat").click()
-        click_to_shown(page, WARM_UP)
-        for n in range(turns):
-            for kind, questions in (("memory", memory), ("plain", PLAIN)):
-                question = questions[n % len(questions)]
-                shown = click_to_shown(page, question)
-                asked.append({"kind": kind, "question": question, "seconds": round(shown["ms"] / 1000, 3),
-                              "answers": 2 if shown["both"] else 1, "notice": shown["notice"][:200],
-                              "load": os.getloadavg()[0]})
-                page.wait_for_timeout(1000)
-        browser.close()
+        try:
+            click_to_shown(page, WARM_UP)
+            page.wait_for_function(FINISHED, timeout=120_000)
+            for n in range(turns):
+                for kind, questions in (("memory", memory), ("plain", PLAIN)):
+                    question = questions[n % len(questions)]
+                    shown = click_to_shown(page, question)
+                    asked.append({"kind": kind, "question": question, "seconds": round(shown["ms"] / 1000, 3),
+                                  "answers": 2 if shown["both"] else 1, "notice": shown["notice"][:200],
+                                  "load": os.getloadavg()[0]})
+                    # the next question once this turn is finished (its wait for full text over), as a reader
+                    # would: asked a second apart, turns still waiting piled up past the page's per-user limit of
+                    # events (ui.fairness) and a click was refused
+                    page.wait_for_function(FINISHED, timeout=120_000)
+                    page.wait_for_timeout(1000)
+        except Exception:
+            if shots is not None:
+                page.screenshot(path=str(shots.with_suffix(".png")), full_page=True)
+            raise
+        finally:
+            browser.close()
     return asked
 
 
@@ -125,18 +140,21 @@ def main() -> None:
     parser.add_argument("--store", type=Path, required=True)
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--warm-plain", action="store_true",
+                        help="embed the PLAIN questions' papers' sentences beforehand, as seeding does for MEMORY's")
+    parser.add_argument("--app-log", type=Path, help="keep the app's log here (default: dropped with the copy)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-blind-") as tmp:
         work = Path(tmp)
         cert = make_certificate(work / "tls")
         os.environ.update(trust_env(cert))
-        data_dir, memory = seeded(args.store, work)
+        data_dir, memory = seeded(args.store, work, args.warm_plain)
         if not memory:
             raise SystemExit("no MEMORY question can be made a comparison on this library")
         with SlowArxiv(cert) as fake:
-            proc, url = start_app(data_dir, fake, work / "app.log")
+            proc, url = start_app(data_dir, fake, args.app_log or work / "app.log")
             try:
-                asked = measure(url, memory, args.turns)
+                asked = measure(url, memory, args.turns, args.app_log)
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)
