@@ -188,6 +188,8 @@ def test_verdict_sentences():
     assert "No decisive votes yet" in verdict_text(sequential_test(np.zeros(0)), 0, 0)
     undecided = verdict_text(sequential_test(np.array([1, 0, 1])), 3, 1)
     assert undecided.startswith("No verdict yet: after 3 decisive votes from 1 person") and "of the 20" in undecided
+    one = verdict_text(sequential_test(np.array([1])), 1, 1)         # issue #59: "after 1 decisive votes"
+    assert one.startswith("No verdict yet: after 1 decisive vote from 1 person the evidence"), one
     assert "papers-only answer" in verdict_text(sequential_test(np.zeros(8)), 8, 2)
     helped = sequential_test(np.ones(9))
     assert "not yet for every user" in verdict_text(helped, 9, 3, (0.6, 0.9))

@@ -71,6 +71,18 @@ def test_a_comparison_is_shown_only_once_both_answers_are_written():
     assert "shown together" in a
 
 
+def test_a_comparison_is_shown_while_its_papers_full_text_is_read():
+    """Issue #59: with both answers written, the comparison waits only for its papers' bodies (up to 10 s): both
+    answers are shown from abstracts meanwhile, blind, under the line saying what is still being read."""
+    reading = TurnView(turn_id="t1", comparison="pending", question="q", user="local", retrieval_s=0.1,
+                       answers=(RAW, AUGMENTED))
+    notice, a, b = turn_outputs(reading, "Reading the full text of 3 papers in these answers…")
+    assert "shown together" not in a + b
+    assert "Graphs help" in a and "Linked papers share evidence" in b
+    assert without_text(a) == without_text(b) and "chat-badge" not in a + b and "Sources (" not in a + b
+    assert "Reading the full text of 3 papers" in notice
+
+
 def test_the_vote_reveals_sides_kinds_links_ids_times_and_lineage():
     raw = answer_html(RAW, reveal=True, lineage=LINEAGE)
     augmented = answer_html(AUGMENTED, reveal=True, lineage=LINEAGE)

@@ -279,3 +279,33 @@ def test_a_failed_embed_or_store_is_that_papers_outcome_not_the_end_of_the_batch
     refused = fulltext.import_paths(services, [third])[0]
     assert refused.status == "not_stored" and "read again" in refused.message
     assert fulltext.wanted(services, ["2605.25931"]) == ["2605.25931"]        # no failed reading held against it
+
+
+def test_a_comparison_is_shown_from_abstracts_while_its_papers_are_read(library, tmp_path, fake_arxiv_html,
+                                                                         monkeypatch):
+    """Issue #59 item 1: with a thought in memory (two blind answers), the page held both answers back behind "they
+    are shown together" until the wait for full text was over. Both are shown as soon as both tables exist, blind,
+    under the line saying what is being read, and every later update of the page carries both answers."""
+    import gradio as gr
+
+    from copilot.ui.chat.ask import ask_view
+    from copilot.ui.chat.render import WRITING_BOTH
+    from copilot.ui.common import escape
+    from tests.comparisons import KEEP_MEMORY_ROWS, thought_with_a_new_row
+
+    monkeypatch.setattr(fulltext, "WAIT_S", 300.0)
+    services = services_over(library, tmp_path, fake_arxiv_html, arxiv_timeout=6.0,
+                             thought_row_margin=KEEP_MEMORY_ROWS)
+    assert thought_with_a_new_row(services, SEVERAL, user="ann")
+    fake_arxiv_html.hostile[RASST] = "drip"             # one of its papers, read until its timeout (6 s)
+    held = escape(WRITING_BOTH)
+    outputs = list(ask_view(services, SEVERAL, False, None, gr.Request(username="ann", session_hash="page-3")))
+    notice, a, b, vote_row, *_ = outputs[-1]
+    assert vote_row["visible"] and b["visible"], "a comparison, voted on once the wait is over"
+    shown = [n for n, (_, a, b, *_) in enumerate(outputs) if held not in str(a) and b.get("visible")
+             and "chat-answer-text" in str(a) and "chat-answer-text" in str(b.get("value"))]
+    assert shown, "the two answers were never shown"
+    first = outputs[shown[0]]
+    assert "Reading the full text of" in str(first[0]), "shown only once the reading was over"
+    assert shown == list(range(shown[0], len(outputs))), "once shown, both stay shown in every update"
+    assert "chat-badge" not in str(first[1]) + str(first[2]) and not first[3].get("visible")   # blind, no vote yet

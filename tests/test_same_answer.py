@@ -58,7 +58,12 @@ def test_a_thought_that_brings_nothing_new_gives_one_answer_and_no_vote(chat):
     assert rows, first.answers[0].text
     chat.wait_for_all(timeout=120)
     seeded = chat.memory.add(QUESTION, [(rows[0].paper_id, "paper")], origin="test", check_redundant=False)
-    turn = run(chat, QUESTION)
+    turn = chat.prepare(QUESTION, "local")
+    pages = [turn_outputs(live.view(), live.notice) for live in chat.stream(turn)]
+    # as the page shows it while answered (a comparison's answers are shown once both are done, issue #59): never
+    # two answers alike, to be folded into one once the turn is finished
+    assert all(b == "" or "shown together" in b for _, _, b in pages), "two identical answers were shown"
+    assert "shown together" not in pages[-2][1] and "chat-answer-text" in pages[-2][1]
     stored = chat.log.turn(turn.id)
     assert seeded in [s.id for s in stored.thoughts.sources]                    # memory was retrieved
     assert stored.thoughts.text and stored.raw.text                             # both answers are kept in the log

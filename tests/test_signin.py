@@ -186,6 +186,29 @@ def test_two_visitors_asking_at_once_each_send_only_their_own_token(chat, world)
         assert all(t.startswith(f"Written for {user} ") for t in texts), texts
 
 
+def test_a_turn_replaced_while_its_second_answer_streams_is_forgotten_with_no_thought_job(chat, world):
+    """Issue #58 item 4: the page asked again while B was still being written (A done). Closing the stream finished
+    the turn as "failed" and queued a `no_comparison` thought job (one more call billed to the visitor), and that
+    job made `forget_turn` refuse: the half-answered turn stayed in the history. Nobody saw it answered: it goes,
+    and nothing is made of it."""
+    services, double = world
+    seed_thought(chat)
+    double.piece_delay = 0.03
+    turn = chat.prepare(QUESTION, "ann", writer=writer_for(chat, ANN))
+    stream = chat.stream(turn)
+    for live in stream:
+        first, second = live.answers
+        if first.done and second.text:
+            break
+    assert turn.comparison == "pending" and not turn.answers[1].done, "B was not streaming when replaced"
+    chat.replaced(turn, stream)
+    chat.wait_for_all(timeout=60)
+    assert services.chat_log.turn(turn.id) is None, "the replaced turn was kept"
+    assert services.chat_log.jobs_of(turn.id) == []
+    assert [s.kind for s in double.seen] == ["answer", "answer"], "a thought was drafted from it"
+    assert chat.recent_turns("ann") == []
+
+
 @pytest.mark.parametrize("mode", [*FAILING, "stall", "drip"])
 def test_a_router_failure_reads_as_its_sentence_with_the_table_instead_and_is_not_retried(chat, world, mode):
     services, double = world

@@ -12,6 +12,7 @@ from copilot.features.chat import Chat
 from copilot.features.chat_thoughts import UNVOTED_FLOOR, table_quality
 from copilot.services import Services
 from copilot.store.chat_log import RAW
+from copilot.ui.chat.render import recent_html
 from tests.conftest import import_papers, make_settings
 from tests.doubles import ScriptedBackend, rescript
 from tests.helpers import forget_chat
@@ -77,9 +78,14 @@ def test_the_questions_fall_either_side_of_the_floor(chat):
 def test_a_weak_answer_shown_alone_makes_no_thought(chat):
     turn = ask(chat, WEAK)
     job = current_job(chat, turn.id)
-    assert (job["trigger"], job["status"], job["thought_id"]) == ("no_comparison", "not_an_answer", None)
+    assert (job["trigger"], job["status"], job["thought_id"]) == ("no_comparison", "under_floor", None)
     assert "nobody preferred it" in job["reason"] and f"{UNVOTED_FLOOR:.2f}" in job["reason"]
     assert chat.memory.count() == 0
+    # the history says why: its rows quote papers on the question, so not "no real answer" (issue #59 item 10)
+    assert turn.answers[0].table and turn.answers[0].table.rows
+    history = recent_html(chat.recent_turns("local"))
+    assert "not stored (unvoted: its quotes are not close enough to the question)" in history
+    assert "no real answer" not in history
 
 
 def test_a_weak_comparison_makes_no_thought_unvoted_and_one_when_preferred(chat):
@@ -89,7 +95,7 @@ def test_a_weak_comparison_makes_no_thought_unvoted_and_one_when_preferred(chat)
     seed_memory(chat, WEAK + " Which is fastest?")
     ask(chat, WEAK + " Which is fastest?")          # the user moved on: the first turn is swept, unvoted
     job = current_job(chat, turn.id)
-    assert (job["trigger"], job["status"]) == ("no_vote", "not_an_answer")
+    assert (job["trigger"], job["status"]) == ("no_vote", "under_floor")
     chat.vote(turn.id, RAW, "local")
     job = current_job(chat, turn.id)
     assert (job["trigger"], job["answer"], job["status"]) == ("vote", RAW, "stored")

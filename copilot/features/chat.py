@@ -94,17 +94,29 @@ class Turn:
     writes: bool = False           # the model profile's policy, chosen once per turn: a model writes (else: the table)
     writer: Writer | None = field(default=None, repr=False)   # a signed-in visitor's model, this turn only (#50)
     scope: tuple[str, ...] = ()    # the papers the question is about (features.scope); () asks the library
+    replaced: bool = False         # the page asked again before its answers were done: forgotten, nothing made of it
 
     @property
     def done(self) -> bool:
         return all(a.done for a in self.answers)
 
+    def alike(self) -> bool:
+        """Two quoted answers, both done, that say the same: nothing to compare, shown as one (`Chat._finish`)."""
+        if self.writes or len(self.answers) != 2 or not self.done or any(a.error for a in self.answers):
+            return False
+        first, second = self.answers
+        return same_answer(first.text, second.text, first.table, second.table)
+
     def view(self) -> TurnView:
-        """The same view as `Chat.view` for a turn still being answered."""
+        """The same view as `Chat.view` for a turn still being answered. Two quoted answers alike are shown as the
+        one they will be stored as while their papers are read (blind until the turn is finished)."""
+        shown = self.answers
+        if self.comparison == "pending" and self.alike():
+            shown = [replace(next(a for a in self.answers if a.kind == RAW), label="A")]
         answers = tuple(AnswerView(label=a.label, kind=a.kind, text=a.text, error=a.error, done=a.done,
                                    seconds=a.seconds, thought_augmented=a.thought_augmented, notes=tuple(a.notes),
                                    sources=shown_sources(a.table, tuple(SourceRecord.of(e) for e in a.sources)),
-                                   table=a.table) for a in self.answers)
+                                   table=a.table) for a in shown)
         return TurnView(turn_id=self.id, user=self.user, question=self.question, comparison=self.comparison,
                         answers=answers, retrieval_s=self.retrieval_s, notice=self.notice, asked=self.asked,
                         created_at=self.created_at, models=self.writer.info if self.writer else {}, scope=self.scope)
@@ -249,9 +261,11 @@ class Chat(TurnVotes):
 
     def replaced(self, turn: Turn, stream: Generator[Turn, None, None]) -> None:
         """The page asked another question: this turn's stream stops. A turn whose answers were not all done (a
-        double click, a question replaced at once) is not kept, as nobody saw it answered; one whose answers were
-        shown stays in the history as it stands (its papers are still read)."""
+        double click, a question replaced at once, B still being written) is not kept, as nobody saw it answered: no
+        thought job, no sweep, no row (issue #58); one whose answers were shown stays in the history as it stands (its
+        papers are still read)."""
         shown = all(answer.done for answer in turn.answers)
+        turn.replaced = not shown     # before closing: closing finishes the turn (`_finish`), which then makes nothing
         stream.close()
         if not shown:
             self.log.forget_turn(turn.id)
@@ -320,12 +334,12 @@ class Chat(TurnVotes):
                 answer.error = answer.error or "interrupted before the answer was complete"
                 answer.done = True
         if turn.comparison == "pending":  # a same-items turn stays one (its single answer shows any error)
-            quoted = not turn.writes     # two quoted answers alike: nothing to compare
-            first, second = turn.answers
             turn.comparison = "failed" if any(a.error for a in turn.answers) else (
-                "same_answer" if quoted and same_answer(first.text, second.text, first.table, second.table) else "yes")
+                "same_answer" if turn.alike() else "yes")
         outcomes = {a.kind: AnswerOutcome(a.text, a.error, a.seconds, a.table, a.words) for a in turn.answers}
         self.log.finish_turn(turn.id, turn.comparison, raw=outcomes.get(RAW), thoughts=outcomes.get(THOUGHTS))
+        if turn.replaced:         # nobody saw it answered and it is forgotten (`replaced`): no thought job, no sweep
+            return
         if turn.comparison != "yes":
             # nothing to vote on: the thought comes from the answer we have (the thought-augmented one if any), when
             # its table clears the unvoted floor (features.chat_thoughts.UNVOTED_FLOOR)

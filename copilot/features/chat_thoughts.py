@@ -157,7 +157,8 @@ class TurnThoughts:
         answer = turn.answer(job.answer)
         if job.trigger in UNVOTED and (weak := unvoted_shortfall(self.services.embedder.embed, turn.question,
                                                                  answer.table)):
-            return JobOutcome(status="not_an_answer", thought_id=None, similarity=None, error=None, reason=weak)
+            # not "not_an_answer": its rows may well answer the question (the history said "no real answer", #59)
+            return JobOutcome(status="under_floor", thought_id=None, similarity=None, error=None, reason=weak)
         sources = [Evidence(id=s.id, kind=s.kind, title=s.title, text="", score=s.score) for s in answer.sources]
         words = answer.words or ""     # recorded with the turn, never read back from its text (#58)
         usable = writer if writer is not None and writer.failure is None else None

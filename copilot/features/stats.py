@@ -109,6 +109,7 @@ def verdict_text(sequential: dict, decisive: int, voters: int, cluster: tuple[fl
                  ) -> str:
     """One sentence saying what the sequential verdict means; `cluster` is the win rate's by-user interval."""
     people = f"{voters} {'person' if voters == 1 else 'people'}"
+    votes = f"{decisive} decisive vote{'' if decisive == 1 else 's'}"
     if decisive == 0:
         return "No decisive votes yet, so there is nothing to weigh for or against thoughts."
     if sequential["verdict"] in ("thoughts_help", "thoughts_hurt"):
@@ -119,8 +120,8 @@ def verdict_text(sequential: dict, decisive: int, voters: int, cluster: tuple[fl
                  "themselves" if split else "so it speaks for them and not yet for every user")
         return (f"Verdict since vote {sequential['decided_at_vote']}: the votes favour {side} more strongly than "
                 f"voters with no preference would by chance in 1 of 20 histories, even for someone who checked "
-                f"after every vote; it rests on {decisive} decisive votes from {people}, {scope}.")
-    return (f"No verdict yet: after {decisive} decisive votes from {people} the evidence that thoughts win more "
+                f"after every vote; it rests on {votes} from {people}, {scope}.")
+    return (f"No verdict yet: after {votes} from {people} the evidence that thoughts win more "
             f"than half stands at {sequential['evalue']:.3g} of the {sequential['threshold']:g} a verdict needs; "
             f"looking after every vote is allowed, since voters with no preference reach a verdict by chance in "
             f"fewer than 1 of 20 histories.")

@@ -17,6 +17,7 @@ CHOICE_TEXT = {"thoughts": "the thought-augmented answer was better", "raw": "th
                "tie": "tie", "bad": "both bad"}
 THOUGHT_STATUS = {"queued": "queued", "running": "being written", "stored": "stored in memory",
                   "redundant": "not stored (redundant)", "not_an_answer": "not stored (no real answer)",
+                  "under_floor": "not stored (unvoted: its quotes are not close enough to the question)",
                   "failed": "failed (see logs)"}
 NO_COMPARISON = ("No comparison yet: thought memory holds nothing relevant to this question, so both retrievals "
                  "found the same papers and one answer is shown (not counted in the statistics). Thoughts come from "
@@ -215,7 +216,10 @@ def turn_outputs(view: TurnView, notice: str = "", lineage: Lineage | None = Non
         parts.append('<div class="chat-notice">One answer failed, so this turn cannot be voted as a comparison.</div>')
     parts.append(_total_time_html(view))
     answers = view.answers
-    if view.comparison == "pending" and len(answers) == 2:    # a comparison is shown whole, once both are written
+    # a comparison is shown whole once both answers are written (a model writes them one after the other: the first
+    # shown alone would give its timing away); then both stand while their papers' full text is read, and are
+    # updated together as it comes
+    if view.comparison == "pending" and len(answers) == 2 and not view.done:
         return "".join(parts), _writing_html("A"), _writing_html("B")
     a_html = answer_html(answers[0], reveal=reveal, lineage=lineage)
     b_html = answer_html(answers[1], reveal=reveal, lineage=lineage) if len(answers) > 1 else ""
