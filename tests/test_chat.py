@@ -393,7 +393,7 @@ def test_a_one_answer_turn_is_judged_by_its_user_apart_from_the_blind_votes(chat
     turn = run(chat, QUESTION)
     assert turn.comparison == "same_items"
     [unvoted] = chat.wait_for_thoughts(turn.id, timeout=60)
-    assert (unvoted["trigger"], unvoted["status"]) == ("no_comparison", "not_an_answer")
+    assert (unvoted["trigger"], unvoted["status"]) == ("no_comparison", "under_floor")
     with pytest.raises(ChatError, match="another user"):
         chat.judge(turn.id, "keep", "someone-else")
     with pytest.raises(ChatError, match="judgement is one of"):
