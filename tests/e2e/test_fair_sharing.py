@@ -63,7 +63,7 @@ def test_a_flood_is_refused_beyond_the_users_share_and_others_are_served(app_ser
     started = time.monotonic()
     for n in range(70):                            # a fresh session id per request, as in the attack
         body = _join({"fn_index": ask, "session_hash": f"flood-{n}",
-                      "data": [f"flood question {n}?", False, None, None]})
+                      "data": [f"flood question {n}?", False, None, None, []]})
         statuses.append(_post_as(ann, url, "gradio_api/queue/join", body)[0])
     flood_s = time.monotonic() - started
     assert statuses.count(200) == PER_USER and statuses.count(429) == 70 - PER_USER, statuses
@@ -96,7 +96,7 @@ def test_a_client_that_goes_away_stops_the_model(app_server, preloaded, tmp_path
     ann, bob = _signed_in(url, "ann", "ann's password"), _signed_in(url, "bob", "bob's password")
     ask = _dependency(ann, url, "ask")
     question = "What do recent papers say about speech recognition, asked by a client that leaves?"
-    body = _join({"fn_index": ask, "session_hash": "ann-leaves", "data": [question, False, None, None]})
+    body = _join({"fn_index": ask, "session_hash": "ann-leaves", "data": [question, False, None, None, []]})
     assert _post_as(ann, url, "gradio_api/queue/join", body)[0] == 200
 
     conn = http.client.HTTPConnection("127.0.0.1", _port(url), timeout=120)     # ann's event stream, by hand
@@ -111,7 +111,7 @@ def test_a_client_that_goes_away_stops_the_model(app_server, preloaded, tmp_path
     left = time.time()
 
     other = "What do recent papers say about machine translation?"
-    body = _join({"fn_index": ask, "session_hash": "bob-stays", "data": [other, False, None, None]})
+    body = _join({"fn_index": ask, "session_hash": "bob-stays", "data": [other, False, None, None, []]})
     assert _post_as(bob, url, "gradio_api/queue/join", body)[0] == 200
     assert "process_completed" in _read_events(bob, url, "bob-stays", timeout=600)
 
@@ -139,14 +139,14 @@ def test_a_client_that_leaves_while_waiting_never_reaches_the_model(app_server, 
     ann, bob = _signed_in(url, "ann", "ann's password"), _signed_in(url, "bob", "bob's password")
     ask = _dependency(ann, url, "ask")
     body = _join({"fn_index": ask, "session_hash": "bob-first", "data": ["What is retrieval augmentation?", False,
-                                                                          None, None]})
+                                                                          None, None, []]})
     assert _post_as(bob, url, "gradio_api/queue/join", body)[0] == 200
     bob_done: list[str] = []
     reader = threading.Thread(target=lambda: bob_done.append(_read_events(bob, url, "bob-first", timeout=600)))
     reader.start()
     time.sleep(2.0)                                                      # bob's answer is being written
     question = "A question from a client that leaves while it waits: what is speech recognition?"
-    body = _join({"fn_index": ask, "session_hash": "ann-waits", "data": [question, False, None, None]})
+    body = _join({"fn_index": ask, "session_hash": "ann-waits", "data": [question, False, None, None, []]})
     assert _post_as(ann, url, "gradio_api/queue/join", body)[0] == 200
     conn = http.client.HTTPConnection("127.0.0.1", _port(url), timeout=120)
     conn.request("GET", "/gradio_api/queue/data?session_hash=ann-waits", headers={"Cookie": _cookie_header(ann)})
