@@ -64,7 +64,7 @@ def _search(page, rows) -> None:
     page.locator("#search-categories input").press("Enter")
     page.get_by_role("radio", name="date").check()
     page.locator("#search-run").click()
-    expect(page.locator("#search-results .search-count")).to_contain_text("Newest first", timeout=60_000)
+    expect(page.locator("#search-results .search-notice")).to_contain_text("Newest first", timeout=60_000)
     cards = page.locator("#search-results .search-card")
     texts = [cards.nth(i).inner_text().lower() for i in range(cards.count())]
     dates = [re.search(r"\d{4}-\d{2}-\d{2}", cards.nth(i).locator(".search-meta").inner_text()).group(0)
