@@ -70,3 +70,21 @@ def test_a_name_that_fits_several_papers_says_so_and_shows_them(library):
     several = {m for mention in naming.mentions for m in mention.ids}
     assert {hit.paper.id for hit in result.hits[:5]} <= several          # five of the seven come first
     assert "fits 7 papers" in result.message and "fits 7 papers" in results_html(result)
+
+
+def test_a_named_paper_heads_a_writing_models_sources_too(library, monkeypatch):
+    """A writing model (a capable endpoint, a signed-in visitor's) reads the nearest papers by meaning, not the
+    table's pool: the paper the question names must still head both sides, which keep the same length."""
+    from copilot.model_profile import CAPABLE, ModelProfile, generation_plan
+
+    profile = ModelProfile(CAPABLE, "the writing profile, for this test")
+    monkeypatch.setitem(library.__dict__, "model_profile", profile)
+    monkeypatch.setitem(library.__dict__, "generation", generation_plan(library.settings, profile))
+    for question, paper in (("Who rated the videos of ExDDV, and how much do the raters agree?", "2503.14421"),
+                            (f"{PASTED} Which baselines does 2503.14505 compare with, and what are its limits?",
+                             "2503.14505")):
+        turn = Chat(library).prepare(question, "named-writer-test")
+        assert turn.writes
+        for answer in turn.answers:
+            assert answer.sources and answer.sources[0].id == paper, [s.id for s in answer.sources]
+        assert len({len(answer.sources) for answer in turn.answers}) == 1

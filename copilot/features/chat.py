@@ -45,6 +45,7 @@ from copilot.methods.thought_retriever import (
     check_answer,
     labels_to_ids,
     retrieve_both,
+    with_first,
 )
 from copilot.prompts import CANNOT_ANSWER
 from copilot.records import Evidence, Paper, storable_text
@@ -206,13 +207,23 @@ class Chat(TurnVotes):
             return scoped_retrievals(self.services, scope, embedding)
         plan = plan or self.services.generation
         where = self.memory.visible_where(user)
-        if writes:
-            return retrieve_both(self.services.store, embedding, self.settings.top_k, plan.source_budget, where,
-                                 item_tokens=plan.source_cap)
+        if writes:      # the papers the question names head both sides (the table's pool has them first too)
+            found = retrieve_both(self.services.store, embedding, self.settings.top_k, plan.source_budget, where,
+                                  item_tokens=plan.source_cap)
+            return with_first(found, self._named(question, embedding), plan.source_cap)
         pool = round(TABLE_POOL_FACTOR * self.settings.top_k)
         hits = ranking[:pool]
         return retrieve_both(self.services.store, embedding, pool, pool * (plan.source_cap or 90), where,
                              item_tokens=plan.source_cap, paper_hits=hits)
+
+    def _named(self, question: str, embedding) -> list[Evidence]:
+        """The papers the question names (features.named_papers), as items with their cosine to the question."""
+        ids = list(named_papers(self.services, question).ids)
+        if not ids:
+            return []
+        vectors = self.services.store.paper_embeddings(ids)
+        return self.services.store.fetch("paper", [(pid, float(vectors[pid] @ embedding)) for pid in ids
+                                                   if pid in vectors])
 
     def _previous(self, turn_id: str | None, user: str) -> PreviousTurn | None:
         """The turn a follow-up refers to: its question and the answer shown first (the voted one if any)."""

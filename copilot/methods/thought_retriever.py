@@ -382,6 +382,22 @@ def retrieve_both(store: VectorStore, query_embedding: np.ndarray, k: int, budge
     return Retrievals(raw=raw[:count], augmented=augmented[:count], seconds=time.perf_counter() - started)
 
 
+def with_first(found: Retrievals, first: Sequence[Evidence], item_tokens: int | None = None) -> Retrievals:
+    """Both sides with `first` (the papers a question names: looked up, not ranked) at their head, each once, and
+    as many items as before on each side (the last ones give way), so the two answers still cite the same number
+    of sources."""
+    if not first:
+        return found
+    head = [cap_item(item, item_tokens) for item in first]
+    ids = {item.id for item in head}
+
+    def headed(items: list[Evidence]) -> list[Evidence]:
+        rest = [item for item in items if item.id not in ids]
+        return (head + rest)[:max(len(items), len(head))]
+
+    return Retrievals(raw=headed(found.raw), augmented=headed(found.augmented), seconds=found.seconds)
+
+
 # --- answer ------------------------------------------------------------------------------------------------
 def answer_prompt(question: str, items: Sequence[Evidence], reader: str = "") -> RenderedPrompt:
     """Items are quoted under neutral labels 1..n (their position), never under their ids."""
