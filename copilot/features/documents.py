@@ -98,7 +98,7 @@ def upload(services: Services, owner: str, data: bytes, file_name: str, limits: 
 
 def documents_of(services: Services, owner: str) -> list[Document]:
     """The visitor's own documents, newest first (nobody else's)."""
-    return services.documents.list(owner) if owner else []
+    return services.documents.owned_by(owner) if owner else []
 
 
 def owned(services: Services, owner: str, item_id: str) -> Document:

@@ -52,9 +52,7 @@ def read_pdf(pdf: bytes | Path, paper_id: str, limits: Limits = LIMITS) -> Parse
         pdf = data
     if len(pdf) > MAX_PDF_BYTES or b"%PDF-" not in pdf[:1024]:
         return parse_pdf(pdf, paper_id)             # refused at once, no child needed
-    parsed = _in_child(pdf, paper_id, limits)
-    assert isinstance(parsed, Parsed)
-    return parsed
+    return _in_child(pdf, paper_id, limits)
 
 
 def read_document(pdf: bytes, name: str, limits: Limits = LIMITS) -> tuple[Parsed, str]:
@@ -64,17 +62,19 @@ def read_document(pdf: bytes, name: str, limits: Limits = LIMITS) -> tuple[Parse
 
     if len(pdf) > MAX_PDF_BYTES or b"%PDF-" not in pdf[:1024]:
         return parse_document(pdf, name)            # refused at once, no child needed
-    return _in_child(pdf, name, limits, "document")
+    wanted = " ".join(name.split())[:60]
+    return _run_child(_command(wanted, limits, "document"), pdf, wanted, limits)
 
 
-def _in_child(data: bytes, paper_id: str, limits: Limits, mode: str = "paper") -> Parsed | tuple[Parsed, str]:
-    wanted = " ".join(paper_id.split())[:60] if mode == "document" else paper_id.strip()[:60]
-    what = wanted if mode == "document" else f"the PDF of {wanted}"
-    command = [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {_ROOT!r}); "
-               "from copilot.sources.fulltext_sandbox import child_main; child_main()",
-               wanted, repr(limits.cpu_s), str(limits.memory_mb), mode]
-    parsed, title = _run_child(command, data, what, limits)
-    return (parsed, title) if mode == "document" else parsed
+def _in_child(data: bytes, paper_id: str, limits: Limits) -> Parsed:
+    wanted = paper_id.strip()[:60]
+    return _run_child(_command(wanted, limits, "paper"), data, f"the PDF of {wanted}", limits)[0]
+
+
+def _command(wanted: str, limits: Limits, mode: str) -> list[str]:
+    return [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {_ROOT!r}); "
+            "from copilot.sources.fulltext_sandbox import child_main; child_main()",
+            wanted, repr(limits.cpu_s), str(limits.memory_mb), mode]
 
 
 def _run_child(command: list[str], data: bytes, what: str, limits: Limits) -> tuple[Parsed, str]:

@@ -85,7 +85,7 @@ class DocumentStore:
                  json.dumps(sorted(set(s.terms))), matrix[n].tobytes()) for n, s in enumerate(sentences)])
         return Document(int(doc_id or 0), owner, title, file_name, pages, size, now, len(sentences))
 
-    def list(self, owner: str) -> list[Document]:
+    def owned_by(self, owner: str) -> list[Document]:
         """The owner's documents, newest first."""
         rows = self.db.query(f"{_LIST} WHERE d.owner = ? ORDER BY d.uploaded_at DESC, d.id DESC", (owner,))
         return [Document(**row) for row in rows]
