@@ -141,3 +141,21 @@ def test_fulltext_import_of_a_pdf_not_named_by_an_arxiv_id_makes_a_private_docum
     assert "0.0003" in out["answers"][0]["text"] and "(p. " in out["answers"][0]["text"], out["answers"][0]["text"]
     code, out, err = run_cli_in_process(capsys, "ask", "What learning rate?", "--paper", item_id, "--json")
     assert code != 0 and "No document" in err           # the local user is not its owner
+
+
+def test_a_question_about_a_document_never_asks_arxiv_for_it(library, monkeypatch):
+    """With full-text reading on, a scoped question's papers are read from arXiv: an uploaded document is not (it
+    is read already, and its id means nothing there)."""
+    from copilot.features import fulltext
+
+    services = Services(make_settings(library.settings.data_dir, fulltext_reading=True, fulltext_delay=0.0,
+                                      arxiv_html_url="http://127.0.0.1:9/html/", arxiv_pdf_url="http://127.0.0.1:9/pdf/"))
+    done = documents.upload(services, "fay", make_pdf(PAPER_LINES[:17], pages=2), "notes.pdf")
+    assert done.document is not None
+    monkeypatch.setattr(fulltext, "WAIT_S", 2.0)
+    chat = Chat(services)
+    turn = chat.prepare("What learning rate was used for training?", "fay", papers=[done.document.item_id])
+    for _ in chat.stream(turn):
+        pass
+    assert "Reading the full text" not in turn.notice and "Not read" not in turn.notice, turn.notice
+    assert services.fulltext.readings([done.document.item_id]) == {}
