@@ -47,6 +47,22 @@ def parse_arxiv_id(text: str) -> tuple[str, int | None] | None:
 _VERSION_END = re.compile(r"v\d+$")
 
 
+# A researcher's own uploaded document (issue #57 item 3, copilot.store.documents): "doc:<n>", private to its owner.
+DOCUMENT_PREFIX = "doc:"
+_DOCUMENT_ID = re.compile(r"doc:(?P<n>[1-9][0-9]{0,11})")
+
+
+def document_number(text: str | None) -> int | None:
+    """'doc:3' → 3; None for anything else (an arXiv id, a link, text)."""
+    match = _DOCUMENT_ID.fullmatch((text or "").strip()) if isinstance(text, str) else None
+    return int(match.group("n")) if match else None
+
+
+def is_document(item_id: str | None) -> bool:
+    """Whether an item id names an uploaded document (never on arXiv, never linked there)."""
+    return isinstance(item_id, str) and item_id.startswith(DOCUMENT_PREFIX)
+
+
 def base_id(paper_id: str) -> str:
     """'2503.15484v2' → '2503.15484': the id without its version; anything else stays as it is, stripped."""
     return _VERSION_END.sub("", paper_id.strip())
@@ -147,4 +163,4 @@ class Evidence:
 
     @property
     def url(self) -> str | None:
-        return f"https://arxiv.org/abs/{self.id}" if self.kind == "paper" else None
+        return f"https://arxiv.org/abs/{self.id}" if self.kind == "paper" and not is_document(self.id) else None

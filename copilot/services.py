@@ -24,6 +24,7 @@ from copilot.store.caches import AspectCache, TrendsCache
 from copilot.store.catalog import PaperCatalog
 from copilot.store.chat_log import ChatLog
 from copilot.store.db import Database
+from copilot.store.documents import DocumentStore
 from copilot.store.failures import FailureLog
 from copilot.store.feed import FeedStore
 from copilot.store.fulltext import FILE_NAME as FULLTEXT_FILE
@@ -107,6 +108,10 @@ class Services:
     @cached_property
     def backups(self) -> BackupLog:
         return BackupLog(self.db)
+
+    @cached_property
+    def documents(self) -> DocumentStore:
+        return DocumentStore(self.db)
 
     @cached_property
     def feed(self) -> FeedStore:

@@ -47,6 +47,7 @@ UNIT_MODULES |= {"test_snapshot_rows"}   # what an import accepts (issue #34)
 UNIT_MODULES |= {"test_ab_stats", "test_preferences", "test_merge_privacy"}
 UNIT_MODULES |= {"test_thought_rows"}    # a thought of the table's rows, its vector text, eval thoughts-dev (issue #40)
 UNIT_MODULES |= {"test_linear_text"}     # hostile text read in linear time (issue #47)
+UNIT_MODULES |= {"test_documents_store"}  # uploaded documents: private, deletable, never backed up (#57)
 UNIT_MODULES |= {"test_fulltext_rows"}   # full text in the evidence table, its store and its section links (#48)
 UNIT_MODULES |= {"test_tex_text"}        # short inline TeX in characters (#49 item 4)
 UNIT_MODULES |= {"test_paper_names"}     # the names a question gives a paper, read in linear time (#57 item 1)

@@ -8,8 +8,10 @@ from pathlib import Path
 
 from copilot.cli.output import print_json
 from copilot.errors import UserError
-from copilot.features import fulltext
+from copilot.features import documents, fulltext
 from copilot.services import Services
+from copilot.sources.arxiv_fulltext import id_from_file_name
+from copilot.sources.fulltext_pdf import MAX_PDF_BYTES
 
 
 def _report(outcomes: list[fulltext.Outcome], as_json: bool) -> int:
@@ -29,10 +31,37 @@ def _report(outcomes: list[fulltext.Outcome], as_json: bool) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    folder = Path(args.dir)
-    if not folder.is_dir():
-        raise UserError(f"no such folder: {folder}")
-    return _report(fulltext.import_files(Services(), folder), args.json)
+    path = Path(args.dir)
+    if path.is_file() and id_from_file_name(path.name) is None:
+        return _import_document(path, args.user, args.json)
+    if path.is_file():
+        return _report(fulltext.import_paths(Services(), [path]), args.json)
+    if not path.is_dir():
+        raise UserError(f"no such file or folder: {path}")
+    return _report(fulltext.import_files(Services(), path), args.json)
+
+
+def _import_document(path: Path, user: str, as_json: bool) -> int:
+    """A PDF not named by an arXiv id: a private document of `user` (features.documents), asked with
+    `ask --paper doc:<n> --user USER`."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_PDF_BYTES:
+            raise UserError(f"{path.name} is {size / 2 ** 20:.1f} MiB; a document may be at most "
+                            f"{MAX_PDF_BYTES // 2 ** 20} MiB")
+        data = path.read_bytes()
+    except OSError as error:
+        raise UserError(f"{path} could not be read ({error.strerror})") from None
+    done = documents.upload(Services(), user, data, path.name)
+    doc = done.document
+    if as_json:
+        print_json({"status": done.status, "message": done.message, "user": user,
+                    "document": None if doc is None else {"id": doc.item_id, "title": doc.title, "pages": doc.pages,
+                                                          "sentences": doc.sentences},
+                    "parse_s": round(done.parse_s, 3), "embed_s": round(done.embed_s, 3)})
+    else:
+        print(f"{doc.item_id if doc else path.name}: {done.status} {done.message}")
+    return 0 if doc is not None else 1
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
@@ -66,8 +95,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 def add_fulltext_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fulltext", help="papers' full text: import files, fetch from arXiv, status")
     inner = p.add_subparsers(dest="fulltext_command", required=True)
-    q = inner.add_parser("import", help="HTML or PDF files named by arXiv id (e.g. 2601.22777.html)")
-    q.add_argument("dir", help="the folder of files")
+    q = inner.add_parser("import", help="HTML or PDF files named by arXiv id (e.g. 2601.22777.html); a PDF named "
+                         "otherwise becomes a private document of --user (ask it with ask --paper doc:N)")
+    q.add_argument("dir", help="the folder of files, or one file")
+    q.add_argument("--user", default="local", help="a private document's owner (default: local)")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(func=cmd_import)
 

@@ -48,7 +48,7 @@ from copilot.methods.thought_retriever import (
     with_first,
 )
 from copilot.prompts import CANNOT_ANSWER
-from copilot.records import Evidence, Paper, storable_text
+from copilot.records import Evidence, Paper, is_document, storable_text
 from copilot.services import Services
 from copilot.store.chat_log import RAW, THOUGHTS, AnswerOutcome, NewTurn, SourceRecord
 from copilot.table import EvidenceTable
@@ -153,7 +153,7 @@ class Chat(TurnVotes):
         `writer`: a signed-in visitor's model (features.signin) writes this turn's answers. `papers`: arXiv ids or
         links of the papers the question is about (features.scope): answered from them only, as one answer."""
         text, notice = clean_question(question, self.settings.max_input_chars)
-        chosen, scope_note = scope.scope_papers(self.services, scope.scope_ids(papers)) if papers else ([], "")
+        chosen, scope_note = scope.scope_papers(self.services, scope.scope_ids(papers), user) if papers else ([], "")
         asked = ""
         rewrite = standalone_question(text, self._previous(previous_turn, user))
         if rewrite.rewritten:
@@ -204,7 +204,7 @@ class Chat(TurnVotes):
         paper's whole abstract from the store, so no token budget cuts the pool. `scope`: the papers the question is
         about, the only items, the same on both sides (one answer: memory adds no paper to them)."""
         if scope:
-            return scoped_retrievals(self.services, scope, embedding)
+            return scoped_retrievals(self.services, scope, embedding, user)
         plan = plan or self.services.generation
         where = self.memory.visible_where(user)
         if writes:      # the papers the question names head both sides (the table's pool has them first too)
@@ -240,7 +240,8 @@ class Chat(TurnVotes):
             started = time.perf_counter()
             tables = answer_tables(self.services, turn.question, [a.sources for a in turn.answers], turn.ranking)
             table_s = (time.perf_counter() - started) / len(turn.answers)    # an even share of it to each answer
-            papers = list(dict.fromkeys(row.paper_id for table in tables for row in table.rows))
+            papers = list(dict.fromkeys(row.paper_id for table in tables for row in table.rows
+                                         if not is_document(row.paper_id)))     # an upload is read already
             reading = fulltext.read_soon(self.services, papers, question=turn.question)
             asked_notice = turn.notice
             turn.notice = " ".join(part for part in (

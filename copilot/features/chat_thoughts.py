@@ -17,7 +17,7 @@ from copilot.features.job_runner import runner as _runner
 from copilot.features.job_runner import runner_alive as _runner_alive
 from copilot.features.signin import Writer
 from copilot.methods.thought_retriever import labels_to_ids, new_thought_id, think
-from copilot.records import Evidence
+from copilot.records import Evidence, is_document
 from copilot.services import BackgroundJobs, Services
 from copilot.store.chat_log import RAW, THOUGHTS, ChatLog, JobOutcome, ThoughtJob
 from copilot.table import EvidenceTable
@@ -75,10 +75,18 @@ class TurnThoughts:
                         writer: Writer | None = None) -> Future | None:
         """Make `answer` the source of the turn's one thought (None: no thought); never waits for the job. `writer`:
         the signed-in visitor's model, which drafts a thought from a written answer (held by the job in memory only;
-        a job resumed after a restart has none, features.signin)."""
+        a job resumed after a restart has none, features.signin). A turn that quotes an uploaded document makes no
+        thought: a document is its owner's alone, and thought memory serves every visitor (issue #57 item 3)."""
+        if answer is not None and self._quotes_document(turn_id):
+            return None
         with self.db.transaction():
             job_id, retracted = self._choose_thought(turn_id, answer, trigger)
         return self._after_choice(job_id, retracted, writer)
+
+    def _quotes_document(self, turn_id: str) -> bool:
+        turn = self.log.turn(turn_id)
+        return turn is not None and any(is_document(source.id) for answer in (turn.raw, turn.thoughts)
+                                        for source in answer.sources)
 
     def _choose_thought(self, turn_id: str, answer: str | None, trigger: str) -> tuple[int | None, list[str]]:
         """Inside the caller's transaction: make `answer` (THOUGHTS, RAW, or None) the source of the turn's one

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import date
 
 import numpy as np
 
 from copilot.errors import UserError
+from copilot.features import documents
 from copilot.features.library import import_ids
 from copilot.methods import evidence, passages, sentence_roles
 from copilot.methods.thought_retriever import Retrievals
 from copilot.readable import readable
-from copilot.records import ARXIV_ID, Evidence, Paper, parse_arxiv_id
+from copilot.records import ARXIV_ID, DOCUMENT_PREFIX, Evidence, Paper, document_number, is_document, parse_arxiv_id
 from copilot.services import Services
+from copilot.store.documents import Document
 from copilot.store.fulltext import StoredBody
 from copilot.table import EvidenceTable
 
@@ -36,13 +39,14 @@ class ScopeError(UserError, ValueError):
 
 
 def scope_ids(references: Sequence[str] | None) -> list[str]:
-    """The arXiv ids (without version) of a scope given as ids or links, in order, each once. A ScopeError for a
-    reference that is not an arXiv id or link, or for more than MAX_PAPERS papers."""
+    """The arXiv ids (without version) of a scope given as ids or links, and the uploaded documents' "doc:<n>", in
+    order, each once. A ScopeError for a reference that is neither, or for more than MAX_PAPERS papers."""
     ids: list[str] = []
     for reference in references or ():
         if not isinstance(reference, str) or not reference.strip():
             continue
-        parsed = parse_arxiv_id(reference)
+        number = document_number(reference)
+        parsed = (f"{DOCUMENT_PREFIX}{number}", None) if number is not None else parse_arxiv_id(reference)
         if parsed is None:
             raise ScopeError(f"Not an arXiv id or link: {reference.strip()[:80]!r} (e.g. 2501.01234 or "
                             "https://arxiv.org/abs/2501.01234).")
@@ -65,10 +69,26 @@ def ids_in(text: str | None) -> list[str]:
     return found
 
 
-def scope_papers(services: Services, ids: Sequence[str]) -> tuple[list[Paper], str]:
+def _document_paper(document: Document) -> Paper:
+    """An uploaded document where a scope holds papers: its id "doc:<n>", its title, no abstract."""
+    return Paper(id=document.item_id, title=document.title, abstract="", authors=[], categories=[],
+                 published=date.fromtimestamp(document.uploaded_at))
+
+
+def scope_papers(services: Services, ids: Sequence[str], user: str = "") -> tuple[list[Paper], str]:
     """The chosen papers in the order chosen, and a note ("" when none). A paper the library lacks is fetched from
-    arXiv and added to the library; one arXiv does not know, or arXiv out of reach, is a ScopeError saying so."""
-    stored = {paper.id: paper for paper in services.store.get_papers(list(ids))}
+    arXiv and added to the library; one arXiv does not know, or arXiv out of reach, is a ScopeError saying so. An
+    uploaded document ("doc:<n>") must be `user`'s own (features.documents): another's is a ScopeError, as for one
+    that never was."""
+    stored: dict[str, Paper] = {}
+    for pid in ids:
+        if is_document(pid):
+            try:
+                stored[pid] = _document_paper(documents.owned(services, user, pid))
+            except documents.DocumentError as error:
+                raise ScopeError(str(error)) from None
+    arxiv_ids = [pid for pid in ids if not is_document(pid)]
+    stored.update((paper.id, paper) for paper in services.store.get_papers(arxiv_ids))
     missing = [pid for pid in ids if pid not in stored]
     note = ""
     if missing:
@@ -85,14 +105,22 @@ def scope_papers(services: Services, ids: Sequence[str]) -> tuple[list[Paper], s
     return [stored[pid] for pid in ids], note
 
 
-def scoped_retrievals(services: Services, papers: Sequence[Paper], question_vector: np.ndarray) -> Retrievals:
+def scoped_retrievals(services: Services, papers: Sequence[Paper], question_vector: np.ndarray,
+                      user: str = "") -> Retrievals:
     """The chosen papers as a turn's retrieved items (both sides the same: one answer), each with its cosine to the
-    question and marked SCOPED."""
-    vectors = services.store.paper_embeddings([paper.id for paper in papers])
+    question and marked SCOPED; an uploaded document of `user`'s as its item (features.documents.scoped_item)."""
+    arxiv_ids = [paper.id for paper in papers if not is_document(paper.id)]
+    vectors = services.store.paper_embeddings(arxiv_ids) if arxiv_ids else {}
     vector = np.asarray(question_vector, dtype=np.float32)
-    hits = [(paper.id, float(vectors[paper.id] @ vector)) for paper in papers if paper.id in vectors]
-    items = [replace(item, metadata={**item.metadata, SCOPED: True})
-             for item in services.store.fetch("paper", hits)]
+    hits = [(pid, float(vectors[pid] @ vector)) for pid in arxiv_ids if pid in vectors]
+    found = {item.id: replace(item, metadata={**item.metadata, SCOPED: True})
+             for item in services.store.fetch("paper", hits)} if hits else {}
+    for paper in papers:
+        number = document_number(paper.id)
+        document = services.documents.find(number, user) if number is not None and user else None
+        if document is not None:
+            found[paper.id] = documents.scoped_item(services, user, document, vector, {SCOPED: True})
+    items = [found[paper.id] for paper in papers if paper.id in found]
     return Retrievals(raw=items, augmented=list(items), seconds=0.0)
 
 
@@ -125,25 +153,35 @@ def scope_table(services: Services, question: str, question_vector: np.ndarray, 
     """A scoped side's table: a row per chosen paper with its passages that answer the question (methods.passages).
     `bodies`: the papers' full texts or first looks already at hand; the others are read from the store."""
     known = dict(bodies or {})
-    papers = services.store.get_papers([item.id for item in items])
+    order = {item.id: n for n, item in enumerate(items)}
+    owned = {item.id: source for item in items if is_document(item.id)
+             and (source := documents.source_of(services, item, float(order[item.id]))) is not None}
+    papers = services.store.get_papers([item.id for item in items if not is_document(item.id)])
     missing = [paper.id for paper in papers if known.get(paper.id) is None]
     if missing:
         known.update(services.fulltext.get(missing, services.embedder.name))
     scores = {item.id: item.score for item in items}
-    order = {item.id: n for n, item in enumerate(items)}
     sources = [evidence.Source(p.id, p.title, tuple(p.authors), p.published.isoformat(), p.abstract, scores[p.id],
-                               True, float(order[p.id]), "", f"v{p.version}", known.get(p.id))
-               for p in sorted(papers, key=lambda p: order[p.id])]
+                               True, float(order[p.id]), "", f"v{p.version}", known.get(p.id)) for p in papers]
+    sources = sorted([*sources, *owned.values()], key=lambda source: source.rank)
     rows = passages.passage_rows(question, question_vector, sources, services.embed_sentences,
                                  learned_roles=sentence_roles.trained_for(services.embedder.name))
     return evidence.make_table(rows, question)
 
 
-def scope_choices(services: Services, ids: Sequence[str]) -> list[tuple[str, str]]:
+def scope_choices(services: Services, ids: Sequence[str], user: str = "") -> list[tuple[str, str]]:
     """(label, id) of each chosen paper as the Ask box shows it: "About: <title> (arXiv id)"; a paper the library
-    lacks by its id, fetched from arXiv when asked."""
-    stored = {paper.id: paper for paper in services.store.get_papers(list(ids))} if ids else {}
+    lacks by its id, fetched from arXiv when asked; an uploaded document by its title when it is `user`'s (else by
+    its id alone: another visitor's title is never shown)."""
+    arxiv_ids = [pid for pid in ids if not is_document(pid)]
+    stored = {paper.id: paper for paper in services.store.get_papers(arxiv_ids)} if arxiv_ids else {}
+    for pid in ids:
+        number = document_number(pid)
+        document = services.documents.find(number, user) if number is not None and user else None
+        if document is not None:
+            stored[pid] = _document_paper(document)
     return [(f"About: {paper_label(stored[pid])}" if pid in stored
+             else f"About: your document {pid}" if is_document(pid)
              else f"About: arXiv {pid} (not in the library: fetched from arXiv when asked)", pid) for pid in ids]
 
 

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from copilot import table
+from copilot.records import is_document
 
 OPEN_QUOTE, CLOSE_QUOTE = "\u201c", "\u201d"
 ELLIPSIS = "\u2026"
@@ -26,6 +27,8 @@ TEXTBOOK_LINE = ("The library's abstracts report research; they do not teach tex
                  "abstracts bear on the question:")
 GROUP_PREFIX = "Group: "
 _ARXIV_TAIL = " \u00b7 arXiv:"
+DOCUMENT_TAIL = " \u00b7 your PDF "        # a row of an uploaded document: "… · your PDF doc:3"
+PAGE_PREFIX = "p. "                         # an uploaded PDF's section names its page (sources.fulltext_pdf)
 
 
 SECTION_SIGN = "\u00a7"
@@ -87,12 +90,20 @@ def section_note(quote: table.Quote, row: table.Row) -> str:
     abstract's."""
     if quote.source != table.BODY:
         return ""
-    where = f"{SECTION_SIGN}{quote.section}" if quote.section else "full text"
     address = section_address(quote, row)
-    return f" ({where}{' · ' + address if address else ''})"
+    return f" ({_where(quote)}{' · ' + address if address else ''})"
+
+
+def _where(quote: table.Quote) -> str:
+    """A body quote's place: "§4.2 Ablations", or an uploaded PDF's page "p. 3"; "full text"."""
+    if quote.section.startswith(PAGE_PREFIX):
+        return quote.section
+    return f"{SECTION_SIGN}{quote.section}" if quote.section else "full text"
 
 
 def row_header(row: table.Row) -> str:
+    if is_document(row.paper_id):         # a researcher's own upload: no arXiv id (issue #57 item 3)
+        return f"[{row.label}] {row.title} \u00b7 {byline(row)}{DOCUMENT_TAIL}{row.paper_id}"
     return f"[{row.label}] {row.title} \u00b7 {byline(row)}{_ARXIV_TAIL}{row.paper_id}"
 
 
@@ -127,7 +138,7 @@ def table_csv(question: str, evidence: table.EvidenceTable) -> str:
     writer.writerow(["question", "label", "group", "title", "authors_date", "arxiv_id", "url", "quote"])
     for row in evidence.rows:
         writer.writerow([question, row.label, row.group, row.title, byline(row), row.paper_id,
-                         f"https://arxiv.org/abs/{row.paper_id}", _quotes(row)])
+                         "" if is_document(row.paper_id) else f"https://arxiv.org/abs/{row.paper_id}", _quotes(row)])
     return out.getvalue()
 
 
@@ -138,7 +149,8 @@ def table_markdown(question: str, evidence: table.EvidenceTable) -> str:
     lines = [f"# {cell(question)}", "", "| # | Paper | What it does or finds |", "|---|---|---|"]
     for row in evidence.rows:
         group = f"*{cell(row.group)}* · " if row.group else ""
-        paper = f"[{cell(row.title)}](https://arxiv.org/abs/{row.paper_id}) — {cell(byline(row))}"
+        paper = (f"{cell(row.title)} ({row.paper_id}) — {cell(byline(row))}" if is_document(row.paper_id) else
+                 f"[{cell(row.title)}](https://arxiv.org/abs/{row.paper_id}) — {cell(byline(row))}")
         quoted = f" {ELLIPSIS} ".join(f"\u201c{cell(quote.shown)}\u201d{_markdown_section(quote, row)}"
                                       for quote in row.quotes)
         lines.append(f"| {row.label} | {group}{paper} | {quoted} |")
@@ -148,7 +160,7 @@ def table_markdown(question: str, evidence: table.EvidenceTable) -> str:
 def _markdown_section(quote: table.Quote, row: table.Row) -> str:
     if quote.source != table.BODY:
         return ""
-    where = f"{SECTION_SIGN}{quote.section}" if quote.section else "full text"
+    where = _where(quote)
     address = section_address(quote, row)
     return f" ([{cell_text(where)}](https://{address}))" if address else f" ({cell_text(where)})"
 

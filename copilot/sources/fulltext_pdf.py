@@ -15,7 +15,7 @@ import io
 import logging
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from copilot.body import BodyText, Parsed, Section, TooLarge
@@ -43,6 +43,8 @@ logging.getLogger("pypdf").setLevel(logging.ERROR)
 @dataclass
 class _Doc(BodyText):
     number: tuple[int, ...] = ()        # the last heading's number, to accept only the next one
+    pages: list[int] = field(default_factory=list)     # each passage's page (1-based): where its first line is
+    page: int = 0                       # the page of the first line waiting to become a passage
 
     def add_lines(self, lines: list[str], section: int) -> None:
         text = " ".join(" ".join(lines).split())
@@ -52,7 +54,10 @@ class _Doc(BodyText):
             if text.startswith(bullet):
                 text, kind = text[len(bullet):].strip(), "item"
                 break
+        before = len(self.passages)
         self.add(text, section, kind)
+        if len(self.passages) > before:
+            self.pages.append(self.page)
 
 
 def _page_texts(data: bytes) -> tuple[list[list[tuple[str, bool]]], int, str]:
@@ -112,11 +117,13 @@ def _paragraph_starts(lines: list[str], starts: list[tuple[float, float]]) -> li
     return out
 
 
-def _clean_lines(pages: list[list[tuple[str, bool]]]) -> list[tuple[str, bool]]:
-    """All pages' lines in order, without page numbers and running heads (a line on at least half of 3+ pages)."""
+def _clean_lines(pages: list[list[tuple[str, bool]]]) -> list[tuple[str, bool, int]]:
+    """All pages' lines in order with their page (1-based), without page numbers and running heads (a line on at
+    least half of 3+ pages)."""
     seen = Counter(line for lines in pages for line in {line for line, _ in lines})
     repeated = {line for line, n in seen.items() if len(pages) >= 3 and n >= max(3, len(pages) // 2)}
-    return [(line, new) for lines in pages for line, new in lines if not line.isdigit() and line not in repeated]
+    return [(line, new, page) for page, lines in enumerate(pages, 1) for line, new in lines
+            if not line.isdigit() and line not in repeated]
 
 
 def _heading(line: str, last: tuple[int, ...]) -> tuple[str, tuple[int, ...], bool] | None:
@@ -167,12 +174,14 @@ def _typical_width(lines: list[str]) -> int:
     return widths[len(widths) * 3 // 4] if widths else 80
 
 
-def _assemble(lines: list[tuple[str, bool]]) -> _Doc:
-    """Lines into sections and paragraphs; nothing before the first heading, nothing from the references on."""
-    doc, lead = _Doc(), _Doc()
-    width = _typical_width([line for line, _ in lines])
+def _assemble(lines: list[tuple[str, bool, int]], keep_lead: bool = False) -> _Doc:
+    """Lines into sections and paragraphs; nothing from the references on, and nothing before the first heading
+    unless `keep_lead` (a researcher's own document: its title page and abstract are theirs to ask about)."""
+    doc = _Doc()
+    lead = doc if keep_lead else _Doc()
+    width = _typical_width([line for line, _, _ in lines])
     section, top, buffer = -1, "", list[str]()
-    for line, new in lines:
+    for line, new, page in lines:
         target = doc if section >= 0 else lead
         found = _heading(line, doc.number) if len(line) < 120 else None
         if found is not None:
@@ -189,6 +198,8 @@ def _assemble(lines: list[tuple[str, bool]]) -> _Doc:
         if buffer:
             buffer[-1], line = _join(buffer[-1], line)
         if line:
+            if not buffer:
+                target.page = page
             buffer.append(line)
         if line.endswith(_SENTENCE_END) and len(line) < 0.8 * width:
             target.add_lines(buffer, section)
@@ -221,3 +232,61 @@ def parse_pdf(data: bytes, paper_id: str) -> Parsed:
     body = doc.body(wanted, "", "pdf")
     capped = f" (first {MAX_PAGES} of {count} pages)" if count > MAX_PAGES else ""
     return Parsed("ok", body=body, message=f"{len(doc.passages)} passages in {len(doc.sections)} sections{capped}.")
+
+
+def _paged(doc: _Doc) -> BodyText:
+    """The document's passages placed in one section per page, titled "p. 3" (no top-level title): a researcher's
+    own document is quoted by page, and its headings, guessed from a text layer, decide nothing (one heading missed
+    would make the rest of a document its introduction, whose sentences a table quotes only in the paper's own
+    voice, methods.body_text.may_state_finding). The text and passages' offsets are the document's own."""
+    paged = BodyText(parts=doc.parts, end=doc.end)
+    opened: dict[int, int] = {}
+    for passage, page in zip(doc.passages, doc.pages):
+        if page not in opened:
+            opened[page] = paged.add_section(Section(title=f"p. {page}", anchor="", top=""))
+        paged.passages.append(replace(passage, section=opened[page]))
+    return paged
+
+
+def _title(data: bytes, lines: list[tuple[str, bool, int]]) -> str:
+    """A document's title: the PDF's own (its metadata), else its first line of text."""
+    from pypdf import PdfReader
+
+    try:
+        meta = PdfReader(io.BytesIO(data), strict=False).metadata
+        title = " ".join(str(meta.title or "").split()) if meta is not None else ""
+    except Exception:  # noqa: BLE001 - a title is a nicety: a broken info dictionary has none
+        title = ""
+    return (title or (lines[0][0] if lines else ""))[:200]
+
+
+def parse_document(data: bytes, name: str) -> tuple[Parsed, str]:
+    """A researcher's own PDF (issue #57 item 3): its body, every passage in a section naming its page (`_paged`),
+    from its first line on (a title page and an abstract are kept), and its title; or why there is none. `name`:
+    what the messages call it (the file's name). Never raises on a file."""
+    said = " ".join(name.split())[:80] or "the file"
+    if len(data) > MAX_PDF_BYTES:
+        return Parsed("too_large", message=(f"{said} is {len(data) / 2**20:.1f} MiB, over the "
+                                            f"{MAX_PDF_BYTES // 2**20} MiB limit; not read.")), ""
+    if b"%PDF-" not in data[:1024]:
+        return Parsed("unreadable", message=f"{said} is not a PDF."), ""
+    pages, count, error = _page_texts(data)
+    if error == "encrypted":
+        return Parsed("unreadable", message=f"{said} is encrypted (password-protected); its text cannot be "
+                      "read. Save a copy without a password and upload that."), ""
+    if error:
+        return Parsed("unreadable", message=f"{said} could not be read as a PDF ({error})."), ""
+    if not any(lines for lines in pages):
+        return Parsed("empty", message=(f"{said} has no text layer (image-only or scanned pages); nothing to read "
+                                        "without OCR.")), ""
+    try:
+        lines = _clean_lines(pages)
+        doc = _assemble(lines, keep_lead=True)
+        body = _paged(doc).body("", "", "pdf")
+    except TooLarge as large:
+        return Parsed("too_large", message=f"{said} holds {large.what}, more than a paper; not read."), ""
+    if not doc.passages:
+        return Parsed("empty", message=f"{said} has no text to quote."), ""
+    capped = f" (its first {MAX_PAGES} of {count} pages)" if count > MAX_PAGES else ""
+    return Parsed("ok", body=body, message=f"{len(doc.passages)} passages on {len(pages)} pages{capped}."), \
+        _title(data, lines)

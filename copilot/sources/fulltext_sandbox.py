@@ -55,42 +55,63 @@ def read_pdf(pdf: bytes | Path, paper_id: str, limits: Limits = LIMITS) -> Parse
     return _in_child(pdf, paper_id, limits)
 
 
+def read_document(pdf: bytes, name: str, limits: Limits = LIMITS) -> tuple[Parsed, str]:
+    """A researcher's own PDF (`fulltext_pdf.parse_document`: passages by page, the title) read in a child process
+    within `limits`: (its body or why there is none, its title). `name`: the file's name, for the messages."""
+    from copilot.sources.fulltext_pdf import MAX_PDF_BYTES, parse_document
+
+    if len(pdf) > MAX_PDF_BYTES or b"%PDF-" not in pdf[:1024]:
+        return parse_document(pdf, name)            # refused at once, no child needed
+    wanted = " ".join(name.split())[:60]
+    return _run_child(_command(wanted, limits, "document"), pdf, wanted, limits)
+
+
 def _in_child(data: bytes, paper_id: str, limits: Limits) -> Parsed:
     wanted = paper_id.strip()[:60]
-    command = [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {_ROOT!r}); "
-               "from copilot.sources.fulltext_sandbox import child_main; child_main()",
-               wanted, repr(limits.cpu_s), str(limits.memory_mb)]
+    return _run_child(_command(wanted, limits, "paper"), data, f"the PDF of {wanted}", limits)[0]
+
+
+def _command(wanted: str, limits: Limits, mode: str) -> list[str]:
+    return [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {_ROOT!r}); "
+            "from copilot.sources.fulltext_sandbox import child_main; child_main()",
+            wanted, repr(limits.cpu_s), str(limits.memory_mb), mode]
+
+
+def _run_child(command: list[str], data: bytes, what: str, limits: Limits) -> tuple[Parsed, str]:
+    said = what[:1].upper() + what[1:]
     try:
         done = subprocess.run(command, input=data, capture_output=True, timeout=limits.wall_s, check=False)
     except subprocess.TimeoutExpired:              # subprocess.run killed it
-        return Parsed("too_costly", message=(f"Reading the PDF of {wanted} took longer than {limits.wall_s:g} s; it "
-                                             "was stopped and not read."))
+        return Parsed("too_costly", message=(f"Reading {what} took longer than {limits.wall_s:g} s; it was stopped "
+                                             "and not read.")), ""
     except OSError as error:
-        return Parsed("unreadable", message=f"The PDF of {wanted} could not be read (no reader process: "
-                      f"{type(error).__name__}).")
+        return Parsed("unreadable", message=f"{said} could not be read (no reader process: "
+                      f"{type(error).__name__})."), ""
     if done.returncode in (-signal.SIGXCPU, -signal.SIGKILL):     # the soft CPU limit, or the hard one
-        return Parsed("too_costly", message=(f"Reading the PDF of {wanted} took more than {limits.cpu_s:g} s of "
-                                             "CPU (a file built to be slow to read); it was stopped and not read."))
+        return Parsed("too_costly", message=(f"Reading {what} took more than {limits.cpu_s:g} s of CPU (a file "
+                                             "built to be slow to read); it was stopped and not read.")), ""
+    title = ""
     try:
-        parsed = _from_json(done.stdout)
+        parsed, title = _from_json(done.stdout)
     except (ValueError, KeyError, TypeError):
-        said = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-        parsed = Parsed("unreadable", message=f"The PDF of {wanted} could not be read ({said[0][:120]}).")
+        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        parsed = Parsed("unreadable", message=f"{said} could not be read ({last[0][:120]}).")
     if parsed.status == "unreadable" and "MemoryError" in parsed.message:
-        return Parsed("too_costly", message=(f"Reading the PDF of {wanted} needed more than {limits.memory_mb} MB "
-                                             "of memory; it was stopped and not read."))
-    return parsed
+        return Parsed("too_costly", message=(f"Reading {what} needed more than {limits.memory_mb} MB of memory; it "
+                                             "was stopped and not read.")), ""
+    return parsed, title
 
 
-def _to_json(parsed: Parsed) -> bytes:
+def _to_json(parsed: Parsed, title: str = "") -> bytes:
     body = None if parsed.body is None else parsed.body.to_json()
-    return json.dumps({"status": parsed.status, "message": parsed.message, "body": body}).encode("utf-8")
+    return json.dumps({"status": parsed.status, "message": parsed.message, "body": body,
+                       "title": title}).encode("utf-8")
 
 
-def _from_json(raw: bytes) -> Parsed:
+def _from_json(raw: bytes) -> tuple[Parsed, str]:
     data = json.loads(raw)
     body = None if data["body"] is None else Body.from_json(data["body"])
-    return Parsed(str(data["status"]), body, str(data["message"]))
+    return Parsed(str(data["status"]), body, str(data["message"])), str(data.get("title") or "")
 
 
 def _limit_self(cpu_s: float, memory_mb: int) -> None:
@@ -107,13 +128,15 @@ def _limit_self(cpu_s: float, memory_mb: int) -> None:
 def child_main() -> None:
     """The child: limit itself, read the PDF from stdin, write its Parsed to stdout."""
     paper_id, cpu_s, memory_mb = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+    mode = sys.argv[4] if len(sys.argv) > 4 else "paper"
     _limit_self(cpu_s, memory_mb)
     try:
         os.nice(10)          # background work: the app's requests come first on a shared core
     except OSError:
         pass
     data = sys.stdin.buffer.read()
-    from copilot.sources.fulltext_pdf import parse_pdf
+    from copilot.sources.fulltext_pdf import parse_document, parse_pdf
 
-    sys.stdout.buffer.write(_to_json(parse_pdf(data, paper_id)))
+    out = _to_json(*parse_document(data, paper_id)) if mode == "document" else _to_json(parse_pdf(data, paper_id))
+    sys.stdout.buffer.write(out)
     sys.stdout.buffer.flush()

@@ -2,7 +2,8 @@
 
 What leaves the machine is defined here and nothing else: a snapshot is one .tar.gz of exactly two files,
 - `copilot.db`, copied through SQLite's online backup API (a consistent copy while the app writes, never a file
-  copy of a live database), then vacuumed so no free page carries deleted rows;
+  copy of a live database), emptied of the visitors' uploaded documents (store.documents: private, never backed
+  up), then vacuumed so no free page carries deleted rows;
 - `vectors.sqlite3`, made fresh from the rows of the Chroma collections read through Chroma's API: per item its
   collection, id, document, metadata (JSON) and embedding (float32).
 No index binary goes: Chroma's HNSW files are written from a `malloc`'d block at its whole capacity with only the
@@ -29,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from copilot.store.db import Database
+from copilot.store.documents import empty_private_tables
 
 KEEP = 3
 LATEST = "LATEST"
@@ -151,6 +153,7 @@ def write_snapshot(data_dir: Path, archive: Path, collections: dict[str, object]
         vacuum = sqlite3.connect(staging / DB_FILE)
         try:
             vacuum.execute("PRAGMA journal_mode = DELETE")
+            empty_private_tables(vacuum)        # a visitor's uploaded documents never leave the machine
             vacuum.execute("VACUUM")
         finally:
             vacuum.close()

@@ -362,4 +362,35 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             judged_at REAL NOT NULL
         )""",
     ]),
+    # Issue #57 item 3: a researcher's own PDF, private to its owner (store/documents.py): the document with its
+    # parsed body, and one row per quotable sentence with its page and vector. Deleting a document deletes its
+    # sentences in the same transaction; a backup copy holds no row of either (store.backup).
+    ("documents_0001_private_uploads", [
+        """CREATE TABLE documents (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            owner TEXT NOT NULL,
+            title TEXT NOT NULL,
+            file_name TEXT NOT NULL,
+            pages INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            uploaded_at REAL NOT NULL,
+            body TEXT NOT NULL,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL
+        )""",
+        "CREATE INDEX documents_owner ON documents(owner, uploaded_at)",
+        """CREATE TABLE document_sentences (
+            document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            start INTEGER NOT NULL,
+            end INTEGER NOT NULL,
+            passage INTEGER NOT NULL,
+            cut_before INTEGER NOT NULL,
+            cut_after INTEGER NOT NULL,
+            page INTEGER NOT NULL,
+            terms TEXT NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (document_id, position)
+        )""",
+    ]),
 ]

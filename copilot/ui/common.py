@@ -12,6 +12,7 @@ import gradio as gr
 
 from copilot.features.limits import check_rate
 from copilot.readable import readable
+from copilot.records import is_document
 from copilot.services import Services
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,8 @@ def escape_markdown(text: object) -> str:
 
 def arxiv_link(paper_id: str, title: str | None = None) -> str:
     label = escape(readable(title) or paper_id)
+    if is_document(paper_id):          # a researcher's own upload: on no server but this one, linked nowhere
+        return f'<span class="doc-ref">{label}</span>'
     return f'<a href="https://arxiv.org/abs/{escape(paper_id)}" target="_blank" rel="noopener">{label}</a>'
 
 

@@ -10,7 +10,7 @@ from starlette.middleware import Middleware
 from copilot.ratelimit import PasswordGate
 from copilot.scheduler import IngestScheduler
 from copilot.services import Services
-from copilot.ui import chat, feed, library, profile, related, search, trends
+from copilot.ui import chat, documents, feed, library, profile, related, search, trends
 from copilot.ui.fairness import FairShare
 from copilot.ui.feed import FeedRoute
 from copilot.ui.guard import MAX_UPLOAD_MB, RequestGuard
@@ -40,10 +40,12 @@ def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr
                 search_tab = search.build(services)
             with gr.Tab("Related", id="related"):
                 related_reference, related_run = related.build(services)
-            with gr.Tab("Library", id="library"):
+            with gr.Tab("Library", id="library") as library_tab:
                 show, status, history = library.build(services, scheduler)
+                documents_part = documents.build(services)
         refresh_chat_views(chat_tab)      # back on Chat with Memory or Statistics open
         search.connect(services, search_tab, tabs, related_reference, related_run, chat_question, chat_scope)
+        documents.connect(services, documents_part, tabs, library_tab, chat_question, chat_scope)
         page.load(show, outputs=[status, history])
         page.load(lambda: library.empty_library_note(services), outputs=empty_note)
         for_you.select(show_feed, feed_inputs, feed_outputs).then(show_feed_url, None, feed_url)

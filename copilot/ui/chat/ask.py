@@ -292,6 +292,7 @@ def _question_box(services: Services) -> tuple[gr.Textbox, scope_ui.ScopeParts]:
     scope = scope_ui.layout()
     question = gr.Textbox(label="Question", lines=2, elem_id="chat-question",
                           placeholder="e.g. How are retrieval-augmented models evaluated?")
+    scope.upload = scope_ui.upload_layout()         # "Ask about your own PDF": a small button, no empty file box
     scope_ui.wire(services, scope, question)
     return question, scope
 

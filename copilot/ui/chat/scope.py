@@ -2,17 +2,21 @@
 "About: <title> (arXiv id) ×", kept while the researcher types and asks follow-ups, each removed with one click (its
 ×; with none left the library is asked). A card's "Ask about this paper" adds its paper (`add_view`), up to
 features.scope.MAX_PAPERS; an arXiv id or link typed or pasted in the question is offered as the scope (`offer_view`).
-Callbacks parse, call copilot.features.scope, and format."""
+A small "Ask about your own PDF" button uploads a PDF as a private document of the visitor (features.documents), which
+joins the scope as "doc:<n>" (`upload_view`). Callbacks parse, call copilot.features.scope, and format."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
 
+from copilot.errors import UserError
+from copilot.features import documents
 from copilot.features.scope import MAX_PAPERS, ids_in, scope_choices, with_paper
 from copilot.services import Services
-from copilot.ui.common import escape
+from copilot.ui.common import SignInError, current_user, escape, user_within_rate
 
 LABEL = (f"Asking about these papers only (up to {MAX_PAPERS}): one answer from their own text. "
          "× removes a paper; with none left, the whole library is asked")
@@ -23,7 +27,8 @@ class ScopeParts:
     box: gr.Dropdown          # the chosen papers; its value: their arXiv ids
     offer: gr.Button          # "Ask about … only": shown while the question holds ids not chosen
     offered: gr.State         # the ids the offer would add
-    note: gr.HTML             # a scope that is full
+    note: gr.HTML             # a scope that is full; an upload's status
+    upload: gr.UploadButton | None = None     # "Ask about your own PDF" (upload_layout), placed under the question
 
 
 def layout() -> ScopeParts:
@@ -40,20 +45,57 @@ def chosen(value) -> list[str]:
     return [item for item in value or [] if isinstance(item, str) and item.strip()] if isinstance(value, list) else []
 
 
-def box_update(services: Services, ids: list[str]) -> dict:
-    return gr.update(choices=scope_choices(services, ids), value=ids, visible=bool(ids))
+def upload_layout() -> gr.UploadButton:
+    """The small button that uploads a PDF to ask about (no empty file box on the page)."""
+    return gr.UploadButton("Ask about your own PDF", file_types=[".pdf"], file_count="single", type="filepath",
+                           size="sm", variant="secondary", elem_id="chat-upload")
+
+
+def _visitor(request: gr.Request | None) -> str:
+    """The visitor a scope's documents are looked up for ("" when not known: a document then shows by its id)."""
+    try:
+        return current_user(request)
+    except (UserError, SignInError):
+        return ""
+
+
+def box_update(services: Services, ids: list[str], user: str = "") -> dict:
+    return gr.update(choices=scope_choices(services, ids, user), value=ids, visible=bool(ids))
 
 
 def note_html(note: str) -> str:
     return f'<span class="chat-notice">{escape(note)}</span>' if note else ""
 
 
-def add_view(services: Services, paper_id, scope) -> tuple:
-    """A card's "Ask about this paper": its paper joins the scope. → (box, note)."""
+def add_view(services: Services, paper_id, scope, request: gr.Request | None = None) -> tuple:
+    """A card's "Ask about this paper" (or a document's "Ask about this document"): it joins the scope. → (box,
+    note)."""
     if not isinstance(paper_id, str) or not paper_id.strip():
         return gr.update(), ""
     ids, note = with_paper(chosen(scope), [paper_id.strip()])
-    return box_update(services, ids), note_html(note)
+    return box_update(services, ids, _visitor(request)), note_html(note)
+
+
+def upload_view(services: Services, path, scope, request: gr.Request | None) -> tuple:
+    """"Ask about your own PDF": the file read into a private document of the visitor (features.documents.upload),
+    which joins the scope; or the sentence saying why it was refused. → (box, note)."""
+    if not isinstance(path, str) or not path:
+        return gr.update(), ""
+    try:
+        user = user_within_rate(services, request, "importing")
+        file = Path(path)
+        size = file.stat().st_size
+        if size > documents.MAX_PDF_BYTES:
+            return gr.update(), note_html(f"Not kept: the file is {size / 2 ** 20:.1f} MiB; a document may be at "
+                                          f"most {documents.MAX_PDF_BYTES // 2 ** 20} MiB.")
+        done = documents.upload(services, user, file.read_bytes(), file.name)
+    except (UserError, SignInError, OSError) as error:
+        return gr.update(), note_html("The file could not be read." if isinstance(error, OSError)
+                                      else str(getattr(error, "message", "") or error))
+    if done.document is None:
+        return gr.update(), note_html(done.message)
+    ids, note = with_paper(chosen(scope), [done.document.item_id])
+    return box_update(services, ids, user), note_html(" ".join(part for part in (done.message, note) if part))
 
 
 def offer_view(services: Services, question, scope) -> tuple:
@@ -68,10 +110,10 @@ def offer_view(services: Services, question, scope) -> tuple:
     return gr.update(value=text, visible=True), ids
 
 
-def take_offer_view(services: Services, offered, scope) -> tuple:
+def take_offer_view(services: Services, offered, scope, request: gr.Request | None = None) -> tuple:
     """The offer taken: its ids join the scope. → (box, offer button, offered ids, note)."""
     ids, note = with_paper(chosen(scope), chosen(offered))
-    return box_update(services, ids), gr.update(visible=False), [], note_html(note)
+    return box_update(services, ids, _visitor(request)), gr.update(visible=False), [], note_html(note)
 
 
 def shown_view(scope) -> dict:
@@ -83,10 +125,16 @@ def wire(services: Services, parts: ScopeParts, question: gr.Textbox) -> None:
     def offer(text, scope):
         return offer_view(services, text, scope)
 
-    def take(offered, scope):
-        return take_offer_view(services, offered, scope)
+    def take(offered, scope, request: gr.Request):
+        return take_offer_view(services, offered, scope, request)
+
+    def upload(path, scope, request: gr.Request):
+        return upload_view(services, path, scope, request)
 
     question.change(offer, [question, parts.box], [parts.offer, parts.offered], show_progress="hidden",
                    trigger_mode="always_last")
     parts.offer.click(take, [parts.offered, parts.box], [parts.box, parts.offer, parts.offered, parts.note])
     parts.box.input(shown_view, [parts.box], [parts.box], show_progress="hidden")
+    if parts.upload is not None:
+        parts.upload.upload(upload, [parts.upload, parts.box], [parts.box, parts.note], concurrency_limit=1,
+                            concurrency_id="document-upload")
