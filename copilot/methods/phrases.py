@@ -55,7 +55,8 @@ def _shown(word: str) -> str:
 
 def _runs(words: list[str]) -> list[list[str]]:
     """The word runs between joiners, each without its opening verb or opener."""
-    runs, current = [], []
+    runs: list[list[str]] = []
+    current: list[str] = []
     for word in words + [""]:
         if not word or word.lower() in JOINERS:
             if current:
@@ -84,13 +85,13 @@ def candidate_phrases(text: str) -> list[str]:
     return found
 
 
+def _stem(word: str) -> str:
+    return word[:-3] + "y" if word.endswith("ies") else word[:-1] if word.endswith("s") and len(word) > 3 else word
+
+
 def _key(phrase: str) -> str:
     """One key for "object hallucination" and "Object Hallucinations"."""
-    words = phrase.lower().split()
-    last = words[-1]
-    words[-1] = last[:-3] + "y" if last.endswith("ies") else last[:-1] if last.endswith("s") and len(last) > 3 \
-        else last
-    return " ".join(words)
+    return " ".join(_stem(word) for word in phrase.lower().split())
 
 
 def _uses(phrase_key: str, text_keys: str) -> bool:
@@ -98,7 +99,7 @@ def _uses(phrase_key: str, text_keys: str) -> bool:
 
 
 def _text_keys(text: str) -> str:
-    words = [_key(w) for w in _WORD.findall(text or "")]
+    words = [_stem(w.lower()) for w in _WORD.findall(text or "")]
     return " " + " ".join(words) + " "
 
 
@@ -145,5 +146,5 @@ def _ranked(pool: list[str], docs: list[str], centre: np.ndarray | None,
     if centre is not None and embed is not None:
         vectors = np.asarray(embed(pool), dtype=np.float32)
         near = vectors @ centre / max(float(np.linalg.norm(centre)), 1e-9)
-    order = sorted(range(len(pool)), key=lambda i: (-min(uses[i], 2), -near[i], i))
+    order = sorted(range(len(pool)), key=lambda i: (-min(float(uses[i]), 2.0), -float(near[i]), i))
     return [pool[i] for i in order]
