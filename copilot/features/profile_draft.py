@@ -1,8 +1,8 @@
 """Profile: a draft of the research profile from the researcher's papers (and a pasted text), with keywords.
 
-On the tiny model profile the draft has no model words: a first-person template the app fills with TF-IDF terms of
-the material and each paper's own key sentence, quoted and cited (`quoted_draft`). On the capable profile the model
-writes it, and `finalize_draft` checks citations, length, person and keywords.
+On the tiny model profile the draft has no model words: a first-person template the app fills with noun phrases cut
+from the papers' titles (methods.phrases) and each paper's own key sentence, quoted and cited (`quoted_draft`). On
+the capable profile the model writes it, and `finalize_draft` checks citations, length, person and keywords.
 """
 
 from __future__ import annotations
