@@ -54,15 +54,71 @@ def test_each_card_says_why_it_is_listed_without_a_rank_the_order_does_not_follo
 
     services, papers = library
     feed = F.feed_for(services, "ann", since_all(papers), limit=30, visit=False)
-    labels = [card_of(item, {})["why"] for item in feed.items]
+    labels = [card_of(item, {})["why"] for item in feed.items if item.closeness >= F.CLOSE_FLOOR]
     own_titles = {p.title for p in papers[:4]}
     assert labels and not any("#" in label for label in labels), labels
     assert all(label == "close to your profile's text" or label.startswith("close to your paper “")
-               or label == "close to your profile as a whole" for label in labels), labels
+               for label in labels), labels
     named = {label[len("close to your paper “"):-1] for label in labels if label.startswith("close to your paper")}
     assert named and all(any(title.startswith(name.rstrip("…")) for title in own_titles) for name in named), named
     assert len(set(labels)) >= 2                  # the reasons differ from card to card: they tell the cards apart
-    assert feed.as_dict()["papers"][0]["reason"] == labels[0] and feed.items[0].ranks   # the CLI keeps the ranks
+    assert feed.as_dict()["papers"][0]["reason"] == feed.items[0].reason and feed.items[0].ranks   # the CLI: ranks
+
+
+@pytest.fixture(scope="module")
+def two_months(tmp_path_factory):
+    """Real papers of 2025-03-18 … 03-20 and of 2025-05-14 … 05-20 (the newest week), nothing between."""
+    from copilot.services import Services
+    from tests.conftest import make_settings
+
+    services = Services(make_settings(tmp_path_factory.mktemp("feed-months") / "data"))
+    return services, import_papers(services, 150), import_papers(services, 100, 1900)
+
+
+def closeness_to(services, text: str, paper_ids: list[str], candidates: list[str]) -> dict[str, float]:
+    """Each candidate's best cosine to the profile's papers and text, computed here apart from the feature."""
+    vectors = services.store.paper_embeddings(paper_ids + candidates)
+    queries = np.stack([vectors[pid] for pid in paper_ids] + [services.embedder.embed_one(text)])
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    return {pid: float(np.max(queries @ (vectors[pid] / np.linalg.norm(vectors[pid])))) for pid in candidates}
+
+
+def test_by_default_the_feed_lists_close_papers_from_a_window_that_holds_enough(two_months):
+    """Issue #59 item 9: For you showed "the newest week (2 papers)", both unrelated to the profile, each labelled
+    "close to your paper …". By default the list holds the papers close to the profile (CLOSE_FLOOR), from the
+    newest week or, when it holds fewer than MIN_CLOSE of them, a longer window that is named; every card's reason
+    clears the floor."""
+    services, early, late = two_months
+    every = [p.id for p in early + late]
+    for mine in early:                 # a profile the newest week has too few close papers for, taken from the data
+        near = closeness_to(services, mine.title, [mine.id], [pid for pid in every if pid != mine.id])
+        if sum(near[p.id] >= F.CLOSE_FLOOR for p in late) < F.MIN_CLOSE <= sum(v >= F.CLOSE_FLOOR
+                                                                                 for v in near.values()):
+            break
+    else:
+        pytest.fail("no early paper makes such a profile")
+    services.profiles.save("eve", mine.title, [], [mine.id])
+    feed = F.feed_for(services, "eve", visit=False)
+    assert feed.personalized and feed.items, feed.as_dict()
+    assert feed.since.startswith("the ") and "weeks" in feed.since or "whole library" in feed.since, feed.since
+    assert "the newest week of papers" in feed.message.lower() and "looks further back" in feed.message, feed.message
+    close = {pid for pid, value in near.items() if value >= F.CLOSE_FLOOR}
+    listed = [item.paper.id for item in feed.items]
+    assert set(listed) <= close and len(listed) == min(F.FEED_LIMIT, len(close)), (listed, close)
+    assert all(item.reason and near[item.paper.id] >= F.CLOSE_FLOOR for item in feed.items)
+    assert set(listed) & {p.id for p in early}                  # papers from before the newest week
+    assert feed.close == len(listed)
+
+
+def test_with_a_chosen_day_only_a_close_paper_has_a_reason(two_months):
+    services, early, late = two_months
+    services.profiles.save("fay", "I study retrieval for language models.", [], [early[0].id])
+    feed = F.feed_for(services, "fay", early[0].published.isoformat(), limit=F.FEED_LIMIT, visit=False)
+    near = closeness_to(services, "I study retrieval for language models.", [early[0].id],
+                        [item.paper.id for item in feed.items])
+    assert feed.close is None and len(feed.items) == F.FEED_LIMIT
+    assert all(bool(item.reason) == (near[item.paper.id] >= F.CLOSE_FLOOR) for item in feed.items)
+    assert any(item.reason for item in feed.items) and not all(item.reason for item in feed.items)
 
 
 def test_more_like_this_moves_similar_papers_up_and_not_interested_hides(library):

@@ -437,6 +437,32 @@ def test_draft_keywords_name_a_researchers_topics_against_the_field():
     assert any("video" in term for term in terms) and "multi-agent" in terms, terms
 
 
+def is_slice(phrase: str, texts) -> bool:
+    """A phrase is a slice of one of the texts (a Title-Cased word may be lowered: "Object" → "object")."""
+    return any(phrase.lower() in " ".join(text.split()).lower() for text in texts)
+
+
+@pytest.mark.parametrize("name", ["Qi Zhang", "Mohit Bansal"])
+def test_the_draft_names_a_researcher_by_phrases_cut_from_their_titles(name):
+    """Issue #59 item 9: Qi Zhang's tiny-profile draft opened "I work on embeddings manipulation, reward, ideas,
+    points, mllms, rrl, capability and dimension-wise": single frequent words, and a bigram ("embeddings
+    manipulation") that no text holds once its "for" is put back. The draft's phrases are noun phrases a researcher
+    would write: two words or more, each a slice of one of their papers' titles or abstracts, mostly titles."""
+    from copilot.embed import Embedder
+    from copilot.methods import phrases
+
+    papers = sample_papers(2014)                       # the library of the issue's walk-through
+    his = [p for p in papers if name in p.authors]
+    field = [p.document for p in papers if name not in p.authors][::2]
+    found = phrases.research_phrases([p.title for p in his], [f"{p.title}. {p.abstract}" for p in his], field,
+                                     Embedder().embed, D.TARGET_KEYWORDS)
+    assert len(found) == D.TARGET_KEYWORDS, found
+    assert all(len(phrase.split()) >= 2 for phrase in found), found
+    assert all(is_slice(phrase, [p.title for p in his] + [p.abstract for p in his]) for phrase in found), found
+    assert sum(is_slice(phrase, [p.title for p in his]) for phrase in found) >= D.SENTENCE_PHRASES, found
+    assert not {"rrl", "ideas", "points", "reward", "supervised", "videos", "generates"} & set(found), found
+
+
 # --- the real local model ----------------------------------------------------------------------------------------
 def test_the_tiny_profile_drafts_by_quoting_each_papers_key_sentence(svc, fake_arxiv):
     from copilot.methods.quotes import CLOSE_QUOTE, OPEN_QUOTE
@@ -445,6 +471,10 @@ def test_the_tiny_profile_drafts_by_quoting_each_papers_key_sentence(svc, fake_a
     assert svc.model_profile.tiny
     draft = D.generate_draft(svc, papers)
     assert draft.quoted and draft.notice == D.QUOTED_NOTICE and draft.text.startswith("I work on ")
+    opening = draft.text.split("\n")[0][len("I work on "):].rstrip(".")
+    named = re.split(r", | and (?=[^,]*$)", opening)
+    assert len(named) >= 3 and all(len(phrase.split()) >= 2 for phrase in named), opening     # issue #59 item 9
+    assert all(is_slice(phrase, [p.title for p in papers] + [p.abstract for p in papers]) for phrase in named), named
     quoted = re.findall(rf"In \[([^\]]+)\] we wrote: {OPEN_QUOTE}([^{CLOSE_QUOTE}]+){CLOSE_QUOTE}", draft.text)
     assert [pid for pid, _ in quoted] == [p.id for p in papers]
     for (_pid, sentence), paper in zip(quoted, papers):

@@ -30,6 +30,14 @@ from copilot.store.feed import MORE, NOT_INTERESTED
 FEED_LIMIT = 30
 MAX_CANDIDATES = 3000      # the newest ones, when more arrived (a first bulk import)
 FIRST_VISIT_DAYS = 7
+# A paper is "close" to a query (a profile paper, the profile's text, a liked paper) at this cosine of their packaged
+# MiniLM vectors or more; only a close paper carries a reason, and the default list holds close papers only. Chosen
+# from data (issue #59 item 9; docs/tabs.md): a random pair of the corpus's first 2,000 papers is at 0.60 or more
+# under 1 % of the time (p99 0.586), while 79 % of CSFCube's pairs judged relevant (2–3) are; a profile of a real
+# author's 4–10 papers (61 of them) finds a median 4 % of the field at 0.60 or more, ~6 papers of a 150-paper week.
+# At 0.55 a random pair clears it ~2–3 % of the time and Qi Zhang's 8 papers found 30 of the newest week's 107.
+CLOSE_FLOOR = 0.60
+MIN_CLOSE = 5              # a default window with fewer close papers is doubled (2, 4, 8 … weeks) until it holds them
 LIKED_WEIGHT, DISLIKED_WEIGHT = 0.75, 0.5
 ATOM = "http://www.w3.org/2005/Atom"
 
@@ -39,13 +47,15 @@ class FeedItem:
     paper: Paper
     score: float
     ranks: dict[str, int] = field(default_factory=dict)    # best rank by: profile, liked, rocchio
-    reason: str = ""      # the card's label: the query that ranks it highest, in words (no rank: issue #49)
+    reason: str = ""      # the card's label: the query it is closest to, in words, if close (no rank: issue #49)
+    closeness: float = 0.0    # its cosine to that query; a reason is given only at CLOSE_FLOOR or more
 
     def as_dict(self) -> dict:
         p = self.paper
         return {"id": p.id, "version": p.version, "title": p.title, "authors": p.authors,
                 "date": p.published.isoformat(), "categories": p.categories, "abs_url": p.abs_url,
-                "score": round(self.score, 6), "ranks": self.ranks, "reason": self.reason}
+                "score": round(self.score, 6), "ranks": self.ranks, "reason": self.reason,
+                "closeness": round(self.closeness, 4)}
 
 
 @dataclass
@@ -58,10 +68,11 @@ class Feed:
     liked: int                  # papers marked "more like this" (all time)
     personalized: bool          # False: no profile and no feedback yet, listed newest first
     message: str = ""
+    close: int | None = None    # of the candidates, those close to the profile or feedback (the default list)
 
     def as_dict(self) -> dict:
         return {"user": self.user, "since": self.since, "candidates": self.candidates, "hidden": self.hidden,
-                "liked": self.liked, "personalized": self.personalized, "message": self.message,
+                "liked": self.liked, "personalized": self.personalized, "message": self.message, "close": self.close,
                 "papers": [item.as_dict() for item in self.items]}
 
 
@@ -100,7 +111,9 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 
 def feed_for(services: Services, user: str, since: date | str | None = None, limit: int = FEED_LIMIT,
              visit: bool = True) -> Feed:
-    """The user's feed. `visit` records this as a visit (the page and the CLI do; the Atom feed does not)."""
+    """The user's feed. `visit` records this as a visit (the page and the CLI do; the Atom feed does not). By
+    default (no day chosen) a ranked feed lists the close papers only, of a window widened until it holds
+    MIN_CLOSE of them (`_close_window`); with a chosen day, every paper from that day, a reason only where close."""
     if isinstance(since, str):
         since = parse_day(since, "since")
     feedback = services.feed.feedback(user)
@@ -118,39 +131,37 @@ def feed_for(services: Services, user: str, since: date | str | None = None, lim
     if not ids:
         base.message = f"Nothing new: no {words}." if "empty" not in words else "The library is empty."
         return base
-    vectors = services.store.paper_embeddings(ids)
-    ids = [pid for pid in ids if pid in vectors]
-    matrix = _unit(np.stack([vectors[pid] for pid in ids]))
-
     own_vectors = services.store.paper_embeddings(list(profile.paper_ids)) if profile else {}
-    profile_queries = list(own_vectors.values())
+    queries = {f"profile:{pid}": vector for pid, vector in own_vectors.items()}
     if profile and profile.text.strip():
-        profile_queries.append(services.embedder.embed_one(profile.text))
+        queries["profile:text"] = services.embedder.embed_one(profile.text)
     liked_by_id = services.store.paper_embeddings(liked) if liked else {}
-    liked_vectors = list(liked_by_id.values())
-    disliked_vectors = list(services.store.paper_embeddings(sorted(disliked)).values()) if disliked else []
-    if not profile_queries and not liked_vectors:
+    queries.update({f"liked:{pid}": vector for pid, vector in liked_by_id.items()})
+    if not queries:
         papers = services.store.get_papers(ids[:limit])
         base.items = [FeedItem(p, 0.0) for p in papers]
         base.message = ("Listed newest first: save a profile (Profile tab) or mark papers \"more like this\" to have "
                         "the feed ranked for you.")
         return base
-
-    lists: dict[str, list[str]] = {}
-    for pid, query in own_vectors.items():
-        lists[f"profile:{pid}"] = _ranked(ids, matrix, query)
-    if len(profile_queries) > len(own_vectors):
-        lists["profile:text"] = _ranked(ids, matrix, profile_queries[-1])
-    for pid, query in liked_by_id.items():
-        lists[f"liked:{pid}"] = _ranked(ids, matrix, query)
-    # before any feedback the Rocchio query is the profile's centroid: its rank is a profile rank, not "all your
-    # feedback" (issue #38)
-    rocchio = "rocchio" if liked_vectors or disliked_vectors else "profile:centroid"
-    lists[rocchio] = _ranked(ids, matrix, _rocchio(profile_queries, liked_vectors, disliked_vectors))
+    if since is None:
+        ids, base.since, base.message = _close_window(services, ids, words, queries, disliked | own)
+        base.candidates, base.close = len(ids), len(ids)
+    vectors = services.store.paper_embeddings(ids)
+    ids = [pid for pid in ids if pid in vectors]
+    if not ids:
+        return base
+    matrix = _unit(np.stack([vectors[pid] for pid in ids]))
+    disliked_vectors = list(services.store.paper_embeddings(sorted(disliked)).values()) if disliked else []
+    lists = {name: _ranked(ids, matrix, query) for name, query in queries.items()}
+    # before any feedback the Rocchio query is the profile's centroid (issue #38)
+    profile_queries = [v for name, v in queries.items() if name.startswith("profile:")]
+    rocchio = "rocchio" if liked_by_id or disliked_vectors else "profile:centroid"
+    lists[rocchio] = _ranked(ids, matrix, _rocchio(profile_queries, list(liked_by_id.values()), disliked_vectors))
     fused = reciprocal_rank_fusion(lists)[:limit]
     by_id = {p.id: p for p in services.store.get_papers([pid for pid, _, _ in fused])}
     titles = {p.id: p.title for p in services.store.get_papers([*own_vectors, *liked_by_id])}
-    base.items = [FeedItem(by_id[pid], score, _best_ranks(ranks), reason_of(ranks, titles))
+    nearest = _nearest_query(ids, matrix, queries)
+    base.items = [FeedItem(by_id[pid], score, _best_ranks(ranks), *reason_of(nearest[pid], titles))
                   for pid, score, ranks in fused if pid in by_id]
     base.personalized = True
     if visit:                                    # the top of a researcher's feed, read ahead at low priority
@@ -160,28 +171,70 @@ def feed_for(services: Services, user: str, since: date | str | None = None, lim
     return base
 
 
+def _nearest_query(ids: list[str], matrix: np.ndarray, queries: dict[str, np.ndarray]
+                   ) -> dict[str, tuple[str, float]]:
+    """Each paper's nearest query (name, cosine); the first query on a tie."""
+    names = list(queries)
+    cosines = matrix @ _unit(np.stack([np.asarray(queries[n], dtype=np.float32) for n in names])).T
+    best = np.argmax(cosines, axis=1)
+    return {pid: (names[int(best[i])], float(cosines[i, best[i]])) for i, pid in enumerate(ids)}
+
+
+def _close_ids(services: Services, ids: list[str], queries: dict[str, np.ndarray]) -> list[str]:
+    vectors = services.store.paper_embeddings(ids)
+    kept = [pid for pid in ids if pid in vectors]
+    if not kept:
+        return []
+    nearest = _nearest_query(kept, _unit(np.stack([vectors[pid] for pid in kept])), queries)
+    return [pid for pid in kept if nearest[pid][1] >= CLOSE_FLOOR]
+
+
+def _close_window(services: Services, ids: list[str], words: str, queries: dict[str, np.ndarray],
+                  left_out: set[str]) -> tuple[list[str], str, str]:
+    """(the close papers, what window they come from in words, a note): the new papers' close ones when they hold
+    MIN_CLOSE; otherwise the newest 2, 4, 8 … weeks by arXiv date, the first window holding MIN_CLOSE close papers
+    (or the whole library). Issue #59: "the newest week (2 papers)", both unrelated, each labelled "close to your
+    paper …"."""
+    close = _close_ids(services, ids, queries)
+    if len(close) >= MIN_CLOSE:
+        return close, words, ""
+    rows = [r for r in services.catalog.rows() if r.id not in left_out]
+    newest, oldest = number_to_date(max(r.date for r in rows)), number_to_date(min(r.date for r in rows))
+    weeks = 2
+    while True:
+        low = max(newest - timedelta(days=7 * weeks - 1), oldest)
+        window = sorted((r for r in rows if r.date >= date_number(low)), key=lambda r: (r.date, r.ingested),
+                        reverse=True)
+        wider = _close_ids(services, [r.id for r in window[:MAX_CANDIDATES]], queries)
+        if len(wider) >= MIN_CLOSE or low == oldest or len(window) >= MAX_CANDIDATES:
+            break
+        weeks *= 2
+    span = "the whole library" if low == oldest else f"the newest {weeks} weeks"
+    chosen = f"{span} ({low.isoformat()} to {newest.isoformat()})"
+    note = (f"{words[0].upper()}{words[1:]} held {len(close)} paper{'' if len(close) == 1 else 's'} close to your "
+            f"profile, so the list looks further back: {chosen}.")
+    if not wider:
+        note = f"No paper of {chosen} is close to your profile or feedback."
+    return wider, chosen, note
+
+
 def _title(text: str, most: int = 70) -> str:
     text = " ".join(text.split())
     return text if len(text) <= most else text[:most].rsplit(" ", 1)[0] + "…"
 
 
-def reason_of(ranks: dict[str, int], titles: dict[str, str]) -> str:
-    """Why a card is listed, in words: the query that ranks it highest (the first such list on a tie). No rank is
-    said: with a list per profile paper, many cards are first in one of them, and "#1" under the fifth card misled
-    (issue #49)."""
-    if not ranks:
-        return ""
-    best = min(ranks, key=lambda name: ranks[name])      # min keeps the first of equal ranks, in the lists' order
-    kind, _, source = best.partition(":")
+def reason_of(nearest: tuple[str, float], titles: dict[str, str]) -> tuple[str, float]:
+    """(why a card is listed, in words; its closeness): the query it is nearest to, said only when the paper is
+    close to it (CLOSE_FLOOR). No rank is said (issue #49); no reason under an unrelated paper (issue #59)."""
+    name, closeness = nearest
+    if closeness < CLOSE_FLOOR:
+        return "", closeness
+    kind, _, source = name.partition(":")
     if kind == "liked":
-        return f"like “{_title(titles.get(source, source))}”, which you asked more of"
-    if kind == "rocchio":
-        return "close to your profile and your feedback together"
+        return f"like “{_title(titles.get(source, source))}”, which you asked more of", closeness
     if source == "text":
-        return "close to your profile's text"
-    if source == "centroid":
-        return "close to your profile as a whole"
-    return f"close to your paper “{_title(titles.get(source, source))}”"
+        return "close to your profile's text", closeness
+    return f"close to your paper “{_title(titles.get(source, source))}”", closeness
 
 
 def _ranked(ids: list[str], matrix: np.ndarray, query: np.ndarray) -> list[str]:

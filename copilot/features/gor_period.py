@@ -26,6 +26,7 @@ from copilot.features.gor import (
     gate_of,
     network_variant,
     not_validated_notice,
+    paper_node,
     prepare,
     scope_graph,
     scope_papers,
@@ -34,7 +35,7 @@ from copilot.grounding import labels_to_ids
 from copilot.llm import LLMError
 from copilot.methods import gor, quotes
 from copilot.methods.thought_retriever import fit_budget
-from copilot.records import Evidence
+from copilot.records import Evidence, date_number
 from copilot.services import Services
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,25 @@ def plain_choice(graph: gor.RecordGraph, query: np.ndarray, k: int) -> list[tupl
     return gor.top_nodes(graph.features, graph, query, k)
 
 
+def with_period_papers(services: Services, scope: Scope, graph: gor.RecordGraph, query: np.ndarray, k: int
+                       ) -> gor.RecordGraph:
+    """The graph with the period's k papers nearest the question added, from all its papers, not only the capped
+    even sample the graph holds (issue #59 item 7: on agents and tool use, over two months of 1,700 papers, the
+    300-paper sample held none of the tool-use papers, and a legal evaluation "tool" paper was quoted)."""
+    papers = services.store.papers_between(date_number(scope.start), date_number(scope.end),
+                                           list(scope.categories) or None)
+    have = {node.id for node in graph.nodes}
+    vectors = services.store.paper_embeddings([p.id for p in papers if p.id not in have])
+    fresh = [p for p in papers if p.id in vectors]
+    if not fresh:
+        return graph
+    matrix = np.stack([vectors[p.id] for p in fresh]).astype(np.float32)
+    matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-9)
+    nearest = np.argsort(-(matrix @ np.asarray(query, dtype=np.float32)), kind="stable")[:k]
+    return gor.RecordGraph(graph.nodes + [paper_node(fresh[i]) for i in nearest],
+                           np.vstack([graph.features, matrix[nearest]]), graph.edges)
+
+
 def ask_period(services: Services, scope: Scope, question: str, opts: GoROptions | None = None,
                user: str | None = None, train: bool = False,
                progress: Callable[[str], None] = lambda _: None) -> PeriodAnswer:
@@ -175,6 +195,7 @@ def ask_period(services: Services, scope: Scope, question: str, opts: GoROptions
         graph = prepared.graph if prepared else scope_graph(services, scope, opts, None, user)
         if not len(graph):
             raise ValueError(f"no papers in {scope.label}")
+        graph = with_period_papers(services, scope, graph, query, opts.top_k)
         chosen, by = plain_choice(graph, query, opts.top_k), PLAIN
     seconds["retrieve"] = time.perf_counter() - clock
     items = fit_budget([_evidence(graph.nodes[i], s) for i, s in chosen], services.generation.source_budget,

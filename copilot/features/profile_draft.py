@@ -1,8 +1,8 @@
 """Profile: a draft of the research profile from the researcher's papers (and a pasted text), with keywords.
 
-On the tiny model profile the draft has no model words: a first-person template the app fills with TF-IDF terms of
-the material and each paper's own key sentence, quoted and cited (`quoted_draft`). On the capable profile the model
-writes it, and `finalize_draft` checks citations, length, person and keywords.
+On the tiny model profile the draft has no model words: a first-person template the app fills with noun phrases cut
+from the papers' titles (methods.phrases) and each paper's own key sentence, quoted and cited (`quoted_draft`). On
+the capable profile the model writes it, and `finalize_draft` checks citations, length, person and keywords.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from copilot.features.profile import (
 )
 from copilot.grounding import check, close_cut_statements, keep_paper_citations, tidy
 from copilot.llm import LLMError
-from copilot.methods import evidence, quotes, sentence_roles
+from copilot.methods import evidence, phrases, quotes, sentence_roles
 from copilot.methods.authors import fold
 from copilot.prompts import PROFILE_DRAFT, PROFILE_STATEMENT_CHARS, profile_grammar, source_block
 from copilot.records import Paper
@@ -342,15 +342,26 @@ def _key_sentences(services: Services, papers: Sequence[Paper], pasted: str) -> 
     return pairs
 
 
+SENTENCE_PHRASES = 6      # the opening sentence names this many of the phrases; the keywords keep them all
+
+
+def draft_phrases(services: Services, papers: Sequence[Paper], pasted: str = "") -> list[str]:
+    """Noun phrases of the papers' titles (then abstracts, then the pasted text), as the researcher would write
+    them: "object hallucinations", "retrospective replay" (methods.phrases), never a lone frequent word."""
+    texts = [f"{p.title}. {p.abstract}" for p in papers] + ([pasted] if pasted.strip() else [])
+    return phrases.research_phrases([p.title for p in papers], texts,
+                                    field_documents(services, {p.id for p in papers}), services.embedder.embed,
+                                    TARGET_KEYWORDS)
+
+
 def quoted_draft(services: Services, papers: Sequence[Paper], pasted: str = "") -> Draft:
     """The first-person template: "I work on <terms>." then, per paper, "In [id] we wrote: “<its key sentence>”"."""
     every = list(papers)
     papers = every[:services.settings.profile_prompt_papers]
-    docs = [p.document for p in every] + ([pasted] if pasted.strip() else [])   # keywords: every checked paper's
-    keywords = keyword_terms(docs, TARGET_KEYWORDS, field_documents(services, {p.id for p in every}),
-                             services.embedder.embed)
-    lines = [f"I work on {', '.join(keywords[:-1])} and {keywords[-1]}." if len(keywords) > 1
-             else f"I work on {keywords[0]}." if keywords else "My research:"]
+    keywords = draft_phrases(services, every, pasted)                    # keywords: every checked paper's
+    named = keywords[:SENTENCE_PHRASES]
+    lines = [f"I work on {', '.join(named[:-1])} and {named[-1]}." if len(named) > 1
+             else f"I work on {named[0]}." if named else "My research:"]
     for pid, sentence in _key_sentences(services, papers, pasted):
         opening = f"In [{pid}] we wrote:" if pid else f"{PASTED_LABEL}:"
         lines.append(f"{opening} {quotes.OPEN_QUOTE}{sentence}{quotes.CLOSE_QUOTE}")

@@ -23,7 +23,8 @@ AUTHORS_SHOWN = 5
 
 
 def head_html(feed: feature.Feed) -> str:
-    head = (f'<p class="feed-since">New for you: {escape(feed.since)} — {feed.candidates} papers'
+    counted = f"{feed.candidates:,} papers" if feed.close is None else f"{feed.close:,} close to your profile"
+    head = (f'<p class="feed-since">New for you: {escape(feed.since)} — {counted}'
             + (f", {feed.hidden} hidden as not interesting" if feed.hidden else "") + ".</p>")
     if feed.message:
         head += f'<p class="feed-message">{escape(feed.message)}</p>'
@@ -36,6 +37,7 @@ def card_of(item: feature.FeedItem, marks: dict[str, str]) -> dict:
     why = item.reason
     abstract = readable(p.abstract)
     return {"id": p.id, "title": readable(p.title), "url": p.abs_url, "liked": marks.get(p.id) == MORE, "why": why,
+            "closeness": round(item.closeness, 4),
             "meta": " · ".join([", ".join(p.authors[:AUTHORS_SHOWN]) + (" et al." if len(p.authors) > AUTHORS_SHOWN
                                                                           else ""),
                                 p.published.isoformat(), " ".join(p.categories[:3])]),
@@ -44,7 +46,8 @@ def card_of(item: feature.FeedItem, marks: dict[str, str]) -> dict:
 
 def card_html(card: dict) -> str:
     mark = ' <span class="feed-liked">★ you asked for more like this</span>' if card["liked"] else ""
-    return (f'<div class="feed-card" data-id="{escape(card["id"])}"><a href="{escape(card["url"])}" target="_blank" '
+    return (f'<div class="feed-card" data-id="{escape(card["id"])}" data-closeness="{card.get("closeness", 0):.3f}">'
+            f'<a href="{escape(card["url"])}" target="_blank" '
             f'rel="noopener">{escape(card["title"])}</a>{mark}<div class="feed-meta">{escape(card["meta"])}'
             + (f" · {escape(card['why'])}" if card["why"] else "") + "</div>"
             f'<div class="feed-snippet">{escape(card["snippet"])}</div></div>')

@@ -38,6 +38,8 @@ def test_profile_feed_trends_and_library_say_things_plainly(app_server, preloade
     expect(page.locator("#profile-notice")).to_contain_text("no model wrote it", timeout=60_000)
     first_line = text.input_value().split("\n")[0]
     assert not {"multiple", "noise", "object"} & set(re.findall(r"[a-z-]+", first_line)), first_line
+    named = re.split(r", | and (?=[^,]*$)", first_line[len("I work on "):].rstrip("."))   # issue #59 item 9: phrases
+    assert len(named) >= 3 and all(len(phrase.split()) >= 2 for phrase in named), first_line
     page.locator("#profile-save").click()
     expect(page.locator("#profile-version")).to_have_text("1", timeout=30_000)
     page.screenshot(path=f"{SHOTS}/profile.png", full_page=True)
@@ -50,6 +52,12 @@ def test_profile_feed_trends_and_library_say_things_plainly(app_server, preloade
     metas = [cards.nth(i).locator(".feed-meta").inner_text() for i in range(cards.count())]
     assert metas and not any("#" in meta for meta in metas), metas
     assert all("close to your" in meta for meta in metas), metas
+    # issue #59 item 9: every card listed by default is close to the profile, so its reason holds
+    from copilot.features.feed import CLOSE_FLOOR
+
+    closeness = [float(cards.nth(i).get_attribute("data-closeness")) for i in range(cards.count())]
+    assert all(value >= CLOSE_FLOOR for value in closeness), list(zip(closeness, metas))
+    expect(page.locator("#feed-head")).to_contain_text("close to your profile")
     page.screenshot(path=f"{SHOTS}/for-you.png")
 
     # Trends: done, without stage timings or a README pointer
