@@ -110,10 +110,10 @@ class Settings(BaseSettings):
         "fresh data dir). A failed export falls back to torch with a logged reason (docs/performance.md, "
         "section 4).")
     embed_precision: Literal["auto", "fp32"] = Field(
-        "auto", description="`auto`: the torch backend embeds batches of 16 texts or more in bf16 where the CPU "
-        "multiplies bf16 in hardware (avx512_bf16; ~2x faster on a paper's body, vectors within cosine 0.9999 "
-        "of fp32, checked at load), else fp32; `fp32`: always fp32 (docs/performance.md, \"bf16 on the torch "
-        "path\").")
+        "auto", description="`auto`: the torch backend embeds every text in bf16 where the CPU multiplies bf16 in "
+        "hardware (avx512_bf16; ~2x faster on a paper's body, vectors within cosine 0.9999 of fp32, checked at "
+        "load), each padded to a length of its own so its vector is the same alone or in any batch; else fp32; "
+        "`fp32`: always fp32 (docs/performance.md, \"bf16 on the torch path\").")
     chroma_host: str | None = Field(None, description="Chroma server host; unset means embedded Chroma in the data "
                                     "dir.")
     chroma_port: int = Field(8000, ge=1, le=65535, description="Chroma server port (with COPILOT_CHROMA_HOST).")

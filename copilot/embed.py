@@ -5,9 +5,10 @@ A model path may also name a *static* model made by `distill_static` (a director
 MiniLM; a text's vector is the normalised sum of its tokens' vectors. It embeds ~100x faster on a CPU at
 some cost in quality (docs/performance.md has both numbers). Its vectors are not comparable with MiniLM's.
 
-On the torch path a batch of texts runs in bfloat16 (autocast) where the CPU multiplies bf16 in hardware
-(`native_bf16`): ~2x faster on a full paper's sentences, vectors within cosine 0.9999 of fp32 (docs/performance.md,
-"bf16 on the torch path").
+On the torch path texts run in bfloat16 (autocast) where the CPU multiplies bf16 in hardware (`native_bf16`): ~2x
+faster on a full paper's sentences, vectors within cosine 0.9999 of fp32 (docs/performance.md, "bf16 on the torch
+path"). Every text of every call runs so, each padded to a length of its own (copilot.embed_bf16): its vector is the
+same alone or in any batch.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ import os
 import threading
 import warnings
 from collections import OrderedDict
-from contextlib import nullcontext
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from copilot import embed_bf16
 from copilot.embed_static import (
     STATIC_FILE,
     EmbedderError,
@@ -46,7 +47,6 @@ PRECISIONS = ("auto", "fp32")
 # The instruction set that multiplies bf16 in hardware (every AMX CPU lists it too). torch's own check (oneDNN's) also
 # says yes on plain AVX-512, where oneDNN emulates bf16, slower than fp32; on AVX2 it says no. Both must agree.
 BF16_FLAG = "avx512_bf16"
-BF16_MIN_TEXTS = 16      # fewer texts stay fp32: a question alone was slower in bf16 (docs/performance.md)
 BF16_MIN_COSINE = 0.9999  # the same-embedder rule of the fp32 ONNX copy (ONNX_MIN_COSINE[False])
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -136,9 +136,10 @@ class Embedder:
                     _models[self.key] = _sentence_transformer(self.model_ref)
             return _models[self.key]
 
-    def _bf16(self, model, count: int) -> bool:
-        """Whether these `count` texts run in bf16; the gate and its check run once per model and process."""
-        if self.precision != "auto" or count < BF16_MIN_TEXTS or isinstance(model, (StaticModel, OnnxModel)):
+    def _bf16(self, model) -> bool:
+        """Whether texts run in bf16 (all of them, whatever their number: one precision, so a text's vector does not
+        depend on its batch); the gate and its check run once per model and process."""
+        if self.precision != "auto" or isinstance(model, (StaticModel, OnnxModel)):
             return False
         with _models_lock:
             if self.key not in _bf16_ok:
@@ -154,7 +155,7 @@ class Embedder:
             return "static"
         if isinstance(model, OnnxModel):
             return self.backend
-        return "torch bf16" if self._bf16(model, BF16_MIN_TEXTS) else "torch fp32"
+        return "torch bf16" if self._bf16(model) else "torch fp32"
 
     def _onnx_or_torch(self):
         """The ONNX Runtime model, or torch's with the reason logged: the same vectors are never lost, only speed."""
@@ -183,11 +184,11 @@ class Embedder:
             return model.encode(list(texts))
         if isinstance(model, OnnxModel):
             return model.encode(list(texts), self.batch_size)
-        bf16 = self._bf16(model, len(texts))
-        with _bf16_autocast() if bf16 else nullcontext():
-            vectors = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                                   convert_to_numpy=True, show_progress_bar=False)
-        return _unit(vectors.astype(np.float32)) if bf16 else vectors.astype(np.float32)
+        if self._bf16(model):        # each text padded to a length of its own: its vector is the same in any batch
+            return embed_bf16.encode(model, texts, self.batch_size)
+        vectors = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                               convert_to_numpy=True, show_progress_bar=False)
+        return vectors.astype(np.float32)
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
@@ -239,16 +240,6 @@ class Embedder:
         return normed
 
 
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-
-
-def _bf16_autocast():
-    import torch
-
-    return torch.autocast("cpu", dtype=torch.bfloat16)
-
-
 def _bf16_checked(model, ref: str) -> bool:
     """The CPU gate, then bf16 against fp32 on the check texts: a CPU whose bf16 kernels misbehave stays fp32."""
     native, why = native_bf16(CPUINFO)
@@ -257,13 +248,12 @@ def _bf16_checked(model, ref: str) -> bool:
         return False
     texts = list(ONNX_CHECK_TEXTS)
     expected = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-    with _bf16_autocast():
-        got = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-    cosine = float(np.min(np.sum(_unit(got.astype(np.float32)) * expected, axis=1)))
+    got = embed_bf16.encode(model, texts, len(texts))
+    cosine = float(np.min(np.sum(got * expected, axis=1)))
     if cosine < BF16_MIN_COSINE:
         log.warning("embedding in fp32: bf16 vectors of %s differ from fp32 (cosine %.5f)", ref, cosine)
         return False
-    log.info("embedding batches in bf16: %s (check cosine %.5f)", why, cosine)
+    log.info("embedding in bf16: %s (check cosine %.5f)", why, cosine)
     return True
 
 

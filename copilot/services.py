@@ -27,6 +27,7 @@ from copilot.store.db import Database
 from copilot.store.documents import DocumentStore
 from copilot.store.failures import FailureLog
 from copilot.store.feed import FeedStore
+from copilot.store.fulltext import FAILURE_KIND as FULLTEXT_FAILURE
 from copilot.store.fulltext import FILE_NAME as FULLTEXT_FILE
 from copilot.store.fulltext import FulltextStore
 from copilot.store.gor_cache import GoRCache
@@ -185,7 +186,8 @@ class Services:
     @cached_property
     def fulltext(self) -> FulltextStore:
         """Papers' full texts, their sentences and vectors (derived from arXiv; not in backups)."""
-        return FulltextStore(self.settings.data_dir / FULLTEXT_FILE)
+        return FulltextStore(self.settings.data_dir / FULLTEXT_FILE,
+                             on_failure=lambda kind, reason: self.failures.record(FULLTEXT_FAILURE, reason))
 
     def embed_sentences(self, texts: list[str]) -> np.ndarray:
         """Vectors of abstracts' sentences: from memory, then the data dir's sentence store, embedding (and keeping)

@@ -179,8 +179,7 @@ def test_a_read_only_directory_is_answered_around_and_recorded_once(tmp_path, ca
 def test_a_full_disk_is_answered_around_and_recorded_once(tmp_path, caplog):
     from copilot.embed import Embedder
 
-    # fp32: in bf16 (avx512_bf16 CPUs) a text's vector depends on the batch it is embedded in, past this test's point
-    embedder = Embedder(precision="fp32")
+    embedder = Embedder()                 # in bf16 on avx512_bf16 CPUs too: a vector does not depend on its batch
     records: list[tuple[str, str]] = []
     texts = [f"Sentence {n} of an abstract about retrieval, caches and graphs." for n in range(400)]
     with _mounted(tmp_path / "small", "1m") as directory:
@@ -196,7 +195,7 @@ def test_a_full_disk_is_answered_around_and_recorded_once(tmp_path, caplog):
             os.close(ballast)
         caplog.set_level(logging.WARNING)
         first = embedder.embed_cached(texts, stored=store)              # 400 vectors: 600 KB that do not fit
-        again = Embedder(precision="fp32").embed_cached(texts[:50], stored=store)
+        again = Embedder().embed_cached(texts[:50], stored=store)
         assert store.get(embedder.name, SENTENCES[:2])                  # what was kept still reads
     expected = embedder.embed(texts)
     assert np.allclose(first, expected, atol=1e-5) and np.allclose(again, expected[:50], atol=1e-5)

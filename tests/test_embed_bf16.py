@@ -1,5 +1,6 @@
-"""COPILOT_EMBED_PRECISION: torch's batches run in bf16 only where the CPU multiplies bf16 in hardware, and then give
-the packaged MiniLM's fp32 vectors within BF16_MIN_COSINE on real abstracts and a real paper's body sentences."""
+"""COPILOT_EMBED_PRECISION: torch runs in bf16 only where the CPU multiplies bf16 in hardware, and then gives the
+packaged MiniLM's fp32 vectors within BF16_MIN_COSINE on real abstracts and a real paper's body sentences, and a
+text's vector is the same bit for bit alone or in any batch (issue #58 item 10: bf16 vectors depended on the batch)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 import copilot.embed as embed
-from copilot.embed import BF16_MIN_COSINE, BF16_MIN_TEXTS, Embedder, EmbedderError, native_bf16
+from copilot.embed import BF16_MIN_COSINE, Embedder, EmbedderError, native_bf16
 from copilot.methods import body_text
 from copilot.sources.fulltext_html import parse_html
 from copilot.sources.snapshot import paper_from_row
@@ -55,8 +56,7 @@ def test_bf16_follows_the_cpu_flags(cpu, tmp_path, monkeypatch):
     assert auto.path == ("torch bf16" if decided else "torch fp32")
     assert fp32.path == "torch fp32"
     model = auto._model()
-    assert auto._bf16(model, BF16_MIN_TEXTS) is decided
-    assert auto._bf16(model, BF16_MIN_TEXTS - 1) is False     # a question alone stays fp32 everywhere
+    assert auto._bf16(model) is decided
 
 
 def test_no_flags_line_means_fp32(tmp_path):
@@ -98,5 +98,20 @@ def test_bf16_vectors_are_fp32_vectors_on_real_text(monkeypatch):
     cosine = np.sum(got * expected, axis=1)
     worst = int(np.argmin(cosine))
     assert cosine[worst] >= BF16_MIN_COSINE, f"cosine {cosine[worst]:.6f} on {texts[worst][:80]!r}"
-    few = texts[:BF16_MIN_TEXTS - 1]
-    assert np.array_equal(auto.embed(few), fp32.embed(few))
+
+
+def test_a_texts_vector_is_the_same_alone_and_in_any_batch(monkeypatch):
+    """A sentence embedded with a question, in a resumed import or beside another paper's sentences gets the same
+    vector, so no table depends on what was embedded beside it."""
+    monkeypatch.setattr(embed, "_bf16_ok", {})
+    auto = Embedder(precision="auto")
+    if auto.path != "torch bf16":
+        pytest.skip(f"this CPU embeds in fp32: {native_bf16(embed.CPUINFO)[1]}")
+    texts = real_texts()[:96]
+    together = auto.embed(texts)
+    alone = np.vstack([auto.embed([text]) for text in texts[:20]])
+    assert np.array_equal(alone, together[:20])
+    order = np.random.default_rng(7).permutation(len(texts))
+    shuffled = auto.embed([texts[i] for i in order])
+    assert np.array_equal(shuffled[np.argsort(order)], together)
+    assert np.array_equal(Embedder(precision="auto", batch_size=5).embed(texts[:40]), together[:40])

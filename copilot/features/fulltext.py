@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ MAX_QUEUE = 500
 OFFLINE_PAUSE_S = 10 * 60.0         # once a route of arXiv could not be reached, it is not asked this long
 FIRST_LOOK = 64                     # per waiting question, a paper's sentences embedded before the rest (first_look)
 MAX_QUESTIONS = 3                   # the waiting questions a paper's first look is made for, the latest kept
+MAX_UNSTORED = 8                    # bodies read and embedded that the store could not keep, kept to store later
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,9 @@ class FulltextReader:
         self._questions: dict[str, list[str]] = {}     # paper → the questions waiting on it (MAX_QUESTIONS latest)
         self._open: dict[str, OpenBody] = {}            # paper → its body between the first look and the store
         self._looks: dict[str, StoredBody] = {}         # paper → its first look, until the whole body is stored
+        # paper → its body read and embedded whole that the store could not keep (locked, full): stored when the
+        # paper is asked for again, without fetching or embedding it again (the MAX_UNSTORED latest)
+        self._unstored: OrderedDict[str, OpenBody] = OrderedDict()
 
     def paused(self, priority: int = NOW) -> Pause | None:
         """The pause of arXiv's HTML pages that holds readings of `priority` (OFFLINE_PAUSE_S after they could not be
@@ -354,7 +359,9 @@ class FulltextReader:
                 continue
             with self._cond:
                 self._queued.pop(pid, None)
-                self._open.pop(pid, None)
+                opened = self._open.pop(pid, None)
+                if outcome.status == "not_stored" and opened is not None:
+                    self._keep_unstored(pid, opened)
                 self._looks.pop(pid, None)
                 self._questions.pop(pid, None)
                 self._done[pid] = outcome
@@ -366,8 +373,10 @@ class FulltextReader:
         """Read a paper, or (a question waits on it) its first look, queueing the rest after the papers already
         queued as urgently: None then."""
         with self._cond:
-            opened = self._open.get(pid)
+            opened = self._open.get(pid) or self._unstored.pop(pid, None)
             questions = list(self._questions.get(pid, ()))
+            if opened is not None:
+                self._open[pid] = opened
         if opened is not None:
             return finish_body(self.services, opened)
         skip = {p.route: f"{p.said()} could not be reached a moment ago" for p in self.pauses.holding(priority)}
@@ -376,6 +385,8 @@ class FulltextReader:
             return fetched
         look = first_look(self.services, fetched, questions)
         if look is None:
+            with self._cond:
+                self._open[pid] = fetched
             return finish_body(self.services, fetched)
         with self._cond:           # the rest waits for every question's first looks, not for read-ahead
             self._open[pid] = fetched
@@ -385,6 +396,13 @@ class FulltextReader:
             heapq.heappush(self._queue, (rest, next(self._order), pid))
             self._cond.notify_all()
         return None
+
+    def _keep_unstored(self, pid: str, opened: OpenBody) -> None:
+        """Under the lock: keep a body the store refused, the MAX_UNSTORED latest."""
+        self._unstored[pid] = opened
+        self._unstored.move_to_end(pid)
+        while len(self._unstored) > MAX_UNSTORED:
+            self._unstored.popitem(last=False)
 
     def _pause(self, route: str, priority: int) -> None:
         """Under the lock: stop asking `route` for OFFLINE_PAUSE_S, for readings of `priority` or less urgent. When

@@ -6,9 +6,12 @@ A body is derived from arXiv (its HTML page or PDF, or a file a researcher impor
 is read again on demand. One row per paper: a new version replaces the old, body, sentences and vectors in one
 transaction, so a reader never sees half of one.
 
-Being derived, the file fails soft, as the sentence vectors' file does (store.sentence_vectors, issue #58 item 9):
-WAL, so a write never waits behind a long read nor a read behind a write; a read that fails finds nothing (the
-answer quotes abstracts), a write that fails keeps nothing and says so (False), each kind of failure logged once.
+Being derived, the file fails soft, by the same mechanism as the sentence vectors' file (store.derived_file, issue
+#58 item 9): WAL, so a write never waits behind a long read nor a read behind a write; a connection per thread; a
+read that fails finds nothing (the answer quotes abstracts), a write that fails keeps nothing and says so (False);
+each kind of failure logged once and recorded (`FAILURE_KIND`), a corrupt file made anew, any other failure resting
+that kind of access for `RETRY_AFTER_S` (a reading whose body could not be stored keeps it in memory to store
+later: features.fulltext).
 A paper's body is parsed from its row once and kept (`CACHE_BODIES` of them, by when they were stored), so a turn
 that quotes it does not parse the whole body again (1.3 s for a large page, issue #58 item 3).
 """
@@ -29,7 +32,7 @@ from typing import TypeVar
 import numpy as np
 
 from copilot.body import Body
-from copilot.store.sentence_vectors import failure_kind
+from copilot.store.derived_file import RETRY_AFTER_S, DerivedFile
 
 log = logging.getLogger(__name__)
 FILE_NAME = "fulltext.sqlite3"
@@ -40,6 +43,7 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS readings (paper_id TEXT PRIMARY KEY, status TEXT NOT NULL, source TEXT NOT NULL,"
     " message TEXT NOT NULL, tried_at REAL NOT NULL);")
 _CHUNK = 400
+FAILURE_KIND = "fulltext"     # this file's failures in the app's failure log (`status`)
 READ_BUSY_S = 0.5             # WAL: only a checkpoint or a schema change makes a read wait at all
 WRITE_BUSY_S = 30.0           # the background reader may wait this long for another writer
 CACHE_BODIES = 32             # parsed bodies kept in memory, at most
@@ -84,52 +88,25 @@ class Reading:
 
 class FulltextStore:
     """Bodies and readings. Readers and one writer at a time, across threads and processes (WAL). No method raises
-    for the file's sake: reads then find nothing, writes return False."""
+    for the file's sake: reads then find nothing, writes return False (store.derived_file: each failure logged once
+    and handed to `on_failure`, a corrupt file made anew, that kind of access resting `rest_s` after another)."""
 
-    def __init__(self, path: Path, write_busy_s: float = WRITE_BUSY_S) -> None:
-        self.path = path
+    def __init__(self, path: Path, write_busy_s: float = WRITE_BUSY_S,
+                 on_failure: Callable[[str, str], object] | None = None, rest_s: float = RETRY_AFTER_S) -> None:
         self.write_busy_s = write_busy_s
+        self.file = DerivedFile(path, _SCHEMA, READ_BUSY_S, "answers quote abstracts, readings keep nothing",
+                                on_failure, rest_s, logger=log)
+        self.path = self.file.path
         self._lock = threading.Lock()
-        self._ready = False
-        self._reported: set[str] = set()
         self._cache: OrderedDict[tuple[str, str], tuple[float, StoredBody]] = OrderedDict()
 
-    def _connect(self, busy_s: float) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=busy_s)
-        try:
-            if not self._ready:
-                with self._lock:
-                    conn.execute("PRAGMA journal_mode=WAL")
-                    conn.executescript(_SCHEMA)
-                    self._ready = True
-            conn.execute("PRAGMA synchronous=NORMAL")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _failed(self, what: str, error: Exception) -> None:
-        kind = failure_kind(error)
-        with self._lock:
-            first = f"{what} {kind}" not in self._reported
-            self._reported.add(f"{what} {kind}")
-        (log.warning if first else log.debug)("full-text store at %s: %s failed (%s), %s: %s", self.path, what, kind,
-                                             "answers quote abstracts" if what == "read" else "nothing kept",
-                                             error)
+    @property
+    def last_failure(self) -> str | None:
+        return self.file.last_failure
 
     def _write(self, work: Callable[[sqlite3.Connection], object]) -> bool:
         """`work` in one transaction; False when the file could not take it (logged: derived data)."""
-        try:
-            conn = self._connect(self.write_busy_s)
-            try:
-                with conn:
-                    work(conn)
-            finally:
-                conn.close()
-        except (sqlite3.Error, OSError) as error:
-            self._failed("write", error)
-            return False
-        return True
+        return self.file.write(work, busy_s=self.write_busy_s)
 
     def put(self, body: Body, sentences: Sequence[tuple[int, int, int, bool, bool]], model: str,
             vectors: np.ndarray, source: str, terms: Sequence[Iterable[str]] = ()) -> bool:
@@ -169,14 +146,11 @@ class FulltextStore:
         """`work` over a connection; `empty` when the file is missing or any read fails (logged: derived data)."""
         if not self.path.exists():
             return empty
+
         try:
-            conn = self._connect(READ_BUSY_S)
-            try:
-                return work(conn)
-            finally:
-                conn.close()
-        except (sqlite3.Error, OSError, ValueError, KeyError, TypeError) as error:
-            self._failed("read", error)
+            return self.file.guarded("read", work, empty)
+        except (ValueError, KeyError, TypeError) as error:     # one paper's row; the file is not to blame
+            self.file.report("undecodable", f"read: {type(error).__name__}: {error}")
             return empty
 
     @staticmethod

@@ -32,11 +32,12 @@ def test_a_body_quote_with_its_section_and_link(app_server, preloaded, tmp_path,
     page.goto(url)
     ask(page)
     notice = page.locator("#chat-notice")
-    expect(notice).to_contain_text(re.compile("Read the full text of|still being read"), timeout=300_000)
-    if "still being read" in notice.inner_text():   # under load the reading outlasted the answer's 10 s wait: once
-        library_counts_one(page, url)               # the Library counts it, the question quotes the body at once
-        page.goto(url)
-        ask(page)
+    # the answer to the question that made the app read the paper quotes its body: read whole within the answer's
+    # wait, or (under load) from its first look, the sentences with the question's words embedded first. Asking
+    # again once the Library counts the paper would pass with an answer that never waits for its reading (issue #58
+    # item 10: the test passed either way)
+    expect(notice).to_contain_text(re.compile("Read the full text of|its row quotes the sentences read first"),
+                                   timeout=300_000)
     answer = page.locator("#chat-answer-a")
     expect(answer).to_contain_text("238 unique terms", timeout=120_000)
     link = answer.locator(f'a[href^="https://arxiv.org/html/{RASST}"]')
