@@ -1,7 +1,9 @@
 """The scope of the Ask box (issue #57): the papers a question is asked about, shown above the question as
 "About: <title> (arXiv id) ×", kept while the researcher types and asks follow-ups, each removed with one click (its
-×; with none left the library is asked). A card's "Ask about this paper" adds its paper (`add_view`), up to
-features.scope.MAX_PAPERS; an arXiv id or link typed or pasted in the question is offered as the scope (`offer_view`).
+×; with none left the library is asked). A card's "Ask about this paper" (Search, Related, For you) and a Chat
+answer's "Ask about these" add their papers (`add_view`, `ask_about_view`), up to features.scope.MAX_PAPERS, and go to
+the Ask box with the question left as typed; an arXiv id or link typed or pasted in the question is offered as the
+scope (`offer_view`).
 Callbacks parse, call copilot.features.scope, and format."""
 
 from __future__ import annotations
@@ -54,6 +56,43 @@ def add_view(services: Services, paper_id, scope) -> tuple:
         return gr.update(), ""
     ids, note = with_paper(chosen(scope), [paper_id.strip()])
     return box_update(services, ids), note_html(note)
+
+
+@dataclass
+class AskTarget:
+    """Where an "Ask about this paper" goes: the Ask box's question and scope, the Chat tab's sub-tabs, and the page's
+    tabs (ui.main sets them once the page is built)."""
+    question: gr.Textbox
+    scope: ScopeParts
+    chat_tabs: gr.Tabs
+    tabs: gr.Tabs | None = None
+
+
+ASK_TAB, CHAT_TAB = "chat-ask-tab", "chat"       # the ids of the Ask sub-tab and of the Chat tab
+
+
+def ask_about_view(services: Services, papers, scope) -> tuple:
+    """A card's "Ask about this paper" (one id) or an answer's "Ask about these" (several): they join the scope and
+    the page goes to the Ask box; the question is left as typed. → (box, note, page tabs, Chat's sub-tabs)."""
+    wanted = chosen(papers)
+    if not wanted:
+        return gr.update(), note_html("Choose a paper first."), gr.Tabs(), gr.Tabs()
+    ids, note = with_paper(chosen(scope), wanted)
+    return box_update(services, ids), note_html(note), gr.Tabs(selected=CHAT_TAB), gr.Tabs(selected=ASK_TAB)
+
+
+def connect(services: Services, button: gr.Button, papers: list, target: AskTarget, pick=None) -> None:
+    """`button` adds the papers `pick(*inputs)` gives (default: the first input's value, one id or several) to the
+    scope of `target`, and goes there."""
+    page = target.tabs is not None
+
+    def ask_about(*values):
+        *inputs, scope = values
+        box, note, tabs, chat_tabs = ask_about_view(services, pick(*inputs) if pick else inputs[0], scope)
+        return (box, note, chat_tabs, tabs) if page else (box, note, chat_tabs)
+
+    outputs = [target.scope.box, target.scope.note, target.chat_tabs] + ([target.tabs] if page else [])
+    button.click(ask_about, [*papers, target.scope.box], outputs)
 
 
 def offer_view(services: Services, question, scope) -> tuple:
