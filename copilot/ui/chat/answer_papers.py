@@ -50,11 +50,11 @@ def wire(services: Services, parts: tuple, turn_state, target: scope_ui.AskTarge
     another turn is shown."""
     row, papers, button = parts
 
-    def show(turn_id: str | None, request: gr.Request):
+    def answer_papers(turn_id: str | None, request: gr.Request):
         return papers_view(services, turn_id, request)
 
     for event in after:
-        event.then(show, [turn_state], [row, papers], show_progress="hidden")
+        event.then(answer_papers, [turn_state], [row, papers], show_progress="hidden")
     turn_state.change(lambda _: (gr.update(visible=False), gr.update(choices=[], value=[])), [turn_state],
                       [row, papers], show_progress="hidden")
     scope_ui.connect(services, button, [papers], target)
