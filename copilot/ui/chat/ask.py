@@ -217,7 +217,7 @@ def ask_admission(services: Services) -> tuple[int, str]:
     return asks_at_once(services), "chat-ask"
 
 
-def build(services: Services, chat_tabs: gr.Tabs) -> scope_ui.AskTarget:
+def build(services: Services, chat_tabs: gr.Tabs | None = None) -> scope_ui.AskTarget:
     """The Ask sub-tab's layout and events; returns where a card's "Ask about this paper" goes: the question box and
     its scope, in `chat_tabs` (Chat's sub-tabs)."""
     gr.Markdown(INTRO)

@@ -64,7 +64,7 @@ class AskTarget:
     tabs (ui.main sets them once the page is built)."""
     question: gr.Textbox
     scope: ScopeParts
-    chat_tabs: gr.Tabs
+    chat_tabs: gr.Tabs | None = None
     tabs: gr.Tabs | None = None
 
 
@@ -84,15 +84,14 @@ def ask_about_view(services: Services, papers, scope) -> tuple:
 def connect(services: Services, button: gr.Button, papers: list, target: AskTarget, pick=None) -> None:
     """`button` adds the papers `pick(*inputs)` gives (default: the first input's value, one id or several) to the
     scope of `target`, and goes there."""
-    page = target.tabs is not None
+    tabs = [(n, t) for n, t in ((2, target.tabs), (3, target.chat_tabs)) if t is not None]
 
     def ask_about(*values):
         *inputs, scope = values
-        box, note, tabs, chat_tabs = ask_about_view(services, pick(*inputs) if pick else inputs[0], scope)
-        return (box, note, chat_tabs, tabs) if page else (box, note, chat_tabs)
+        shown = ask_about_view(services, pick(*inputs) if pick else inputs[0], scope)
+        return (*shown[:2], *(shown[n] for n, _ in tabs))
 
-    outputs = [target.scope.box, target.scope.note, target.chat_tabs] + ([target.tabs] if page else [])
-    button.click(ask_about, [*papers, target.scope.box], outputs)
+    button.click(ask_about, [*papers, target.scope.box], [target.scope.box, target.scope.note, *(t for _, t in tabs)])
 
 
 def offer_view(services: Services, question, scope) -> tuple:
