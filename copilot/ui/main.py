@@ -46,9 +46,9 @@ def build_ui(services: Services, scheduler: IngestScheduler | None = None) -> gr
             with gr.Tab("Library", id="library"):
                 show, status, history = library.build(services, scheduler)
         refresh_chat_views(chat_tab)      # back on Chat with Memory or Statistics open
-        search.connect(services, search_tab, tabs, related_reference, related_run, ask_target.question,
-                       ask_target.scope.box)
-        connect_asks(services, replace(ask_target, tabs=tabs), related_ask, feed_asks)
+        ask_target = replace(ask_target, tabs=tabs)
+        search.connect(services, search_tab, tabs, related_reference, related_run, ask_target)
+        connect_asks(services, ask_target, related_ask, feed_asks)
         page.load(show, outputs=[status, history])
         page.load(lambda: library.empty_library_note(services), outputs=empty_note)
         for_you.select(show_feed, feed_inputs, feed_outputs).then(show_feed_url, None, feed_url)
