@@ -49,6 +49,8 @@ def test_a_positive_property_needs_each_of_its_words():
     wanted = filter_of("Which of these use reinforcement learning?")
     assert states(wanted, "We train the policy with reinforcement learning from human feedback.")
     assert not states(wanted, "We use supervised learning only.")
+    assert states(wanted, "Unlike RLHF, the method needs no reward model.")        # the words' initials
+    assert not states(wanted, "We run a reward model (rl-free) on learned features.")
 
 
 def test_hostile_questions_and_sentences_are_read_in_linear_time():

@@ -4,7 +4,8 @@ answer showed, not of the library, and answered by saying which of them state th
 
 The form is read by a scan over the question's first words (tokens found by a pattern that cannot backtrack, at most
 MAX_CHARS of the question): no pattern over the whole question. Whether a sentence states the property is a word match:
-every content word of the property (by its stem; "fine-tuning" is also "finetuned", "fine-tune") occurs in it, and a
+every content word of the property (by its stem; "fine-tuning" is also "finetuned", "fine-tune"; several words also
+by their initials in capitals: "reinforcement learning" is "RL", "RLHF") occurs in it, and a
 negated property ("need no fine-tuning", "without labels") needs a negation next to its word ("does not require
 fine-tuning", "without any fine-tuning", "tuning-free"). A sentence that only mentions the word does not state it.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 MAX_CHARS = 400                   # a filtering follow-up is short; the scan reads no further
 NEAR = 4                          # a negation this many words before the property's word negates it
 _TOKEN = re.compile(r"[a-z0-9]+(?:['\u2019-][a-z0-9]+)*")    # runs split by single marks: linear
+_WORD = re.compile(r"[A-Za-z0-9]+(?:['\u2019-][A-Za-z0-9]+)*")       # _TOKEN in either case
 _OPENERS = frozenset("and so but ok okay now then also well please".split())
 _WH = frozenset("which what who".split())
 _POINTING = frozenset("them these those".split())
@@ -109,8 +111,12 @@ def _matches(word: str, term: str, negated: bool) -> bool:
 def states(wanted: Filter, sentence: str) -> bool:
     """Whether `sentence` states the property: each of its terms occurs; a negated property's term next to a
     negation (NEAR words before it, or "-free" on it or after it)."""
-    words = [m.group() for m in _TOKEN.finditer(sentence.lower()[:4 * MAX_CHARS])]
+    cased = [m.group() for m in _WORD.finditer(sentence[:4 * MAX_CHARS])]
+    words = [word.lower() for word in cased]
     places = [[n for n, word in enumerate(words) if _matches(word, term, wanted.negated)] for term in wanted.terms]
+    if not all(places) and len(wanted.terms) > 1:       # "reinforcement learning" is also "RL", "RLHF"
+        initials = "".join(term[0] for term in wanted.terms).upper()
+        places = [[n for n, word in enumerate(cased) if word.isupper() and word.startswith(initials)]]
     if not all(places):
         return False
     if not wanted.negated:
