@@ -38,6 +38,7 @@ UNIT_MODULES |= {"test_fusion"}    # Related rankings: fusion, BM25, query choic
 UNIT_MODULES |= {"test_gor_unit"}  # Graph of Records: graph, BERTScore, loss, store (issue #16)
 UNIT_MODULES |= {"test_scope_ids"}  # a question about chosen papers: which ids a scope holds (issue #57)
 UNIT_MODULES |= {"test_filters"}    # a follow-up filtering the previous answer: its form and property (#59 item 8)
+UNIT_MODULES |= {"test_answer_papers"}   # a Chat answer's papers under "Ask about these": blind until the vote (#57)
 UNIT_MODULES |= {"test_longform", "test_eval_related_work"}  # RAT deep answers, related-work drafts (issue #15)
 UNIT_MODULES |= {"test_bibtex"}    # BibTeX out and in (issue #18)
 UNIT_MODULES |= {"test_errors"}    # one error family under UserError (issue #28)

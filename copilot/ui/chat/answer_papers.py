@@ -38,10 +38,15 @@ def answer_choices(view: TurnView) -> list[tuple[str, str]]:
     return [(label, paper_id) for paper_id, label in found.items()]
 
 
+def shown_choices(view: TurnView | None) -> list[tuple[str, str]]:
+    """The papers the control lists: none before the sides are shown (a comparison not voted on) or while the turn is
+    being answered."""
+    return answer_choices(view) if view is not None and view.revealed and view.done else []
+
+
 def papers_view(services: Services, turn_id: str | None, request: gr.Request | None) -> tuple:
     """→ (row, papers): shown for this user's turn once its sides are shown, listing its answers' papers."""
-    view = chat_for(services).view(turn_id, current_user(request)) if turn_id else None
-    choices = answer_choices(view) if view is not None and view.revealed and view.done else []
+    choices = shown_choices(chat_for(services).view(turn_id, current_user(request)) if turn_id else None)
     return gr.update(visible=bool(choices)), gr.update(choices=choices, value=[])
 
 
