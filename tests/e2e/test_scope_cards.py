@@ -1,7 +1,8 @@
 """"Ask about this paper" beyond Search, in Chromium (issue #57 item 2): a Related result and a For you card each set
 the Ask box's scope and go to it; a question under the scope is one answer from that paper; a typed follow-up keeps
 the scope and is asked as typed; removing it (×) asks the library, whose answer lists its papers under "Ask about
-these", which set several papers as the scope at once. History says what a scoped turn was asked of."""
+these", which set several papers as the scope at once. History says what a scoped turn was asked of, and reopening
+it brings its scope back."""
 
 from __future__ import annotations
 
@@ -95,3 +96,9 @@ def test_ask_about_a_related_result_a_for_you_card_and_an_answers_papers(app_ser
     for paper_id in library_ids[:2]:                                  # added to those already chosen
         expect(scope).to_contain_text(paper_id)
     page.screenshot(path=str(tmp_path / "scope-cards.png"), full_page=True)
+
+    page.locator("#chat-history input").click()       # the first scoped turn reopened: its scope comes back
+    page.get_by_role("option").filter(has_text=QUESTION[:40]).filter(has_text=f"about {related_id}").first.click()
+    expect(page.locator("#chat-notice")).to_contain_text(f"Asked about {related_id} only", timeout=30_000)
+    expect(scope.locator(".token")).to_have_count(1, timeout=30_000)
+    expect(scope).to_contain_text(f"({related_id})")

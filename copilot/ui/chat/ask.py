@@ -276,6 +276,7 @@ def build(services: Services, chat_tabs: gr.Tabs | None = None) -> scope_ui.AskT
     judge.wire(services, judge_parts, turn_state, [*asked, reopened])
     target = scope_ui.AskTarget(question, scope, chat_tabs)
     answer_papers.wire(services, papers_parts, turn_state, target, [*asked, reopened, *voted])
+    scope_ui.wire_reopened(services, scope, turn_state, reopened)
     return target
 
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from copilot.features.chat import chat_for
 from copilot.features.scope import MAX_PAPERS, ids_in, scope_choices, with_paper
 from copilot.services import Services
-from copilot.ui.common import escape
+from copilot.ui.common import current_user, escape
 
 LABEL = (f"Asking about these papers only (up to {MAX_PAPERS}): one answer from their own text. "
          "× removes a paper; with none left, the whole library is asked")
@@ -112,9 +113,26 @@ def take_offer_view(services: Services, offered, scope) -> tuple:
     return box_update(services, ids), gr.update(visible=False), [], note_html(note)
 
 
+def reopened_view(services: Services, turn_id: str | None, user: str, scope) -> dict:
+    """A past turn reopened from the history: a turn asked about chosen papers brings its scope back to the Ask box,
+    so a follow-up typed under it is asked of them again; another leaves the box as it is."""
+    view = chat_for(services).view(turn_id, user) if isinstance(turn_id, str) and turn_id else None
+    if view is None or not view.scope:
+        return gr.update()
+    return box_update(services, list(view.scope)) if list(view.scope) != chosen(scope) else gr.update()
+
+
 def shown_view(scope) -> dict:
     """The box hides once its last paper is removed (× on each)."""
     return gr.update(visible=bool(chosen(scope)))
+
+
+def wire_reopened(services: Services, parts: ScopeParts, turn_state, reopened) -> None:
+    """After a past turn is reopened: its scope back in the box (`reopened_view`)."""
+    def restore(turn_id: str | None, scope, request: gr.Request):
+        return reopened_view(services, turn_id, current_user(request), scope)
+
+    reopened.then(restore, [turn_state, parts.box], [parts.box], show_progress="hidden")
 
 
 def wire(services: Services, parts: ScopeParts, question: gr.Textbox) -> None:
