@@ -274,9 +274,16 @@ def build(services: Services, chat_tabs: gr.Tabs | None = None) -> scope_ui.AskT
     reopened, voted = _wire_rest(services, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
                                  (turn_bib, turn_bib_note, turn_bib_file), history, ask_outputs[:-1], recent)
     judge.wire(services, judge_parts, turn_state, [*asked, reopened])
-    target = scope_ui.AskTarget(question, scope, chat_tabs)
+    return _wire_scope(services, scope_ui.AskTarget(question, scope, chat_tabs), papers_parts, turn_state,
+                       (asked, reopened, voted))
+
+
+def _wire_scope(services: Services, target: scope_ui.AskTarget, papers_parts, turn_state, events) -> scope_ui.AskTarget:
+    """The answer's papers ("Ask about these"), filled after a turn is answered, voted or reopened; a reopened turn's
+    scope back in the box. Returns `target`."""
+    asked, reopened, voted = events
     answer_papers.wire(services, papers_parts, turn_state, target, [*asked, reopened, *voted])
-    scope_ui.wire_reopened(services, scope, turn_state, reopened)
+    scope_ui.wire_reopened(services, target.scope, turn_state, reopened)
     return target
 
 
