@@ -40,6 +40,7 @@ from copilot.features.scope import scoped_retrievals
 from copilot.features.signin import Writer
 from copilot.grounding import ids_to_labels
 from copilot.llm import LLMError, Usage
+from copilot.methods import filters
 from copilot.methods.followup import PreviousTurn, standalone_question
 from copilot.methods.thought_retriever import (
     check_answer,
@@ -55,6 +56,7 @@ from copilot.table import EvidenceTable
 
 log = logging.getLogger(__name__)
 
+FILTER_PAPERS = 12               # a filtering follow-up is asked of the previous answer's papers, at most these
 TABLE_POOL_FACTOR = 1.5          # the evidence table's pool: 1.5 × top_k papers, of which the floor keeps ≤ 6
 
 _sides = random.SystemRandom()
@@ -155,9 +157,16 @@ class Chat(TurnVotes):
         text, notice = clean_question(question, self.settings.max_input_chars)
         chosen, scope_note = scope.scope_papers(self.services, scope.scope_ids(papers), user) if papers else ([], "")
         asked = ""
-        rewrite = standalone_question(text, self._previous(previous_turn, user))
-        if rewrite.rewritten:
-            asked, text = text, rewrite.question
+        earlier = self.view(previous_turn, user) if previous_turn else None
+        wanted = filters.filter_of(text)
+        if not chosen and wanted and (earlier_papers := _shown_papers(earlier)):
+            # "And which of them …": asked of the previous answer's papers (#59 item 8), as typed
+            chosen, scope_note = scope.scope_papers(self.services, earlier_papers, user)
+            scope_note = " ".join(n for n in (scope_note, scope.filter_notice(wanted, chosen)) if n)
+        elif not chosen:      # a scoped question is asked of its papers as typed: its "it", "they" are those papers
+            rewrite = standalone_question(text, _previous(earlier))
+            if rewrite.rewritten:
+                asked, text = text, rewrite.question
         if self.services.store.count("paper") == 0:
             raise ChatError("The library is empty: import papers first (Library tab, or `python -m copilot import`).")
         _ = self.services.embedder.dimension   # loads the model once per process, outside the retrieval timing
@@ -194,7 +203,7 @@ class Chat(TurnVotes):
             comparison=comparison, side_a=side_a, backend=info["backend"], model=info["model"],
             embedder=self.services.embedder.name, personalized=bool(turn.reader), retrieval_s=retrieval_s,
             raw_sources=tuple(SourceRecord.of(e) for e in found.raw),
-            thoughts_sources=tuple(SourceRecord.of(e) for e in found.augmented), asked=asked))
+            thoughts_sources=tuple(SourceRecord.of(e) for e in found.augmented), asked=asked, scope=turn.scope))
         return turn
 
     def _retrieve(self, question: str, embedding, user: str, ranking: list[tuple[str, float]], writes: bool = False,
@@ -224,14 +233,6 @@ class Chat(TurnVotes):
         vectors = self.services.store.paper_embeddings(ids)
         return self.services.store.fetch("paper", [(pid, float(vectors[pid] @ embedding)) for pid in ids
                                                    if pid in vectors])
-
-    def _previous(self, turn_id: str | None, user: str) -> PreviousTurn | None:
-        """The turn a follow-up refers to: its question and the answer shown first (the voted one if any)."""
-        view = self.view(turn_id, user) if turn_id else None
-        chosen = view.shown_answer() if view else None
-        if view is None or chosen is None:
-            return None
-        return PreviousTurn(view.question, chosen.text, [s.title or s.preview for s in chosen.sources])
 
     def stream(self, turn: Turn) -> Generator[Turn, None, None]:
         """Generate the answers one after the other (the local model runs one call at a time), yielding the turn
@@ -352,6 +353,9 @@ class Chat(TurnVotes):
         self.log.finish_turn(turn.id, turn.comparison, raw=outcomes.get(RAW), thoughts=outcomes.get(THOUGHTS))
         if turn.replaced:         # nobody saw it answered and it is forgotten (`replaced`): no thought job, no sweep
             return
+        if turn.scope:            # a question about chosen papers is one answer from them: memory makes nothing of it
+            self.sweep_unvoted(turn.user, keep=turn.id, writer=turn.writer)
+            return
         if turn.comparison != "yes":
             # nothing to vote on: the thought comes from the answer we have (the thought-augmented one if any), when
             # its table clears the unvoted floor (features.chat_thoughts.UNVOTED_FLOOR)
@@ -387,7 +391,7 @@ class Chat(TurnVotes):
         vote = self.log.vote(turn.id)
         return TurnView(turn_id=turn.id, user=turn.user, question=turn.question, comparison=turn.comparison,
                         answers=tuple(answers), retrieval_s=turn.retrieval_s, created_at=turn.created_at,
-                        asked=turn.asked,
+                        asked=turn.asked, scope=turn.scope,
                         vote=VoteView(vote.choice, vote.label, vote.changes) if vote else None,
                         thought_jobs=tuple(self.thought_jobs(turn.id)),
                         models={"backend": turn.backend, "model": turn.model, "embedder": turn.embedder})
@@ -432,6 +436,24 @@ class Chat(TurnVotes):
         if turn.scope:
             record["scope"] = list(turn.scope)
         return record
+
+
+def _previous(view: TurnView | None) -> PreviousTurn | None:
+    """The turn a follow-up refers to: its question and the answer shown first (the voted one if any)."""
+    chosen = view.shown_answer() if view else None
+    if view is None or chosen is None:
+        return None
+    return PreviousTurn(view.question, chosen.text, [s.title or s.preview for s in chosen.sources])
+
+
+def _shown_papers(view: TurnView | None) -> list[str]:
+    """The papers of the answer a follow-up refers to, in the order shown: its table's rows (all of them; a table
+    holds a few), else its paper sources."""
+    chosen = view.shown_answer() if view else None
+    if chosen is None:
+        return []
+    ids = chosen.table.paper_ids if chosen.table else [s.id for s in chosen.sources if s.kind == "paper"]
+    return list(dict.fromkeys(ids))[:FILTER_PAPERS]
 
 
 def chat_for(services: Services) -> Chat:

@@ -128,6 +128,7 @@ class TurnView:
             "timings": timings,
             "thought_jobs": [job_record(j) for j in self.thought_jobs],
             "models": self.models, "sides_hidden": False,
+            **({"scope": list(self.scope)} if self.scope else {}),
         }
 
     def as_dict(self) -> dict[str, Any]:
@@ -136,7 +137,7 @@ class TurnView:
                 "answers": [a.as_dict() for a in self.answers], "created_at": self.created_at,
                 "vote": None if self.vote is None else {"choice": self.vote.choice, "label": self.vote.label,
                                                         "changes": self.vote.changes},
-                "thought_jobs": list(self.thought_jobs), "models": dict(self.models)}
+                "thought_jobs": list(self.thought_jobs), "models": dict(self.models), "scope": list(self.scope)}
 
 
 def job_record(job: dict) -> dict:

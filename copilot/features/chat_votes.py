@@ -76,6 +76,9 @@ class TurnVotes(TurnThoughts):
             raise ChatError("this turn belongs to another user")
         if turn.comparison not in ("same_items", "same_answer"):
             raise ChatError("only a turn with one answer is judged this way; a comparison gets a vote")
+        if turn.scope:
+            raise ChatError("a question about chosen papers makes no thought: it is one answer from those papers, "
+                            "and memory is never asked about them")
         kept = THOUGHTS if turn.thoughts.text and not turn.thoughts.error else RAW
         if choice == "keep" and (not turn.answer(kept).text or turn.answer(kept).error):
             raise ChatError("this turn's answer failed: there is nothing to remember")

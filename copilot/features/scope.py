@@ -19,7 +19,7 @@ import numpy as np
 from copilot.errors import UserError
 from copilot.features import documents
 from copilot.features.library import import_ids
-from copilot.methods import evidence, passages, sentence_roles
+from copilot.methods import evidence, filters, passages, sentence_roles
 from copilot.methods.thought_retriever import Retrievals
 from copilot.readable import readable
 from copilot.records import ARXIV_ID, DOCUMENT_PREFIX, Evidence, Paper, document_number, is_document, parse_arxiv_id
@@ -164,9 +164,43 @@ def scope_table(services: Services, question: str, question_vector: np.ndarray, 
     sources = [evidence.Source(p.id, p.title, tuple(p.authors), p.published.isoformat(), p.abstract, scores[p.id],
                                True, float(order[p.id]), "", f"v{p.version}", known.get(p.id)) for p in papers]
     sources = sorted([*sources, *owned.values()], key=lambda source: source.rank)
-    rows = passages.passage_rows(question, question_vector, sources, services.embed_sentences,
+    wanted = filters.filter_of(question)    # "which of them …": the passages on the property, then who states it
+    asked, asked_vector = ((wanted.phrase, services.embedder.embed_cached([wanted.phrase])[0]) if wanted
+                           else (question, question_vector))
+    rows = passages.passage_rows(asked, asked_vector, sources, services.embed_sentences,
                                  learned_roles=sentence_roles.trained_for(services.embedder.name))
-    return evidence.make_table(rows, question)
+    return evidence.make_table(filtered_rows(wanted, rows, sources) if wanted else rows, question)
+
+
+STATES, STATES_NOT = "states it: ", "does not state it (its closest passage)"
+
+
+def filtered_rows(wanted: filters.Filter, rows: Sequence[evidence.Row],
+                  sources: Sequence[evidence.Source]) -> list[evidence.Row]:
+    """A filtering question's rows in two groups: first the papers that state the property (headed "states it: <the
+    property>"), quoting the passages that state it (methods.filters.states): those chosen for it, else the abstract's
+    sentences that do; then the others (headed "does not state it"), with their passages closest to it."""
+    by_paper = {row.source.paper_id: row for row in rows}
+    stating, others = [], []
+    for source in sources:
+        row = by_paper.get(source.paper_id)
+        found = [span for span in (row.spans if row else []) if filters.states(wanted, span.text)] or [
+            span for span in evidence.spans_of(source.abstract)
+            if evidence.quotable(span) and filters.states(wanted, span.text)]
+        if found:
+            spans = sorted(found[:2], key=lambda span: span.position)
+            relevance, score = (row.relevance, row.score) if row else (source.score, source.score)
+            stating.append(evidence.Row(source, spans, relevance, score, group=STATES + wanted.phrase))
+        elif row is not None:
+            others.append(replace(row, group=STATES_NOT))
+    return stating + others
+
+
+def filter_notice(wanted: filters.Filter, papers: Sequence[Paper]) -> str:
+    """What the page says of a follow-up that filters the previous answer."""
+    return (f"Read as a follow-up on the previous answer's {len(papers)} papers "
+            f"({', '.join(paper.id for paper in papers)}): which of them state \u201c{wanted.phrase}\u201d. The papers "
+            "whose passages state it come first, quoted; then those whose passages do not state it.")
 
 
 def scope_choices(services: Services, ids: Sequence[str], user: str = "") -> list[tuple[str, str]]:

@@ -65,6 +65,7 @@ class NewTurn:
     raw_sources: tuple[SourceRecord, ...]
     thoughts_sources: tuple[SourceRecord, ...]
     asked: str = ""                # the user's own words when `question` is their follow-up made standalone
+    scope: tuple[str, ...] = ()    # the papers the question was asked of (features.scope); () the library
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class StoredTurn:
     thoughts: StoredAnswer
     revealed_at: float | None = None   # when the sides were first shown (the vote, or a command printing them)
     asked: str = ""                # the user's own words when `question` is their follow-up made standalone
+    scope: tuple[str, ...] = ()    # the papers the question was asked of (features.scope); () the library
 
     def answer(self, kind: str) -> StoredAnswer:
         if kind == RAW:
@@ -144,6 +146,7 @@ class TurnSummary:
     label: str | None
     changes: int | None
     thought: str | None            # status of the turn's current thought job
+    scope: str = ""                # the papers the question was asked of, space-separated ("": the library)
 
 
 @dataclass(frozen=True)
@@ -202,7 +205,8 @@ def _turn(row) -> StoredTurn:
         thoughts=StoredAnswer(row["thoughts_answer"], row["thoughts_error"], row["thoughts_s"],
                               _sources(row["thoughts_sources"]), EvidenceTable.from_json(row["thoughts_table"]),
                               row["thoughts_words"]),
-        revealed_at=row["revealed_at"], asked=row["asked"] or "")
+        revealed_at=row["revealed_at"], asked=row["asked"] or "",
+        scope=tuple((row["scope"] or "").split()))
 
 
 _VOTE_COLUMNS = "turn_id, user, choice, label, voted_at, changes, first_choice, blind"
@@ -226,11 +230,12 @@ class ChatLog:
     def add_turn(self, turn: NewTurn) -> None:
         self.db.execute(
             "INSERT INTO chat_turns (id, user, created_at, question, question_chars, comparison, side_a, backend,"
-            " model, embedder, personalized, retrieval_s, raw_sources, thoughts_sources, asked)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " model, embedder, personalized, retrieval_s, raw_sources, thoughts_sources, asked, scope)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (turn.id, turn.user, turn.created_at, turn.question, turn.question_chars, turn.comparison, turn.side_a,
              turn.backend, turn.model, turn.embedder, int(turn.personalized), turn.retrieval_s,
-             _sources_json(turn.raw_sources), _sources_json(turn.thoughts_sources), turn.asked))
+             _sources_json(turn.raw_sources), _sources_json(turn.thoughts_sources), turn.asked,
+             " ".join(turn.scope)))
 
     def finish_turn(self, turn_id: str, comparison: str, raw: AnswerOutcome | None,
                     thoughts: AnswerOutcome | None, at: float | None = None) -> None:
@@ -263,7 +268,7 @@ class ChatLog:
 
     def recent_turns(self, user: str, limit: int = 10) -> list[TurnSummary]:
         rows = self.db.query(
-            "SELECT t.id, t.created_at, t.question, t.comparison, t.side_a, v.choice, v.label, v.changes,"
+            "SELECT t.id, t.created_at, t.question, t.comparison, t.side_a, v.choice, v.label, v.changes, t.scope,"
             " (SELECT j.status FROM chat_thought_jobs j WHERE j.turn_id = t.id AND j.superseded_at IS NULL) AS thought"
             " FROM chat_turns t LEFT JOIN chat_votes v ON v.turn_id = t.id WHERE t.user = ?"
             " ORDER BY t.created_at DESC LIMIT ?", (user, limit))

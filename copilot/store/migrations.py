@@ -393,4 +393,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             PRIMARY KEY (document_id, position)
         )""",
     ]),
+    # Issue #57: a question about chosen papers keeps them with its turn (their ids, space-separated; '' asked the
+    # library, as every turn stored before did), so History and a reopened turn say what the turn was asked of
+    ("chat_0006_scope", ["ALTER TABLE chat_turns ADD COLUMN scope TEXT NOT NULL DEFAULT ''"]),
 ]

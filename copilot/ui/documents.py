@@ -84,18 +84,12 @@ def build(services: Services) -> DocumentsPart:
     return part
 
 
-def connect(services: Services, part: DocumentsPart, tabs: gr.Tabs, library_tab: gr.Tab,
-            chat_question: gr.Textbox, chat_scope: gr.Dropdown) -> None:
-    """"Ask about this document" adds it to the Ask box's scope and switches to Chat; the list is made each time the
-    Library tab is opened (it is the visitor's own)."""
-    def to_chat(item_id, scope, request: gr.Request):
-        if not isinstance(item_id, str) or not item_id:
-            return gr.update(), gr.update(), gr.Tabs()
-        box, _ = scope_ui.add_view(services, item_id, scope, request)
-        return box, "", gr.Tabs(selected="chat")
-
+def connect(services: Services, part: DocumentsPart, library_tab: gr.Tab, target: scope_ui.AskTarget) -> None:
+    """"Ask about this document" adds it to the Ask box's scope and goes there, the question left as typed (as a
+    paper card's does: ui.chat.scope.connect); the list is made each time the Library tab is opened (it is the
+    visitor's own)."""
     def show(request: gr.Request):
         return list_view(services, request)
 
-    part.ask.click(to_chat, [part.chosen, chat_scope], [chat_scope, chat_question, tabs])
+    scope_ui.connect(services, part.ask, [part.chosen], target)
     library_tab.select(show, None, [part.listing, part.chosen, part.ask, part.delete, part.note])

@@ -97,6 +97,12 @@ def feedback_view(services: Services, user: str, verdict: str, card: dict | None
     return (f"<p>{escape(message)}</p>", undoable, *feed_view(services, user, since_text, visit=False))
 
 
+def slot_paper(cards: list[dict] | None, slot: int) -> str | None:
+    """The arXiv id of the card in `slot`, None when the slot is empty."""
+    return cards[slot]["id"] if isinstance(cards, list) and slot < len(cards) and isinstance(cards[slot], dict) \
+        else None
+
+
 def slot_updates(cards: list[dict] | None) -> list:
     """For each of the FEED_LIMIT card slots: shown or hidden, and its card."""
     updates = []
@@ -112,10 +118,11 @@ def _with_slots(result: tuple) -> tuple:
     return (*result, *(slot_updates(cards) if isinstance(cards, list) else [gr.update()] * 2 * feature.FEED_LIMIT))
 
 
-def _card_slots() -> tuple[list, list]:
+def _card_slots() -> tuple[list, list, list]:
     """One slot per card the feed can list, each with its own two buttons (issue #38: the feedback went through a
-    dropdown below 30 cards). Fixed slots, not gr.render: every event of the page is known when it is built."""
-    slots, buttons = [], []
+    dropdown below 30 cards) and its "Ask about this paper" (#57, wired by ui.main). Fixed slots, not gr.render: every
+    event of the page is known when it is built."""
+    slots, buttons, asks = [], [], []
     for n in range(feature.FEED_LIMIT):
         with gr.Group(visible=False, elem_classes=["feed-card-box"]) as box:
             html = gr.HTML()
@@ -123,9 +130,11 @@ def _card_slots() -> tuple[list, list]:
                 more = gr.Button("More like this", size="sm", elem_classes=["feed-more"], scale=0, min_width=130)
                 not_interested = gr.Button("Not interested", size="sm", elem_classes=["feed-not"], scale=0,
                                            min_width=130)
+                asks.append(gr.Button("Ask about this paper", size="sm", elem_classes=["feed-ask"], scale=0,
+                                      min_width=150))
         slots += [box, html]
         buttons += [(n, more, MORE), (n, not_interested, NOT_INTERESTED)]
-    return slots, buttons
+    return slots, buttons, asks
 
 
 def _reaction(services: Services, verdict: str, slot: int):
@@ -149,7 +158,7 @@ def build(services: Services):
     last_feedback, cards_state = gr.State(None), gr.State([])
     with gr.Column(elem_id="feed-list"):
         listing = gr.HTML(elem_id="feed-head")
-        slots, buttons = _card_slots()
+        slots, buttons, asks = _card_slots()
     bib_file = gr.File(label="BibTeX of this list", elem_id="feed-bibtex", interactive=False, height=72,
                        visible=False)
     outputs = [listing, cards_state, bib_file, *slots]
@@ -175,7 +184,7 @@ def build(services: Services):
         return show_url(request, True)
 
     renew.click(renew_url, None, url)
-    return (show, [since], outputs), (show_url, url)
+    return (show, [since], outputs), (show_url, url), (cards_state, asks)
 
 
 class FeedRoute:

@@ -119,8 +119,9 @@ def _status(text: str) -> str:
 
 def related_view(services: Services, user: str, scope: str | None, reference_text: str, title_text: str,
                  abstract_text: str, ranking_name: str | None, mode_label: str):
-    """The Related tab's run: (status, results, baseline, aspects, BibTeX file) after each step of the search."""
-    empty = ("", "", "", shown_file(None))
+    """The Related tab's run: (status, results, baseline, aspects, BibTeX file, the "Ask about this paper" row, its
+    paper picker) after each step of the search."""
+    empty = ("", "", "", shown_file(None), gr.update(visible=False), gr.update(choices=[], value=None))
     try:
         check_rate(services, user, scope, "a related search")
     except RateLimited as error:
@@ -142,7 +143,15 @@ def related_view(services: Services, user: str, scope: str | None, reference_tex
     bibtex = bibtex_for_ids(services, [row["id"] for row in result.results]) if result.results else ""
     read = papers_read(services, [row["id"] for row in result.results])
     yield (query_html(result), results_html(result.results, read), baseline_html(result.baseline), aspects_html(result),
-           shown_file(write_bibtex(bibtex, f"related-to-{query.paper.id or query.paper.title or 'paper'}")))
+           shown_file(write_bibtex(bibtex, f"related-to-{query.paper.id or query.paper.title or 'paper'}")),
+           *picker_updates(result.results))
+
+
+def picker_updates(rows: list[dict]) -> tuple:
+    """The "Ask about this paper" row under the results: shown with results, its picker listing them (#57)."""
+    choices = [(f"{n}. {readable(row['title'] or '')[:90]} ({row['id']})", row["id"])
+               for n, row in enumerate(rows, start=1) if row.get("id")]
+    return gr.update(visible=bool(choices)), gr.update(choices=choices, value=choices[0][1] if choices else None)
 
 
 def _search_steps(services: Services, query, mode: str, method: str | None, outcome: dict):
@@ -186,6 +195,9 @@ def build(services: Services):
     with gr.Tabs():
         with gr.Tab("Related"):
             results = gr.HTML(elem_id="related-results")
+            with gr.Row(visible=False, elem_id="related-ask-row") as picker:
+                chosen = gr.Dropdown([], value=None, label="A related paper", elem_id="related-chosen", scale=3)
+                ask_button = gr.Button("Ask about this paper", elem_id="related-ask", scale=1)
             bib_file = gr.File(label="BibTeX of these results", elem_id="related-bibtex", interactive=False, height=72,
                                visible=False)
         with gr.Tab("Abstract only (baseline)"):
@@ -202,7 +214,9 @@ def build(services: Services):
 
     # the prompt style is shown only with a ranking whose aspect descriptions the LLM writes (issue #38)
     ranking.change(lambda name: gr.update(visible=mode_matters(name)), ranking, mode, show_progress="hidden")
-    inputs, outputs = [reference, title, abstract, ranking, mode], [status, results, baseline, aspects, bib_file]
+    inputs = [reference, title, abstract, ranking, mode]
+    outputs = [status, results, baseline, aspects, bib_file, picker, chosen]
     gr.on([run_button.click, reference.submit], on_run, inputs=inputs, outputs=outputs, concurrency_limit=2,
           concurrency_id="related")
-    return reference, (on_run, inputs, outputs)     # the Search tab's "Related papers" fills the id and runs
+    # the Search tab's "Related papers" fills the id and runs; "Ask about this paper" is wired by ui.main
+    return reference, (on_run, inputs, outputs), (ask_button, chosen)

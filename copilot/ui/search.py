@@ -131,21 +131,15 @@ def build(services: Services) -> SearchTab:
 
 
 def connect(services: Services, tab: SearchTab, tabs: gr.Tabs, related_reference: gr.Textbox, related_run,
-            chat_question: gr.Textbox, chat_scope: gr.Dropdown) -> None:
+            ask_target: scope_ui.AskTarget) -> None:
     """The two actions on a chosen result: they fill the other tab's input and switch to it (Related also runs;
-    "Ask about this paper" adds the paper to the Ask box's scope and empties the question for the researcher's
-    own)."""
+    "Ask about this paper" adds the paper to the Ask box's scope and goes there, the question left as typed, as the
+    other cards' do: ui.chat.scope)."""
     def to_related(paper_id):
         if not isinstance(paper_id, str) or not paper_id.strip():
             return gr.update(), gr.Tabs()
         return paper_id.strip(), gr.Tabs(selected="related")
 
-    def to_chat(paper_id, scope):
-        if not isinstance(paper_id, str) or not paper_id.strip():
-            return gr.update(), gr.update(), gr.Tabs()
-        box, _ = scope_ui.add_view(services, paper_id, scope)
-        return box, "", gr.Tabs(selected="chat")
-
     fn, inputs, outputs = related_run
     tab.related_button.click(to_related, [tab.chosen], [related_reference, tabs]).then(fn, inputs, outputs)
-    tab.ask_button.click(to_chat, [tab.chosen, chat_scope], [chat_scope, chat_question, tabs])
+    scope_ui.connect(services, tab.ask_button, [tab.chosen], ask_target)

@@ -10,14 +10,15 @@ import gradio as gr
 
 from copilot.services import Services
 from copilot.ui.chat import adaptive, ask, memory, stats
+from copilot.ui.chat.scope import ASK_TAB, AskTarget
 
 
-def build(services: Services) -> tuple[gr.Textbox, gr.Dropdown, Callable[..., None]]:
-    """The Chat tab's sub-tabs; returns the question box and its scope (the Search tab's "Ask about this paper"
-    sets it) and a function that wires more triggers (the Chat tab's own select) to refresh Memory and Statistics."""
-    with gr.Tabs(elem_id="chat-tabs"):
-        with gr.Tab("Ask", id="chat-ask-tab"):
-            question, scope = ask.build(services)
+def build(services: Services) -> tuple[AskTarget, Callable[..., None]]:
+    """The Chat tab's sub-tabs; returns where a card's "Ask about this paper" goes (the Ask box's question and scope)
+    and a function that wires more triggers (the Chat tab's own select) to refresh Memory and Statistics."""
+    with gr.Tabs(elem_id="chat-tabs") as chat_tabs:
+        with gr.Tab("Ask", id=ASK_TAB):
+            target = ask.build(services, chat_tabs)
         with gr.Tab("Adaptive retrieval (SlimPLM)", id="chat-slim-tab"):
             adaptive.build(services, ask.asks_at_once(services))
         with gr.Tab("Memory", id="chat-memory-tab") as memory_tab:
@@ -33,4 +34,4 @@ def build(services: Services) -> tuple[gr.Textbox, gr.Dropdown, Callable[..., No
         gr.on([t.select for t in triggers], show_stats, None, stats_outputs, show_progress="hidden")
 
     refresh_on(memory_tab, stats_tab)
-    return question, scope, refresh_on
+    return target, refresh_on

@@ -17,7 +17,7 @@ from copilot.features.followups import own_words
 from copilot.features.memory import thought_lineage
 from copilot.features.signin import oauth_writer, picker_shown, sign_in_note, turn_model
 from copilot.services import Services
-from copilot.ui.chat import deep, judge
+from copilot.ui.chat import answer_papers, deep, judge
 from copilot.ui.chat import scope as scope_ui
 from copilot.ui.chat.render import (
     ASK_ALONE,
@@ -217,9 +217,9 @@ def ask_admission(services: Services) -> tuple[int, str]:
     return asks_at_once(services), "chat-ask"
 
 
-def build(services: Services) -> tuple[gr.Textbox, gr.Dropdown]:
-    """The Ask sub-tab's layout and events; returns the question box and its scope (Search's "Ask about this paper"
-    sets it)."""
+def build(services: Services, chat_tabs: gr.Tabs | None = None) -> scope_ui.AskTarget:
+    """The Ask sub-tab's layout and events; returns where a card's "Ask about this paper" goes: the question box and
+    its scope, in `chat_tabs` (Chat's sub-tabs)."""
     gr.Markdown(INTRO)
     sign_in = gr.Markdown(elem_id="chat-sign-in-note", visible=bool(services.settings.oauth_client_id))
     choices = services.settings.hf_model_choices()     # shown to a signed-in visitor allowed inference (page load)
@@ -234,6 +234,7 @@ def build(services: Services) -> tuple[gr.Textbox, gr.Dropdown]:
     alone = gr.Button(ASK_ALONE, size="sm", visible=False, elem_id="chat-ask-alone")
     with gr.Row(equal_height=False):
         answer_a, answer_b = gr.HTML(elem_id="chat-answer-a"), gr.HTML(elem_id="chat-answer-b")
+    papers_parts = answer_papers.layout()
     with gr.Row(visible=False, elem_id="chat-vote-row") as vote_row:
         vote_buttons = [(gr.Button(text, elem_id=elem), value) for text, value, elem in VOTE_BUTTONS]
     vote_status = gr.HTML(elem_id="chat-vote-status")
@@ -270,10 +271,20 @@ def build(services: Services) -> tuple[gr.Textbox, gr.Dropdown]:
     deep.wire(services, deep_button, question, turn_state, deep_parts, asks_at_once(services))
     if services.settings.oauth_client_id:      # what signing in adds, or where a signed-in visitor's words go
         on_page_load(sign_in_view, [sign_in, model])
-    reopened = _wire_rest(services, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
-                          (turn_bib, turn_bib_note, turn_bib_file), history, ask_outputs[:-1], recent)
+    reopened, voted = _wire_rest(services, vote_buttons, turn_state, [vote_status, answer_a, answer_b, recent],
+                                 (turn_bib, turn_bib_note, turn_bib_file), history, ask_outputs[:-1], recent)
     judge.wire(services, judge_parts, turn_state, [*asked, reopened])
-    return question, scope.box
+    return _wire_scope(services, scope_ui.AskTarget(question, scope, chat_tabs), papers_parts, turn_state,
+                       (asked, reopened, voted))
+
+
+def _wire_scope(services: Services, target: scope_ui.AskTarget, papers_parts, turn_state, events) -> scope_ui.AskTarget:
+    """The answer's papers ("Ask about these"), filled after a turn is answered, voted or reopened; a reopened turn's
+    scope back in the box. Returns `target`."""
+    asked, reopened, voted = events
+    answer_papers.wire(services, papers_parts, turn_state, target, [*asked, reopened, *voted])
+    scope_ui.wire_reopened(services, target.scope, turn_state, reopened)
+    return target
 
 
 def _evidence_download() -> tuple[gr.Button, gr.HTML, gr.File]:
@@ -316,7 +327,7 @@ def _wire_alone(services: Services, alone, inputs, ask_outputs, admission, refre
 def _wire_rest(services: Services, vote_buttons, turn_state, vote_outputs, bib_parts, history, reopen_outputs,
                recent):
     """Votes, BibTeX, reopening and the page-load refresh, in the order their API names were first given; returns
-    the reopening event."""
+    the reopening event and the vote events."""
     def turn_bibtex(turn_id: str | None, request: gr.Request):
         return bibtex_view(services, turn_id, request)
 
@@ -326,14 +337,13 @@ def _wire_rest(services: Services, vote_buttons, turn_state, vote_outputs, bib_p
     def show_recent(request: gr.Request):
         return recent_view(services, request)
 
-    for button, value in vote_buttons:
-        button.click(_bind_choice(services, value), [turn_state], vote_outputs)
+    voted = [button.click(_bind_choice(services, value), [turn_state], vote_outputs) for button, value in vote_buttons]
     turn_bib, turn_bib_note, turn_bib_file = bib_parts
     turn_bib.click(turn_bibtex, [turn_state], [turn_bib_note, turn_bib_file])
     turn_state.change(cleared_bibtex, [turn_state], [turn_bib_note, turn_bib_file, turn_bib])
     reopened = history.input(reopen, [history], reopen_outputs)
     on_page_load(show_recent, [recent, history])
-    return reopened
+    return reopened, voted
 
 
 def _bind_choice(services: Services, choice: str):

@@ -39,7 +39,7 @@ def judge_shown(services: Services, turn_id: str | None, request: gr.Request | N
     judgement already given, if any."""
     chat = chat_for(services)
     view = chat.view(turn_id, current_user(request)) if turn_id else None
-    judgeable = (view is not None and view.comparison in ONE_ANSWER and bool(view.answers)
+    judgeable = (view is not None and view.comparison in ONE_ANSWER and bool(view.answers) and not view.scope
                  and all(a.done and not a.error and a.text for a in view.answers))
     if not judgeable or view is None:
         return gr.update(visible=False), ""

@@ -245,6 +245,8 @@ def reopened_outputs(view: TurnView, lineage: Lineage | None = None) -> tuple[st
     notice, a, b = turn_outputs(view, lineage=lineage)
     stamp = when(view.created_at)
     notice = f'<div class="chat-reopened">A past question ({escape(stamp)}), reopened from your history.</div>' + notice
+    if view.scope:
+        notice += f'<div class="chat-notice chat-scoped">{escape(scoped_text(view.scope))}</div>'
     return notice, a, b, vote_status_html(view)
 
 
@@ -257,9 +259,17 @@ def vote_recorded_html(result: dict) -> str:
             f"{escape(changed)}. {escape(CHANGE_KEPT)} {follows}</div>")
 
 
+def scoped_text(scope) -> str:
+    """What History and a reopened turn say of a question asked about chosen papers."""
+    ids = scope.split() if isinstance(scope, str) else list(scope)
+    return (f"Asked about {', '.join(ids)} only: one answer from {'its' if len(ids) == 1 else 'their'} own text "
+            "(memory makes no thought of it).") if ids else ""
+
+
 def history_choices(rows: list[dict]) -> list[tuple[str, str]]:
-    """(label, turn id) for the "reopen" selector: when, and the question's start."""
-    return [(f"{when(row['created_at'])} · {row['question'][:90]}", row["id"]) for row in rows]
+    """(label, turn id) for the "reopen" selector: when, the question's start, and the papers it was asked about."""
+    return [(f"{when(row['created_at'])} · {row['question'][:90]}"
+             + (f" · about {', '.join(row['scope'].split())}" if row.get("scope") else ""), row["id"]) for row in rows]
 
 
 def _recent_vote(row: dict) -> str:
@@ -275,6 +285,11 @@ def _recent_vote(row: dict) -> str:
     return f"voted: {shown} ({CHOICE_TEXT[row['choice']]})"
 
 
+def _recent_scope(row: dict) -> str:
+    scope = row.get("scope") or ""
+    return f'<br><small class="chat-recent-scope">{escape(scoped_text(scope))}</small>' if scope else ""
+
+
 def recent_html(rows: list[dict]) -> str:
     if not rows:
         return '<p class="chat-recent-empty">No questions yet.</p>'
@@ -282,7 +297,7 @@ def recent_html(rows: list[dict]) -> str:
     for row in rows:
         thought = THOUGHT_STATUS.get(row.get("thought") or "", row.get("thought") or "—")
         lines.append(f'<tr data-turn="{escape(row["id"])}"><td>{escape(when(row["created_at"]))}</td>'
-                     f"<td>{escape(row['question'][:200])}</td><td class=\"chat-recent-vote\">"
+                     f"<td>{escape(row['question'][:200])}{_recent_scope(row)}</td><td class=\"chat-recent-vote\">"
                      f"{escape(_recent_vote(row))}</td><td>{escape(thought)}</td></tr>")
     return ('<table class="chat-recent"><thead><tr><th>When</th><th>Question</th><th>Vote</th>'
             "<th>Thought (background)</th></tr></thead>"

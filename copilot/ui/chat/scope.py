@@ -1,9 +1,11 @@
 """The scope of the Ask box (issue #57): the papers a question is asked about, shown above the question as
 "About: <title> (arXiv id) ×", kept while the researcher types and asks follow-ups, each removed with one click (its
-×; with none left the library is asked). A card's "Ask about this paper" adds its paper (`add_view`), up to
-features.scope.MAX_PAPERS; an arXiv id or link typed or pasted in the question is offered as the scope (`offer_view`).
-A small "Ask about your own PDF" button uploads a PDF as a private document of the visitor (features.documents), which
-joins the scope as "doc:<n>" (`upload_view`). Callbacks parse, call copilot.features.scope, and format."""
+×; with none left the library is asked). A card's "Ask about this paper" (Search, Related, For you, a document of
+Library's) and a Chat answer's "Ask about these" add their papers (`add_view`, `ask_about_view`), up to
+features.scope.MAX_PAPERS, and go to the Ask box with the question left as typed; an arXiv id or link typed or pasted
+in the question is offered as the scope (`offer_view`). A small "Ask about your own PDF" button uploads a PDF as a
+private document of the visitor (features.documents), which joins the scope as "doc:<n>" (`upload_view`).
+Callbacks parse, call copilot.features.scope, and format."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import gradio as gr
 
 from copilot.errors import UserError
 from copilot.features import documents
+from copilot.features.chat import chat_for
 from copilot.features.scope import MAX_PAPERS, ids_in, scope_choices, with_paper
 from copilot.services import Services
 from copilot.ui.common import SignInError, current_user, escape, user_within_rate
@@ -98,6 +101,42 @@ def upload_view(services: Services, path, scope, request: gr.Request | None) -> 
     return box_update(services, ids, user), note_html(" ".join(part for part in (done.message, note) if part))
 
 
+@dataclass
+class AskTarget:
+    """Where an "Ask about this paper" goes: the Ask box's question and scope, the Chat tab's sub-tabs, and the page's
+    tabs (ui.main sets them once the page is built)."""
+    question: gr.Textbox
+    scope: ScopeParts
+    chat_tabs: gr.Tabs | None = None
+    tabs: gr.Tabs | None = None
+
+
+ASK_TAB, CHAT_TAB = "chat-ask-tab", "chat"       # the ids of the Ask sub-tab and of the Chat tab
+
+
+def ask_about_view(services: Services, papers, scope, user: str = "") -> tuple:
+    """A card's "Ask about this paper" (one id) or an answer's "Ask about these" (several): they join the scope and
+    the page goes to the Ask box; the question is left as typed. → (box, note, page tabs, Chat's sub-tabs)."""
+    wanted = chosen(papers)
+    if not wanted:
+        return gr.update(), note_html("Choose a paper first."), gr.Tabs(), gr.Tabs()
+    ids, note = with_paper(chosen(scope), wanted)
+    return box_update(services, ids, user), note_html(note), gr.Tabs(selected=CHAT_TAB), gr.Tabs(selected=ASK_TAB)
+
+
+def connect(services: Services, button: gr.Button, papers: list, target: AskTarget, pick=None) -> None:
+    """`button` adds the papers `pick(*inputs)` gives (default: the first input's value, one id or several) to the
+    scope of `target`, and goes there."""
+    tabs = [(n, t) for n, t in ((2, target.tabs), (3, target.chat_tabs)) if t is not None]
+
+    def ask_about(request: gr.Request, *values):     # Gradio gives the request to a leading parameter only
+        *inputs, scope = values
+        shown = ask_about_view(services, pick(*inputs) if pick else inputs[0], scope, _visitor(request))
+        return (*shown[:2], *(shown[n] for n, _ in tabs))
+
+    button.click(ask_about, [*papers, target.scope.box], [target.scope.box, target.scope.note, *(t for _, t in tabs)])
+
+
 def offer_view(services: Services, question, scope) -> tuple:
     """While the question holds arXiv ids or links not in the scope: the button that makes them the scope.
     → (offer button, offered ids)."""
@@ -116,9 +155,26 @@ def take_offer_view(services: Services, offered, scope, request: gr.Request | No
     return box_update(services, ids, _visitor(request)), gr.update(visible=False), [], note_html(note)
 
 
+def reopened_view(services: Services, turn_id: str | None, user: str, scope) -> dict:
+    """A past turn reopened from the history: a turn asked about chosen papers brings its scope back to the Ask box,
+    so a follow-up typed under it is asked of them again; another leaves the box as it is."""
+    view = chat_for(services).view(turn_id, user) if isinstance(turn_id, str) and turn_id else None
+    if view is None or not view.scope:
+        return gr.update()
+    return box_update(services, list(view.scope), user) if list(view.scope) != chosen(scope) else gr.update()
+
+
 def shown_view(scope) -> dict:
     """The box hides once its last paper is removed (× on each)."""
     return gr.update(visible=bool(chosen(scope)))
+
+
+def wire_reopened(services: Services, parts: ScopeParts, turn_state, reopened) -> None:
+    """After a past turn is reopened: its scope back in the box (`reopened_view`)."""
+    def restore(turn_id: str | None, scope, request: gr.Request):
+        return reopened_view(services, turn_id, current_user(request), scope)
+
+    reopened.then(restore, [turn_state, parts.box], [parts.box], show_progress="hidden")
 
 
 def wire(services: Services, parts: ScopeParts, question: gr.Textbox) -> None:
