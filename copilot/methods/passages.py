@@ -8,7 +8,9 @@ them here), each scored by its cosine to the question plus its role's bonus, a n
 a body sentence's share of the question's words. A row quotes its best passage and the next ones that score within
 `WITHIN` of it (not near-copies of one already quoted), at most `MAX_QUOTES` (`_chosen`); once the body is read, its
 best sentence is among them when it is at least `evidence.BODY_FLOOR` close, and so is the passage closest to the
-question by meaning alone.
+question by meaning alone. One paper in scope allows more than the library's scores (`scoped_prior`, issue #57 item
+4): a body sentence in the section where the question's kind is written, one stating a number when numbers answer
+that kind, and a fragment continuing a sentence that holds the question's words score higher (methods.question_kinds).
 
 Nothing here writes a sentence of its own: every quote is a slice of the stored abstract or body.
 """
