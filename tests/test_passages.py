@@ -19,7 +19,7 @@ from copilot.methods import body_text, evidence, passages, question_kinds, sente
 from copilot.services import Services
 from copilot.sources.snapshot import paper_from_row
 from copilot.store.fulltext import StoredBody
-from copilot.table import BODY, verbatim
+from copilot.table import ABSTRACT, BODY, verbatim
 from tests.conftest import make_settings
 from tests.fake_arxiv_html import HTML_DIR
 
@@ -51,15 +51,17 @@ def scoped_quotes(services: Services, question: str, source: evidence.Source) ->
     return [quote for row in table.rows for quote in row.quotes]
 
 
-def test_a_question_about_one_paper_quotes_its_answer_below_the_best_three_verbatim(services):
+def test_a_question_about_one_paper_quotes_its_answer_below_the_best_three_and_its_abstract_verbatim(services):
     # the answer is the paper's 4th passage for this question: a row quoting three passages (as a library row does)
-    # misses it; a question about one paper gets its five best
+    # misses it; a question about one paper gets its six best
     source = source_of(services, BRIDGE)
     found = scoped_quotes(services, "How large is the Latent Bridge's projection network, and how many tokens "
                                     "does it prepend to the fast model?", source)
     assert len(found) == passages.MAX_QUOTES
     answer = [q for q in found if re.search(r"33\s+M-parameter\s+2-layer\s+MLP", q.shown)]
     assert answer and answer[0].source == BODY and answer[0].section.startswith("3")
+    # the paper's own claim is among them, though sentences holding the question's words outscore its abstract
+    assert any(q.source == ABSTRACT for q in found)
     assert all(verbatim(q, evidence.source_text(source, q.source)) for q in found)
 
 
