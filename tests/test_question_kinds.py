@@ -1,6 +1,7 @@
 """What a question about one paper asks for, and where the paper writes it (issue #57 item 4), unit tier: the
 question's kind from its words, the sections each kind lives in, and the bonus a sentence borrows from the one
-before it. The passage this chooses, through the real embedder: test_passages.py."""
+before it; and `eval fulltext`'s count per kind. The passage this chooses, through the real embedder:
+test_passages.py."""
 
 from __future__ import annotations
 
@@ -97,3 +98,22 @@ def test_a_fragment_borrows_from_the_sentence_before_it_only_within_its_section(
     # the first sentence of a section borrows nothing from the last of the one before; a sentence holding the
     # question's words (0.5) borrows nothing; one after a fragment that holds none borrows nothing either
     assert prior.tolist() == pytest.approx([0.0, 0.0, 0.0, share * 0.5, 0.0])
+
+
+def test_eval_fulltext_counts_each_kind_apart_both_ways():
+    from copilot.eval.fulltext_eval import markdown, summarise
+
+    def row(kind: str, type_: str, quoted: bool, scoped: bool) -> dict:
+        return {"kind": kind, "type": type_, "quoted": quoted, "section_named": quoted, "quoted_cold": False,
+                "quoted_scoped": scoped, "verbatim": 3, "quotes": 3, "ask_cold_s": 0.1, "ask_warm_s": 0.1,
+                "ask_scoped_s": 0.02}
+
+    rows = [row("body", "setup", False, True), row("body", "setup", True, True), row("body", "data", False, False),
+            row("abstract", "other", True, True)]
+    summary = summarise(rows, [])
+    assert summary["body"]["quoted"] == 0.3333 and summary["body"]["quoted_scoped"] == 0.6667
+    assert summary["by_type"]["body · setup"] == {"questions": 2, "quoted": 0.5, "section_named": 0.5,
+                                                  "quoted_cold": 0.0, "quoted_scoped": 1.0}
+    assert summary["by_type"]["body · data"]["quoted_scoped"] == 0.0
+    assert set(summary["by_type"]) == {"body · setup", "body · data", "abstract · other"}
+    assert "| body · setup | 2 | 0.5 | 0.5 | 0.0 | 1.0 |" in markdown({"summary": summary})
