@@ -54,6 +54,7 @@ UNIT_MODULES |= {"test_fulltext_rows"}   # full text in the evidence table, its 
 UNIT_MODULES |= {"test_tex_text"}        # short inline TeX in characters (#49 item 4)
 UNIT_MODULES |= {"test_paper_names"}     # the names a question gives a paper, read in linear time (#57 item 1)
 UNIT_MODULES |= {"test_screen_words"}    # what the screens say, in words (#59)
+UNIT_MODULES |= {"test_question_kinds"}  # a question's kind and the sections it lives in (#57 item 4)
 TIERS = ("unit", "integration", "browser")
 _BEFORE = pytest.StashKey[set[str]]()
 

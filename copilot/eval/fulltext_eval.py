@@ -11,6 +11,8 @@ is the answer.
   quoted          the paper's row quotes a sentence matching a pattern (warm)
   section_named   …and that quote names its section as the question file does ("4.2", "A")
   quoted_cold     the same, before the paper was read (a body question should miss; a control should not)
+  quoted_scoped   the same, the question asked about its paper only (issue #57: `ask --paper ID`), after reading
+  type            the question's kind (methods.question_kinds): the summary's `by_type` counts each kind apart
   verbatim        every quote of every row is the slice of its paper's text it says it is
 """
 
@@ -26,6 +28,7 @@ from copilot.eval.report_files import json_text, write_files
 from copilot.features import fulltext
 from copilot.features.answers import answer_tables
 from copilot.features.chat import Chat
+from copilot.methods.question_kinds import KINDS, question_kind
 from copilot.services import Services
 from copilot.table import BODY, EvidenceTable, verbatim
 
@@ -56,10 +59,12 @@ def read_questions(path: Path, limit: int | None = None) -> list[dict]:
     return rows[:limit]
 
 
-def ask_both(services: Services, chat: Chat, question: str) -> tuple[list[EvidenceTable], float]:
-    """Both sides' tables for a question, as Chat makes them, and the seconds it took."""
+def ask_both(services: Services, chat: Chat, question: str,
+             papers: Sequence[str] | None = None) -> tuple[list[EvidenceTable], float]:
+    """Both sides' tables for a question, as Chat makes them, and the seconds it took; with `papers`, the one table
+    of the question asked about those papers (issue #57)."""
     started = time.perf_counter()
-    turn = chat.prepare(question, "eval-fulltext")
+    turn = chat.prepare(question, "eval-fulltext", papers=papers)
     tables = answer_tables(services, turn.question, [a.sources for a in turn.answers], turn.ranking)
     return tables, time.perf_counter() - started
 
@@ -139,10 +144,15 @@ def evaluate(services: Services, questions: list[dict], pages: Path | None,
         for row, (before, cold_s) in zip(mine, cold):
             tables, seconds = ask_both(services, chat, row["question"])
             good, total = all_verbatim(services, tables)
+            scoped, scoped_s = ask_both(services, chat, row["question"], [paper_id])
+            scoped_good, scoped_total = all_verbatim(services, scoped)
             per_question.append({"paper": paper_id, "kind": row.get("kind", "body"), "question": row["question"],
-                                 "quoted_cold": before["quoted"], **judge(services, row, tables),
-                                 "verbatim": good, "quotes": total, "ask_cold_s": round(cold_s, 3),
-                                 "ask_warm_s": round(seconds, 3)})
+                                 "type": question_kind(row["question"]), "quoted_cold": before["quoted"],
+                                 **judge(services, row, tables),
+                                 "quoted_scoped": judge(services, row, scoped)["quoted"],
+                                 "verbatim": good + scoped_good, "quotes": total + scoped_total,
+                                 "ask_cold_s": round(cold_s, 3), "ask_warm_s": round(seconds, 3),
+                                 "ask_scoped_s": round(scoped_s, 3)})
     return {"summary": summarise(per_question, readings), "readings": readings, "per_question": per_question,
             "meta": {"papers": services.store.count("paper"), "embedder": services.embedder.name,
                      "profile": services.model_profile.name}}
@@ -159,19 +169,28 @@ def _pct(values: Sequence[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
+def _counts(rows: Sequence[dict]) -> dict:
+    return {"questions": len(rows), "quoted": _share([r["quoted"] for r in rows]),
+            "section_named": _share([r["section_named"] for r in rows]),
+            "quoted_cold": _share([r["quoted_cold"] for r in rows]),
+            "quoted_scoped": _share([r["quoted_scoped"] for r in rows])}
+
+
 def summarise(rows: list[dict], readings: list[dict]) -> dict:
     out: dict = {}
     for kind in ("body", "abstract"):
         mine = [r for r in rows if r["kind"] == kind]
-        out[kind] = {"questions": len(mine), "quoted": _share([r["quoted"] for r in mine]),
-                     "section_named": _share([r["section_named"] for r in mine]),
-                     "quoted_cold": _share([r["quoted_cold"] for r in mine])}
+        out[kind] = _counts(mine)
+    out["by_type"] = {f"{kind} · {kind_of}": _counts(mine) for kind in ("body", "abstract") for kind_of in KINDS
+                      if (mine := [r for r in rows if r["kind"] == kind and r["type"] == kind_of])}
     warm = [r["ask_warm_s"] for r in rows]
     cold = [r["ask_cold_s"] for r in rows]
+    scoped = [r["ask_scoped_s"] for r in rows]
     read = [r["fetch_s"] + r["parse_s"] + r["embed_s"] for r in readings if r["status"] == "ok"]
     out["verbatim"] = {"quotes": sum(r["quotes"] for r in rows), "verbatim": sum(r["verbatim"] for r in rows)}
     out["seconds"] = {"ask_warm_p50": _pct(warm, 0.5), "ask_warm_p95": _pct(warm, 0.95),
                       "ask_abstracts_p50": _pct(cold, 0.5), "ask_abstracts_p95": _pct(cold, 0.95),
+                      "ask_scoped_p50": _pct(scoped, 0.5), "ask_scoped_p95": _pct(scoped, 0.95),
                       "read_p50": _pct(read, 0.5), "read_max": _pct(read, 1.0),
                       "parse_max": _pct([r["parse_s"] for r in readings], 1.0),
                       "embed_max": _pct([r["embed_s"] for r in readings], 1.0)}
@@ -182,15 +201,17 @@ def summarise(rows: list[dict], readings: list[dict]) -> dict:
 
 def markdown(report: dict) -> str:
     s = report["summary"]
-    lines = ["| questions | n | quoted (warm) | section named | quoted before reading |", "|---|---|---|---|---|"]
-    for kind in ("body", "abstract"):
-        k = s[kind]
-        lines.append(f"| {kind} | {k['questions']} | {k['quoted']} | {k['section_named']} | {k['quoted_cold']} |")
+    lines = ["| questions | n | quoted (warm) | section named | quoted before reading | asked about its paper |",
+             "|---|---|---|---|---|---|"]
+    for kind, k in [(kind, s[kind]) for kind in ("body", "abstract")] + list(s["by_type"].items()):
+        lines.append(f"| {kind} | {k['questions']} | {k['quoted']} | {k['section_named']} | {k['quoted_cold']} | "
+                     f"{k['quoted_scoped']} |")
     v, t = s["verbatim"], s["seconds"]
     lines += ["", f"Quotes verbatim: {v['verbatim']} of {v['quotes']}. Papers read: {s['read']}.", "",
               "| seconds | p50 | p95 / max |", "|---|---|---|",
               f"| ask, both answers, full text stored | {t['ask_warm_p50']} | {t['ask_warm_p95']} |",
               f"| ask, both answers, abstracts only | {t['ask_abstracts_p50']} | {t['ask_abstracts_p95']} |",
+              f"| ask about its paper, full text stored | {t['ask_scoped_p50']} | {t['ask_scoped_p95']} |",
               f"| read one paper (fetch + parse + embed) | {t['read_p50']} | {t['read_max']} |",
               f"| parse / embed one paper (max) | {t['parse_max']} | {t['embed_max']} |"]
     return "\n".join(lines) + "\n"

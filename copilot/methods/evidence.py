@@ -243,9 +243,7 @@ class Row:
 
 def source_text(source: Source, origin: str) -> str:
     """The stored text a quote of `source` slices."""
-    if origin == table.BODY:
-        return source.body.body.text if source.body is not None else ""
-    return source.abstract
+    return (source.body.body.text if source.body is not None else "") if origin == table.BODY else source.abstract
 
 
 def spans_of(abstract: str) -> list[Span]:
@@ -342,16 +340,18 @@ def _body_span(body: Body, n: int, sentence: tuple[int, int, int, bool, bool]) -
 
 
 def body_candidates(source: Source, question: str, question_vector: np.ndarray, limits: re.Pattern | None = None,
-                    count: int = BODY_CANDIDATES) -> list[tuple[Span, str, np.ndarray, float]]:
+                    count: int = BODY_CANDIDATES, prior: Callable[[np.ndarray], np.ndarray] | None = None
+                    ) -> list[tuple[Span, str, np.ndarray, float]]:
     """A paper's body spans a row may quote for the question, with cue role, stored vector and bonus (question_bonus;
-    title and abstract name the paper): of its BODY_SCAN best by cosine and bonus (of a first look: with a vector), the
-    `count` best as a row scores them, that may state its finding, quotable, not background by their cues."""
+    title and abstract name the paper; plus `prior(bonus)`, a scoped question's): of its BODY_SCAN best by cosine and
+    bonus (of a first look: with a vector), the `count` best as a row scores them, that may state its finding."""
     stored = source.body
     if stored is None or not len(stored.vectors) or stored.vectors.shape[1] != len(question_vector):
         return []
     body = stored.body
     bonus = body_text.question_bonus(question, body, stored.sentences, stored.terms,
                                      f"{source.title}\n{source.abstract}")
+    bonus = bonus + prior(bonus) if prior is not None else bonus
     cosines = stored.vectors @ np.asarray(question_vector, dtype=np.float32)
     with_vector = np.ones(len(cosines), dtype=bool) if stored.embedded is None else stored.embedded
     found: list[tuple[float, Span, str, np.ndarray, float]] = []

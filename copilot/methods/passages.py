@@ -8,7 +8,9 @@ them here), each scored by its cosine to the question plus its role's bonus, a n
 a body sentence's share of the question's words. A row quotes its best passage and the next ones that score within
 `WITHIN` of it (not near-copies of one already quoted), at most `MAX_QUOTES` (`_chosen`); once the body is read, its
 best sentence is among them when it is at least `evidence.BODY_FLOOR` close, and so is the passage closest to the
-question by meaning alone.
+question by meaning alone. One paper in scope allows more than the library's scores (`scoped_prior`, issue #57 item
+4): a body sentence in the section where the question's kind is written, one stating a number when numbers answer
+that kind, and a fragment continuing a sentence that holds the question's words score higher (methods.question_kinds).
 
 Nothing here writes a sentence of its own: every quote is a slice of the stored abstract or body.
 """
@@ -20,15 +22,20 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from copilot import table
-from copilot.methods import evidence
+from copilot.methods import evidence, question_kinds
+from copilot.store.fulltext import StoredBody
 
 # Chosen on the dev questions (tests/data/fulltext-questions.jsonl, each asked about its paper, body stored): 3-6
 # quotes, WITHIN 0.2-0.8, FLOOR 0.3/0.4, 8 or 12 body candidates. A body sentence's score holds its share of the
 # question's words (up to ~1), an abstract's does not, so the next relevant passages are well behind the best. 5,
-# 0.35, 0.30 and at least MIN_QUOTES: 25 of 30 body questions quote the answer, 4.1 quotes a row (the library's row
-# of a named paper, 2 from the abstract and 3 from the body: 24 of 30, 4.5 quotes); 4 of 10 abstract controls (5).
-MAX_QUOTES = 5                # passages a chosen paper's row quotes at most
-MIN_QUOTES = 3                # and at least, of those FLOOR close, however far behind the best (a question about a
+# 0.35, 0.30 and at least MIN_QUOTES = 3: 25 of 30 body questions quote the answer, 4.1 quotes a row; 5 of 10 abstract
+# controls. Then (issue #57 item 4, a store of the ten papers alone) with the priors of `scoped_prior`
+# (methods.question_kinds: section 0.08, number 0.12, neighbour 0.3) and MIN_QUOTES 3/4/5: 25/26/27 of 30 (without
+# the priors 25/26/27 too: the dev answers left are ranked past the 5th either way), 4 of 10 controls (a body sentence
+# holding the question's words outscores every abstract sentence); with the abstract's best always among them, 26 and
+# 6 of 10; six quotes with the abstract's best: 27 and 6.
+MAX_QUOTES = 6                # passages a chosen paper's row quotes at most
+MIN_QUOTES = 6                # and at least, of those FLOOR close, however far behind the best (a question about a
 #                               paper asks for its passages, and the best one is not always the answer)
 BODY_CANDIDATES = 8           # body sentences of a chosen paper scored (the library's table scores 4)
 WITHIN = 0.35                 # a further passage scores at least the row's best minus this
@@ -54,7 +61,8 @@ def _candidates(question: str, question_vector: np.ndarray, source: evidence.Sou
                 score = float(vector @ question_vector) + evidence.span_bonus(question, span, role)
                 found.append((span, role, vector, score))
     for span, role, vector, extra in evidence.body_candidates(source, question, question_vector, limits,
-                                                              count=BODY_CANDIDATES):
+                                                              count=BODY_CANDIDATES,
+                                                              prior=scoped_prior(question, source.body)):
         score = float(np.asarray(vector, dtype=np.float32) @ question_vector) + extra
         found.append((span, role, np.asarray(vector, dtype=np.float32), score + evidence.span_bonus(question, span,
                                                                                                      role)))
@@ -62,13 +70,30 @@ def _candidates(question: str, question_vector: np.ndarray, source: evidence.Sou
     return found
 
 
+def scoped_prior(question: str, stored: StoredBody | None) -> Callable[[np.ndarray], np.ndarray] | None:
+    """What one paper in scope allows over the library's scores (methods.question_kinds): given a body's sentence
+    bonuses (evidence.body_candidates), each sentence's further bonus for its section, where the question's kind is
+    written, and for continuing a sentence that holds the question's words."""
+    if stored is None:
+        return None
+    kind = question_kinds.question_kind(question)
+    sentences = stored.sentences
+
+    def prior(bonus: np.ndarray) -> np.ndarray:
+        return (question_kinds.section_prior(kind, stored.body, sentences)
+                + question_kinds.number_prior(kind, stored.body, sentences)
+                + question_kinds.neighbour_prior(bonus, stored.body, sentences))
+
+    return prior
+
+
 def _chosen(found: Sequence[tuple[evidence.Span, str, np.ndarray, float]],
             question_vector: np.ndarray) -> list[int]:
     """Which candidates a row quotes (indices into `found`, best first): the best; the next ones FLOOR close to the
     question, not near-copies of one chosen, while within WITHIN of the best or fewer than MIN_QUOTES; the best body
-    sentence when it is evidence.BODY_FLOOR close; and the passage closest to the question by meaning alone (an
-    abstract's sentence that states the answer scores no word share, so a body sentence holding the question's words
-    can outscore it)."""
+    sentence when it is evidence.BODY_FLOOR close; the passage closest to the question by meaning alone and the
+    abstract's best passage, each when FLOOR close (an abstract's sentence that states the answer scores no word share,
+    so body sentences holding the question's words would outscore every one of them)."""
     best = found[0][3]
     cosines = [float(vector @ question_vector) for _, _, vector, _ in found]
     chosen = [0]
@@ -79,7 +104,8 @@ def _chosen(found: Sequence[tuple[evidence.Span, str, np.ndarray, float]],
             chosen.append(n)
     body = next((n for n, c in enumerate(found) if c[0].origin == table.BODY), None)
     closest = max(range(len(found)), key=lambda n: cosines[n])
-    for wanted, floor in ((body, evidence.BODY_FLOOR), (closest, FLOOR)):
+    abstract = next((n for n, c in enumerate(found) if c[0].origin == table.ABSTRACT), None)
+    for wanted, floor in ((body, evidence.BODY_FLOOR), (closest, FLOOR), (abstract, FLOOR)):
         if wanted is not None and wanted not in chosen and cosines[wanted] >= floor:
             chosen = chosen[:MAX_QUOTES - 1] + [wanted]
     return chosen
