@@ -58,6 +58,7 @@ class Row:
 class EvidenceTable:
     rows: tuple[Row, ...] = ()
     textbook: bool = False       # a definition question: the intro says abstracts report research
+    chosen: bool = False         # the papers (or own PDFs) the researcher chose: the intro does not say "library"
 
     def __bool__(self) -> bool:
         return bool(self.rows)
@@ -82,7 +83,7 @@ class EvidenceTable:
         data: dict[str, Any] = json.loads(text)
         rows = tuple(Row(**{**row, "authors": tuple(row["authors"]),
                             "quotes": tuple(Quote(**quote) for quote in row["quotes"])}) for row in data["rows"])
-        return cls(rows=rows, textbook=bool(data.get("textbook")))
+        return cls(rows=rows, textbook=bool(data.get("textbook")), chosen=bool(data.get("chosen")))
 
 
 def verbatim(quote: Quote, source_text: str) -> bool:

@@ -68,6 +68,7 @@ def test_an_uploaded_pdf_is_asked_with_page_numbered_quotes_and_is_its_owners_al
     assert 1 <= page <= pages
     shown = "".join(render_table(table))
     assert f"(p. {page}" in shown and "\u00a7p." not in shown and "arXiv:" not in shown
+    assert shown.startswith("Evidence from the 1 paper asked about:") and "library" not in shown
     for text in (shown, table_csv(QUESTION, table), table_markdown(QUESTION, table)):
         assert "arxiv.org" not in text
     assert chat.thought_jobs(turn.id) == []                  # thought memory keeps nothing of it

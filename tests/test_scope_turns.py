@@ -100,6 +100,7 @@ def test_a_follow_up_filtering_the_previous_answer_says_which_of_its_papers_stat
     assert turn.scope == tuple(earlier), "asked of the previous answer's papers, all of them"
     assert turn.question == FILTER and turn.asked == "", "asked as typed, not rewritten"
     assert "need no fine-tuning" in turn.notice and "previous answer" in turn.notice
+    assert turn.notice.count("Asked about") == 1 and "only. One answer" in turn.notice, "the papers named once"
     for _ in chat.stream(turn):
         pass
     table = turn.answers[0].table

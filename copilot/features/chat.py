@@ -159,10 +159,12 @@ class Chat(TurnVotes):
         asked = ""
         earlier = self.view(previous_turn, user) if previous_turn else None
         wanted = filters.filter_of(text)
+        titled = True       # the scope's notice names its papers, unless the filtering follow-up's has
         if not chosen and wanted and (earlier_papers := _shown_papers(earlier)):
             # "And which of them …": asked of the previous answer's papers (#59 item 8), as typed
             chosen, scope_note = scope.scope_papers(self.services, earlier_papers, user)
             scope_note = " ".join(n for n in (scope_note, scope.filter_notice(wanted, chosen)) if n)
+            titled = False
         elif not chosen:      # a scoped question is asked of its papers as typed: its "it", "they" are those papers
             rewrite = standalone_question(text, _previous(earlier))
             if rewrite.rewritten:
@@ -176,7 +178,7 @@ class Chat(TurnVotes):
         if chosen:
             found = self._retrieve(text, embedding, user, [], writes, scope=chosen)
             ranking = scope.scoped_ranking(found.raw)
-            notice = " ".join(n for n in (notice, scope_note, scope.scope_notice(chosen)) if n)
+            notice = " ".join(n for n in (notice, scope_note, scope.scope_notice(chosen, titled)) if n)
         else:
             ranking = question_ranking(self.services, text, embedding,
                                        round(TABLE_POOL_FACTOR * self.settings.top_k))

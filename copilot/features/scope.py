@@ -140,12 +140,13 @@ def paper_label(paper: Paper, width: int = 90) -> str:
     return f"{title[:width - 1]}\u2026 ({paper.id})" if len(title) > width else f"{title} ({paper.id})"
 
 
-def scope_notice(papers: Sequence[Paper]) -> str:
-    """What the page says of a scoped turn."""
+def scope_notice(papers: Sequence[Paper], titled: bool = True) -> str:
+    """What the page says of a scoped turn; `titled`: naming each paper (a filtering follow-up's notice has named
+    them already)."""
     named = "; ".join(paper_label(paper, 70) for paper in papers)
     which = "this paper" if len(papers) == 1 else f"these {len(papers)} papers"
-    return (f"Asked about {which} only: {named}. One answer, quoting their own passages (thought memory adds no "
-            "paper to a question about chosen papers, so there is nothing to compare).")
+    return (f"Asked about {which} only{': ' + named if titled else ''}. One answer, quoting their own passages "
+            "(thought memory adds no paper to a question about chosen papers, so there is nothing to compare).")
 
 
 def scope_table(services: Services, question: str, question_vector: np.ndarray, items: Sequence[Evidence],
@@ -169,7 +170,7 @@ def scope_table(services: Services, question: str, question_vector: np.ndarray, 
                            else (question, question_vector))
     rows = passages.passage_rows(asked, asked_vector, sources, services.embed_sentences,
                                  learned_roles=sentence_roles.trained_for(services.embedder.name))
-    return evidence.make_table(filtered_rows(wanted, rows, sources) if wanted else rows, question)
+    return evidence.make_table(filtered_rows(wanted, rows, sources) if wanted else rows, question, chosen=True)
 
 
 STATES, STATES_NOT = "states it: ", "does not state it (its closest passage)"

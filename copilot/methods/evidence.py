@@ -482,7 +482,7 @@ def _clean_title(title: str) -> str:
                            re.sub("[\u201c\u201d]", '"', title or "")).split())
 
 
-def make_table(rows: Sequence[Row], question: str) -> table.EvidenceTable:
+def make_table(rows: Sequence[Row], question: str, chosen: bool = False) -> table.EvidenceTable:
     """The table record of chosen rows, in their order: labels 1, 2, … as shown (the same rule on both sides of a
     turn, so no side repeats a label or numbers differently), each quote checked against its abstract; a row whose
     quote is not a slice of it is dropped and logged, never shown."""
@@ -496,4 +496,4 @@ def make_table(rows: Sequence[Row], question: str) -> table.EvidenceTable:
         made.append(table.Row(str(len(made) + 1), source.paper_id, source.version, _clean_title(source.title),
                               tuple(source.authors), source.date, tuple(found), round(row.score, 4), row.group,
                               source.via))
-    return table.EvidenceTable(tuple(made), textbook=is_textbook(question))
+    return table.EvidenceTable(tuple(made), textbook=is_textbook(question) and not chosen, chosen=chosen)

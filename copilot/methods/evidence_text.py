@@ -23,6 +23,7 @@ OPEN_QUOTE, CLOSE_QUOTE = "\u201c", "\u201d"
 ELLIPSIS = "\u2026"
 
 TABLE_INTRO = "Evidence from {count} paper{s} of the library, most relevant first:"
+CHOSEN_INTRO = "Evidence from the {count} paper{s} asked about:"      # a question about chosen papers or own PDFs
 TEXTBOOK_LINE = ("The library's abstracts report research; they do not teach textbook material. Papers whose "
                  "abstracts bear on the question:")
 GROUP_PREFIX = "Group: "
@@ -47,8 +48,9 @@ def is_table(text: str) -> bool:
     return bool(_ROW.search(rest)) and not _GROUP_LINE.sub("", _ROW.sub("", rest)).strip()
 
 
-_INTRO = re.compile("^(?:" + re.escape(TABLE_INTRO).replace(re.escape("{count}"), "[0-9]+")
-                    .replace(re.escape("{s}"), "s?") + "|" + re.escape(TEXTBOOK_LINE) + ")$", re.M)
+_INTRO = re.compile("^(?:" + "|".join(re.escape(intro).replace(re.escape("{count}"), "[0-9]+")
+                                       .replace(re.escape("{s}"), "s?") for intro in (TABLE_INTRO, CHOSEN_INTRO))
+                    + "|" + re.escape(TEXTBOOK_LINE) + ")$", re.M)
 
 
 # --- the table as text -----------------------------------------------------------------------------------------
@@ -111,7 +113,8 @@ def render_table(evidence: table.EvidenceTable) -> Iterator[str]:
     """The table as the answer's text, in pieces (as a model's stream would arrive): an intro line, then per row
     a header line ([label] title · authors · date · arXiv:id) and its quotes' line; group headings where grouped."""
     count = len(evidence.rows)
-    yield TEXTBOOK_LINE if evidence.textbook else TABLE_INTRO.format(count=count, s="" if count == 1 else "s")
+    intro = TEXTBOOK_LINE if evidence.textbook else CHOSEN_INTRO if evidence.chosen else TABLE_INTRO
+    yield intro.format(count=count, s="" if count == 1 else "s")
     group = None
     for row in evidence.rows:
         if row.group and row.group != group:
