@@ -46,9 +46,9 @@ def models_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("models")
 
 
-def fresh(backend: str, models_dir) -> Embedder:
+def fresh(backend: str, models_dir, precision: str = "auto") -> Embedder:
     """An embedder that loads its model again (the process keeps one per model and backend)."""
-    embedder = Embedder(backend=backend, models_dir=models_dir)
+    embedder = Embedder(backend=backend, models_dir=models_dir, precision=precision)
     embed._models.pop(embedder.key, None)
     return embedder
 
@@ -150,7 +150,7 @@ def test_a_failed_export_falls_back_to_torch(tmp_path, texts, torch_vectors, mon
         raise RuntimeError("exporter crashed")
 
     monkeypatch.setattr(embed, "_export", broken)
-    embedder = fresh("onnx-int8", tmp_path)
+    embedder = fresh("onnx-int8", tmp_path, precision="fp32")   # fp32 torch, as `torch_vectors` (not bf16)
     assert_torch_instead(embedder, texts, torch_vectors, caplog,
                          "onnx-int8 unavailable (exporter crashed); using torch",
                          lambda: embedder.name == "all-MiniLM-L6-v2")   # torch made these vectors, so torch's name
@@ -163,7 +163,8 @@ def test_a_failing_runtime_falls_back_to_torch(models_dir, texts, torch_vectors,
         raise RuntimeError("onnxruntime cannot run here")
 
     monkeypatch.setattr(onnxruntime, "InferenceSession", no_session)
-    assert_torch_instead(fresh("onnx", models_dir), texts, torch_vectors, caplog, "onnxruntime cannot run here")
+    assert_torch_instead(fresh("onnx", models_dir, precision="fp32"), texts, torch_vectors, caplog,
+                         "onnxruntime cannot run here")
 
 
 def test_without_a_models_folder_torch_is_used(caplog):
