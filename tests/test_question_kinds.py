@@ -117,3 +117,19 @@ def test_eval_fulltext_counts_each_kind_apart_both_ways():
     assert summary["by_type"]["body · data"]["quoted_scoped"] == 0.0
     assert set(summary["by_type"]) == {"body · setup", "body · data", "abstract · other"}
     assert "| body · setup | 2 | 0.5 | 0.5 | 0.0 | 1.0 |" in markdown({"summary": summary})
+
+
+def test_eval_fulltext_names_the_line_of_a_malformed_question(tmp_path):
+    from copilot.eval.fulltext_eval import FulltextDataError, read_questions
+
+    good = '{"paper": "2503.11958", "question": "What GPU?", "patterns": ["A100"]}'
+    path = tmp_path / "questions.jsonl"
+    path.write_text(f"{good}\n\n{good}\n", encoding="utf-8")
+    assert [row["compiled"][0].pattern for row in read_questions(path)] == ["A100", "A100"]
+    for bad in ('{"paper": "2503.11958", "question": "What GPU?", "patterns": ["(A100"]}',     # not a pattern
+                '{"paper": "2503.11958", "question": "What GPU?", "patterns": []}', "{not json"):
+        path.write_text(f"{good}\n\n{bad}\n", encoding="utf-8")
+        with pytest.raises(FulltextDataError, match="questions.jsonl:3 needs"):
+            read_questions(path)
+    with pytest.raises(FulltextDataError, match="no question file"):
+        read_questions(tmp_path / "absent.jsonl")

@@ -18,12 +18,12 @@ is the answer.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from copilot.eval.question_files import read_rows
 from copilot.eval.report_files import json_text, write_files
 from copilot.features import fulltext
 from copilot.features.answers import answer_tables
@@ -40,23 +40,13 @@ class FulltextDataError(ValueError):
 
 
 def read_questions(path: Path, limit: int | None = None) -> list[dict]:
-    if not path.is_file():
-        raise FulltextDataError(f"no question file at {path}")
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            assert isinstance(row["paper"], str) and isinstance(row["question"], str)
-            assert row.get("kind", "body") in ("body", "abstract")
-            assert row["patterns"] and all(isinstance(p, str) and len(p) <= MAX_PATTERN for p in row["patterns"])
-            row["compiled"] = [re.compile(p, re.I) for p in row["patterns"]]
-        except (ValueError, KeyError, TypeError, AssertionError, re.error):
-            raise FulltextDataError(f"{path}:{number} needs {{\"paper\", \"question\", \"patterns\": [regex, …], "
-                                    "\"kind\": \"body\"|\"abstract\", \"section\"}}") from None
-        rows.append(row)
-    return rows[:limit]
+    def check(row: dict) -> None:
+        assert isinstance(row["paper"], str) and isinstance(row["question"], str)
+        assert row.get("kind", "body") in ("body", "abstract")
+        assert row["patterns"] and all(isinstance(p, str) and len(p) <= MAX_PATTERN for p in row["patterns"])
+        row["compiled"] = [re.compile(p, re.I) for p in row["patterns"]]
+    return read_rows(path, check, FulltextDataError, '{"paper", "question", "patterns": [regex, …], "kind": '
+                     '"body"|"abstract", "section"}', limit)
 
 
 def ask_both(services: Services, chat: Chat, question: str,

@@ -17,12 +17,12 @@ Only the product's public paths are used, so the same module measures an older c
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from copilot.eval.question_files import read_rows
 from copilot.eval.report_files import json_text, write_files
 from copilot.features.answers import answer_tables
 from copilot.features.chat import Chat
@@ -39,21 +39,11 @@ class NamedDataError(ValueError):
 
 
 def read_questions(path: Path, limit: int | None = None) -> list[dict]:
-    if not path.is_file():
-        raise NamedDataError(f"no question file at {path}")
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            assert isinstance(row["question"], str) and isinstance(row["paper"], str)
-            assert row.get("names_by", "name") in KINDS
-        except (ValueError, KeyError, AssertionError):
-            raise NamedDataError(f"{path}:{number} needs {{\"question\": ..., \"paper\": arXiv id, \"names_by\": "
-                                 f"one of {', '.join(KINDS)}}}") from None
-        rows.append(row)
-    return rows[:limit]
+    def check(row: dict) -> None:
+        assert isinstance(row["question"], str) and isinstance(row["paper"], str)
+        assert row.get("names_by", "name") in KINDS
+    return read_rows(path, check, NamedDataError, f'{{"question": ..., "paper": arXiv id, "names_by": one of '
+                     f'{", ".join(KINDS)}}}', limit)
 
 
 def ask_row(services: Services, chat: Chat, row: dict) -> dict:
