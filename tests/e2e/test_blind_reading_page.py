@@ -119,3 +119,44 @@ def test_both_blind_answers_show_while_their_papers_are_read(app_server, preload
     expect(page.locator("#chat-notice")).to_contain_text("still being read")
     expect(page.locator("#chat-answer-b")).to_be_visible()
     page.screenshot(path=str(tmp_path / "blind-reading.png"), full_page=True)
+
+
+class EveryPage(dict):
+    """`FakeArxivHtml.hostile` for every paper: each page one byte a second."""
+
+    def get(self, key, default=None):
+        return "drip"
+
+
+# the notice and first column as they are now, and whether the notice ever named `stale` since `watch_notice`
+WATCH_NOTICE = """(stale) => {
+  window.__staleSeen = false;
+  const notice = document.querySelector('#chat-notice');
+  new MutationObserver(() => { if (notice.innerText.includes(stale)) window.__staleSeen = true; })
+    .observe(notice, {childList: true, subtree: true, characterData: true});
+}"""
+
+
+def test_the_answers_before_never_come_back_over_a_newer_question(app_server, page, tmp_path,
+                                                                   fake_arxiv_html: FakeArxivHtml):
+    """A question asked while the turn before still waits for its papers' full text: when that wait ends, Gradio
+    sent the earlier turn's last frame again, and the page showed the earlier question and its answers under the
+    newer one (seen for up to 10 s in tests/bench_blind_visible.py)."""
+    fake_arxiv_html.hostile = EveryPage()     # every turn waits its full fulltext.WAIT_S for its papers
+    url = app_server(preload=60, env={"COPILOT_FULLTEXT_READING": "true", "COPILOT_FULLTEXT_DELAY": "0",
+                                      "COPILOT_ARXIV_HTML_URL": fake_arxiv_html.html_url,
+                                      "COPILOT_ARXIV_PDF_URL": fake_arxiv_html.pdf_url, "COPILOT_ARXIV_TIMEOUT": "30"})
+    warmed_up(tmp_path / f"app-{url.rstrip('/').rsplit(':', 1)[1]}.log")
+    page.goto(url)
+    page.get_by_role("tab", name="Chat").click()
+    first = "How are large language models evaluated on reasoning?"
+    asked = time.monotonic()
+    shown = click_to_shown(page, first)
+    assert "Reading the full text" in shown["notice"], shown["notice"]      # its wait for full text goes on
+    assert time.monotonic() - asked < 8, "the first turn's wait was nearly over before the second was asked"
+    newer = click_to_shown(page, PLAIN)
+    page.evaluate(WATCH_NOTICE, first[:40])
+    time.sleep(max(0.0, asked + 14 - time.monotonic()))         # past the first turn's 10 s wait and its end
+    assert not page.evaluate("window.__staleSeen"), "the earlier turn came back over the newer one"
+    expect(page.locator("#chat-notice")).to_contain_text(PLAIN)
+    assert newer["ms"] < 10_000, newer

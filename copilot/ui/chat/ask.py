@@ -68,6 +68,7 @@ class LatestTurns:
 
 
 LATEST = LatestTurns()
+ASK_OUTPUTS = 7           # what `ask_view` yields: notice, answer A, answer B, vote row, vote status, turn id, recent
 
 
 def ask_view(services: Services, question: str, personalize: bool, previous_turn: str | None,
@@ -97,6 +98,9 @@ def ask_view(services: Services, question: str, personalize: bool, previous_turn
         # boxes are that one's (a client of the API asking several questions at once gets each answered)
         if newer is not None and (newer == turn.question or shown):
             chat.replaced(turn, stream)
+            # Gradio ends a stream by sending its last frame again, which put this turn's answers back over the
+            # newer question's (up to fulltext.WAIT_S after it was asked): the last frame changes nothing
+            yield (gr.update(),) * ASK_OUTPUTS
             return
         if time.monotonic() - last >= STREAM_EVERY_S or live.done:
             last = time.monotonic()
