@@ -423,3 +423,22 @@ def test_a_one_answer_turn_is_judged_by_its_user_apart_from_the_blind_votes(chat
     assert compared.comparison == "yes"
     with pytest.raises(ChatError, match="gets a vote"):
         chat.judge(compared.id, "keep", "local")
+
+
+def test_a_past_turn_reopened_is_not_covered_by_the_turn_still_being_answered(chat):
+    """Reopening a past question while the last one's answers still update (its papers' full text): the live turn
+    stops writing into the boxes, as it does for a newer question, so the reopened turn stays on the page."""
+    import gradio as gr
+
+    from copilot.ui.chat.ask import ask_view, reopen_view
+
+    page = gr.Request(username="erin", session_hash="reopen-while-reading")
+    past = list(ask_view(chat.services, QUESTION, False, None, page))[-1][5]
+    live = ask_view(chat.services, "Which benchmarks test retrieval?", False, None, page)
+    for frame in live:
+        if "chat-time" in frame[0]:          # "Answered in …": the answers are shown
+            break
+    reopened = reopen_view(chat.services, past, page)
+    assert reopened[5] == past and "reopened from your history" in reopened[0]
+    rest = list(live)
+    assert len(rest) == 1 and all(part == gr.update() for part in rest[0]), "the live turn wrote over the reopened"

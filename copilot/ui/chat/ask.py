@@ -198,6 +198,8 @@ def reopen_view(services: Services, turn_id: str | None, request: gr.Request | N
     if view is None:
         message = "Pick one of your recent questions." if not turn_id else "That question is not in your history."
         return notice_html(message), gr.update(), gr.update(), gr.update(), gr.update(), gr.update()
+    # the turn still being answered on this page (its papers' full text) stops updating the boxes, as for a question
+    LATEST.start(request.session_hash if request is not None else None, view.turn_id, view.question)
     notice, a, b, status = reopened_outputs(view, thought_lineage(services, view, user))
     _, a, b = columns(("", a, b))
     return notice, a, b, gr.update(visible=view.votable), status, view.turn_id
