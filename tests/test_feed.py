@@ -110,6 +110,22 @@ def test_by_default_the_feed_lists_close_papers_from_a_window_that_holds_enough(
     assert feed.close == len(listed)
 
 
+def test_the_atom_feed_lists_the_close_papers_as_for_you_does(two_months):
+    """The Atom feed listed every paper of the newest week, ranked: a feed reader showed the unrelated ones For you
+    leaves out (issue #59 item 9). Now the newest week's papers close to the profile, the window widened as For you
+    widens it."""
+    services, early, late = two_months
+    mine = late[0]
+    services.profiles.save("gus", mine.title, [], [mine.id])
+    near = closeness_to(services, mine.title, [mine.id], [p.id for p in early + late if p.id != mine.id])
+    xml = F.atom_for_token(services, F.feed_token(services, "gus"), "http://127.0.0.1:7860")
+    entries = ElementTree.fromstring(xml).findall(f"{ATOM}entry")
+    listed = [e.find(f"{ATOM}link").get("href").rsplit("/", 1)[1] for e in entries]
+    assert listed and all(near[pid] >= F.CLOSE_FLOOR for pid in listed), [(pid, near[pid]) for pid in listed]
+    close_late = [p.id for p in late if p.id != mine.id and near[p.id] >= F.CLOSE_FLOOR]
+    assert len(listed) >= min(F.MIN_CLOSE, len(close_late))
+
+
 def test_with_a_chosen_day_only_a_close_paper_has_a_reason(two_months):
     services, early, late = two_months
     services.profiles.save("fay", "I study retrieval for language models.", [], [early[0].id])

@@ -110,10 +110,11 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 
 
 def feed_for(services: Services, user: str, since: date | str | None = None, limit: int = FEED_LIMIT,
-             visit: bool = True) -> Feed:
+             visit: bool = True, close_only: bool | None = None) -> Feed:
     """The user's feed. `visit` records this as a visit (the page and the CLI do; the Atom feed does not). By
     default (no day chosen) a ranked feed lists the close papers only, of a window widened until it holds
-    MIN_CLOSE of them (`_close_window`); with a chosen day, every paper from that day, a reason only where close."""
+    MIN_CLOSE of them (`_close_window`); with a chosen day, every paper from that day, a reason only where close.
+    `close_only` says which of the two, whatever the day (the Atom feed: the newest week's close papers)."""
     if isinstance(since, str):
         since = parse_day(since, "since")
     feedback = services.feed.feedback(user)
@@ -143,7 +144,7 @@ def feed_for(services: Services, user: str, since: date | str | None = None, lim
         base.message = ("Listed newest first: save a profile (Profile tab) or mark papers \"more like this\" to have "
                         "the feed ranked for you.")
         return base
-    if since is None:
+    if since is None if close_only is None else close_only:
         ids, base.since, base.message = _close_window(services, ids, words, queries, disliked | own)
         base.candidates, base.close = len(ids), len(ids)
     vectors = services.store.paper_embeddings(ids)
@@ -287,13 +288,15 @@ def feed_token(services: Services, user: str, renew: bool = False) -> str:
 
 
 def atom_for_token(services: Services, token: str, base_url: str = "") -> bytes | None:
-    """The Atom XML of the user the token belongs to (None: no such token): the newest week, ranked for them."""
+    """The Atom XML of the user the token belongs to (None: no such token): the newest week's papers close to their
+    profile (or a longer window's, as For you widens it), ranked for them; the newest week, ranked, before a profile
+    or feedback."""
     user = services.feed.user_of_token(token)
     if user is None:
         return None
     rows = services.catalog.rows()
     since = (number_to_date(max(r.date for r in rows)) - timedelta(days=FIRST_VISIT_DAYS - 1)) if rows else None
-    feed = feed_for(services, user, since=since, visit=False)
+    feed = feed_for(services, user, since=since, visit=False, close_only=True)
     return atom_xml(feed, f"{base_url.rstrip('/')}/feed/{token}.atom")
 
 
