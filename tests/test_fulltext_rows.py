@@ -170,6 +170,33 @@ def test_a_row_quotes_the_body_sentence_that_answers_with_its_section():
     assert all(q.source == table.ABSTRACT for q in evidence.make_table(plain, question).rows[0].quotes)
 
 
+@pytest.mark.parametrize("sentence, announces", [
+    ("In this section, we first analyze the high-level statistics of our TextAtlas5M.", True),
+    ("This section details our approach to designing and training the KL3M tokenizers.", True),
+    ("Section 4 describes the experimental setup.", True),
+    ("Appendix A provides a constructive proof for a class of environments.", True),
+    ("In this section, we show that the sliding window doubles term accuracy.", False),     # it states a finding
+    ("The next section presents ablations on 4 datasets.", False),
+    ("In this setting, the sliding window model collapses.", False),
+    ("This part of the model describes the scene.", False),
+])
+def test_a_sentence_that_only_announces_a_part_of_the_paper_is_a_signpost(sentence, announces):
+    assert body_text.is_signpost(sentence) is announces
+
+
+def test_a_row_never_quotes_a_signpost_however_many_words_it_shares():
+    """Seen on the page: TextAtlas5M's row quoted "In this section, we first analyze the high-level statistics of our
+    TextAtlas5M." for the limits its authors report."""
+    signpost = "In this section, we analyze the sliding window term accuracy of RASST."
+    body = make_body(given=[*PASSAGES[:3], ("4.2 Ablations", "S4.SS2", "4 Experiments", signpost), *PASSAGES[3:]])
+    question = "What does the sliding window do to the term accuracy of RASST?"
+    with_body = replace(PAPER, body=stored(body))
+    scanned = evidence.body_candidates(with_body, question, embed([question])[0])
+    assert scanned and signpost not in [span.text for span, *_ in scanned]
+    rows = build_rows(question, embed([question])[0], [with_body], embed, floor=0.2)[0]
+    assert all(q.text != signpost for q in evidence.make_table(rows, question).rows[0].quotes)
+
+
 def test_a_body_quote_that_is_not_a_slice_of_the_body_drops_the_row():
     question = "How much does removing the sliding window drop RASST's term accuracy?"
     body = make_body()

@@ -37,6 +37,15 @@ _INTRODUCTION = re.compile(r"\bintroduction\b", re.I)
 # a section title that carries its number: "4.2 Ablations", "III-B3 Training", "A Proofs", "Appendix B Prompts"
 _NUMBERED = re.compile(r"^(?:Appendix\s+)?(?:\d+|[A-Z]|[IVXLC]+)(?:[.\-]\w+)*\s")
 _OWN_VOICE = re.compile(r"\b(?:we|our|us|this\s+(?:paper|work|study|article))\b", re.I)
+# a sentence that only says what a part of the paper does ("In this section, we first analyze the statistics of X.",
+# "Section 4 describes the setup."): no finding, unless it states one (a "that" clause, a number)
+_PART = r"(?:sub)?(?:section|chapter|appendix|part)"
+_ANNOUNCES = (r"(?:\w+\s+)?(?:describes?|presents?|introduces?|details?|discuss(?:es)?|gives?|reports?|provides?"
+              r"|outlines?|analy[sz]es?|summari[sz]es?|shows?|explains?|covers?|lists?)\b")
+_SIGNPOST = re.compile(rf"^\W*(?:(?:in|within)\s+(?:this|the\s+(?:following|next|present))\s+{_PART}\b"
+                       rf"|in\s+what\s+follows\b|(?:this|the\s+(?:following|next))\s+{_PART}\s+{_ANNOUNCES}"
+                       rf"|(?:{_PART}|sec\.)\s*[A-Z0-9][\w.]*\s+{_ANNOUNCES})", re.I)
+_STATES_SOMETHING = re.compile(r"\bthat\b|(?<![\w.])\d")
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,13 @@ def may_state_finding(body: Body, sentence: BodySentence) -> bool:
     if _INTRODUCTION.search(top):
         return bool(_OWN_VOICE.search(body.text[sentence.start:sentence.end]))
     return True
+
+
+def is_signpost(text: str) -> bool:
+    """Whether a sentence only announces what a part of the paper does ("In this section, we first analyze …"): such
+    a sentence is never quoted as what the paper finds."""
+    announced = _SIGNPOST.search(text)
+    return announced is not None and not _STATES_SOMETHING.search(text, announced.end())
 
 
 def section_label(body: Body, section: Section) -> str:

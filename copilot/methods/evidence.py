@@ -358,7 +358,8 @@ def body_candidates(source: Source, question: str, question_vector: np.ndarray, 
     for n in np.argsort(-np.where(with_vector, cosines + bonus, -np.inf))[:min(BODY_SCAN, int(with_vector.sum()))]:
         sentence = stored.sentences[int(n)]
         span = _body_span(body, int(n), sentence) if body_text.may_state_finding(
-            body, body_text.BodySentence(*sentence)) else None
+            body, body_text.BodySentence(*sentence)) and not body_text.is_signpost(
+            body.text[sentence[0]:sentence[1]]) else None
         if span is None:
             continue
         role = cue_role(span.text, False)
