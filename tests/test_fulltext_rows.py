@@ -13,7 +13,7 @@ import pytest
 
 from copilot import table
 from copilot.body import Body, Passage, Section
-from copilot.methods import body_text, evidence, evidence_text
+from copilot.methods import body_text, evidence, evidence_text, passages
 from copilot.methods.evidence import Source, build_rows
 from copilot.store.fulltext import FulltextStore, StoredBody
 from copilot.ui.chat.render import answer_text_html
@@ -269,3 +269,63 @@ def test_a_first_look_quotes_only_the_sentences_it_has_a_vector_for():
 
     assert candidates(look) and not any(text.startswith("Removing the sliding window") for text in candidates(look))
     assert any(text.startswith("Removing the sliding window") for text in candidates(whole))
+
+
+LEANING = [
+    ("5 Setup", "S5", "5 Setup",
+     "Most of our experiments were conducted on V100 GPUs. An exception is the evaluation of the Infinity model, "
+     "which requires FlashAttention, a feature not supported on V100. As a result, we ran the Infinity experiments "
+     "on A5000 GPUs."),
+    ("5 Setup", "S5", "5 Setup", "However, the Infinity experiments used the same prompts as the others."),
+    ("6 Results", "S6", "6 Results",
+     "Four games are won by a single press, yet the agent pressed another button on every run and missed the win. "
+     "This identifies a failure mode: without a strong hypothesis the agent's choice of button is biased."),
+]
+
+
+def _quoted(question: str, scoped: bool = False) -> list[str]:
+    """The body quotes of the paper's row, as the table shows them: across the library, or asked about the paper."""
+    with_body = replace(PAPER, body=stored(make_body(given=LEANING)))
+    vector = embed([question])[0]
+    rows = (passages.passage_rows(question, vector, [with_body], embed, learned_roles=False) if scoped
+            else build_rows(question, vector, [with_body], embed, floor=0.2)[0])
+    return [q.text for q in evidence.make_table(rows, question).rows[0].quotes if q.source == table.BODY]
+
+
+@pytest.mark.parametrize("scoped", [False, True])
+def test_a_sentence_that_leans_on_the_one_before_is_quoted_with_it(scoped):
+    """Seen in eval fulltext: 'As a result, we ran the Infinity experiments on A5000 GPUs.' was quoted alone for why
+    they ran on other GPUs; the reason is the sentence before."""
+    quoted = _quoted("On which GPUs were the Infinity experiments run?", scoped)
+    joined = ("An exception is the evaluation of the Infinity model, which requires FlashAttention, a feature not "
+              "supported on V100. As a result, we ran the Infinity experiments on A5000 GPUs.")
+    assert any(joined in q for q in quoted)
+    assert sum("As a result" in q for q in quoted) == 1                    # never a second time
+    assert not any(q.startswith("As a result") for q in quoted)
+
+
+def test_a_quote_never_takes_a_sentence_from_another_paragraph():
+    quoted = _quoted("Did the Infinity experiments use the same prompts as the others?", scoped=True)
+    assert "However, the Infinity experiments used the same prompts as the others." in quoted
+
+
+@pytest.mark.parametrize("scoped", [False, True])
+def test_a_why_question_quotes_the_sentence_after_that_explains(scoped):
+    explains = "This identifies a failure mode: without a strong hypothesis the agent's choice of button is biased."
+    assert any(explains in q for q in _quoted("Why does the agent miss games that a single press would win?", scoped))
+    assert not any(explains in q and q != explains for q in _quoted(
+        "Which games does the agent miss that a single press would win?", scoped))
+
+
+def test_quotes_that_overlap_once_in_context_are_shown_as_one():
+    with_body = replace(PAPER, body=stored(make_body(given=LEANING)))
+    spans = [span for span, *_ in evidence.body_candidates(with_body, "Infinity V100 A5000 GPUs", embed(
+        ["Infinity V100 A5000 GPUs"])[0], count=8)]
+    spans = sorted((s for s in spans if "Infinity" in s.text and s.section == "5 Setup" and "However" not in s.text),
+                   key=lambda s: s.position)
+    assert len(spans) == 2            # "An exception …" and "As a result, …", each on its own
+    shown, roles = evidence.in_context(with_body, spans, ["other", "result"], "Infinity V100 A5000 GPUs")
+    assert len(shown) == len(roles) == 1 and shown[0].text.startswith("An exception") and shown[0].text.endswith(
+        "A5000 GPUs.")
+    assert table.verbatim(table.Quote(table.BODY, shown[0].start, shown[0].end, shown[0].text, "other"),
+                          with_body.body.body.text)

@@ -12,6 +12,7 @@ import pytest
 
 from copilot.body import Body, Passage, Section
 from copilot.methods import question_kinds
+from copilot.methods.evidence import asks_how_much
 from copilot.methods.question_kinds import question_kind, section_holds
 
 pytestmark = pytest.mark.unit
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.unit
     ("How does the agent compare with a ReAct baseline?", "results"),
     ("What error rate do the authors estimate for their judge?", "results"),
     ("How much does dev Recall@10 drop without the multi-scale windows?", "results"),
+    ("How well can a prompted model tell which profile produced which prediction?", "results"),
     ("What does the Latent Bridge prepend to the fast model?", "other"),
     ("", "other"),
 ])
@@ -133,3 +135,14 @@ def test_eval_fulltext_names_the_line_of_a_malformed_question(tmp_path):
             read_questions(path)
     with pytest.raises(FulltextDataError, match="no question file"):
         read_questions(tmp_path / "absent.jsonl")
+
+
+@pytest.mark.parametrize("question, numbers", [
+    ("What share of the dataset comes from real rather than synthetic images?", True),
+    ("What fraction of the probes are miscategorized?", True),
+    ("How long does one term lookup take at inference time?", True),
+    ("What part of the model is frozen?", False),
+    ("Which tokenizer is more stable under rewriting?", False),
+])
+def test_a_question_asking_for_a_share_or_a_duration_asks_for_a_number(question, numbers):
+    assert asks_how_much(question) is numbers

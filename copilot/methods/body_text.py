@@ -48,6 +48,22 @@ _SIGNPOST = re.compile(rf"^\W*(?:(?:in|within)\s+(?:this|the\s+(?:following|next
 _STATES_SOMETHING = re.compile(r"\bthat\b|(?<![\w.])\d")
 
 
+# a sentence that leans on the one before it is quoted with it: "As a result, we ran the Infinity experiments on A5000
+# GPUs." does not say why without "An exception is the evaluation of the Infinity model, which requires
+# FlashAttention, a feature not supported on V100." (anchored at the sentence's start: linear)
+_LEANS_BACK = re.compile(r"^\W*(?:as\s+(?:a\s+(?:result|consequence)|such)|thus|therefore|hence|consequently"
+                         r"|accordingly|for\s+(?:this|that)\s+reason|to\s+this\s+end|because\s+of\s+(?:this|that)"
+                         r"|this|these|that|those|such|it|they|however|instead|in\s+contrast|in\s+particular"
+                         r"|specifically|nevertheless|nonetheless)\b", re.I)
+# for a question that asks why, the sentence after one that explains it ("… AERA's LLM chose ACTION1 on every run,
+# missing the win. This identifies a concrete failure mode: …")
+_EXPLAINS_BACK = re.compile(r"^\W*(?:(?:this|that|it)\s+(?:is|was)\s+(?:because|due\s+to|since|why)"
+                            r"|(?:this|that)\s+(?:identifies|suggests|indicates|shows|means|reflects|explains"
+                            r"|happens|occurs|arises|stems|comes)\b|because|the\s+(?:main\s+)?reasons?\b"
+                            r"|due\s+to\s+(?:this|that))", re.I)
+MAX_CONTEXT_CHARS = 700       # a quote with the sentence it leans on (or that explains it) is at most this long
+
+
 @dataclass(frozen=True)
 class BodySentence:
     start: int                # offsets into Body.text
@@ -96,6 +112,29 @@ def quote_bounds(body: Body, start: int, end: int, passage: int, cut_before: boo
         if len(re.findall(r"[A-Za-z]{2,}", text[a:b])) >= MIN_WORDS:
             return a, b, cut_before or a > start, cut_after or b < end, MIN_WORDS
     return None
+
+
+def with_context(body: Body, sentences: Sequence[tuple[int, int, int, bool, bool]], n: int,
+                 why: bool = False) -> tuple[int, int]:
+    """The first and last of `sentences` a quote of sentence `n` spans: the one before it too when `n` leans on it
+    ("As a result, …", "However, …", "This …"), and for a why-question the one after it when that one explains it
+    ("This is because …"); only within one paragraph, at most MAX_CONTEXT_CHARS, and never across curly quote
+    marks (quote_bounds)."""
+    text = body.text
+
+    def joins(a: int, b: int) -> bool:
+        first, last = sentences[a], sentences[b]
+        return (first[2] == last[2] and body.passages[first[2]].kind not in ("table_row", "caption")
+                and last[1] - first[0] <= MAX_CONTEXT_CHARS
+                and not re.search("[\u201c\u201d]", text[first[0]:last[1]]))
+
+    first = last = n
+    if n > 0 and _LEANS_BACK.match(text[sentences[n][0]:sentences[n][1]]) and joins(n - 1, n):
+        first = n - 1
+    if why and n + 1 < len(sentences) and _EXPLAINS_BACK.match(
+            text[sentences[n + 1][0]:sentences[n + 1][1]]) and joins(first, n + 1):
+        last = n + 1
+    return first, last
 
 
 def may_state_finding(body: Body, sentence: BodySentence) -> bool:

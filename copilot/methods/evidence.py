@@ -39,6 +39,13 @@ from copilot.methods.evidence_text import (  # is_textbook re-exported: Chat and
     is_textbook,
     quote_text,
 )
+from copilot.methods.question_cues import (  # re-exported: passages and the tests ask them here
+    asks_contribution,
+    asks_how_much,
+    asks_reason,
+    limit_cue,
+    states,
+)
 from copilot.store.fulltext import StoredBody
 
 log = logging.getLogger(__name__)
@@ -91,27 +98,6 @@ _CONTRIBUTES = re.compile(r"\b(?:we|this (?:paper|work|study|article)|our (?:pap
                           r"\b(?:propose|introduce|present)[sd]?\b", re.I)
 _NUMBER = re.compile(r"\d")
 _OWN_VOICE = re.compile(r"\b(?:we|our|this (?:paper|work|study|article))\b", re.I)
-_HOW_MUCH = re.compile(r"\bhow (?:much|many|well|fast|large|big|good|accurate|often)\b|\bby how\b"
-                       r"|\bwhat (?:is|are) the (?:gains?|savings?|speed-?ups?|improvements?)\b"
-                       r"|\b(?:save|saving|savings|speed-?up|reduction|accuracy|gain)s?\b", re.I)
-# a question about what goes wrong ("What are the limits of RAG for multi-hop QA?") or why ("Why do VLMs
-# hallucinate?"), and the sentences that answer each: a limitation or failure (or its cause), a cause
-_ASKS_LIMITS = re.compile(r"\b(?:limits|limitations?|challenges|drawbacks?|weakness(?:es)?|shortcomings?|pitfalls?"
-                          r"|bottlenecks?|failure modes?|open (?:problems|questions|issues)"
-                          r"|what (?:goes|can go) wrong)\b", re.I)
-_ASKS_WHY = re.compile(r"\bwhy (?:do|does|did|is|are|can|can't|cannot|would|might)\b", re.I)
-_CAUSE = (r"due to|because|stems? from|caused by|attributed? to|attributable to|arises? from|root causes?|"
-          r"originates? from|the (?:main |primary |key )?reasons?")
-_STATES_LIMIT = re.compile(r"\b(?:limitations?|limited|struggles?|struggling|fail(?:s|ed|ing|ures?)?|suffers?"
-                           r"|bottlenecks?|drawbacks?|shortcomings?|lacks?|lacking|insufficient|unable|cannot|"
-                           r"vulnerab\w+|prone to|hinders?|degrades?|degradation|challenges|brittle|unreliable|poorly|"
-                           r"inconsisten\w+|falls? short|" + _CAUSE + r")\b", re.I)
-_STATES_CAUSE = re.compile(r"\b(?:" + _CAUSE + r")\b", re.I)
-# a sentence about removing a limitation states none: "To address these limitations, we propose …", "… without
-# performance degradation", "avoiding the inefficiency caused by …"
-_REMOVES_LIMIT = re.compile(r"\b(?:to (?:address|overcome|tackle|alleviate|mitigate|solve|resolve|remedy|bridge)"
-                            r"|without (?:\w+ ){0,3}(?:degradation|loss|failure|sacrific\w*)|avoid\w*|eliminat\w*)\b",
-                            re.I)
 MAX_LIMIT_SPANS = 2           # background spans that state a limitation, kept per paper for such a question
 # for such a question a row quotes its paper's sentence that states a limitation or cause, when one is at least this
 # close to the question (MiniLM ranks "RAG systems often struggle to handle multi-hop question-answering …" at 0.39
@@ -272,32 +258,6 @@ def names_paper(question: str, source: Source) -> bool:
     return source.named or (len(quotes._content(source.title)) >= 2 and quotes.restates(source.title, question))
 
 
-def asks_how_much(question: str) -> bool:
-    return bool(_HOW_MUCH.search(question or ""))
-
-
-_CONTRIBUTION = re.compile(r"\b(?:propos\w*|introduc\w*|present\w*|contribut\w*|main idea|key idea|novel\w*|"
-                           r"how (?:does|do) (?:it|they|the (?:paper|method|approach|model|system)) work)\b"
-                           r"|\bwhat (?:does|did) (?:the paper|this paper|it|\S+) (?:do|study|address)\b", re.I)
-
-
-def asks_contribution(question: str) -> bool:
-    """Whether the question asks what a paper proposes or does (not what it finds)."""
-    return bool(_CONTRIBUTION.search(question or ""))
-
-
-def limit_cue(question: str) -> re.Pattern | None:
-    """For a question about what goes wrong (limits, challenges, failures), the cue of a sentence that states one;
-    for a why-question, of a sentence that states a cause; else None."""
-    return _STATES_LIMIT if _ASKS_LIMITS.search(question or "") else _STATES_CAUSE if _ASKS_WHY.search(
-        question or "") else None
-
-
-def states(cue: re.Pattern, sentence: str) -> bool:
-    """Whether a sentence states what `cue` (a `limit_cue`) looks for, not how a paper removes it."""
-    return bool(cue.search(sentence)) and not _REMOVES_LIMIT.search(sentence)
-
-
 def candidate_spans(abstract: str, limits: re.Pattern | None = None) -> list[tuple[Span, str, float]]:
     """The spans of an abstract a row may quote, with their cue role and relative place in the abstract (0 first, 1
     last): quotable, not background by their cues, at most MAX_SPANS_PER_PAPER (objective, method, result first)
@@ -337,6 +297,39 @@ def _body_span(body: Body, n: int, sentence: tuple[int, int, int, bool, bool]) -
     span = Span(" ".join(body.text[start:end].split()), cut_before, cut_after, BODY_POSITIONS + 2 * n, start, end,
                 table.BODY, label, anchor)
     return span if quotable(span, least) else None
+
+
+def in_context(source: Source, spans: Sequence[Span], roles: Sequence[str],
+               question: str) -> tuple[list[Span], list[str]]:
+    """A row's quotes, in reading order, each body sentence with its context (body_text.with_context): the sentence
+    it leans on ("As a result, …") and, for a why-question, the one after that explains it. Quotes that then overlap
+    become one. Only what is shown grows: every quote was chosen on its own sentence's score."""
+    stored = source.body
+    if stored is None:
+        return list(spans), list(roles)
+    why = asks_reason(question)
+    sentences, text = stored.sentences, stored.body.text
+    shown: list[Span] = []
+    kept: list[str] = []
+    for span, role in zip(spans, roles):
+        n = (span.position - BODY_POSITIONS) // 2
+        if span.origin == table.BODY and 0 <= n < len(sentences):
+            first, last = body_text.with_context(stored.body, sentences, n, why)
+            start = sentences[first][0] if first < n else span.start
+            end = sentences[last][1] if last > n else span.end
+            if (start, end) != (span.start, span.end):
+                span = replace(span, text=" ".join(text[start:end].split()), start=start, end=end,
+                               cut_before=sentences[first][3] if start < span.start else span.cut_before,
+                               cut_after=sentences[last][4] if end > span.end else span.cut_after)
+            if shown and shown[-1].origin == table.BODY and span.start < shown[-1].end:
+                before = shown[-1]
+                end = max(before.end, span.end)
+                shown[-1] = replace(before, text=" ".join(text[before.start:end].split()), end=end,
+                                    cut_after=span.cut_after if end == span.end else before.cut_after)
+                continue
+        shown.append(span)
+        kept.append(role)
+    return shown, kept
 
 
 def body_candidates(source: Source, question: str, question_vector: np.ndarray, limits: re.Pattern | None = None,
@@ -460,8 +453,8 @@ def build_rows(question: str, question_vector: np.ndarray, sources: Sequence[Sou
         if not chosen:
             continue
         chosen.sort(key=lambda n: owned[n][1].position)
-        rows.append(Row(source, [owned[n][1] for n in chosen], float(relevance[best]),
-                        scores[best], [owned[n][2] for n in chosen]))
+        quoted, roles = in_context(source, [owned[n][1] for n in chosen], [owned[n][2] for n in chosen], question)
+        rows.append(Row(source, quoted, float(relevance[best]), scores[best], roles))
         row_vectors.append(vectors[best])
         clears.append(relevance[best] >= floor or (owned[best][1].origin == table.BODY and relevance[best] >= BODY_FLOOR
                                                    and word_bonus.get(best, 0.0) >= BODY_WORDS_CLEAR))

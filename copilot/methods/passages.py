@@ -124,6 +124,7 @@ def passage_rows(question: str, question_vector: np.ndarray, sources: Sequence[e
         chosen = _chosen(found, question_vector)
         ordered = sorted(chosen, key=lambda n: found[n][0].position)
         best = found[chosen[0]]
-        rows.append(evidence.Row(source, [found[n][0] for n in ordered], float(best[2] @ question_vector),
-                                 best[3], [found[n][1] for n in ordered]))
+        quoted, roles = evidence.in_context(source, [found[n][0] for n in ordered], [found[n][1] for n in ordered],
+                                            question)
+        rows.append(evidence.Row(source, quoted, float(best[2] @ question_vector), best[3], roles))
     return rows

@@ -37,7 +37,7 @@ _CUES: dict[str, tuple[str, ...]] = {
              "glossary", "split*", "annotat*", "sources", "prompts", "examples", "instances", "entries"),
     "results": ("compare*", "comparison", "versus", "vs", "accuracy", "score*", "scored", "recall*", "precision@*",
                 "bleu", "f1", "error", "agree*", "improve*", "drop*", "change*", "lift", "gain*", "perform*",
-                "baseline*", "ablation*", "outperform*", "happens", "effect", "impact", "proxy", "rate"),
+                "baseline*", "ablation*", "outperform*", "happens", "effect", "impact", "proxy", "rate", "how well"),
 }
 # the words of a section's path that say it holds each kind (lower case, whole words; "*" a prefix)
 _SECTIONS: dict[str, tuple[str, ...]] = {
