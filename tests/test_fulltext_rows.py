@@ -144,8 +144,11 @@ def test_a_sentence_holding_curly_quote_marks_is_quoted_up_to_the_mark():
 def test_the_paper_a_question_is_most_about_shows_up_to_three_body_quotes_another_two():
     body = make_body(given=[("4 Results", "S4", "4 Results",
                              "The retriever recalls 88% of the glossary with a short window of frames. "
+                             "Our talks were recorded in a quiet room over two weeks. "
                              "Longer talks in German lower how much of the glossary it recalls to 81%. "
+                             "Our talks were read by twelve speakers of German. "
                              "Each window of frames adds latency, 40 ms for the longest one we tried. "
+                             "Our talks were transcribed by two annotators. "
                              "A window of eight frames recalls most terms of the medical glossary.")])
     question = "How much of the glossary does the retriever recall with each window of frames?"
     first = replace(PAPER, body=stored(body), rank=0.0)
@@ -329,3 +332,20 @@ def test_quotes_that_overlap_once_in_context_are_shown_as_one():
         "A5000 GPUs.")
     assert table.verbatim(table.Quote(table.BODY, shown[0].start, shown[0].end, shown[0].text, "other"),
                           with_body.body.body.text)
+
+
+def test_quotes_that_follow_each_other_are_shown_as_one():
+    """Seen on the page: "Most of our experiments were conducted on V100 GPUs." … "An exception is …" read as if
+    something stood between them."""
+    with_body = replace(PAPER, body=stored(make_body(given=LEANING)))
+    spans = sorted((span for span, *_ in evidence.body_candidates(with_body, "V100 GPUs", embed(["V100 GPUs"])[0],
+                                                                   count=8) if span.section == "5 Setup"),
+                   key=lambda s: s.position)
+    first = next(s for s in spans if s.text.startswith("Most of our experiments"))
+    exception = next(s for s in spans if s.text.startswith("An exception"))
+    shown, _ = evidence.in_context(with_body, [first, exception], ["other", "other"], "V100 GPUs")
+    assert len(shown) == 1 and shown[0].text.startswith("Most of our") and shown[0].text.endswith("on V100.")
+    assert table.verbatim(table.Quote(table.BODY, shown[0].start, shown[0].end, shown[0].text, "other"),
+                          with_body.body.body.text)
+    later = next(s for s in spans if s.text.startswith("However"))       # the next paragraph: "\n\n" between
+    assert len(evidence.in_context(with_body, [first, later], ["other", "other"], "V100 GPUs")[0]) == 2

@@ -302,8 +302,9 @@ def _body_span(body: Body, n: int, sentence: tuple[int, int, int, bool, bool]) -
 def in_context(source: Source, spans: Sequence[Span], roles: Sequence[str],
                question: str) -> tuple[list[Span], list[str]]:
     """A row's quotes, in reading order, each body sentence with its context (body_text.with_context): the sentence
-    it leans on ("As a result, …") and, for a why-question, the one after that explains it. Quotes that then overlap
-    become one. Only what is shown grows: every quote was chosen on its own sentence's score."""
+    it leans on ("As a result, …") and, for a why-question, the one after that explains it. Quotes of one paragraph
+    that then overlap, or follow each other with nothing between them, become one. Only what is shown grows: every
+    quote was chosen on its own sentence's score."""
     stored = source.body
     if stored is None:
         return list(spans), list(roles)
@@ -311,9 +312,11 @@ def in_context(source: Source, spans: Sequence[Span], roles: Sequence[str],
     sentences, text = stored.sentences, stored.body.text
     shown: list[Span] = []
     kept: list[str] = []
+    last_passage = -1             # the paragraph of the last quote shown (-1: an abstract's)
     for span, role in zip(spans, roles):
         n = (span.position - BODY_POSITIONS) // 2
-        if span.origin == table.BODY and 0 <= n < len(sentences):
+        passage = sentences[n][2] if span.origin == table.BODY and 0 <= n < len(sentences) else -1
+        if passage >= 0:
             first, last = body_text.with_context(stored.body, sentences, n, why)
             start = sentences[first][0] if first < n else span.start
             end = sentences[last][1] if last > n else span.end
@@ -321,7 +324,8 @@ def in_context(source: Source, spans: Sequence[Span], roles: Sequence[str],
                 span = replace(span, text=" ".join(text[start:end].split()), start=start, end=end,
                                cut_before=sentences[first][3] if start < span.start else span.cut_before,
                                cut_after=sentences[last][4] if end > span.end else span.cut_after)
-            if shown and shown[-1].origin == table.BODY and span.start < shown[-1].end:
+            if shown and passage == last_passage and (span.start < shown[-1].end
+                                                      or not text[shown[-1].end:span.start].strip()):
                 before = shown[-1]
                 end = max(before.end, span.end)
                 shown[-1] = replace(before, text=" ".join(text[before.start:end].split()), end=end,
@@ -329,6 +333,7 @@ def in_context(source: Source, spans: Sequence[Span], roles: Sequence[str],
                 continue
         shown.append(span)
         kept.append(role)
+        last_passage = passage
     return shown, kept
 
 
