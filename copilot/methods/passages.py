@@ -12,6 +12,9 @@ question by meaning alone. One paper in scope allows more than the library's sco
 4): a body sentence in the section where the question's kind is written, one stating a number when numbers answer
 that kind, and a fragment continuing a sentence that holds the question's words score higher (methods.question_kinds).
 
+A body quote is shown with the sentence it leans on and, for a why-question, the one that explains it
+(`evidence.in_context`), as in the library's table.
+
 Nothing here writes a sentence of its own: every quote is a slice of the stored abstract or body.
 """
 
