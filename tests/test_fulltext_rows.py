@@ -349,3 +349,19 @@ def test_quotes_that_follow_each_other_are_shown_as_one():
                           with_body.body.body.text)
     later = next(s for s in spans if s.text.startswith("However"))       # the next paragraph: "\n\n" between
     assert len(evidence.in_context(with_body, [first, later], ["other", "other"], "V100 GPUs")[0]) == 2
+
+
+def test_a_short_list_item_that_states_a_number_is_a_span_and_can_be_the_quote():
+    """dev2: "Which calendar years get their own dedicated tokens?" is answered by the list item "Years: Years from
+    1776 to 2050", four words, which was never a span (five needed)."""
+    given = [("3.3 Custom tokens", "S3.SS3", "3 Method", text) for text in (
+        "We add whole tokens for elements common in legal and financial documents.",
+        "Years: Years from 1776 to 2050", "Markdown: headings and lists")]
+    body = make_body(given=given)
+    body = replace(body, passages=tuple(replace(p, kind="item") if n else p for n, p in enumerate(body.passages)))
+    found = [body.text[s.start:s.end] for s in body_text.body_sentences(body)]
+    assert "Years: Years from 1776 to 2050" in found
+    assert "Markdown: headings and lists" not in found          # no number: too short to say anything
+    question = "Which years get their own tokens?"
+    rows = build_rows(question, embed([question])[0], [replace(PAPER, body=stored(body))], embed, floor=0.2)[0]
+    assert "Years: Years from 1776 to 2050" in [q.text for q in evidence.make_table(rows, question).rows[0].quotes]

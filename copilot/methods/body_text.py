@@ -23,8 +23,8 @@ from copilot.methods import quotes
 from copilot.store import lexical
 
 MIN_WORDS = quotes.MIN_QUOTE_WORDS
-# a table row states its numbers in few words ("Submissions Dataset | 41,596 | 34,641 | 83.2%"): one with a number
-# is a span from this many words
+# a table row states its numbers in few words ("Submissions Dataset | 41,596 | 34,641 | 83.2%"), and so does a list
+# item ("Years: Years from 1776 to 2050"): one with a number is a span from this many words
 TABLE_MIN_WORDS = 2
 MAX_SENTENCES = 4000          # a body's spans kept at most (a 30-page paper has ~600)
 
@@ -88,7 +88,8 @@ def body_sentences(body: Body) -> list[BodySentence]:
             least = TABLE_MIN_WORDS
         for start, end in bounds:
             for a, b, cut_before, cut_after in quotes.statement_pieces(text, start, end, quotes.MAX_SPAN_WORDS):
-                if len(re.findall(r"[A-Za-z]{2,}", text[a:b])) >= least:
+                fewest = TABLE_MIN_WORDS if passage.kind == "item" and re.search(r"\d", text[a:b]) else least
+                if len(re.findall(r"[A-Za-z]{2,}", text[a:b])) >= fewest:
                     found.append(BodySentence(a, b, index, cut_before, cut_after))
                 if len(found) >= MAX_SENTENCES:
                     return found
@@ -99,10 +100,10 @@ def quote_bounds(body: Body, start: int, end: int, passage: int, cut_before: boo
                  cut_after: bool) -> tuple[int, int, bool, bool, int] | None:
     """Where a stored sentence may be quoted: (start, end, cut_before, cut_after, the fewest words it needs). A
     sentence holding curly quote marks (a “phrase”: shown inside quotation marks it would end the quote) is quoted
-    as its first piece between them that is long enough, or not at all; a table row with a number needs
-    TABLE_MIN_WORDS words."""
+    as its first piece between them that is long enough, or not at all; a table row or list item with a number
+    needs TABLE_MIN_WORDS words."""
     text = body.text
-    least = TABLE_MIN_WORDS if body.passages[passage].kind == "table_row" and re.search(
+    least = TABLE_MIN_WORDS if body.passages[passage].kind in ("table_row", "item") and re.search(
         r"\d", text[start:end]) else MIN_WORDS
     if not re.search("[\u201c\u201d]", text[start:end]):
         return start, end, cut_before, cut_after, least
