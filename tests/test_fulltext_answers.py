@@ -311,3 +311,18 @@ def test_a_comparison_is_shown_from_abstracts_while_its_papers_are_read(library,
     assert "Reading the full text of" in str(first[0]), "shown only once the reading was over"
     assert shown == list(range(shown[0], len(outputs))), "once shown, both stay shown in every update"
     assert "chat-badge" not in str(first[1]) + str(first[2]) and not first[3].get("visible")   # blind, no vote yet
+
+
+@pytest.mark.parametrize("papers", [["2502.07870"], None])
+def test_a_quote_brings_the_sentence_it_leans_on_from_a_real_page(library, tmp_path, papers):
+    """Issue #57 (dev2): why TextAtlas5M's Infinity runs used other GPUs is the sentence before "As a result, we
+    ran the Infinity experiments on A5000 GPUs.": asked about the paper and across the library, the quote brings it."""
+    services = services_over(library, tmp_path)
+    assert fulltext.import_paths(services, [HTML_DIR / "2502.07870.html"])[0].status == "ok"
+    question = "Why were the TextAtlas5M Infinity experiments run on A5000 GPUs?"
+    turn = Chat(services).prepare(question, "ann", papers=papers)
+    tables = answer_tables(services, turn.question, [a.sources for a in turn.answers], turn.ranking)
+    row = next(r for r in tables[0].rows if r.paper_id == "2502.07870")
+    body = services.fulltext.get({"2502.07870"}, services.embedder.name)["2502.07870"].body.text
+    quoted = [q for q in row.quotes if q.source == BODY and "As a result, we ran the Infinity" in q.text]
+    assert quoted and "a feature not supported on V100" in quoted[0].text and verbatim(quoted[0], body)
