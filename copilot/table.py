@@ -52,6 +52,7 @@ class Row:
     score: float
     group: str = ""              # the phrase heading the row's group, when the rows fall into two
     via: str = ""                # the thought the paper was reached through ("" for a retrieved paper)
+    absent: tuple[str, ...] = ()  # a chosen paper's: the question's words its full text never uses
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ class EvidenceTable:
             return None
         data: dict[str, Any] = json.loads(text)
         rows = tuple(Row(**{**row, "authors": tuple(row["authors"]),
-                            "quotes": tuple(Quote(**quote) for quote in row["quotes"])}) for row in data["rows"])
+                            "quotes": tuple(Quote(**quote) for quote in row["quotes"]),
+                            "absent": tuple(row.get("absent", ()))}) for row in data["rows"])
         return cls(rows=rows, textbook=bool(data.get("textbook")), chosen=bool(data.get("chosen")))
 
 

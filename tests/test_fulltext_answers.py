@@ -326,3 +326,18 @@ def test_a_quote_brings_the_sentence_it_leans_on_from_a_real_page(library, tmp_p
     body = services.fulltext.get({"2502.07870"}, services.embedder.name)["2502.07870"].body.text
     quoted = [q for q in row.quotes if q.source == BODY and "As a result, we ran the Infinity" in q.text]
     assert quoted and "a feature not supported on V100" in quoted[0].text and verbatim(quoted[0], body)
+
+
+def test_a_question_about_a_real_paper_names_the_words_its_full_text_never_uses(library, tmp_path):
+    """Issue #57: asked about TextAtlas5M, a question on protein folding shows the paper's closest passages and says
+    that its full text (parsed from the real page) never uses "protein" or "folding"; a question it answers, nothing."""
+    services = services_over(library, tmp_path)
+    assert fulltext.import_paths(services, [HTML_DIR / "2502.07870.html"])[0].status == "ok"
+    for question, absent in (("Can TextAtlas5M predict protein folding?", ("protein", "folding")),
+                             ("Why were the TextAtlas5M Infinity experiments run on A5000 GPUs?", ())):
+        turn = Chat(services).prepare(question, "ann", papers=["2502.07870"])
+        tables = answer_tables(services, turn.question, [a.sources for a in turn.answers], turn.ranking)
+        (row,) = tables[0].rows
+        text = "".join(evidence_text.render_table(tables[0]))
+        assert row.absent == absent and evidence_text.is_table(text)
+        assert ("found nowhere in its full text: protein, folding." in text) == bool(absent)

@@ -365,3 +365,34 @@ def test_a_short_list_item_that_states_a_number_is_a_span_and_can_be_the_quote()
     question = "Which years get their own tokens?"
     rows = build_rows(question, embed([question])[0], [replace(PAPER, body=stored(body))], embed, floor=0.2)[0]
     assert "Years: Years from 1776 to 2050" in [q.text for q in evidence.make_table(rows, question).rows[0].quotes]
+
+
+def test_a_paper_names_the_asked_words_its_full_text_never_uses_when_they_are_half_the_question():
+    source = replace(PAPER, body=stored(make_body()))
+    assert passages.absent_words("Does RASST work for protein folding?", source) == ("protein", "folding")
+    # a first look (a body still being read) has no stems yet: the same words from its text
+    assert passages.absent_words("Does RASST work for protein folding?",
+                                 replace(source, body=replace(source.body, terms=()))) == ("protein", "folding")
+    assert passages.absent_words("Does RASST work for protein folding?", PAPER) == ()    # body not read: say nothing
+    for used in ("How many GPUs trained the retriever?",     # "GPUs" as written
+                 "Which GPU trained the retriever?",         # "GPU" inside "GPUs"
+                 "How wide are the sliding windows?",        # "windows": the stem of "window"
+                 "Does dropping the window hurt?",           # "dropping": the stem of the body's "drops"
+                 "Which glossary terms does the retriever expect?",  # one word of four is absent: no line
+                 "Summarize the paper for me", ""):
+        assert passages.absent_words(used, source) == (), used
+
+
+def test_the_words_a_paper_never_uses_are_a_line_of_the_table_its_checks_and_downloads_keep():
+    question = "Does RASST work for protein folding?"
+    source = replace(PAPER, body=stored(make_body()))
+    rows = passages.passage_rows(question, embed([question])[0], [source], embed)
+    made = evidence.make_table(rows, question, chosen=True)
+    made = replace(made, rows=tuple(replace(row, absent=passages.absent_words(question, source)) for row in made.rows))
+    text = "".join(evidence_text.render_table(made))
+    line = "Words of the question found nowhere in its full text: protein, folding."
+    assert text.splitlines()[-1] == line and evidence_text.is_table(text)
+    assert line in evidence_text.table_markdown(question, made)
+    assert table.EvidenceTable.from_json(made.to_json()) == made
+    assert not evidence_text.is_table(text.replace("protein", "\u201cprotein\u201d"))   # never a quote mark in it
+    assert not evidence_text.is_table(text + "\nWords of the question found nowhere")

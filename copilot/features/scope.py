@@ -151,7 +151,8 @@ def scope_notice(papers: Sequence[Paper], titled: bool = True) -> str:
 
 def scope_table(services: Services, question: str, question_vector: np.ndarray, items: Sequence[Evidence],
                 bodies: Mapping[str, StoredBody | None] | None = None) -> EvidenceTable:
-    """A scoped side's table: a row per chosen paper with its passages that answer the question (methods.passages).
+    """A scoped side's table: a row per chosen paper with its passages that answer the question (methods.passages),
+    and, once its full text is read, the question's words it never uses (`passages.absent_words`).
     `bodies`: the papers' full texts or first looks already at hand; the others are read from the store."""
     known = dict(bodies or {})
     order = {item.id: n for n, item in enumerate(items)}
@@ -170,7 +171,12 @@ def scope_table(services: Services, question: str, question_vector: np.ndarray, 
                            else (question, question_vector))
     rows = passages.passage_rows(asked, asked_vector, sources, services.embed_sentences,
                                  learned_roles=sentence_roles.trained_for(services.embedder.name))
-    return evidence.make_table(filtered_rows(wanted, rows, sources) if wanted else rows, question, chosen=True)
+    if wanted:
+        return evidence.make_table(filtered_rows(wanted, rows, sources), question, chosen=True)
+    made = evidence.make_table(rows, question, chosen=True)
+    by_id = {source.paper_id: source for source in sources}
+    return replace(made, rows=tuple(replace(row, absent=passages.absent_words(question, by_id[row.paper_id]))
+                                    for row in made.rows))
 
 
 STATES, STATES_NOT = "states it: ", "does not state it (its closest passage)"

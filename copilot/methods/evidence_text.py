@@ -6,7 +6,8 @@ A table is an intro line, then per row a header line — `[label] title · first
 arXiv:id` — and the row's quotes on the next line, each inside quotation marks, "…" between two and where a
 quote is a piece of a longer sentence, a quote from the paper's full text followed by its section and the section's
 address on arXiv — `(§4.2 Ablations · arxiv.org/html/<id>#S4.SS2)`; rows of a group follow a line
-`Group: “phrase”`.
+`Group: “phrase”`. A chosen paper whose full text never uses some of the question's words has a line after its
+quotes naming them (`ABSENT_PREFIX`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ CHOSEN_INTRO = "Evidence from the {count} paper{s} asked about:"      # a questi
 TEXTBOOK_LINE = ("The library's abstracts report research; they do not teach textbook material. Papers whose "
                  "abstracts bear on the question:")
 GROUP_PREFIX = "Group: "
+ABSENT_PREFIX = "Words of the question found nowhere in its full text: "  # then the words, plain (they are no quote)
+ABSENT_TAIL = "."
 _ARXIV_TAIL = " \u00b7 arXiv:"
 DOCUMENT_TAIL = " \u00b7 your PDF "        # a row of an uploaded document: "… · your PDF doc:3"
 PAGE_PREFIX = "p. "                         # an uploaded PDF's section names its page (sources.fulltext_pdf)
@@ -37,6 +40,7 @@ SECTION_HOST = "arxiv.org/html/"
 _ROW = re.compile(rf"^\[[^\[\]\n]{{1,40}}\] [^\n]*{re.escape(_ARXIV_TAIL)}[^\s]+\n"
                   rf"(?:{ELLIPSIS} )?{OPEN_QUOTE}[^\n]*(?:{CLOSE_QUOTE}|{ELLIPSIS}|\))$", re.M)
 _GROUP_LINE = re.compile(rf"^{GROUP_PREFIX}{OPEN_QUOTE}[^\n]*{CLOSE_QUOTE}$", re.M)
+_ABSENT_LINE = re.compile(rf"^{re.escape(ABSENT_PREFIX)}[^\n{OPEN_QUOTE}{CLOSE_QUOTE}]*{re.escape(ABSENT_TAIL)}$", re.M)
 
 
 def is_table(text: str) -> bool:
@@ -45,7 +49,7 @@ def is_table(text: str) -> bool:
     first, _, rest = text.partition("\n")
     if not _INTRO.fullmatch(first):
         return False
-    return bool(_ROW.search(rest)) and not _GROUP_LINE.sub("", _ROW.sub("", rest)).strip()
+    return bool(_ROW.search(rest)) and not _ABSENT_LINE.sub("", _GROUP_LINE.sub("", _ROW.sub("", rest))).strip()
 
 
 _INTRO = re.compile("^(?:" + "|".join(re.escape(intro).replace(re.escape("{count}"), "[0-9]+")
@@ -120,7 +124,12 @@ def render_table(evidence: table.EvidenceTable) -> Iterator[str]:
         if row.group and row.group != group:
             group = row.group
             yield f"\n\n{GROUP_PREFIX}{OPEN_QUOTE}{group}{CLOSE_QUOTE}"
-        yield f"\n\n{row_header(row)}\n{quote_text(row.quotes, row=row)}"
+        yield f"\n\n{row_header(row)}\n{quote_text(row.quotes, row=row)}{absent_line(row)}"
+
+
+def absent_line(row: table.Row) -> str:
+    """The line after a chosen paper's quotes naming the question's words its full text never uses ("" if none)."""
+    return f"\n{ABSENT_PREFIX}{', '.join(row.absent)}{ABSENT_TAIL}" if row.absent else ""
 
 
 # --- downloads --------------------------------------------------------------------------------------------------
@@ -156,7 +165,7 @@ def table_markdown(question: str, evidence: table.EvidenceTable) -> str:
                  f"[{cell(row.title)}](https://arxiv.org/abs/{row.paper_id}) — {cell(byline(row))}")
         quoted = f" {ELLIPSIS} ".join(f"\u201c{cell(quote.shown)}\u201d{_markdown_section(quote, row)}"
                                       for quote in row.quotes)
-        lines.append(f"| {row.label} | {group}{paper} | {quoted} |")
+        lines.append(f"| {row.label} | {group}{paper} | {quoted}{cell(absent_line(row))} |")
     return "\n".join(lines) + "\n"
 
 

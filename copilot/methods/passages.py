@@ -12,6 +12,9 @@ question by meaning alone. One paper in scope allows more than the library's sco
 4): a body sentence in the section where the question's kind is written, one stating a number when numbers answer
 that kind, and a fragment continuing a sentence that holds the question's words score higher (methods.question_kinds).
 
+A paper whose full text never uses some of the question's words ("protein" asked of a paper on LLM recognition) says
+which (`absent_words`): its passages are then only its closest, not its answer.
+
 A body quote is shown with the sentence it leans on and, for a why-question, the one that explains it
 (`evidence.in_context`), as in the library's table.
 
@@ -20,12 +23,13 @@ Nothing here writes a sentence of its own: every quote is a slice of the stored 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from copilot import table
-from copilot.methods import evidence, question_kinds
+from copilot.methods import body_text, evidence, question_kinds
 from copilot.store.fulltext import StoredBody
 
 # Chosen on the dev questions (tests/data/fulltext-questions.jsonl, each asked about its paper, body stored): 3-6
@@ -131,3 +135,44 @@ def passage_rows(question: str, question_vector: np.ndarray, sources: Sequence[e
                                             question)
         rows.append(evidence.Row(source, quoted, float(best[2] @ question_vector), best[3], roles))
     return rows
+
+
+_WORD = re.compile(r"[^\W_]+")
+# a question's words that name the paper or its authors, or ask for a kind of answer, not what is asked of the paper
+# ("Did the authors measure …", "Summarize …", "What is the key idea …")
+_NOT_ASKED = ("author authors paper study work article summarize summarise summary explain describe tell list give "
+               "show key main idea ideas")
+MAX_ABSENT = 5                # words named at most
+ABSENT_SHARE = 0.5            # and only when at least this share of the question's words is absent
+
+
+def absent_words(question: str, source: evidence.Source) -> tuple[str, ...]:
+    """The question's words (as typed, at most MAX_ABSENT) that the paper never uses, not in its title, abstract or
+    read body, when they are at least ABSENT_SHARE of the words it asks about: asked of a paper on LLM recognition,
+    "Does it work for protein folding?" → ("protein", "folding"), while one word a paper happens not to use ("expect",
+    "polite") is not worth a line. Nothing before its body is read: an abstract alone cannot say what a paper lacks.
+    A word counts as used when its stem is one of the text's stems or when the word, or the word without a plural
+    ending, occurs anywhere in the text ("GPUs" in "GPU", "fold" in "10-fold"): in doubt, nothing is said. Linear in
+    the question and the text."""
+    stored = source.body
+    question = question[:2000]
+    if stored is None or not question.strip():
+        return ()
+    asked = body_text.asked_words(question) - frozenset(body_text.sentence_terms([_NOT_ASKED])[0])
+    if not asked:
+        return ()
+    text = " ".join((source.title, source.abstract, stored.body.text)).lower()
+    used = set(body_text.sentence_terms([f"{source.title} {source.abstract}"])[0])
+    if stored.terms:
+        used.update(*stored.terms)
+    else:                           # a body still being read (features.fulltext.first_look) has no stems yet
+        used.update(body_text.sentence_terms([stored.body.text])[0])
+    absent: dict[str, set[str]] = {}
+    for word in dict.fromkeys(_WORD.findall(question)):
+        stems = set(body_text.sentence_terms([word])[0])
+        lower = word.lower()
+        forms = {lower, lower[:-1] if lower.endswith("s") else lower, lower[:-2] if lower.endswith("es") else lower}
+        if stems and stems <= asked and not stems & used and not any(form in text for form in forms if form):
+            absent[word] = stems
+    missing = set().union(*absent.values()) if absent else set()
+    return tuple(list(absent)[:MAX_ABSENT]) if len(missing) >= ABSENT_SHARE * len(asked) else ()
