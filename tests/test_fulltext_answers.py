@@ -341,3 +341,16 @@ def test_a_question_about_a_real_paper_names_the_words_its_full_text_never_uses(
         text = "".join(evidence_text.render_table(tables[0]))
         assert row.absent == absent and evidence_text.is_table(text)
         assert ("found nowhere in its full text: protein, folding." in text) == bool(absent)
+
+
+def test_asked_only_for_its_limitations_a_real_paper_is_quoted_from_its_limitations_section(library, tmp_path):
+    """Issue #57 item 4: asked of NameRank (the real page), "What are the limitations of NameRank?" quotes its §8.4
+    Limitations, not "Limit your response to about 150 words." (a prompt it shows, holding the question's word) nor
+    the rate-limited GDELT API."""
+    services = services_over(library, tmp_path)
+    assert fulltext.import_paths(services, [HTML_DIR / "2607.12520.html"])[0].status == "ok"
+    question = "What are the limitations of NameRank?"
+    turn = Chat(services).prepare(question, "ann", papers=["2607.12520"])
+    (row,) = answer_tables(services, turn.question, [a.sources for a in turn.answers], turn.ranking)[0].rows
+    assert row.quotes and {quote.section for quote in row.quotes} == {"8.4 Limitations"}
+    assert row.quotes[0].text.startswith("The material caveats")

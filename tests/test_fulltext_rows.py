@@ -396,3 +396,29 @@ def test_the_words_a_paper_never_uses_are_a_line_of_the_table_its_checks_and_dow
     assert table.EvidenceTable.from_json(made.to_json()) == made
     assert not evidence_text.is_table(text.replace("protein", "\u201cprotein\u201d"))   # never a quote mark in it
     assert not evidence_text.is_table(text + "\nWords of the question found nowhere")
+
+
+LIMITED = PASSAGES[:3] + [
+    ("4.3 Serving", "S4.SS3", "4 Experiments", "The translation API is rate-limited to ten calls a second."),
+    ("7 Limitations", "S7", "7 Limitations",
+     "We tested only two language pairs. Speech from noisy rooms was never evaluated. The glossary must be given "
+     "in advance."),
+]
+
+
+def test_a_question_asking_only_for_the_limitations_is_answered_by_the_papers_limitations_section():
+    source = replace(PAPER, body=stored(make_body(given=LIMITED)))
+    section = ["We tested only two language pairs.", "Speech from noisy rooms was never evaluated.",
+               "The glossary must be given in advance."]
+    for question in ("What are the limitations of RASST?", "What are the limitations?",
+                     "Which weaknesses does the paper admit?"):
+        (row,) = passages.passage_rows(question, embed([question])[0], [source], embed)
+        # the section's three sentences, shown as one quote (one paragraph), not "… is rate-limited …"
+        assert [span.text for span in row.spans] == [" ".join(section)], question
+    # a question that asks more than the kind ("noisy rooms" is no word of the paper's title or abstract) is
+    # answered as before: by its words, wherever they are
+    specific = "Which limitation concerns noisy rooms?"
+    assert not passages.dedicated_positions(specific, source)
+    (row,) = passages.passage_rows(specific, embed([specific])[0], [source], embed)
+    assert "Speech from noisy rooms was never evaluated." in [span.text for span in row.spans]
+    assert not passages.dedicated_positions("What are the limitations?", replace(source, body=stored(make_body())))

@@ -69,7 +69,8 @@ def _candidates(question: str, question_vector: np.ndarray, source: evidence.Sou
                 found.append((span, role, vector, score))
     for span, role, vector, extra in evidence.body_candidates(source, question, question_vector, limits,
                                                               count=BODY_CANDIDATES,
-                                                              prior=scoped_prior(question, source.body)):
+                                                              prior=scoped_prior(question, source.body,
+                                                                                 f"{source.title} {source.abstract}")):
         score = float(np.asarray(vector, dtype=np.float32) @ question_vector) + extra
         found.append((span, role, np.asarray(vector, dtype=np.float32), score + evidence.span_bonus(question, span,
                                                                                                      role)))
@@ -77,38 +78,74 @@ def _candidates(question: str, question_vector: np.ndarray, source: evidence.Sou
     return found
 
 
-def scoped_prior(question: str, stored: StoredBody | None) -> Callable[[np.ndarray], np.ndarray] | None:
+def scoped_prior(question: str, stored: StoredBody | None,
+                 known: str = "") -> Callable[[np.ndarray], np.ndarray] | None:
     """What one paper in scope allows over the library's scores (methods.question_kinds): given a body's sentence
     bonuses (evidence.body_candidates), each sentence's further bonus for its section, where the question's kind is
-    written, and for continuing a sentence that holds the question's words."""
+    written, and for continuing a sentence that holds the question's words. A question that asks only its kind of
+    the paper ("What are the limitations of NameRank?": nothing but the kind's word and the paper's own, `known`, its
+    title and abstract) is answered in the section given over to that kind, when the paper has one ("8.4
+    Limitations"): its sentences come first (its kind's word alone would pick "the rate-limited GDELT API")."""
     if stored is None:
         return None
     kind = question_kinds.question_kind(question)
     sentences = stored.sentences
+    dedicated = asks_only(kind, question, known)
 
     def prior(bonus: np.ndarray) -> np.ndarray:
-        return (question_kinds.section_prior(kind, stored.body, sentences)
-                + question_kinds.number_prior(kind, stored.body, sentences)
-                + question_kinds.neighbour_prior(bonus, stored.body, sentences))
+        found = (question_kinds.section_prior(kind, stored.body, sentences)
+                 + question_kinds.number_prior(kind, stored.body, sentences)
+                 + question_kinds.neighbour_prior(bonus, stored.body, sentences))
+        return found + question_kinds.dedicated_prior(kind, stored.body, sentences) if dedicated else found
 
     return prior
 
 
+def dedicated_positions(question: str, source: evidence.Source) -> frozenset[int]:
+    """The span positions (evidence.Span.position) of the body sentences in the section given over to what the
+    question asks, when it asks only that of the paper (`scoped_prior`); empty otherwise."""
+    stored = source.body
+    kind = question_kinds.question_kind(question)
+    if stored is None or not asks_only(kind, question, f"{source.title} {source.abstract}"):
+        return frozenset()
+    prior = question_kinds.dedicated_prior(kind, stored.body, stored.sentences)
+    return frozenset(evidence.BODY_POSITIONS + 2 * int(n) for n in np.flatnonzero(prior))
+
+
+def asks_only(kind: str, question: str, known: str) -> bool:
+    """Whether a question asks only its kind of the paper: no word of it but the kind's own, the paper's (its title
+    and abstract, `known`) and those naming a paper or the kind of answer."""
+    cues = question_kinds.cue_words(kind, question)
+    if not cues:
+        return False
+    others = body_text.asked_words(question) - frozenset(body_text.sentence_terms([_NOT_ASKED])[0])
+    return not others - set(body_text.sentence_terms([" ".join(cues)])[0]) - set(
+        body_text.sentence_terms([known])[0] if known.strip() else [])
+
+
 def _chosen(found: Sequence[tuple[evidence.Span, str, np.ndarray, float]],
-            question_vector: np.ndarray) -> list[int]:
+            question_vector: np.ndarray, placed: frozenset[int] = frozenset()) -> list[int]:
     """Which candidates a row quotes (indices into `found`, best first): the best; the next ones FLOOR close to the
     question, not near-copies of one chosen, while within WITHIN of the best or fewer than MIN_QUOTES; the best body
     sentence when it is evidence.BODY_FLOOR close; the passage closest to the question by meaning alone and the
     abstract's best passage, each when FLOOR close (an abstract's sentence that states the answer scores no word share,
-    so body sentences holding the question's words would outscore every one of them)."""
+    so body sentences holding the question's words would outscore every one of them). A sentence of the section given
+    over to what the question asks (`placed`, positions: `dedicated_positions`) needs no FLOOR, and a row led by one
+    takes no passage from elsewhere to make up MIN_QUOTES, for its meaning or for its abstract: "What are the
+    limitations?" is answered by that section's sentences, which may share no word with it ("We tested only 12
+    episodes per cell."), not by "Limit your response to about 150 words." elsewhere."""
     best = found[0][3]
     cosines = [float(vector @ question_vector) for _, _, vector, _ in found]
     chosen = [0]
-    for n, (_, _, vector, score) in enumerate(found[1:], start=1):
-        if len(chosen) >= MAX_QUOTES or (score < best - WITHIN and len(chosen) >= MIN_QUOTES):
+    enough = 1 if found[0][0].position in placed else MIN_QUOTES   # the section's sentences, not a filling
+    for n, (span, _, vector, score) in enumerate(found[1:], start=1):
+        if len(chosen) >= MAX_QUOTES or (score < best - WITHIN and len(chosen) >= enough):
             break
-        if cosines[n] >= FLOOR and all(float(vector @ found[m][2]) < SAME for m in chosen):
+        if (cosines[n] >= FLOOR or span.position in placed) and all(float(vector @ found[m][2]) < SAME
+                                                                      for m in chosen):
             chosen.append(n)
+    if found[0][0].position in placed:
+        return chosen
     body = next((n for n, c in enumerate(found) if c[0].origin == table.BODY), None)
     closest = max(range(len(found)), key=lambda n: cosines[n])
     abstract = next((n for n, c in enumerate(found) if c[0].origin == table.ABSTRACT), None)
@@ -128,7 +165,7 @@ def passage_rows(question: str, question_vector: np.ndarray, sources: Sequence[e
         found = _candidates(question, question_vector, source, embed, learned_roles)
         if not found:
             continue
-        chosen = _chosen(found, question_vector)
+        chosen = _chosen(found, question_vector, dedicated_positions(question, source))
         ordered = sorted(chosen, key=lambda n: found[n][0].position)
         best = found[chosen[0]]
         quoted, roles = evidence.in_context(source, [found[n][0] for n in ordered], [found[n][1] for n in ordered],
@@ -138,10 +175,11 @@ def passage_rows(question: str, question_vector: np.ndarray, sources: Sequence[e
 
 
 _WORD = re.compile(r"[^\W_]+")
-# a question's words that name the paper or its authors, or ask for a kind of answer, not what is asked of the paper
-# ("Did the authors measure …", "Summarize …", "What is the key idea …")
-_NOT_ASKED = ("author authors paper study work article summarize summarise summary explain describe tell list give "
-               "show key main idea ideas")
+# a question's words that name the paper or its authors, ask for a kind of answer, or ask what it says, not what is
+# asked of the paper ("Did the authors measure …", "this approach", "Summarize …", "the key idea", "does it admit")
+_NOT_ASKED = ("author authors paper study work article approach method summarize summarise summary explain describe "
+               "tell list give show key main idea ideas say says state states mention mentions discuss discusses "
+               "admit admits acknowledge acknowledges")
 MAX_ABSENT = 5                # words named at most
 ABSENT_SHARE = 0.5            # and only when at least this share of the question's words is absent
 

@@ -50,7 +50,14 @@ _SECTIONS: dict[str, tuple[str, ...]] = {
     "results": ("experiment*", "result*", "evaluation*", "analysis", "analyses", "ablation*", "comparison*",
                 "baseline*", "findings", "performance"),
 }
+# the words of a section's own title that say the section is given over to the kind ("8.4 Limitations", "Threats to
+# validity"): a question asking only that kind of the paper is answered there
+_DEDICATED: dict[str, tuple[str, ...]] = {
+    "limits": ("limitation*", "threats", "caveats", "shortcoming*", "weakness*"),
+}
 SECTION_PRIOR = 0.08          # a body sentence's bonus for a section where the question's kind is written
+DEDICATED_PRIOR = 2.0         # …for the section given over to it, when the question asks nothing else of the paper:
+#                               more than any other bonus and cosine together, so its sentences come first
 NUMBER_PRIOR = 0.12           # …and for stating a number, when the kind is measured in numbers
 NUMBER_KINDS = frozenset({"results", "data", "setup"})
 NEIGHBOUR_SHARE = 0.3         # the share of the previous sentence's bonus (same section) a sentence borrows
@@ -97,6 +104,25 @@ def section_prior(kind: str, body: Body, sentences: Sequence[tuple[int, int, int
             section = body.sections[key] if 0 <= key < len(body.sections) else None
             holds[key] = section is not None and section_holds(kind, f"{section.top} {section.title}")
         prior[n] = SECTION_PRIOR if holds[key] else 0.0
+    return prior
+
+
+def cue_words(kind: str, question: str) -> list[str]:
+    """The question's words that name `kind` ("What are the *limitations* of NameRank?")."""
+    return [word for word in words(question or "") if kind in _CUES and _matches(word, _CUES[kind])]
+
+
+def dedicated_prior(kind: str, body: Body, sentences: Sequence[tuple[int, int, int, bool, bool]]) -> np.ndarray:
+    """DEDICATED_PRIOR for each sentence of a section whose own title says it is given over to `kind`, else 0."""
+    prior = np.zeros(len(sentences), dtype=np.float32)
+    if kind not in _DEDICATED:
+        return prior
+    holds: dict[int, bool] = {}
+    for n, sentence in enumerate(sentences):
+        key = body.passages[sentence[2]].section
+        if key not in holds:
+            holds[key] = 0 <= key < len(body.sections) and _holds(words(body.sections[key].title), _DEDICATED[kind])
+        prior[n] = DEDICATED_PRIOR if holds[key] else 0.0
     return prior
 
 
