@@ -130,8 +130,9 @@ def _chosen(found: Sequence[tuple[evidence.Span, str, np.ndarray, float]],
     sentence when it is evidence.BODY_FLOOR close; the passage closest to the question by meaning alone and the
     abstract's best passage, each when FLOOR close (an abstract's sentence that states the answer scores no word share,
     so body sentences holding the question's words would outscore every one of them). A sentence of the section given
-    over to what the question asks (`placed`, positions: `dedicated_positions`) needs no FLOOR, and a row led by one
-    takes no passage from elsewhere to make up MIN_QUOTES, for its meaning or for its abstract: "What are the
+    over to what the question asks (`placed`, positions: `dedicated_positions`) needs no FLOOR and may be far behind
+    the best (which may hold the kind's word: "only *weakly* conditioned" for "Which weaknesses …"), and a row led by
+    one takes no passage from elsewhere to make up MIN_QUOTES, for its meaning or for its abstract: "What are the
     limitations?" is answered by that section's sentences, which may share no word with it ("We tested only 12
     episodes per cell."), not by "Limit your response to about 150 words." elsewhere."""
     best = found[0][3]
@@ -139,7 +140,8 @@ def _chosen(found: Sequence[tuple[evidence.Span, str, np.ndarray, float]],
     chosen = [0]
     enough = 1 if found[0][0].position in placed else MIN_QUOTES   # the section's sentences, not a filling
     for n, (span, _, vector, score) in enumerate(found[1:], start=1):
-        if len(chosen) >= MAX_QUOTES or (score < best - WITHIN and len(chosen) >= enough):
+        if len(chosen) >= MAX_QUOTES or (score < best - WITHIN and len(chosen) >= enough
+                                         and span.position not in placed):
             break
         if (cosines[n] >= FLOOR or span.position in placed) and all(float(vector @ found[m][2]) < SAME
                                                                       for m in chosen):
