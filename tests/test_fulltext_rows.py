@@ -423,3 +423,14 @@ def test_a_question_asking_only_for_the_limitations_is_answered_by_the_papers_li
     (row,) = passages.passage_rows(specific, embed([specific])[0], [source], embed)
     assert "Speech from noisy rooms was never evaluated." in [span.text for span in row.spans]
     assert not passages.dedicated_positions("What are the limitations?", replace(source, body=stored(make_body())))
+
+
+def test_a_question_asking_only_whether_the_code_is_available_is_answered_by_a_section_on_its_availability():
+    given = PASSAGES[:3] + [("4.3 Serving", "S4.SS3", "4 Experiments", "The code path of the decoder is cached."),
+                            ("Code availability", "S9", "Code availability",
+                             "All scripts and trained retrievers are released as a versioned archive.")]
+    source = replace(PAPER, body=stored(make_body(given=given)))
+    for question in ("Is the code available?", "Did they release their code?"):
+        (row,) = passages.passage_rows(question, embed([question])[0], [source], embed)
+        assert [span.text for span in row.spans] == [
+            "All scripts and trained retrievers are released as a versioned archive."], question

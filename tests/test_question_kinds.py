@@ -32,6 +32,9 @@ pytestmark = pytest.mark.unit
     ("What error rate do the authors estimate for their judge?", "results"),
     ("How much does dev Recall@10 drop without the multi-scale windows?", "results"),
     ("How well can a prompted model tell which profile produced which prediction?", "results"),
+    ("Is the code available?", "code"),
+    ("Did they release the tokenizers publicly?", "code"),
+    ("Is the data publicly available?", "data"),                        # data comes first: its availability
     ("What does the Latent Bridge prepend to the fast model?", "other"),
     ("", "other"),
 ])

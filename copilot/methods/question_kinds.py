@@ -3,11 +3,13 @@
 With one paper in scope, a question competes only with that paper's passages, so where the paper keeps each kind of
 fact can count: its data in the dataset or setup sections, its hardware and training settings in the implementation
 details or an appendix, its limits in the limitations or conclusion, its measurements in the experiments and
-results. `question_kind` names the kind from the question's words (a set lookup per word: linear, no pattern that
-can backtrack on what a user types); `section_prior` gives each body sentence a bonus when its section's path (its
-top section and its own title, "5 Experiments 5.2 Implementation Details") holds a word of the kind's sections;
-`neighbour_prior` lets a sentence borrow part of the bonus of the sentence before it in the same section (a fragment
-such as "Kaggle P100 GPU (16 GB VRAM), model on CPU at FP32." continues the sentence that says what it is about).
+results, its code in a section on its availability. `question_kind` names the kind from the question's words (a set
+lookup per word: linear, no pattern that can backtrack on what a user types); `section_prior` gives each body sentence
+a bonus when its section's path (its top section and its own title, "5 Experiments 5.2 Implementation Details") holds
+a word of the kind's sections; `dedicated_prior` puts first the section given over to the kind ("8.4 Limitations",
+"Data and code availability"), for a question that asks only that kind; `neighbour_prior` lets a sentence borrow part
+of the bonus of the sentence before it in the same section (a fragment such as "Kaggle P100 GPU (16 GB VRAM), model
+on CPU at FP32." continues the sentence that says what it is about).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ MAX_QUESTION = 2000           # characters of a question read (a pasted page is 
 
 # the kinds, checked in this order (the first whose cue a question holds): "Which model families were the
 # experiments limited to" is about limits before it is about models; "how many training runs" about settings
-KINDS = ("limits", "setup", "data", "results", "other")
+KINDS = ("limits", "setup", "data", "results", "code", "other")
 
 # a question's words (lower case, whole words, or two in a row) that name each kind; "*" ends a prefix
 _CUES: dict[str, tuple[str, ...]] = {
@@ -38,6 +40,8 @@ _CUES: dict[str, tuple[str, ...]] = {
     "results": ("compare*", "comparison", "versus", "vs", "accuracy", "score*", "scored", "recall*", "precision@*",
                 "bleu", "f1", "error", "agree*", "improve*", "drop*", "change*", "lift", "gain*", "perform*",
                 "baseline*", "ablation*", "outperform*", "happens", "effect", "impact", "proxy", "rate", "how well"),
+    "code": ("code", "codebase", "github", "gitlab", "repository", "repo", "open-source*", "available",
+             "availability", "release*", "public", "publicly"),
 }
 # the words of a section's path that say it holds each kind (lower case, whole words; "*" a prefix)
 _SECTIONS: dict[str, tuple[str, ...]] = {
@@ -54,6 +58,7 @@ _SECTIONS: dict[str, tuple[str, ...]] = {
 # validity"): a question asking only that kind of the paper is answered there
 _DEDICATED: dict[str, tuple[str, ...]] = {
     "limits": ("limitation*", "threats", "caveats", "shortcoming*", "weakness*"),
+    "code": ("availability",),      # "Data and code availability" (a sentence holding a link is never quoted)
 }
 SECTION_PRIOR = 0.08          # a body sentence's bonus for a section where the question's kind is written
 DEDICATED_PRIOR = 2.0         # …for the section given over to it, when the question asks nothing else of the paper:
