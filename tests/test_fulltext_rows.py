@@ -434,3 +434,22 @@ def test_a_question_asking_only_whether_the_code_is_available_is_answered_by_a_s
         (row,) = passages.passage_rows(question, embed([question])[0], [source], embed)
         assert [span.text for span in row.spans] == [
             "All scripts and trained retrievers are released as a versioned archive."], question
+
+
+def test_asked_only_whether_the_code_is_available_a_chosen_paper_quotes_its_repository_link():
+    given = PASSAGES[:3] + [("4.3 Serving", "S4.SS3", "4 Experiments", "The code path of the decoder is cached."),
+                            ("6 Conclusion", "S6", "6 Conclusion",
+                             "Our training code is on GitHub at https://github.com/ann/rasst. We thank the reviewers.")]
+    source = replace(PAPER, body=stored(make_body(given=given)))
+    question = "Where can I find the code?"
+    rows = passages.passage_rows(question, embed([question])[0], [source], embed)
+    made = evidence.make_table(rows, question, chosen=True)
+    assert [q.text for q in made.rows[0].quotes] == ["Our training code is on GitHub at https://github.com/ann/rasst."]
+    assert evidence_text.is_table("".join(evidence_text.render_table(made)))
+    # nor asked about the paper for anything else (a link would crowd out answers: one of dev2's was lost so)
+    other = "Which training code did they put on GitHub?"                 # a question about the training setup
+    rows = passages.passage_rows(other, embed([other])[0], [source], embed)
+    assert rows and not any("https://" in span.text for row in rows for span in row.spans)
+    # across the library (and in Adaptive, whose checks drop a link its abstract lacks) a link is never quoted
+    library = evidence.body_candidates(source, question, embed([question])[0], count=20)
+    assert library and not any("https://" in span.text for span, *_ in library)

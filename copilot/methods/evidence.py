@@ -242,14 +242,14 @@ def spans_of(abstract: str) -> list[Span]:
     return found
 
 
-def quotable(span: Span, min_words: int = quotes.MIN_QUOTE_WORDS) -> bool:
+def quotable(span: Span, min_words: int = quotes.MIN_QUOTE_WORDS, links: bool = False) -> bool:
     """Long enough to say something, and safe to show inside quotation marks verbatim: no curly quote marks (they
     would end the quote), no numbered citation brackets (the answer's checks treat those as citations) and no link
-    (the checks drop a link the item's cut text lacks)."""
+    (the checks drop a link the item's cut text lacks), but with `links` (a chosen paper's row: no check edits it)."""
     text = span.text
     return (len(re.findall(r"[A-Za-z]{2,}", text)) >= min_words
             and not re.search("[\u201c\u201d]", text) and not _CITATION_BRACKET.search(text)
-            and not re.search(r"https?://|www\.", text, re.I))
+            and (links or not re.search(r"https?://|www\.", text, re.I)))
 
 
 def names_paper(question: str, source: Source) -> bool:
@@ -286,7 +286,7 @@ def span_bonus(question: str, span: Span, role: str) -> float:
     return bonus.get(role, 0.0) + (NUMBER_BONUS if numbers and _NUMBER.search(span.text) else 0.0)
 
 
-def _body_span(body: Body, n: int, sentence: tuple[int, int, int, bool, bool]) -> Span | None:
+def _body_span(body: Body, n: int, sentence: tuple[int, int, int, bool, bool], links: bool = False) -> Span | None:
     """Body sentence `n` as a quotable span with its section (body_text.quote_bounds), or None."""
     bounds = body_text.quote_bounds(body, *sentence)
     if bounds is None:
@@ -296,7 +296,7 @@ def _body_span(body: Body, n: int, sentence: tuple[int, int, int, bool, bool]) -
     label, anchor = (body_text.section_label(body, section), section.anchor) if section else ("", "")
     span = Span(" ".join(body.text[start:end].split()), cut_before, cut_after, BODY_POSITIONS + 2 * n, start, end,
                 table.BODY, label, anchor)
-    return span if quotable(span, least) else None
+    return span if quotable(span, least, links) else None
 
 
 def in_context(source: Source, spans: Sequence[Span], roles: Sequence[str],
@@ -338,8 +338,8 @@ def in_context(source: Source, spans: Sequence[Span], roles: Sequence[str],
 
 
 def body_candidates(source: Source, question: str, question_vector: np.ndarray, limits: re.Pattern | None = None,
-                    count: int = BODY_CANDIDATES, prior: Callable[[np.ndarray], np.ndarray] | None = None
-                    ) -> list[tuple[Span, str, np.ndarray, float]]:
+                    count: int = BODY_CANDIDATES, prior: Callable[[np.ndarray], np.ndarray] | None = None,
+                    links: bool = False) -> list[tuple[Span, str, np.ndarray, float]]:
     """A paper's body spans a row may quote for the question, with cue role, stored vector and bonus (question_bonus;
     title and abstract name the paper; plus `prior(bonus)`, a scoped question's): of its BODY_SCAN best by cosine and
     bonus (of a first look: with a vector), the `count` best as a row scores them, that may state its finding."""
@@ -355,7 +355,7 @@ def body_candidates(source: Source, question: str, question_vector: np.ndarray, 
     found: list[tuple[float, Span, str, np.ndarray, float]] = []
     for n in np.argsort(-np.where(with_vector, cosines + bonus, -np.inf))[:min(BODY_SCAN, int(with_vector.sum()))]:
         sentence = stored.sentences[int(n)]
-        span = _body_span(body, int(n), sentence) if body_text.may_state_finding(
+        span = _body_span(body, int(n), sentence, links) if body_text.may_state_finding(
             body, body_text.BodySentence(*sentence)) and not body_text.is_signpost(
             body.text[sentence[0]:sentence[1]]) else None
         if span is None:

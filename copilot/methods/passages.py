@@ -15,6 +15,9 @@ that kind, and a fragment continuing a sentence that holds the question's words 
 A paper whose full text never uses some of the question's words ("protein" asked of a paper on LLM recognition) says
 which (`absent_words`): its passages are then only its closest, not its answer.
 
+A question asking whether or where the code is available (the `code` kind) may quote a sentence holding a link
+("Code: https://github.com/…"), which no other row does: a chosen paper's table is never edited by a check.
+
 A body quote is shown with the sentence it leans on and, for a why-question, the one that explains it
 (`evidence.in_context`), as in the library's table.
 
@@ -70,7 +73,8 @@ def _candidates(question: str, question_vector: np.ndarray, source: evidence.Sou
     for span, role, vector, extra in evidence.body_candidates(source, question, question_vector, limits,
                                                               count=BODY_CANDIDATES,
                                                               prior=scoped_prior(question, source.body,
-                                                                                 f"{source.title} {source.abstract}")):
+                                                                                 f"{source.title} {source.abstract}"),
+                                                              links=question_kinds.question_kind(question) == "code"):
         score = float(np.asarray(vector, dtype=np.float32) @ question_vector) + extra
         found.append((span, role, np.asarray(vector, dtype=np.float32), score + evidence.span_bonus(question, span,
                                                                                                      role)))
@@ -178,10 +182,11 @@ def passage_rows(question: str, question_vector: np.ndarray, sources: Sequence[e
 
 _WORD = re.compile(r"[^\W_]+")
 # a question's words that name the paper or its authors, ask for a kind of answer, or ask what it says, not what is
-# asked of the paper ("Did the authors measure …", "this approach", "Summarize …", "the key idea", "does it admit")
+# asked of the paper ("Did the authors measure …", "this approach", "Summarize …", "the key idea", "does it admit",
+# "Where can I find …")
 _NOT_ASKED = ("author authors paper study work article approach method summarize summarise summary explain describe "
                "tell list give show key main idea ideas say says state states mention mentions discuss discusses "
-               "admit admits acknowledge acknowledges")
+               "admit admits acknowledge acknowledges find get access obtain download")
 MAX_ABSENT = 5                # words named at most
 ABSENT_SHARE = 0.5            # and only when at least this share of the question's words is absent
 

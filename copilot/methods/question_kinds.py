@@ -3,17 +3,19 @@
 With one paper in scope, a question competes only with that paper's passages, so where the paper keeps each kind of
 fact can count: its data in the dataset or setup sections, its hardware and training settings in the implementation
 details or an appendix, its limits in the limitations or conclusion, its measurements in the experiments and
-results, its code in a section on its availability. `question_kind` names the kind from the question's words (a set
+results, its code behind a repository's address. `question_kind` names the kind from the question's words (a set
 lookup per word: linear, no pattern that can backtrack on what a user types); `section_prior` gives each body sentence
 a bonus when its section's path (its top section and its own title, "5 Experiments 5.2 Implementation Details") holds
 a word of the kind's sections; `dedicated_prior` puts first the section given over to the kind ("8.4 Limitations",
-"Data and code availability"), for a question that asks only that kind; `neighbour_prior` lets a sentence borrow part
-of the bonus of the sentence before it in the same section (a fragment such as "Kaggle P100 GPU (16 GB VRAM), model
-on CPU at FP32." continues the sentence that says what it is about).
+"Data and code availability") and the sentences holding a repository's address, for a question that asks only
+that kind; `neighbour_prior` lets a sentence borrow part of the bonus of the sentence before it in the same section (a
+fragment such as "Kaggle P100 GPU (16 GB VRAM), model on CPU at FP32." continues the sentence that says what it is
+about).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -58,8 +60,12 @@ _SECTIONS: dict[str, tuple[str, ...]] = {
 # validity"): a question asking only that kind of the paper is answered there
 _DEDICATED: dict[str, tuple[str, ...]] = {
     "limits": ("limitation*", "threats", "caveats", "shortcoming*", "weakness*"),
-    "code": ("availability",),      # "Data and code availability" (a sentence holding a link is never quoted)
+    "code": ("availability",),      # "Data and code availability"
 }
+# …and the sentences that hold where the kind is found: a repository's address for the code ("… is available on
+# GitHub at https://github.com/…", "[DOI: 10.5281/zenodo.…]"); a literal alternation, linear
+# (not huggingface.co: there a paper links the models and data it used, more often than its own code)
+_PLACES = {"code": re.compile(r"github\.com|gitlab\.com|codeberg\.org|bitbucket\.org|zenodo", re.I)}
 SECTION_PRIOR = 0.08          # a body sentence's bonus for a section where the question's kind is written
 DEDICATED_PRIOR = 2.0         # …for the section given over to it, when the question asks nothing else of the paper:
 #                               more than any other bonus and cosine together, so its sentences come first
@@ -118,16 +124,19 @@ def cue_words(kind: str, question: str) -> list[str]:
 
 
 def dedicated_prior(kind: str, body: Body, sentences: Sequence[tuple[int, int, int, bool, bool]]) -> np.ndarray:
-    """DEDICATED_PRIOR for each sentence of a section whose own title says it is given over to `kind`, else 0."""
+    """DEDICATED_PRIOR for each sentence of a section whose own title says it is given over to `kind`, and for each
+    that holds where that kind is found (a repository's address for the code), else 0."""
     prior = np.zeros(len(sentences), dtype=np.float32)
     if kind not in _DEDICATED:
         return prior
     holds: dict[int, bool] = {}
+    place = _PLACES.get(kind)
     for n, sentence in enumerate(sentences):
         key = body.passages[sentence[2]].section
         if key not in holds:
             holds[key] = 0 <= key < len(body.sections) and _holds(words(body.sections[key].title), _DEDICATED[kind])
-        prior[n] = DEDICATED_PRIOR if holds[key] else 0.0
+        if holds[key] or (place is not None and place.search(body.text, sentence[0], sentence[1])):
+            prior[n] = DEDICATED_PRIOR
     return prior
 
 
